@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+// hvprof-demo: the default image's workload, with a ground truth it measures itself.
+//
+// Phase 1 (CPU): burn_a() and burn_b() are called alternately with work in a 70:30 ratio; each
+// call is timed with CLOCK_THREAD_CPUTIME_ID and the shares are printed as
+//   hvprof-truth: cpu burn_a=P burn_b=Q
+// Phase 2 (system calls): syscall_phase() -> ask_kernel_path_one() -> getppid() in a loop, so
+// kernel samples of that phase have a distinctive user call path; it prints the call count.
+// Usage: hvprof-demo [CPU_SECONDS [SYSCALL_SECONDS]]   (defaults 4 and 2)
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile uint64_t sink;
+
+static double now_s(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) static uint64_t spin(uint64_t n, uint64_t x)
+{
+	for (uint64_t i = 0; i < n; i++)
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+	return x;
+}
+
+__attribute__((noinline)) void burn_a(uint64_t n)
+{
+	sink = spin(n, sink);
+}
+
+__attribute__((noinline)) void burn_b(uint64_t n)
+{
+	sink = spin(n, sink ^ 1);
+}
+
+__attribute__((noinline)) static long ask_kernel_path_one(void)
+{
+	return syscall(SYS_getppid);
+}
+
+__attribute__((noinline)) void syscall_phase(double seconds, unsigned long *calls)
+{
+	double end = now_s(CLOCK_MONOTONIC) + seconds;
+
+	while (now_s(CLOCK_MONOTONIC) < end) {
+		for (int i = 0; i < 64; i++)
+			sink += (uint64_t)ask_kernel_path_one();
+		*calls += 64;
+	}
+}
+
+__attribute__((noinline)) void cpu_phase(double seconds, double *t_a, double *t_b)
+{
+	const uint64_t unit = 200000; /* about 0.1-0.2 ms of work per unit */
+	double end = now_s(CLOCK_MONOTONIC) + seconds;
+
+	while (now_s(CLOCK_MONOTONIC) < end) {
+		double t0 = now_s(CLOCK_THREAD_CPUTIME_ID);
+
+		burn_a(7 * unit);
+		double t1 = now_s(CLOCK_THREAD_CPUTIME_ID);
+
+		burn_b(3 * unit);
+		double t2 = now_s(CLOCK_THREAD_CPUTIME_ID);
+
+		*t_a += t1 - t0;
+		*t_b += t2 - t1;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	double cpu_s = argc > 1 ? atof(argv[1]) : 4.0;
+	double sys_s = argc > 2 ? atof(argv[2]) : 2.0;
+	double t_a = 0, t_b = 0;
+	unsigned long calls = 0;
+
+	printf("hvprof-demo: pid %d: cpu phase %.1f s, syscall phase %.1f s\n", getpid(), cpu_s, sys_s);
+	fflush(stdout);
+	cpu_phase(cpu_s, &t_a, &t_b);
+	if (t_a + t_b > 0)
+		printf("hvprof-truth: cpu burn_a=%.2f burn_b=%.2f\n", 100 * t_a / (t_a + t_b),
+		       100 * t_b / (t_a + t_b));
+	fflush(stdout);
+	syscall_phase(sys_s, &calls);
+	printf("hvprof-truth: syscalls getppid=%lu\n", calls);
+	return 0;
+}

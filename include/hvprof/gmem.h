@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/* Guest physical memory as guestinfo sees it: a read callback, so tests use plain buffers. */
+#ifndef HVPROF_GMEM_H
+#define HVPROF_GMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * gmem_read_fn - copy @len bytes of guest physical memory at @gpa into @dst.
+ * Return: 0, or -ERANGE when any byte of [gpa, gpa+len) is outside guest RAM (nothing is
+ * guaranteed about @dst then). Must not fail for other reasons. Thread-safety: called from
+ * vCPU threads concurrently; the reader must not take locks that a vCPU thread holds.
+ */
+typedef int (*gmem_read_fn)(void *ctx, uint64_t gpa, void *dst, size_t len);
+
+struct gmem {
+	gmem_read_fn read; /* required */
+	void *ctx;         /* passed to read */
+};
+
+/* Read @len bytes at @gpa through @mem; see gmem_read_fn. */
+static inline int gmem_read(const struct gmem *mem, uint64_t gpa, void *dst, size_t len)
+{
+	return mem->read(mem->ctx, gpa, dst, len);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HVPROF_GMEM_H */
