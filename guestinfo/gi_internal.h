@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* The guest session object shared by gi.c, identity.c and unwind.c (not part of the public API). */
+#ifndef HVPROF_GUESTINFO_GI_INTERNAL_H
+#define HVPROF_GUESTINFO_GI_INTERNAL_H
+
+#include <stdint.h>
+
+#include <hvprof/guestinfo.h>
+
+/* x86-64 Linux 6.1 without KASAN: THREAD_SIZE = PAGE_SIZE << 2 (arch/x86/include/asm/page_64_types.h). */
+#define GI_THREAD_SIZE (16u * 1024)
+/* include/linux/sched.h */
+#define GI_PF_KTHREAD 0x00200000u
+/* include/linux/threads.h: PID_MAX_LIMIT on 64-bit. */
+#define GI_PID_MAX 4194304
+/* Components of an executable path followed up the dentry chain, and bytes per name. */
+#define GI_PATH_MAX_COMPONENTS 16
+#define GI_NAME_MAX 255
+
+/**
+ * struct gi - everything guestinfo knows about one guest kernel; read-only after creation.
+ * @st: kernel symbols (NULL for a session made by gi_new_raw()).
+ * @layout: structure offsets from BTF.
+ * @stext_kva, @etext_kva: kernel text [_stext, _etext).
+ * @current_task_off: value of the per-CPU symbol current_task (offset in the per-CPU area).
+ */
+struct gi {
+	struct symtab *st;
+	struct gi_layout layout;
+	uint64_t stext_kva;
+	uint64_t etext_kva;
+	uint64_t current_task_off;
+};
+
+/**
+ * gi_new_raw - a session from explicit values, without files (unit tests, memory dumps).
+ * Return: 0 and *@out (free with gi_close); -EINVAL; -ENOMEM.
+ */
+int gi_new_raw(const struct gi_layout *layout, uint64_t stext_kva, uint64_t etext_kva,
+	       uint64_t current_task_off, struct gi **out) __must_check;
+
+#endif /* HVPROF_GUESTINFO_GI_INTERNAL_H */

@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: MIT
+// Guest thread and process identity: pid, tgid, comm of a task; executable path and code of an mm.
+#define pr_fmt(fmt) "identity: " fmt
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <hvprof/guestinfo.h>
+#include <hvprof/log.h>
+
+#include "gi_internal.h"
+#include "pgwalk_internal.h"
+
+/* Read a u64 at @base + @off (a BTF offset) in guest virtual memory. */
+static int gi_read_u64_at(const struct gmem *mem, const struct gi_paging *pg, uint64_t base,
+			  uint32_t off, uint64_t *val)
+{
+	uint64_t gva;
+
+	if (off == UINT32_MAX)
+		return -ENODATA;
+	if (__builtin_add_overflow(base, (uint64_t)off, &gva))
+		return -ERANGE;
+	return gi_read_gva(mem, pg, gva, val, sizeof(*val));
+}
+
+static int gi_read_s32_at(const struct gmem *mem, const struct gi_paging *pg, uint64_t base,
+			  uint32_t off, int32_t *val)
+{
+	uint64_t gva;
+
+	if (off == UINT32_MAX)
+		return -ENODATA;
+	if (__builtin_add_overflow(base, (uint64_t)off, &gva))
+		return -ERANGE;
+	return gi_read_gva(mem, pg, gva, val, sizeof(*val));
+}
+
+/*
+ * A comm is what the kernel keeps in task->comm: NUL-terminated within TASK_COMM_LEN, not
+ * empty, no control characters (bytes >= 0x80 are allowed: prctl(PR_SET_NAME) takes UTF-8).
+ */
+static bool gi_comm_valid(const char *comm, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)comm[i];
+
+		if (c == '\0')
+			break;
+		if (c < 0x20 || c == 0x7f)
+			return false;
+	}
+	return i > 0 && i < len;
+}
+
+int gi_task_identity(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		     uint64_t task, struct hvp_thread *out, uint64_t *mm)
+{
+	const struct gi_layout *l;
+	char comm[HVP_COMM_LEN];
+	uint64_t mm_kva, comm_gva;
+	uint32_t comm_len, flags = 0;
+	int32_t pid, tgid;
+	int err;
+
+	if (!gi || !mem || !pg || !out)
+		return -EINVAL;
+	l = &gi->layout;
+	if (!gi_is_kernel_gva(pg, task) || (task & 7))
+		return -EBADMSG;
+
+	err = gi_read_s32_at(mem, pg, task, l->task_pid, &pid);
+	if (!err)
+		err = gi_read_s32_at(mem, pg, task, l->task_tgid, &tgid);
+	if (!err)
+		err = gi_read_u64_at(mem, pg, task, l->task_mm, &mm_kva);
+	if (!err && l->task_flags != UINT32_MAX) {
+		uint64_t flags_gva;
+
+		if (__builtin_add_overflow(task, (uint64_t)l->task_flags, &flags_gva))
+			return -ERANGE;
+		err = gi_read_gva(mem, pg, flags_gva, &flags, sizeof(flags));
+	}
+	if (err)
+		return err;
+
+	/* SAFETY: comm_len <= sizeof(comm); the layout says how long comm is in this kernel. */
+	comm_len = l->task_comm_len;
+	if (comm_len == 0 || comm_len == UINT32_MAX || l->task_comm == UINT32_MAX)
+		return -ENODATA;
+	if (comm_len > sizeof(comm))
+		comm_len = sizeof(comm);
+	if (__builtin_add_overflow(task, (uint64_t)l->task_comm, &comm_gva))
+		return -ERANGE;
+	err = gi_read_gva(mem, pg, comm_gva, comm, comm_len);
+	if (err)
+		return err;
+
+	if (pid < 0 || pid > GI_PID_MAX || tgid < 0 || tgid > GI_PID_MAX)
+		return -EBADMSG;
+	if (!gi_comm_valid(comm, comm_len))
+		return -EBADMSG;
+	if (mm_kva && (!gi_is_kernel_gva(pg, mm_kva) || (mm_kva & 7)))
+		return -EBADMSG;
+
+	memset(out, 0, sizeof(*out));
+	out->task = task;
+	out->pid = pid;
+	out->tgid = tgid;
+	out->kthread = (flags & GI_PF_KTHREAD) || mm_kva == 0;
+	/* SAFETY: gi_comm_valid found a NUL at index < comm_len <= HVP_COMM_LEN. */
+	memcpy(out->comm, comm, comm_len);
+	if (mm)
+		*mm = mm_kva;
+	return 0;
+}
+
+/*
+ * Read the NUL-terminated name at @gva (at most GI_NAME_MAX bytes plus the NUL) into @buf,
+ * a page at a time so that a short name at the end of a mapped page is still readable.
+ */
+static int gi_read_name(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva,
+			char buf[GI_NAME_MAX + 1], size_t *len)
+{
+	size_t got = 0;
+
+	while (got < GI_NAME_MAX + 1) {
+		uint64_t at, chunk;
+		char *nul;
+		int err;
+
+		if (__builtin_add_overflow(gva, (uint64_t)got, &at))
+			return -ERANGE;
+		chunk = 4096 - (at & 4095);
+		if (chunk > GI_NAME_MAX + 1 - got)
+			chunk = GI_NAME_MAX + 1 - got;
+		/* SAFETY: got + chunk <= GI_NAME_MAX + 1, the size of buf. */
+		err = gi_read_gva(mem, pg, at, buf + got, chunk);
+		if (err)
+			return err;
+		nul = memchr(buf + got, '\0', chunk);
+		if (nul) {
+			*len = (size_t)(nul - buf);
+			return 0;
+		}
+		got += chunk;
+	}
+	return -EBADMSG; /* no NUL within GI_NAME_MAX bytes */
+}
+
+/* Build "/a/b/c" from the dentry at @dentry up to the root of its file system. */
+static int gi_dentry_path(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+			  uint64_t dentry, char *path, size_t path_size)
+{
+	const struct gi_layout *l = &gi->layout;
+	char names[GI_PATH_MAX_COMPONENTS][GI_NAME_MAX + 1];
+	size_t lens[GI_PATH_MAX_COMPONENTS];
+	unsigned int n = 0;
+	size_t pos = 0;
+	uint32_t name_off;
+	int err;
+
+	if (__builtin_add_overflow(l->dentry_d_name, l->qstr_name, &name_off))
+		return -ERANGE;
+	for (;;) {
+		uint64_t parent, name_kva;
+
+		if (!gi_is_kernel_gva(pg, dentry) || (dentry & 7))
+			return -EBADMSG;
+		err = gi_read_u64_at(mem, pg, dentry, l->dentry_d_parent, &parent);
+		if (err)
+			return err;
+		/* The root dentry of a file system is its own parent (d_parent == self). */
+		if (parent == dentry)
+			break;
+		if (n == GI_PATH_MAX_COMPONENTS)
+			return -ELOOP;
+		err = gi_read_u64_at(mem, pg, dentry, name_off, &name_kva);
+		if (err)
+			return err;
+		if (!gi_is_kernel_gva(pg, name_kva))
+			return -EBADMSG;
+		/* SAFETY: n < GI_PATH_MAX_COMPONENTS (checked above). */
+		err = gi_read_name(mem, pg, name_kva, names[n], &lens[n]);
+		if (err)
+			return err;
+		if (lens[n] == 0 || memchr(names[n], '/', lens[n]))
+			return -EBADMSG;
+		n++;
+		dentry = parent;
+	}
+
+	if (n == 0) {
+		if (path_size < 2)
+			return -ERANGE;
+		strcpy(path, "/");
+		return 0;
+	}
+	while (n--) {
+		/* SAFETY: pos + 1 + len + 1 <= path_size is checked before each copy. */
+		if (pos + 1 + lens[n] + 1 > path_size)
+			return -ERANGE;
+		path[pos++] = '/';
+		memcpy(path + pos, names[n], lens[n]);
+		pos += lens[n];
+	}
+	path[pos] = '\0';
+	return 0;
+}
+
+int gi_process_info(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		    uint64_t mm, struct hvp_process *out)
+{
+	const struct gi_layout *l;
+	uint64_t start_code, end_code, exe_file = 0, dentry;
+	char exe[sizeof(out->exe)] = "";
+	uint32_t dentry_off;
+	int err;
+
+	if (!gi || !mem || !pg || !out)
+		return -EINVAL;
+	l = &gi->layout;
+	if (!gi_is_kernel_gva(pg, mm) || (mm & 7))
+		return -EBADMSG;
+
+	err = gi_read_u64_at(mem, pg, mm, l->mm_start_code, &start_code);
+	if (!err)
+		err = gi_read_u64_at(mem, pg, mm, l->mm_end_code, &end_code);
+	if (err)
+		return err;
+	if (start_code > end_code || !gi_is_user_gva(pg, start_code) ||
+	    !gi_is_user_gva(pg, end_code))
+		return -EBADMSG;
+
+	/* The path is optional: a kernel without these fields in BTF yields "". */
+	if (l->mm_exe_file != UINT32_MAX && l->file_f_path != UINT32_MAX &&
+	    l->path_dentry != UINT32_MAX && l->dentry_d_parent != UINT32_MAX &&
+	    l->dentry_d_name != UINT32_MAX && l->qstr_name != UINT32_MAX) {
+		err = gi_read_u64_at(mem, pg, mm, l->mm_exe_file, &exe_file);
+		if (err)
+			return err;
+	}
+	if (exe_file) {
+		if (!gi_is_kernel_gva(pg, exe_file) || (exe_file & 7))
+			return -EBADMSG;
+		if (__builtin_add_overflow(l->file_f_path, l->path_dentry, &dentry_off))
+			return -ERANGE;
+		err = gi_read_u64_at(mem, pg, exe_file, dentry_off, &dentry);
+		if (err)
+			return err;
+		err = gi_dentry_path(gi, mem, pg, dentry, exe, sizeof(exe));
+		if (err)
+			return err;
+	}
+
+	memset(out, 0, sizeof(*out));
+	out->mm = mm;
+	out->start_code = start_code;
+	out->end_code = end_code;
+	memcpy(out->exe, exe, sizeof(out->exe));
+	return 0;
+}

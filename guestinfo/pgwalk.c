@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: MIT
+// GVA->GPA translation by walking x86-64 long-mode page tables (4- and 5-level) in guest memory.
+#define pr_fmt(fmt) "pgwalk: " fmt
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <hvprof/guestinfo.h>
+#include <hvprof/log.h>
+
+#include "pgwalk_internal.h"
+
+/* Control-register and EFER bits (SDM vol. 3A, 2.5 and 2.2.1). */
+#define CR0_PG (1ull << 31)
+#define CR4_PAE (1ull << 5)
+#define CR4_LA57 (1ull << 12)
+#define CR4_PCIDE (1ull << 17)
+#define EFER_LMA (1ull << 10)
+#define EFER_NXE (1ull << 11)
+
+/* Paging-structure entry bits (SDM vol. 3A, 4.5, tables 4-15 .. 4-20). */
+#define PTE_P (1ull << 0)
+#define PTE_PS (1ull << 7)
+#define PTE_NX (1ull << 63)
+/* Bits 51:12 hold the physical address of the next table or of the page. */
+#define PTE_ADDR_MASK 0x000ffffffffff000ull
+
+#define PAGE_SHIFT_4K 12
+#define PAGE_SIZE_4K (1ull << 12)
+#define PAGE_SIZE_2M (1ull << 21)
+#define PAGE_SIZE_1G (1ull << 30)
+
+/*
+ * Reserved bits of a large-page entry between bit 12 (PAT) and the page frame:
+ * bits 20:13 of a 2 MiB PDE, bits 29:13 of a 1 GiB PDPTE.
+ */
+#define PDE_2M_RSVD 0x00000000001fe000ull
+#define PDPTE_1G_RSVD 0x000000003fffe000ull
+
+bool pgwalk_gva_is_canonical(const struct gi_paging *pg, uint64_t gva)
+{
+	unsigned int va_bits = (pg->cr4 & CR4_LA57) ? 57 : 48;
+	/* Bits 63:va_bits-1 must all equal bit va_bits-1. */
+	int64_t sext = (int64_t)(gva << (64 - va_bits)) >> (64 - va_bits);
+
+	return (uint64_t)sext == gva;
+}
+
+/* MAXPHYADDR as used for masks: 0 (unknown) means the architectural maximum, 52. */
+static unsigned int pgwalk_maxphyaddr(const struct gi_paging *pg)
+{
+	return pg->maxphyaddr ? pg->maxphyaddr : 52;
+}
+
+int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
+		  uint64_t *page_size, struct pgwalk_trace *trace)
+{
+	unsigned int levels, maxphy, step;
+	uint64_t pa_limit_mask, table_gpa, entry = 0;
+	uint8_t probe;
+	int err;
+
+	if (!mem || !mem->read || !pg || !gpa)
+		return -EINVAL;
+	if (trace)
+		trace->levels = 0;
+
+	/* Long mode = CR0.PG and EFER.LMA (which implies CR4.PAE); nothing else is supported. */
+	if (!(pg->cr0 & CR0_PG) || !(pg->efer & EFER_LMA) || !(pg->cr4 & CR4_PAE))
+		return -ENOTSUP;
+
+	maxphy = pgwalk_maxphyaddr(pg);
+	if (maxphy < 32 || maxphy > 52)
+		return -EINVAL;
+	/* Physical-address bits at or above MAXPHYADDR (within 51:12) must be zero. */
+	pa_limit_mask = PTE_ADDR_MASK & ~((1ull << maxphy) - 1);
+
+	levels = (pg->cr4 & CR4_LA57) ? 5 : 4;
+	if (!pgwalk_gva_is_canonical(pg, gva))
+		return -EINVAL;
+
+	/*
+	 * CR3[11:0] are PCID bits when CR4.PCIDE=1 and PWT/PCD/ignored otherwise: never address
+	 * bits. CR3[63] is the "no flush" hint of MOV to CR3 and bits 62:MAXPHYADDR are reserved
+	 * (or LAM controls on newer CPUs); the table address is bits MAXPHYADDR-1:12.
+	 */
+	if (pg->cr3 & pa_limit_mask)
+		return -ERANGE;
+	table_gpa = pg->cr3 & PTE_ADDR_MASK;
+
+	/* One step per level; at most PGWALK_MAX_LEVELS reads, so a looping table terminates. */
+	for (step = 0; step < levels; step++) {
+		/* Level number as the SDM counts it: 5 = PML5, 4 = PML4, 3 = PDPT, 2 = PD, 1 = PT. */
+		unsigned int level = levels - step;
+		unsigned int shift = PAGE_SHIFT_4K + 9 * (level - 1);
+		/* SAFETY: idx < 512, so entry_off < 4096 and table_gpa + entry_off cannot wrap. */
+		uint64_t idx = (gva >> shift) & 0x1ff;
+		uint64_t entry_gpa = table_gpa + idx * 8;
+		uint64_t size, base;
+
+		err = gmem_read(mem, entry_gpa, &entry, sizeof(entry));
+		if (err) {
+			pr_debug(LOG_PGWALK, "gva 0x%llx: level %u table entry at gpa 0x%llx: %s",
+				 (unsigned long long)gva, level, (unsigned long long)entry_gpa,
+				 hvp_strerror(err));
+			return err;
+		}
+		if (trace) {
+			trace->entry_gpa[step] = entry_gpa;
+			trace->entry[step] = entry;
+			trace->levels = step + 1;
+		}
+
+		if (!(entry & PTE_P))
+			return -EFAULT;
+		/* XD is reserved unless EFER.NXE; when allowed it only restricts execution. */
+		if ((entry & PTE_NX) && !(pg->efer & EFER_NXE))
+			return -EFAULT;
+		if (entry & pa_limit_mask) {
+			pr_debug(LOG_PGWALK, "gva 0x%llx: level %u entry 0x%llx above MAXPHYADDR %u",
+				 (unsigned long long)gva, level, (unsigned long long)entry, maxphy);
+			return -ERANGE;
+		}
+
+		if (level == 1) {
+			size = PAGE_SIZE_4K;
+		} else if (entry & PTE_PS) {
+			/* PS is reserved in PML5E/PML4E; it maps 1 GiB in a PDPTE, 2 MiB in a PDE. */
+			if (level == 3 && !(entry & PDPTE_1G_RSVD))
+				size = PAGE_SIZE_1G;
+			else if (level == 2 && !(entry & PDE_2M_RSVD))
+				size = PAGE_SIZE_2M;
+			else
+				return -EFAULT;
+		} else {
+			table_gpa = entry & PTE_ADDR_MASK;
+			continue;
+		}
+
+		base = entry & PTE_ADDR_MASK & ~(size - 1);
+		/* SAFETY: base is size-aligned and below 2^52, so base + offset stays below 2^52. */
+		base |= gva & (size - 1);
+		/* The result must be guest RAM too (-ERANGE otherwise): probe one byte. */
+		err = gmem_read(mem, base, &probe, 1);
+		if (err)
+			return err;
+		*gpa = base;
+		if (page_size)
+			*page_size = size;
+		return 0;
+	}
+	/* Not reached: level 1 always returns. */
+	return -ELOOP;
+}
+
+int gi_read_gva(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, void *dst,
+		size_t len)
+{
+	uint8_t *out = dst;
+	uint64_t last;
+
+	if (!mem || !mem->read || !pg || (!dst && len))
+		return -EINVAL;
+	if (len == 0)
+		return 0;
+	if (__builtin_add_overflow(gva, (uint64_t)len - 1, &last))
+		return -ERANGE;
+
+	while (len) {
+		uint64_t gpa, page_size, chunk;
+		int err;
+
+		err = gi_gva_to_gpa(mem, pg, gva, &gpa, &page_size, NULL);
+		if (err)
+			return err;
+		/* SAFETY: chunk <= bytes left in this page and <= len, so dst stays in bounds. */
+		chunk = page_size - (gva & (page_size - 1));
+		if (chunk > len)
+			chunk = len;
+		err = gmem_read(mem, gpa, out, chunk);
+		if (err)
+			return err;
+		out += chunk;
+		len -= chunk;
+		gva += chunk; /* cannot wrap: checked against last above */
+	}
+	return 0;
+}

@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: MIT
+// Frame-pointer unwinding of guest kernel and user stacks, every step checked against guest data.
+#define pr_fmt(fmt) "unwind: " fmt
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <hvprof/guestinfo.h>
+#include <hvprof/log.h>
+
+#include "gi_internal.h"
+#include "pgwalk_internal.h"
+
+/* User stacks: frames are looked for within this distance above RSP (the default RLIMIT_STACK). */
+#define GI_USER_STACK_SPAN (8ull << 20)
+
+/* A frame record is [fp] = caller's fp, [fp + 8] = return address. */
+#define GI_FRAME_SIZE 16
+
+struct gi_stack_range {
+	uint64_t lo;
+	uint64_t hi; /* exclusive; lo == hi: empty */
+};
+
+static bool gi_range_has_frame(const struct gi_stack_range *r, uint64_t fp)
+{
+	/* SAFETY: fp < hi - 16 + 1 <=> fp + 16 <= hi without overflow (hi >= 16 when non-empty). */
+	return r->hi > r->lo && r->hi - r->lo >= GI_FRAME_SIZE && fp >= r->lo &&
+	       fp <= r->hi - GI_FRAME_SIZE;
+}
+
+static enum hvp_walk_stop gi_fault_stop(int err)
+{
+	(void)err; /* -EFAULT, -ERANGE, -EINVAL, -ENOTSUP: all mean "could not read the frame" */
+	return HVP_WALK_FAULT;
+}
+
+enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
+				    const struct gi_regs *regs, uint64_t task, uint64_t *ips,
+				    unsigned int max, unsigned int *n)
+{
+	const struct gi_layout *l;
+	const struct gi_paging *pg;
+	struct gi_stack_range task_stack = { 0, 0 }, first_stack = { 0, 0 };
+	enum { STK_NONE, STK_FIRST, STK_TASK } prev_stk = STK_NONE;
+	uint64_t fp, prev_fp = 0;
+
+	if (n)
+		*n = 0;
+	if (!gi || !mem || !regs || !ips || !n || max == 0)
+		return HVP_WALK_NONE;
+	l = &gi->layout;
+	pg = &regs->pg;
+	ips[0] = regs->rip;
+	*n = 1;
+
+	/* The task's kernel stack: [task->stack, +THREAD_SIZE), when the task can be read. */
+	if (task && l->task_stack != UINT32_MAX && gi_is_kernel_gva(pg, task)) {
+		uint64_t stack_gva, stack_kva, end;
+
+		if (!__builtin_add_overflow(task, (uint64_t)l->task_stack, &stack_gva) &&
+		    !gi_read_gva(mem, pg, stack_gva, &stack_kva, sizeof(stack_kva)) &&
+		    gi_is_kernel_gva(pg, stack_kva) &&
+		    !__builtin_add_overflow(stack_kva, (uint64_t)GI_THREAD_SIZE, &end)) {
+			task_stack.lo = stack_kva;
+			task_stack.hi = end;
+		}
+	}
+	/* The stack the first frame is on (an IRQ or exception stack): its aligned region. */
+	fp = regs->rbp;
+	if (gi_is_kernel_gva(pg, fp & ~1ull)) {
+		first_stack.lo = (fp & ~1ull) & ~((uint64_t)GI_THREAD_SIZE - 1);
+		if (__builtin_add_overflow(first_stack.lo, (uint64_t)GI_THREAD_SIZE, &first_stack.hi))
+			first_stack.hi = first_stack.lo;
+	}
+
+	for (;;) {
+		uint64_t frame[2], next_fp, ret, frame_gva;
+		bool regs_frame;
+		int stk, err;
+
+		if (fp == 0)
+			return HVP_WALK_END;
+		/*
+		 * Interrupt and exception entries with CONFIG_FRAME_POINTER store a pointer to
+		 * their pt_regs with bit 0 set as the frame pointer (ENCODE_FRAME_POINTER): the
+		 * interrupted context's ip and bp are in those pt_regs.
+		 */
+		regs_frame = (fp & 1) && l->pt_regs_ip != UINT32_MAX && l->pt_regs_bp != UINT32_MAX &&
+			     l->pt_regs_cs != UINT32_MAX && l->pt_regs_size != UINT32_MAX;
+		frame_gva = regs_frame ? fp & ~1ull : fp;
+		if ((frame_gva & 7) || !gi_is_kernel_gva(pg, frame_gva))
+			return HVP_WALK_BAD_FP;
+		if (gi_range_has_frame(&task_stack, frame_gva))
+			stk = STK_TASK;
+		else if (gi_range_has_frame(&first_stack, frame_gva))
+			stk = STK_FIRST;
+		else
+			return HVP_WALK_END; /* left the stack: the outermost frame was reached */
+		/*
+		 * Frames grow toward higher addresses within one stack; the only switch allowed is
+		 * from the first (IRQ) stack to the task stack, which the IRQ entry came from.
+		 */
+		if (stk == (int)prev_stk && frame_gva <= prev_fp)
+			return HVP_WALK_BAD_FP;
+		if (prev_stk == STK_TASK && stk == STK_FIRST)
+			return HVP_WALK_BAD_FP;
+
+		if (regs_frame) {
+			uint64_t cs, v;
+
+			if (__builtin_add_overflow(frame_gva, (uint64_t)l->pt_regs_size, &v))
+				return HVP_WALK_BAD_FP;
+			err = gi_read_gva(mem, pg, frame_gva + l->pt_regs_cs, &cs, sizeof(cs));
+			if (!err)
+				err = gi_read_gva(mem, pg, frame_gva + l->pt_regs_ip, &ret,
+						  sizeof(ret));
+			if (!err)
+				err = gi_read_gva(mem, pg, frame_gva + l->pt_regs_bp, &next_fp,
+						  sizeof(next_fp));
+			if (err)
+				return gi_fault_stop(err);
+			if (cs & 3)
+				return HVP_WALK_END; /* the user registers at kernel entry */
+		} else {
+			err = gi_read_gva(mem, pg, frame_gva, frame, sizeof(frame));
+			if (err)
+				return gi_fault_stop(err);
+			next_fp = frame[0];
+			ret = frame[1];
+		}
+		if (ret == 0)
+			return HVP_WALK_END;
+		if (ret < gi->stext_kva || ret >= gi->etext_kva)
+			return HVP_WALK_BAD_FP;
+		if (*n >= max)
+			return HVP_WALK_DEPTH;
+		/* SAFETY: *n < max, the caller's capacity of @ips. */
+		ips[(*n)++] = ret;
+		prev_fp = frame_gva;
+		prev_stk = stk;
+		fp = next_fp;
+	}
+}
+
+enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging *pg, uint64_t rip,
+				  uint64_t rsp, uint64_t rbp, uint64_t *ips, unsigned int max,
+				  unsigned int *n)
+{
+	uint64_t fp = rbp, prev_fp = 0, stack_hi;
+
+	if (n)
+		*n = 0;
+	if (!mem || !pg || !ips || !n || max == 0)
+		return HVP_WALK_NONE;
+	ips[0] = rip;
+	*n = 1;
+	if (__builtin_add_overflow(rsp, GI_USER_STACK_SPAN, &stack_hi))
+		stack_hi = UINT64_MAX;
+
+	for (;;) {
+		uint64_t frame[2];
+		int err;
+
+		if (fp == 0)
+			return HVP_WALK_END;
+		if ((fp & 7) || !gi_is_user_gva(pg, fp))
+			return HVP_WALK_BAD_FP;
+		if (prev_fp && fp <= prev_fp)
+			return HVP_WALK_BAD_FP;
+		/* Frames live at or above RSP and within the stack span above it. */
+		if (fp < rsp || fp >= stack_hi - GI_FRAME_SIZE)
+			return HVP_WALK_END;
+		err = gi_read_gva(mem, pg, fp, frame, sizeof(frame));
+		if (err)
+			return gi_fault_stop(err);
+		if (frame[1] == 0)
+			return HVP_WALK_END;
+		if (!gi_is_user_gva(pg, frame[1]))
+			return HVP_WALK_BAD_FP;
+		if (*n >= max)
+			return HVP_WALK_DEPTH;
+		/* SAFETY: *n < max, the caller's capacity of @ips. */
+		ips[(*n)++] = frame[1];
+		prev_fp = fp;
+		fp = frame[0];
+	}
+}

@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of gi_gva_to_gpa / gi_read_gva on page tables built in a byte array.
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <hvprof/guestinfo.h>
+
+#include "fakemem.h"
+#include "test.h"
+
+#define SZ_4K (1ull << 12)
+#define SZ_2M (1ull << 21)
+#define SZ_1G (1ull << 30)
+
+#define GVA_USER_4K 0x00007f0000001000ull
+#define GVA_KERN_2M 0xffff888000200000ull
+#define GVA_KERN_1G 0xffff888000000000ull
+#define GVA_LA57 0xff11000000001000ull     /* 5-level direct map */
+#define GVA_LA57_HIGH 0x0080000000002000ull /* canonical only with 57-bit addresses */
+
+/* Setups: build mappings and tweak state in a fresh 4- or 5-level fakemem. */
+static int setup_4k(struct fakemem *fm)
+{
+	return fakemem_map(fm, GVA_USER_4K, 0x200000, SZ_4K, FPTE_US);
+}
+
+static int setup_2m(struct fakemem *fm)
+{
+	return fakemem_map(fm, GVA_KERN_2M, 0x400000, SZ_2M, 0);
+}
+
+static int setup_1g(struct fakemem *fm)
+{
+	return fakemem_map(fm, GVA_KERN_1G, 0, SZ_1G, 0);
+}
+
+static int setup_la57(struct fakemem *fm)
+{
+	if (fakemem_map(fm, GVA_LA57, 0x300000, SZ_4K, 0))
+		return -1;
+	return fakemem_map(fm, GVA_LA57_HIGH, 0x301000, SZ_4K, FPTE_US);
+}
+
+static int setup_pcid(struct fakemem *fm)
+{
+	fm->pg.cr4 |= 1ull << 17; /* PCIDE */
+	fm->pg.cr3 |= 0x123;      /* PCID 0x123 */
+	return setup_4k(fm);
+}
+
+static int setup_cr3_low_bits_no_pcide(struct fakemem *fm)
+{
+	fm->pg.cr3 |= 0x018; /* PWT | PCD */
+	return setup_4k(fm);
+}
+
+static int setup_cr3_noflush(struct fakemem *fm)
+{
+	fm->pg.cr4 |= 1ull << 17;
+	fm->pg.cr3 |= (1ull << 63) | 0x5; /* no-flush hint, PCID 5 */
+	return setup_4k(fm);
+}
+
+static int clear_present(struct fakemem *fm, unsigned int level)
+{
+	uint64_t e_gpa;
+
+	if (setup_4k(fm))
+		return -1;
+	e_gpa = fakemem_entry_gpa(fm, GVA_USER_4K, level);
+	if (!e_gpa)
+		return -1;
+	fakemem_w64(fm, e_gpa, fakemem_r64(fm, e_gpa) & ~FPTE_P);
+	return 0;
+}
+
+static int setup_np4(struct fakemem *fm)
+{
+	return clear_present(fm, 4);
+}
+
+static int setup_np3(struct fakemem *fm)
+{
+	return clear_present(fm, 3);
+}
+
+static int setup_np2(struct fakemem *fm)
+{
+	return clear_present(fm, 2);
+}
+
+static int setup_np1(struct fakemem *fm)
+{
+	return clear_present(fm, 1);
+}
+
+static int setup_np5(struct fakemem *fm)
+{
+	uint64_t e_gpa;
+
+	if (setup_la57(fm))
+		return -1;
+	e_gpa = fakemem_entry_gpa(fm, GVA_LA57, 5);
+	fakemem_w64(fm, e_gpa, fakemem_r64(fm, e_gpa) & ~FPTE_P);
+	return 0;
+}
+
+static int set_bits(struct fakemem *fm, uint64_t gva, unsigned int level, uint64_t bits)
+{
+	uint64_t e_gpa = fakemem_entry_gpa(fm, gva, level);
+
+	if (!e_gpa)
+		return -1;
+	fakemem_w64(fm, e_gpa, fakemem_r64(fm, e_gpa) | bits);
+	return 0;
+}
+
+static int setup_nx_pml4(struct fakemem *fm)
+{
+	return setup_4k(fm) || set_bits(fm, GVA_USER_4K, 4, FPTE_NX) ? -1 : 0;
+}
+
+static int setup_nx_without_nxe(struct fakemem *fm)
+{
+	fm->pg.efer &= ~(1ull << 11);
+	return setup_nx_pml4(fm);
+}
+
+static int setup_pa_above_maxphy(struct fakemem *fm)
+{
+	/* MAXPHYADDR is 46: bit 47 of the PTE's address field is reserved. */
+	return setup_4k(fm) || set_bits(fm, GVA_USER_4K, 1, 1ull << 47) ? -1 : 0;
+}
+
+static int setup_pde_above_maxphy(struct fakemem *fm)
+{
+	return setup_4k(fm) || set_bits(fm, GVA_USER_4K, 2, 1ull << 50) ? -1 : 0;
+}
+
+static int setup_maxphy_0(struct fakemem *fm)
+{
+	fm->pg.maxphyaddr = 0; /* means 52: bit 47 is an address bit then, and outside RAM */
+	return setup_pa_above_maxphy(fm);
+}
+
+static int setup_cr3_above_maxphy(struct fakemem *fm)
+{
+	fm->pg.cr3 |= 1ull << 48;
+	return setup_4k(fm);
+}
+
+static int setup_table_outside_ram(struct fakemem *fm)
+{
+	uint64_t e_gpa;
+
+	if (setup_4k(fm))
+		return -1;
+	e_gpa = fakemem_entry_gpa(fm, GVA_USER_4K, 2);
+	fakemem_w64(fm, e_gpa, 0x40000000ull | FPTE_P | FPTE_RW); /* PT at 1 GiB: no RAM there */
+	return 0;
+}
+
+static int setup_leaf_outside_ram(struct fakemem *fm)
+{
+	return fakemem_map(fm, GVA_USER_4K, 0x10000000ull, SZ_4K, 0);
+}
+
+static int setup_2m_reserved(struct fakemem *fm)
+{
+	return setup_2m(fm) || set_bits(fm, GVA_KERN_2M, 2, 1ull << 13) ? -1 : 0;
+}
+
+static int setup_1g_reserved(struct fakemem *fm)
+{
+	return setup_1g(fm) || set_bits(fm, GVA_KERN_1G, 3, 1ull << 20) ? -1 : 0;
+}
+
+static int setup_ps_in_pml4(struct fakemem *fm)
+{
+	return setup_4k(fm) || set_bits(fm, GVA_USER_4K, 4, FPTE_PS) ? -1 : 0;
+}
+
+static int setup_no_paging(struct fakemem *fm)
+{
+	fm->pg.cr0 &= ~(1ull << 31);
+	return setup_4k(fm);
+}
+
+static int setup_no_lma(struct fakemem *fm)
+{
+	fm->pg.efer &= ~(1ull << 10);
+	return setup_4k(fm);
+}
+
+/* PML4[0x1ed] points back at the PML4 (a recursive slot): the walk still takes 4 steps. */
+#define LOOP_IDX 0x1edull
+#define GVA_LOOP (0xffff000000000000ull | (LOOP_IDX << 39) | (LOOP_IDX << 30) | (LOOP_IDX << 21) | \
+		  (LOOP_IDX << 12) | 0x10)
+
+static int setup_loop(struct fakemem *fm)
+{
+	uint64_t pml4 = fm->pg.cr3 & ~0xfffull;
+
+	fakemem_w64(fm, pml4 + LOOP_IDX * 8, pml4 | FPTE_P | FPTE_RW);
+	return 0;
+}
+
+struct pgwalk_row {
+	const char *name;
+	int la57;
+	int (*setup)(struct fakemem *fm);
+	uint64_t gva;
+	int err;
+	uint64_t gpa;       /* when err == 0; UINT64_MAX: the PML4 page + 0x10 (loop row) */
+	uint64_t page_size; /* when err == 0 */
+	unsigned int levels; /* entries recorded in the trace */
+};
+
+static const struct pgwalk_row pgwalk_rows[] = {
+	{ "4-level 4K", 0, setup_4k, GVA_USER_4K + 0x234, 0, 0x200234, SZ_4K, 4 },
+	{ "4-level 4K last byte", 0, setup_4k, GVA_USER_4K + 0xfff, 0, 0x200fff, SZ_4K, 4 },
+	{ "4-level 2M", 0, setup_2m, GVA_KERN_2M + 0x12345, 0, 0x412345, SZ_2M, 3 },
+	{ "4-level 1G", 0, setup_1g, GVA_KERN_1G + 0x654321, 0, 0x654321, SZ_1G, 2 },
+	{ "5-level 4K", 1, setup_la57, GVA_LA57 + 0x10, 0, 0x300010, SZ_4K, 5 },
+	{ "5-level 57-bit user address", 1, setup_la57, GVA_LA57_HIGH + 8, 0, 0x301008, SZ_4K, 5 },
+	{ "57-bit address under 4-level paging", 0, setup_4k, GVA_LA57_HIGH, -EINVAL, 0, 0, 0 },
+	{ "CR3 with PCID", 0, setup_pcid, GVA_USER_4K + 1, 0, 0x200001, SZ_4K, 4 },
+	{ "CR3 with PWT/PCD, no PCIDE", 0, setup_cr3_low_bits_no_pcide, GVA_USER_4K, 0, 0x200000,
+	  SZ_4K, 4 },
+	{ "CR3 with no-flush bit 63", 0, setup_cr3_noflush, GVA_USER_4K, 0, 0x200000, SZ_4K, 4 },
+	{ "not present: PML5E", 1, setup_np5, GVA_LA57, -EFAULT, 0, 0, 1 },
+	{ "not present: PML4E", 0, setup_np4, GVA_USER_4K, -EFAULT, 0, 0, 1 },
+	{ "not present: PDPTE", 0, setup_np3, GVA_USER_4K, -EFAULT, 0, 0, 2 },
+	{ "not present: PDE", 0, setup_np2, GVA_USER_4K, -EFAULT, 0, 0, 3 },
+	{ "not present: PTE", 0, setup_np1, GVA_USER_4K, -EFAULT, 0, 0, 4 },
+	{ "nothing mapped", 0, setup_4k, 0x1000, -EFAULT, 0, 0, 1 },
+	{ "NX in PML4E still translates", 0, setup_nx_pml4, GVA_USER_4K, 0, 0x200000, SZ_4K, 4 },
+	{ "NX without EFER.NXE is reserved", 0, setup_nx_without_nxe, GVA_USER_4K, -EFAULT, 0, 0,
+	  1 },
+	{ "non-canonical low", 0, setup_4k, 0x0000800000000000ull, -EINVAL, 0, 0, 0 },
+	{ "non-canonical high", 0, setup_4k, 0xffff7fffffffffffull, -EINVAL, 0, 0, 0 },
+	{ "non-canonical 5-level", 1, setup_la57, 0x0100000000000000ull, -EINVAL, 0, 0, 0 },
+	{ "PTE address above MAXPHYADDR", 0, setup_pa_above_maxphy, GVA_USER_4K, -ERANGE, 0, 0,
+	  4 },
+	{ "PDE address above MAXPHYADDR", 0, setup_pde_above_maxphy, GVA_USER_4K, -ERANGE, 0, 0,
+	  3 },
+	{ "MAXPHYADDR 0 means 52", 0, setup_maxphy_0, GVA_USER_4K, -ERANGE, 0, 0, 4 },
+	{ "CR3 above MAXPHYADDR", 0, setup_cr3_above_maxphy, GVA_USER_4K, -ERANGE, 0, 0, 0 },
+	{ "page table outside RAM", 0, setup_table_outside_ram, GVA_USER_4K, -ERANGE, 0, 0, 3 },
+	{ "page outside RAM", 0, setup_leaf_outside_ram, GVA_USER_4K, -ERANGE, 0, 0, 4 },
+	{ "2M PDE with reserved bit 13", 0, setup_2m_reserved, GVA_KERN_2M, -EFAULT, 0, 0, 3 },
+	{ "1G PDPTE with reserved bit 20", 0, setup_1g_reserved, GVA_KERN_1G, -EFAULT, 0, 0, 2 },
+	{ "PS in PML4E is reserved", 0, setup_ps_in_pml4, GVA_USER_4K, -EFAULT, 0, 0, 1 },
+	{ "paging off", 0, setup_no_paging, GVA_USER_4K, -ENOTSUP, 0, 0, 0 },
+	{ "not long mode", 0, setup_no_lma, GVA_USER_4K, -ENOTSUP, 0, 0, 0 },
+	{ "self-referencing PML4E terminates", 0, setup_loop, GVA_LOOP, 0, UINT64_MAX, SZ_4K, 4 },
+};
+
+static int run_pgwalk_row(const struct pgwalk_row *row)
+{
+	struct pgwalk_trace trace = { .levels = 99 };
+	struct fakemem fm;
+	uint64_t gpa = 0xdead, page_size = 0;
+	int err, ret = TEST_FAIL;
+
+	if (fakemem_init(&fm, row->la57))
+		return TEST_FAIL;
+	if (row->setup(&fm)) {
+		fprintf(stderr, "%s: setup failed\n", row->name);
+		goto out;
+	}
+	err = gi_gva_to_gpa(&fm.mem, &fm.pg, row->gva, &gpa, &page_size, &trace);
+	if (err != row->err) {
+		fprintf(stderr, "%s: err %d, expected %d\n", row->name, err, row->err);
+		goto out;
+	}
+	if (trace.levels != row->levels) {
+		fprintf(stderr, "%s: trace has %u levels, expected %u\n", row->name, trace.levels,
+			row->levels);
+		goto out;
+	}
+	if (!err) {
+		uint64_t want = row->gpa == UINT64_MAX ? (fm.pg.cr3 & ~0xfffull) + 0x10 : row->gpa;
+
+		if (gpa != want || page_size != row->page_size) {
+			fprintf(stderr, "%s: gpa 0x%llx size 0x%llx, expected 0x%llx size 0x%llx\n",
+				row->name, (unsigned long long)gpa, (unsigned long long)page_size,
+				(unsigned long long)want, (unsigned long long)row->page_size);
+			goto out;
+		}
+		/* The first trace entry is the top-level entry, inside the CR3 table. */
+		if ((trace.entry_gpa[0] & ~0xfffull) != (fm.pg.cr3 & 0x000ffffffffff000ull)) {
+			fprintf(stderr, "%s: trace[0] gpa 0x%llx not in CR3 table\n", row->name,
+				(unsigned long long)trace.entry_gpa[0]);
+			goto out;
+		}
+	}
+	ret = TEST_OK;
+out:
+	fakemem_fini(&fm);
+	return ret;
+}
+
+static int test_pgwalk_table(void)
+{
+	int ret = TEST_OK;
+
+	for (size_t i = 0; i < ARRAY_SIZE(pgwalk_rows); i++)
+		if (run_pgwalk_row(&pgwalk_rows[i]) != TEST_OK)
+			ret = TEST_FAIL;
+	return ret;
+}
+
+static int test_pgwalk_args(void)
+{
+	struct fakemem fm;
+	uint64_t gpa;
+
+	if (fakemem_init(&fm, 0))
+		return TEST_FAIL;
+	ASSERT_EQ_INT(gi_gva_to_gpa(NULL, &fm.pg, 0, &gpa, NULL, NULL), -EINVAL);
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fm.mem, NULL, 0, &gpa, NULL, NULL), -EINVAL);
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fm.mem, &fm.pg, 0, NULL, NULL, NULL), -EINVAL);
+	fm.pg.maxphyaddr = 60;
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fm.mem, &fm.pg, 0, &gpa, NULL, NULL), -EINVAL);
+	fakemem_fini(&fm);
+	return TEST_OK;
+}
+
+static int test_read_gva_cross_page(void)
+{
+	const uint64_t gva = 0x400000;
+	uint8_t buf[32], want[32];
+	struct fakemem fm;
+	int ret = TEST_FAIL;
+
+	if (fakemem_init(&fm, 0))
+		return TEST_FAIL;
+	/* Two virtually adjacent pages on physically distant frames. */
+	if (fakemem_map(&fm, gva, 0x200000, SZ_4K, 0) ||
+	    fakemem_map(&fm, gva + SZ_4K, 0x380000, SZ_4K, 0))
+		goto out;
+	for (int i = 0; i < 32; i++)
+		want[i] = (uint8_t)(0xa0 + i);
+	fakemem_wbytes(&fm, 0x200000 + 4096 - 16, want, 16);
+	fakemem_wbytes(&fm, 0x380000, want + 16, 16);
+
+	if (gi_read_gva(&fm.mem, &fm.pg, gva + 4096 - 16, buf, sizeof(buf)) != 0 ||
+	    memcmp(buf, want, sizeof(buf)) != 0) {
+		fprintf(stderr, "cross-page read returned wrong bytes\n");
+		goto out;
+	}
+	/* Into an unmapped third page: the failing page's error. */
+	if (gi_read_gva(&fm.mem, &fm.pg, gva + 2 * SZ_4K - 8, buf, 16) != -EFAULT)
+		goto out;
+	/* Wrapping around the address space. */
+	if (gi_read_gva(&fm.mem, &fm.pg, UINT64_MAX - 3, buf, 8) != -ERANGE)
+		goto out;
+	/* Zero length reads nothing and succeeds. */
+	if (gi_read_gva(&fm.mem, &fm.pg, 0x1234, NULL, 0) != 0)
+		goto out;
+	ret = TEST_OK;
+out:
+	fakemem_fini(&fm);
+	return ret;
+}
+
+static int test_read_gva_large_pages(void)
+{
+	struct fakemem fm;
+	uint64_t v = 0;
+	int ret = TEST_FAIL;
+
+	if (fakemem_init(&fm, 0))
+		return TEST_FAIL;
+	/* Two adjacent 2 MiB pages: a read across the 2 MiB boundary. */
+	if (fakemem_map(&fm, GVA_KERN_2M, 0x400000, SZ_2M, 0) ||
+	    fakemem_map(&fm, GVA_KERN_2M + SZ_2M, 0x200000, SZ_2M, 0))
+		goto out;
+	fakemem_w32(&fm, 0x400000 + SZ_2M - 4, 0x11223344);
+	fakemem_w32(&fm, 0x200000, 0x55667788);
+	if (gi_read_gva(&fm.mem, &fm.pg, GVA_KERN_2M + SZ_2M - 4, &v, 8) != 0 ||
+	    v != 0x5566778811223344ull) {
+		fprintf(stderr, "2M cross read: 0x%llx\n", (unsigned long long)v);
+		goto out;
+	}
+	ret = TEST_OK;
+out:
+	fakemem_fini(&fm);
+	return ret;
+}
+
+static const struct test_case tests[] = {
+	{ "pgwalk table", test_pgwalk_table },
+	{ "pgwalk bad arguments", test_pgwalk_args },
+	{ "gi_read_gva across 4K pages", test_read_gva_cross_page },
+	{ "gi_read_gva across 2M pages", test_read_gva_large_pages },
+};
+
+TEST_MAIN(tests)
