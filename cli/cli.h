@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/* Private to cli/: the command table and the guest options shared by run and record. */
+#ifndef HVPROF_CLI_H
+#define HVPROF_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hvprof/vmm.h>
+
+/* Exit statuses of hvprof (documented in docs/hvprof.1.md). */
+#define EXIT_OK 0
+#define EXIT_GUEST_FAILED 1 /* the guest's own exit status was non-zero / it crashed */
+#define EXIT_USAGE 2        /* bad command line */
+#define EXIT_ERROR 3        /* hvprof could not do its job (files, KVM, recording) */
+#define EXIT_INTERRUPTED 130
+
+struct cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+};
+
+int cmd_run(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_flamegraph(int argc, char **argv);
+
+/* Guest options (--image, --kernel, ...), parsed into what vmm_create needs. */
+struct guest_opts {
+	const char *image_dir;  /* resolved image directory, or NULL */
+	const char *kernel;     /* --kernel, else the image's */
+	const char *initrd;     /* --initrd, else the image's */
+	const char *append;
+	const char *run_cmd;
+	uint64_t mem_mib;
+	unsigned int cpus;
+	double duration_s;
+	struct vmm_initramfs_file *adds;
+	size_t n_adds;
+	/* from the image manifest */
+	char *m_kernel, *m_initrd, *m_btf, *m_rootfs, *m_cmdline, *m_kernel_version;
+	/* built */
+	char *cmdline;
+	void *initrd_buf;
+	size_t initrd_len;
+	const char *vmlinux; /* ELF with symbols, for guestinfo (NULL if unknown) */
+	const char *btf;
+};
+
+/* getopt_long option codes >= 256 for guest options; guest_opt_parse handles them. */
+#define GUEST_LONG_OPTIONS                                              \
+	{ "image", required_argument, NULL, 1001 },                     \
+	{ "kernel", required_argument, NULL, 1002 },                    \
+	{ "initrd", required_argument, NULL, 1003 },                    \
+	{ "append", required_argument, NULL, 1004 },                    \
+	{ "mem", required_argument, NULL, 1005 },                       \
+	{ "cpus", required_argument, NULL, 1006 },                      \
+	{ "duration", required_argument, NULL, 1007 },                  \
+	{ "add", required_argument, NULL, 1008 },                       \
+	{ "run", required_argument, NULL, 1009 }
+
+#define GUEST_OPTIONS_HELP                                                                      \
+	"  --image DIR         guest image (default: $HVPROF_IMAGE, else the default image)\n"  \
+	"  --kernel FILE       kernel to boot (vmlinux ELF or bzImage)\n"                     \
+	"  --initrd FILE       initramfs (newc cpio)\n"                                       \
+	"  --append ARGS       more kernel command line\n"                                    \
+	"  --mem MIB           guest RAM (default 512)\n"                                     \
+	"  --cpus N            vCPUs (default 1)\n"                                           \
+	"  --duration S        stop the guest after S seconds\n"                              \
+	"  --add HOST:GUEST    put a host file into the guest's initramfs (repeatable)\n"     \
+	"  --run 'CMD ARGS'    what the image's /init runs (default: the demo workload)\n"
+
+void guest_opts_init(struct guest_opts *g);
+/* Handle one guest option; returns 0, or -EINVAL after printing what is wrong. */
+int guest_opt_parse(struct guest_opts *g, int code, const char *arg);
+/* Resolve the image, read the manifest and the initrd, build the command line. Prints errors. */
+int guest_opts_finish(struct guest_opts *g);
+void guest_opts_free(struct guest_opts *g);
+/* Fill the guest part of a vmm_config (pointers into @g). */
+void guest_opts_to_config(const struct guest_opts *g, struct vmm_config *cfg);
+
+/* Print an error line "hvprof: ..." to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Install SIGINT/SIGTERM handlers that ask @vm to stop; restore with NULL. */
+void cli_stop_on_signals(struct vmm *vm);
+int cli_signal_received(void);
+/* Map a vmm_result to hvprof's exit status, and print a one-line outcome to stderr. */
+int cli_outcome(const struct vmm_result *res);
+
+#endif /* HVPROF_CLI_H */

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: MIT
+// hvprof report and hvprof flamegraph: load a recording and write a table, an SVG or folded stacks.
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hvprof/log.h>
+#include <hvprof/profile.h>
+
+#include "cli.h"
+
+/* Load @path; a damaged tail is reported but what is intact is used. */
+static int load(const char *path, const struct profile_options *po, struct profile **p)
+{
+	char errbuf[512] = "";
+	int err;
+
+	err = profile_load(path, po, p, errbuf, sizeof(errbuf));
+	if (err) {
+		cli_error("%s", errbuf[0] ? errbuf : hvp_strerror(err));
+		return err;
+	}
+	if (profile_read_error(*p))
+		fprintf(stderr, "hvprof: warning: %s is damaged, using what is intact: %s\n", path,
+			profile_read_error(*p));
+	return 0;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "input", required_argument, NULL, 'i' },
+		{ "sort", required_argument, NULL, 's' },
+		{ "symfs", required_argument, NULL, 1 },
+		{ "vmlinux", required_argument, NULL, 'k' },
+		{ "percent-limit", required_argument, NULL, 2 },
+		{ "stdio", no_argument, NULL, 3 },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct profile_options po = { .size = sizeof(po) };
+	struct profile_report_options ro = { .size = sizeof(ro) };
+	struct profile_sink out = profile_sink_fd(STDOUT_FILENO);
+	struct profile *p = NULL;
+	const char *input = "hvprof.data";
+	char bad[64];
+	int c, err;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "i:s:k:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			input = optarg;
+			break;
+		case 's':
+			ro.sort = optarg;
+			break;
+		case 'k':
+			po.vmlinux = optarg;
+			break;
+		case 1:
+			po.symfs = optarg;
+			break;
+		case 2: {
+			char *end;
+
+			ro.min_percent = strtod(optarg, &end);
+			if (*end || end == optarg || ro.min_percent < 0 || ro.min_percent > 100) {
+				cli_error("--percent-limit '%s': want 0 to 100", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		}
+		case 3:
+			break;
+		case 'h':
+			printf("usage: hvprof report [-i FILE] [--sort KEYS] [--symfs DIR] "
+			       "[--vmlinux FILE] [--percent-limit PCT]\n"
+			       "  KEYS: comma list of comm, pid, dso, sym (default comm,dso,sym)\n");
+			return EXIT_OK;
+		default:
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		cli_error("report: unexpected argument '%s'", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (ro.sort && profile_sort_check(ro.sort, bad, sizeof(bad)) != 0) {
+		cli_error("--sort '%s': unknown or repeated key '%s' (keys: comm, pid, dso, sym)",
+			  ro.sort, bad);
+		return EXIT_USAGE;
+	}
+	if (load(input, &po, &p) != 0)
+		return EXIT_ERROR;
+	err = profile_report(p, &ro, &out);
+	profile_free(p);
+	if (err) {
+		cli_error("cannot write the report: %s", hvp_strerror(err));
+		return EXIT_ERROR;
+	}
+	return EXIT_OK;
+}
+
+int cmd_flamegraph(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "input", required_argument, NULL, 'i' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "title", required_argument, NULL, 't' },
+		{ "symfs", required_argument, NULL, 1 },
+		{ "vmlinux", required_argument, NULL, 'k' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct profile_options po = { .size = sizeof(po) };
+	struct profile_flamegraph_options fo = { .size = sizeof(fo) };
+	struct profile *p = NULL;
+	struct profile_sink out;
+	const char *input = "hvprof.data", *output = NULL, *format = "svg";
+	int c, err, fd = STDOUT_FILENO;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "i:o:f:t:k:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			input = optarg;
+			break;
+		case 'o':
+			output = optarg;
+			break;
+		case 'f':
+			format = optarg;
+			break;
+		case 't':
+			fo.title = optarg;
+			break;
+		case 'k':
+			po.vmlinux = optarg;
+			break;
+		case 1:
+			po.symfs = optarg;
+			break;
+		case 'h':
+			printf("usage: hvprof flamegraph [-i FILE] [-o FILE] [--format svg|folded] "
+			       "[--title T] [--symfs DIR] [--vmlinux FILE]\n"
+			       "  default output: flamegraph.svg (svg) or stdout (folded)\n");
+			return EXIT_OK;
+		default:
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		cli_error("flamegraph: unexpected argument '%s'", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (strcmp(format, "svg") && strcmp(format, "folded")) {
+		cli_error("--format '%s': want svg or folded", format);
+		return EXIT_USAGE;
+	}
+	if (!output && !strcmp(format, "svg"))
+		output = "flamegraph.svg";
+	if (load(input, &po, &p) != 0)
+		return EXIT_ERROR;
+	if (output && strcmp(output, "-")) {
+		fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0) {
+			err = -errno;
+			cli_error("cannot create %s: %s", output, hvp_strerror(err));
+			profile_free(p);
+			return EXIT_ERROR;
+		}
+	}
+	out = profile_sink_fd(fd);
+	if (!strcmp(format, "svg"))
+		err = profile_flamegraph(p, &fo, &out);
+	else
+		err = profile_folded(p, &out);
+	profile_free(p);
+	if (fd != STDOUT_FILENO && close(fd) != 0 && !err)
+		err = -errno;
+	if (err) {
+		cli_error("cannot write %s: %s", output ? output : "the output", hvp_strerror(err));
+		return EXIT_ERROR;
+	}
+	if (output && strcmp(output, "-"))
+		fprintf(stderr, "hvprof: wrote %s\n", output);
+	return EXIT_OK;
+}

@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: MIT
+// Guest options of `run` and `record`: the image manifest (docs/image-manifest.md), kernel,
+// initrd (+ --add files), command line (+ --run), memory, vCPUs, duration.
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hvprof/log.h>
+
+#include "cli.h"
+
+#define DEFAULT_MEM_MIB 512
+
+void guest_opts_init(struct guest_opts *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->mem_mib = DEFAULT_MEM_MIB;
+	g->cpus = 1;
+}
+
+static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int guest_opt_parse(struct guest_opts *g, int code, const char *arg)
+{
+	uint64_t v;
+
+	switch (code) {
+	case 1001:
+		g->image_dir = arg;
+		return 0;
+	case 1002:
+		g->kernel = arg;
+		return 0;
+	case 1003:
+		g->initrd = arg;
+		return 0;
+	case 1004:
+		g->append = arg;
+		return 0;
+	case 1005:
+		if (parse_u64(arg, 64, 1 << 20, &v) || (v & 1)) {
+			cli_error("--mem '%s': want an even number of MiB, 64 or more", arg);
+			return -EINVAL;
+		}
+		g->mem_mib = v;
+		return 0;
+	case 1006:
+		if (parse_u64(arg, 1, VMM_MAX_VCPUS, &v)) {
+			cli_error("--cpus '%s': want 1 to %d", arg, VMM_MAX_VCPUS);
+			return -EINVAL;
+		}
+		g->cpus = (unsigned int)v;
+		return 0;
+	case 1007: {
+		char *end;
+
+		errno = 0;
+		g->duration_s = strtod(arg, &end);
+		if (errno || end == arg || *end || !(g->duration_s > 0) || g->duration_s > 1e7) {
+			cli_error("--duration '%s': want a number of seconds > 0", arg);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	case 1008: {
+		const char *colon = strrchr(arg, ':');
+		struct vmm_initramfs_file *n;
+
+		if (!colon || colon == arg || colon[1] != '/') {
+			cli_error("--add '%s': want HOST_PATH:/GUEST_PATH", arg);
+			return -EINVAL;
+		}
+		n = realloc(g->adds, (g->n_adds + 1) * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		g->adds = n;
+		g->adds[g->n_adds].host_path = strndup(arg, (size_t)(colon - arg));
+		g->adds[g->n_adds].guest_path = colon + 1;
+		if (!g->adds[g->n_adds].host_path)
+			return -ENOMEM;
+		g->n_adds++;
+		return 0;
+	}
+	case 1009:
+		if (strchr(arg, '"') || strchr(arg, '\n') || !arg[0]) {
+			cli_error("--run '%s': the command must be non-empty, without '\"' or newlines",
+				  arg);
+			return -EINVAL;
+		}
+		g->run_cmd = arg;
+		return 0;
+	default:
+		return -ENOENT;
+	}
+}
+
+static char *path_join(const char *dir, const char *file)
+{
+	char *p;
+
+	if (file[0] == '/')
+		return strdup(file);
+	if (asprintf(&p, "%s/%s", dir, file) < 0)
+		return NULL;
+	return p;
+}
+
+/* Read DIR/manifest: key=value lines, '#' comments. */
+static int read_manifest(struct guest_opts *g, const char *dir)
+{
+	char path[PATH_MAX], line[4096];
+	FILE *f;
+	int format = 0;
+
+	snprintf(path, sizeof(path), "%s/manifest", dir);
+	f = fopen(path, "re");
+	if (!f) {
+		int err = -errno;
+
+		cli_error("cannot read image manifest %s: %s", path, hvp_strerror(err));
+		return err;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *eq, *val, **dst = NULL;
+
+		line[strcspn(line, "\n")] = '\0';
+		if (!line[0] || line[0] == '#')
+			continue;
+		eq = strchr(line, '=');
+		if (!eq) {
+			cli_error("image manifest %s: line '%s' is not key=value", path, line);
+			fclose(f);
+			return -EBADMSG;
+		}
+		*eq = '\0';
+		val = eq + 1;
+		if (!strcmp(line, "format"))
+			format = atoi(val);
+		else if (!strcmp(line, "kernel"))
+			dst = &g->m_kernel;
+		else if (!strcmp(line, "initrd"))
+			dst = &g->m_initrd;
+		else if (!strcmp(line, "btf"))
+			dst = &g->m_btf;
+		else if (!strcmp(line, "rootfs"))
+			dst = &g->m_rootfs;
+		else if (!strcmp(line, "kernel_version"))
+			dst = &g->m_kernel_version;
+		else if (!strcmp(line, "cmdline")) {
+			free(g->m_cmdline);
+			g->m_cmdline = strdup(val);
+			continue;
+		}
+		if (dst) {
+			free(*dst);
+			*dst = !strcmp(line, "kernel_version") ? strdup(val) : path_join(dir, val);
+			if (!*dst) {
+				fclose(f);
+				return -ENOMEM;
+			}
+		}
+	}
+	fclose(f);
+	if (format != 1 || !g->m_kernel) {
+		cli_error("image manifest %s: %s", path,
+			  format != 1 ? "unknown format (want format=1)" : "no kernel= line");
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+static int read_whole(const char *path, const char *what, void **buf, size_t *len)
+{
+	struct stat st;
+	uint8_t *data;
+	size_t done = 0;
+	int fd, err;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		cli_error("cannot open %s %s: %s", what, path, hvp_strerror(err));
+		return err;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		cli_error("%s %s is not a regular file", what, path);
+		close(fd);
+		return -EINVAL;
+	}
+	data = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!data) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (done < (size_t)st.st_size) {
+		ssize_t n = read(fd, data + done, (size_t)st.st_size - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? -errno : -EIO;
+			cli_error("cannot read %s %s: %s", what, path, hvp_strerror(err));
+			free(data);
+			close(fd);
+			return err;
+		}
+		done += (size_t)n;
+	}
+	close(fd);
+	*buf = data;
+	*len = done;
+	return 0;
+}
+
+static const char *default_image_dir(char *buf, size_t len)
+{
+	const char *env = getenv("HVPROF_IMAGE");
+	const char *cache = getenv("HVPROF_CACHE");
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+
+	if (env && env[0])
+		return env;
+	if (cache && cache[0])
+		snprintf(buf, len, "%s/images/default", cache);
+	else if (xdg && xdg[0])
+		snprintf(buf, len, "%s/hvprof/images/default", xdg);
+	else
+		snprintf(buf, len, "%s/.cache/hvprof/images/default", home ? home : "/root");
+	return buf;
+}
+
+static int is_elf(const char *path)
+{
+	unsigned char magic[4];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, magic, 4);
+	close(fd);
+	return n == 4 && !memcmp(magic, "\177ELF", 4);
+}
+
+int guest_opts_finish(struct guest_opts *g)
+{
+	static char dflt[PATH_MAX];
+	const char *dir = g->image_dir;
+	const char *initrd;
+	char *cmd = NULL;
+	int err;
+
+	if (!dir && !g->kernel) {
+		dir = default_image_dir(dflt, sizeof(dflt));
+		if (access(dir, F_OK) != 0) {
+			cli_error("no guest image at %s: build the default image with "
+				  "'images/build-image.sh', or give --image DIR or --kernel FILE",
+				  dir);
+			return -ENOENT;
+		}
+	}
+	if (dir) {
+		struct stat st;
+
+		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+			cli_error("--image %s: not a directory", dir);
+			return -ENOENT;
+		}
+		err = read_manifest(g, dir);
+		if (err)
+			return err;
+		g->image_dir = dir;
+	}
+	if (!g->kernel)
+		g->kernel = g->m_kernel;
+	if (access(g->kernel, R_OK) != 0) {
+		err = -errno;
+		cli_error("cannot read kernel %s: %s", g->kernel, hvp_strerror(err));
+		return err;
+	}
+	/* Symbols and BTF: the kernel itself when it is an ELF with a symtab, else the image's. */
+	g->vmlinux = is_elf(g->kernel) ? g->kernel : NULL;
+	g->btf = g->m_btf;
+	if (g->kernel != g->m_kernel && g->m_btf && g->vmlinux)
+		g->btf = NULL; /* another kernel: the image's BTF does not describe it */
+
+	initrd = g->initrd ? g->initrd : g->m_initrd;
+	if (initrd) {
+		err = read_whole(initrd, "initrd", &g->initrd_buf, &g->initrd_len);
+		if (err)
+			return err;
+	}
+	if (g->n_adds) {
+		err = vmm_initramfs_append(&g->initrd_buf, &g->initrd_len, g->adds, g->n_adds);
+		if (err) {
+			cli_error("cannot add files to the initramfs: %s", hvp_strerror(err));
+			return err;
+		}
+	}
+	if (g->run_cmd && asprintf(&cmd, " hvprof_run=\"%s\"", g->run_cmd) < 0)
+		return -ENOMEM;
+	if (asprintf(&g->cmdline, "%s%s%s%s", g->m_cmdline ? g->m_cmdline : "console=ttyS0",
+		     cmd ? cmd : "", g->append ? " " : "", g->append ? g->append : "") < 0) {
+		free(cmd);
+		return -ENOMEM;
+	}
+	free(cmd);
+	return 0;
+}
+
+void guest_opts_to_config(const struct guest_opts *g, struct vmm_config *cfg)
+{
+	cfg->kernel = g->kernel;
+	cfg->initrd = g->initrd_buf;
+	cfg->initrd_size = g->initrd_len;
+	cfg->cmdline = g->cmdline;
+	cfg->mem_bytes = g->mem_mib << 20;
+	cfg->cpus = g->cpus;
+	cfg->duration_ns = (uint64_t)(g->duration_s * 1e9);
+	cfg->vmlinux = g->vmlinux;
+	cfg->btf = g->btf;
+}
+
+void guest_opts_free(struct guest_opts *g)
+{
+	for (size_t i = 0; i < g->n_adds; i++)
+		free((char *)g->adds[i].host_path);
+	free(g->adds);
+	free(g->m_kernel);
+	free(g->m_initrd);
+	free(g->m_btf);
+	free(g->m_rootfs);
+	free(g->m_cmdline);
+	free(g->m_kernel_version);
+	free(g->cmdline);
+	free(g->initrd_buf);
+}

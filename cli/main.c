@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+// hvprof: the command table, global options and the log sink. Only cli/ chooses exit statuses.
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hvprof/log.h>
+
+#include "cli.h"
+
+static const struct cmd commands[] = {
+	{ "run", cmd_run, "boot the guest, console on stdout" },
+	{ "record", cmd_record, "profile the whole guest into a recording (hvprof.data)" },
+	{ "report", cmd_report, "top table of a recording" },
+	{ "flamegraph", cmd_flamegraph, "interactive SVG flamegraph or folded stacks" },
+};
+
+static void log_to_stderr(enum hvp_log_level level, const char *msg)
+{
+	static const char *const names[] = { "error", "warning", "info", "debug" };
+
+	fprintf(stderr, "hvprof: %s: %s\n", names[level], msg);
+}
+
+void cli_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("hvprof: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: hvprof [-v|-vv|-q] COMMAND [ARGS]\n\ncommands:\n");
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\n'hvprof COMMAND --help' shows the options of a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+	enum hvp_log_level level = HVP_LOG_WARN;
+	int i = 1;
+
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "-v")) {
+			level = HVP_LOG_INFO;
+		} else if (!strcmp(argv[i], "-vv")) {
+			level = HVP_LOG_DEBUG;
+			hvp_log_set_debug_mask(~0u);
+		} else if (!strcmp(argv[i], "-q")) {
+			level = HVP_LOG_ERR;
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return EXIT_OK;
+		} else if (!strcmp(argv[i], "--version")) {
+			printf("hvprof 0.1.0\n");
+			return EXIT_OK;
+		} else {
+			cli_error("unknown option '%s' (see 'hvprof --help')", argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	hvp_log_set_fn(log_to_stderr);
+	hvp_log_set_level(level);
+	if (i >= argc) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	for (size_t c = 0; c < ARRAY_SIZE(commands); c++)
+		if (!strcmp(argv[i], commands[c].name))
+			return commands[c].fn(argc - i, argv + i);
+	cli_error("unknown command '%s' (see 'hvprof --help')", argv[i]);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,191 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vmm: hvprof's VM. Boots a Linux x86-64 guest on KVM (Linux boot protocol, 64-bit entry),
+ * runs its vCPUs, emulates the few devices a console guest needs, samples every vCPU with a
+ * per-vCPU-thread counter and hands the samples to a sink.
+ */
+#ifndef HVPROF_VMM_H
+#define HVPROF_VMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hvprof/compiler.h>
+#include <hvprof/sample.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct vmm;
+
+/**
+ * struct vmm_sink - where samples and identity records go. Every callback may be called from
+ * several vCPU threads at once: the sink serialises. A callback returning non-zero (-errno)
+ * stops the run with HVP_END_ERROR after the current exit. All pointers are valid only during
+ * the call.
+ */
+struct vmm_sink {
+	int (*sample)(void *ctx, const struct hvp_sample *s);
+	int (*thread)(void *ctx, const struct hvp_thread *t);
+	int (*process)(void *ctx, const struct hvp_process *p);
+	int (*user_stack)(void *ctx, const struct hvp_user_stack *u);
+	void *ctx;
+};
+
+/* Sampling counter actually used (probed at start-up). */
+enum vmm_counter_kind {
+	VMM_COUNTER_NONE = 0,
+	VMM_COUNTER_CYCLES = 1,    /* PERF_TYPE_HARDWARE cycles, exclude_host=1 */
+	VMM_COUNTER_CPU_CLOCK = 2, /* PERF_COUNT_SW_CPU_CLOCK of the vCPU thread */
+};
+
+/**
+ * struct vmm_config - what to boot and how to sample. Zero-initialise, then set fields.
+ * @kernel: host path of a vmlinux ELF (PT_LOADs at their physical addresses, entered at its
+ *   64-bit entry) or a bzImage (boot protocol 2.12+, 64-bit entry at load address + 0x200).
+ * @initrd/@initrd_size: initramfs bytes (concatenated newc archives), may be NULL. Copied.
+ * @cmdline: kernel command line (at most 2047 bytes).
+ * @mem_bytes: guest RAM in bytes (multiple of 2 MiB, >= 64 MiB).
+ * @cpus: number of vCPUs (1..VMM_MAX_VCPUS).
+ * @console_fd: where the serial console's output goes (-1: discarded).
+ * @duration_ns: stop the guest after this long (0: run until it ends).
+ * @sample_hz: sampling frequency per vCPU (0: no sampling).
+ * @vmlinux/@btf: host paths for guestinfo (symbols, structure layout) when sampling; the
+ *   vmlinux also locates the #PF entry for the PVM SYSCALL fix-up.
+ * @sink: receives the records (required when @sample_hz > 0).
+ * @force_counter: VMM_COUNTER_NONE to probe (cycles, else cpu-clock), or one to insist on.
+ */
+struct vmm_config {
+	const char *kernel;
+	const void *initrd;
+	size_t initrd_size;
+	const char *cmdline;
+	uint64_t mem_bytes;
+	unsigned int cpus;
+	int console_fd;
+	uint64_t duration_ns;
+	unsigned int sample_hz;
+	const char *vmlinux;
+	const char *btf;
+	const struct vmm_sink *sink;
+	enum vmm_counter_kind force_counter;
+};
+
+#define VMM_MAX_VCPUS 64
+
+/**
+ * struct vmm_result - how the run ended.
+ * @reason: enum hvp_end_reason. @exit_status: the guest's status for HVP_END_EXIT_DEVICE,
+ * else -1. @message: for HVP_END_ERROR, what happened (e.g. the unhandled exit and the
+ * instruction bytes), NUL-terminated. @first_user_ns: ns from start to the first CPL3
+ * sample (boot-to-/init estimate; 0 if none seen).
+ */
+struct vmm_result {
+	int reason;
+	int exit_status;
+	uint64_t runtime_ns;
+	uint64_t first_user_ns;
+	char message[256];
+};
+
+/**
+ * struct vmm_counters - what the run counted (samples, exits by kind, failures by reason).
+ * Names in vmm_counter_names[] in the same order as the fields.
+ */
+struct vmm_counters {
+	uint64_t samples;
+	uint64_t samples_user;
+	uint64_t samples_kernel;
+	uint64_t samples_no_task;
+	uint64_t samples_sink_errors;
+	uint64_t exits;
+	uint64_t exits_io;
+	uint64_t exits_mmio;
+	uint64_t exits_intr;
+	uint64_t exits_debug;
+	uint64_t syscall_fixups;
+	uint64_t pf_steps;
+	uint64_t emulation_int3;
+	uint64_t emulation_fwait;
+	uint64_t io_unhandled;
+	uint64_t mmio_unhandled;
+	uint64_t kernel_walk_fault;
+	uint64_t kernel_walk_bad_fp;
+	uint64_t kernel_walk_depth;
+	uint64_t user_walk_fault;
+	uint64_t user_walk_bad_fp;
+	uint64_t user_walk_depth;
+	uint64_t task_invalid;
+	uint64_t threads;
+	uint64_t processes;
+	uint64_t sample_ns_total; /* host ns spent building samples (regs to sink) */
+};
+
+extern const char *const vmm_counter_names[];
+#define VMM_N_COUNTERS (sizeof(struct vmm_counters) / sizeof(uint64_t))
+
+/**
+ * vmm_create - open /dev/kvm, create the VM, its RAM, devices and vCPUs, load the kernel.
+ * Return: 0 and *@out (free with vmm_destroy); -ENOENT kernel file or /dev/kvm missing;
+ * -EACCES no permission; -EBADMSG kernel is neither a usable ELF nor a bzImage; -EINVAL bad
+ * configuration (memory size, vCPUs, command line too long, initrd too big); -ENOTSUP the
+ * host KVM lacks a required capability; other -errno from KVM ioctls. Messages name the file
+ * or the ioctl.
+ */
+int vmm_create(const struct vmm_config *cfg, struct vmm **out) __must_check;
+
+/**
+ * vmm_run - start every vCPU thread and wait until the guest ends (exit register, reset,
+ * triple fault), the duration elapses, vmm_request_stop() is called, or an error occurs.
+ * Return: 0 (see @res for the outcome), or -errno when the threads could not start.
+ */
+int vmm_run(struct vmm *vm, struct vmm_result *res) __must_check;
+
+/**
+ * vmm_request_stop - ask a running VM to stop with @reason (HVP_END_SIGNAL from a signal
+ * handler). Async-signal-safe: only sets a flag that vmm_run's monitor loop polls.
+ */
+void vmm_request_stop(struct vmm *vm, int reason);
+
+/** vmm_get_counters - copy the counters (after vmm_run returned, or approximately during). */
+void vmm_get_counters(const struct vmm *vm, struct vmm_counters *out);
+
+/** vmm_counter_kind - the sampling counter in use (after vmm_create). */
+enum vmm_counter_kind vmm_counter_kind(const struct vmm *vm);
+
+/** vmm_counter_name - "cycles", "cpu-clock" or "none". */
+const char *vmm_counter_name(enum vmm_counter_kind kind);
+
+/** vmm_strategy - one line saying how this host is driven (e.g. "pvm: syscall-fixup=bp"). */
+const char *vmm_strategy(const struct vmm *vm);
+
+/**
+ * struct vmm_initramfs_file - one host file to put into the guest's initramfs.
+ * @host_path: file to read. @guest_path: absolute path in the guest (parents are created).
+ */
+struct vmm_initramfs_file {
+	const char *host_path;
+	const char *guest_path;
+};
+
+/**
+ * vmm_initramfs_append - append a newc cpio archive (the initramfs format, Linux
+ * Documentation/driver-api/early-userspace/buffer-format.rst) holding @files to the initrd in
+ * @buf and @len (which may be empty), padded so the kernel unpacks both archives in turn.
+ * Ownership: *@buf is malloc'd and replaced (realloc); the caller frees it.
+ * Return: 0; -ENOENT/-EACCES a host file (named in the log); -EINVAL a guest path that is not
+ * absolute or has "..". Nothing is changed on error.
+ */
+int vmm_initramfs_append(void **buf, size_t *len, const struct vmm_initramfs_file *files,
+			 size_t n_files) __must_check;
+
+/** vmm_destroy - stop and free everything (NULL and partly created VMs are fine). */
+void vmm_destroy(struct vmm *vm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HVPROF_VMM_H */

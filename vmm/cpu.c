@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+// vCPU set-up: CPUID (what the guest may see), and the register state of the 64-bit entry
+// (Linux boot protocol, "64-bit boot protocol": paging on, flat GDT, RSI = boot_params).
+#define pr_fmt(fmt) "vmm: cpu: " fmt
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include <hvprof/log.h>
+
+#include "vmm_internal.h"
+
+#define CPUID_MAX_ENTRIES 256
+
+/* Leaf 1 ECX/EDX and leaf 7 bits (SDM vol. 2A, CPUID) hidden from the guest. Instructions the
+ * PVM emulator lacks (cmpxchg16b, xsave/xrstor, popcnt, clac/stac) must not be chosen by the
+ * guest kernel; the kernel command line (clearcpuid=, noxsave) backs this up where PVM ignores
+ * the mask. */
+#define CPUID1_ECX_CX16 (1u << 13)
+#define CPUID1_ECX_POPCNT (1u << 23)
+#define CPUID1_ECX_XSAVE (1u << 26)
+#define CPUID1_ECX_OSXSAVE (1u << 27)
+#define CPUID1_ECX_AVX (1u << 28)
+#define CPUID1_ECX_RDRAND (1u << 30)
+#define CPUID1_ECX_HYPERVISOR (1u << 31)
+#define CPUID7_EBX_SMEP (1u << 7)
+#define CPUID7_EBX_ERMS (1u << 9)
+#define CPUID7_EBX_INVPCID (1u << 10)
+#define CPUID7_EBX_RDSEED (1u << 18)
+#define CPUID7_EBX_SMAP (1u << 20)
+#define CPUID7_EBX_AVX2 (1u << 5)
+#define CPUID7_EDX_FSRM (1u << 4)
+
+int cpu_setup_cpuid(struct vmm *vm)
+{
+	struct kvm_cpuid2 *cpuid;
+	int err;
+
+	cpuid = calloc(1, sizeof(*cpuid) + CPUID_MAX_ENTRIES * sizeof(struct kvm_cpuid_entry2));
+	if (!cpuid)
+		return -ENOMEM;
+	cpuid->nent = CPUID_MAX_ENTRIES;
+	if (ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, cpuid) < 0) {
+		err = -errno;
+		pr_err("KVM_GET_SUPPORTED_CPUID: %s", hvp_strerror(err));
+		free(cpuid);
+		return err;
+	}
+	vm->maxphyaddr = 36;
+	for (unsigned int i = 0; i < cpuid->nent; i++) {
+		struct kvm_cpuid_entry2 *e = &cpuid->entries[i];
+
+		switch (e->function) {
+		case 1:
+			e->ecx &= ~(CPUID1_ECX_CX16 | CPUID1_ECX_POPCNT | CPUID1_ECX_XSAVE |
+				    CPUID1_ECX_OSXSAVE | CPUID1_ECX_AVX | CPUID1_ECX_RDRAND);
+			e->ecx |= CPUID1_ECX_HYPERVISOR;
+			break;
+		case 7:
+			if (e->index == 0) {
+				e->ebx &= ~(CPUID7_EBX_SMEP | CPUID7_EBX_ERMS | CPUID7_EBX_INVPCID |
+					    CPUID7_EBX_RDSEED | CPUID7_EBX_SMAP | CPUID7_EBX_AVX2);
+				e->edx &= ~CPUID7_EDX_FSRM;
+			}
+			break;
+		case 0xd: /* XSAVE state enumeration: nothing, since XSAVE is hidden */
+			e->eax = e->ebx = e->ecx = e->edx = 0;
+			break;
+		case 0x80000008:
+			if ((e->eax & 0xff) >= 32 && (e->eax & 0xff) <= 52)
+				vm->maxphyaddr = e->eax & 0xff;
+			break;
+		default:
+			break;
+		}
+	}
+	vm->cpuid = cpuid;
+	return 0;
+}
+
+/* Per-vCPU CPUID: the APIC ID in leaf 1 EBX[31:24] and leaf 0xb EDX. */
+static int vcpu_set_cpuid(struct vmm *vm, struct vcpu *vcpu)
+{
+	size_t size = sizeof(*vm->cpuid) + vm->cpuid->nent * sizeof(struct kvm_cpuid_entry2);
+	struct kvm_cpuid2 *c = malloc(size);
+	int err = 0;
+
+	if (!c)
+		return -ENOMEM;
+	memcpy(c, vm->cpuid, size);
+	for (unsigned int i = 0; i < c->nent; i++) {
+		struct kvm_cpuid_entry2 *e = &c->entries[i];
+
+		if (e->function == 1) {
+			e->ebx = (e->ebx & 0x0000ffff) | (vcpu->index << 24) |
+				 ((vm->n_vcpus & 0xff) << 16);
+			if (vm->n_vcpus > 1)
+				e->edx |= 1u << 28; /* HTT: EBX[23:16] is valid */
+		} else if (e->function == 0xb || e->function == 0x1f) {
+			e->edx = vcpu->index;
+		}
+	}
+	if (ioctl(vcpu->fd, KVM_SET_CPUID2, c) < 0) {
+		err = -errno;
+		pr_err("vCPU %u: KVM_SET_CPUID2: %s", vcpu->index, hvp_strerror(err));
+	}
+	free(c);
+	return err;
+}
+
+static void seg64(struct kvm_segment *s, uint16_t sel, uint8_t type, bool code)
+{
+	memset(s, 0, sizeof(*s));
+	s->selector = sel;
+	s->base = 0;
+	s->limit = 0xffffffff;
+	s->type = type;
+	s->present = 1;
+	s->dpl = 0;
+	s->s = 1;
+	s->g = 1;
+	s->l = code ? 1 : 0;
+	s->db = code ? 0 : 1;
+}
+
+int vcpu_init_regs(struct vmm *vm, struct vcpu *vcpu)
+{
+	struct kvm_sregs sregs;
+	struct kvm_regs regs;
+	int err;
+
+	err = vcpu_set_cpuid(vm, vcpu);
+	if (err)
+		return err;
+	if (vcpu->index != 0)
+		return 0; /* APs start when the guest sends INIT/SIPI (in-kernel LAPIC) */
+
+	if (ioctl(vcpu->fd, KVM_GET_SREGS, &sregs) < 0) {
+		err = -errno;
+		pr_err("vCPU %u: KVM_GET_SREGS: %s", vcpu->index, hvp_strerror(err));
+		return err;
+	}
+	seg64(&sregs.cs, 0x10, 0xb, true);
+	seg64(&sregs.ds, 0x18, 0x3, false);
+	sregs.es = sregs.fs = sregs.gs = sregs.ss = sregs.ds;
+	sregs.gdt.base = VMM_GDT_GPA;
+	sregs.gdt.limit = 4 * 8 - 1;
+	sregs.cr3 = VMM_PML4_GPA;
+	sregs.cr4 = 1u << 5;                      /* PAE */
+	sregs.cr0 = (1u << 0) | (1u << 4) | (1u << 31); /* PE, ET, PG */
+	sregs.efer = (1u << 8) | (1u << 10);      /* LME, LMA */
+	if (ioctl(vcpu->fd, KVM_SET_SREGS, &sregs) < 0) {
+		err = -errno;
+		pr_err("vCPU %u: KVM_SET_SREGS: %s", vcpu->index, hvp_strerror(err));
+		return err;
+	}
+	memset(&regs, 0, sizeof(regs));
+	regs.rflags = 0x2;
+	regs.rip = vm->boot.entry_gpa;
+	regs.rsi = VMM_ZERO_PAGE_GPA;
+	regs.rsp = 0x8ff0;
+	regs.rbp = 0x8ff0;
+	if (ioctl(vcpu->fd, KVM_SET_REGS, &regs) < 0) {
+		err = -errno;
+		pr_err("vCPU %u: KVM_SET_REGS: %s", vcpu->index, hvp_strerror(err));
+		return err;
+	}
+	return 0;
+}
+
+int vcpu_get_regs(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs)
+{
+	if (vcpu->vm->sync_regs) {
+		/* KVM_CAP_SYNC_REGS: KVM copied them into kvm_run at the exit (~0.1 us). */
+		if (regs)
+			*regs = &vcpu->run->s.regs.regs;
+		if (sregs)
+			*sregs = &vcpu->run->s.regs.sregs;
+		return 0;
+	}
+	if (regs && !vcpu->regs_valid) {
+		if (ioctl(vcpu->fd, KVM_GET_REGS, &vcpu->regs) < 0)
+			return -errno;
+		vcpu->regs_valid = true;
+	}
+	if (sregs && !vcpu->sregs_valid) {
+		if (ioctl(vcpu->fd, KVM_GET_SREGS, &vcpu->sregs) < 0)
+			return -errno;
+		vcpu->sregs_valid = true;
+	}
+	if (regs)
+		*regs = &vcpu->regs;
+	if (sregs)
+		*sregs = &vcpu->sregs;
+	return 0;
+}
+
+void vcpu_mark_regs_dirty(struct vcpu *vcpu, bool regs, bool sregs)
+{
+	if (vcpu->vm->sync_regs) {
+		if (regs)
+			vcpu->run->kvm_dirty_regs |= KVM_SYNC_X86_REGS;
+		if (sregs)
+			vcpu->run->kvm_dirty_regs |= KVM_SYNC_X86_SREGS;
+		return;
+	}
+	vcpu->regs_dirty |= regs;
+	vcpu->sregs_dirty |= sregs;
+}

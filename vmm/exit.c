@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: MIT
+// VM-exit dispatch. exit_io/exit_mmio work on a plain struct kvm_run so tests can fake exits.
+#define pr_fmt(fmt) "vmm: exit: " fmt
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include <hvprof/log.h>
+
+#include "vmm_internal.h"
+
+#define PORT_KBD_CMD 0x64
+#define KBD_CMD_RESET 0xfe
+#define PORT_POST 0x80
+#define PORT_CMOS_INDEX 0x70
+#define PORT_CMOS_DATA 0x71
+#define RFLAGS_IF (1u << 9)
+
+int exit_io(struct vmm *vm, struct vcpu *vcpu, struct kvm_run *run)
+{
+	uint8_t *data = (uint8_t *)run + run->io.data_offset;
+	bool is_write = run->io.direction == KVM_EXIT_IO_OUT;
+	uint16_t port = run->io.port;
+
+	vcpu->c.exits_io++;
+	if (port >= SERIAL_COM1_BASE && port < SERIAL_COM1_BASE + 8 && run->io.size == 1) {
+		for (uint32_t i = 0; i < run->io.count; i++)
+			serial_io(&vm->com1, port - SERIAL_COM1_BASE, is_write, data + i);
+		return 0;
+	}
+	if (port == PORT_KBD_CMD && is_write && run->io.size == 1 && data[0] == KBD_CMD_RESET) {
+		/* The 8042 pulses the CPU reset line: Linux's "reboot=k", the x86 default. */
+		vmm_end(vm, HVP_END_RESET, -1, "guest reset through the keyboard controller");
+		return 1;
+	}
+	if (port == PORT_POST)
+		return 0; /* I/O delay port */
+	if (!is_write) {
+		/* An absent device floats the bus: all ones (CMOS reads 0: no RTC data). */
+		uint8_t v = (port == PORT_CMOS_DATA) ? 0 : 0xff;
+
+		memset(data, v, (size_t)run->io.size * run->io.count);
+	}
+	if (port != PORT_CMOS_INDEX && port != PORT_CMOS_DATA)
+		vcpu->c.io_unhandled++;
+	pr_debug(LOG_EXIT, "vCPU %u: unhandled I/O port 0x%x %s size %u", vcpu->index, port,
+		 is_write ? "write" : "read", run->io.size);
+	return 0;
+}
+
+int exit_mmio(struct vmm *vm, struct vcpu *vcpu, struct kvm_run *run)
+{
+	uint64_t gpa = run->mmio.phys_addr;
+
+	vcpu->c.exits_mmio++;
+	if (gpa == VMM_EXIT_REG_GPA) {
+		uint32_t v = 0;
+
+		if (!run->mmio.is_write) {
+			memset(run->mmio.data, 0, sizeof(run->mmio.data));
+			return 0;
+		}
+		memcpy(&v, run->mmio.data, run->mmio.len < 4 ? run->mmio.len : 4);
+		if (run->mmio.len == 4 && (v & 0xffff0000u) == VMM_EXIT_MAGIC) {
+			vmm_end(vm, HVP_END_EXIT_DEVICE, (int)(v & 0xff),
+				"guest reported exit status %u", v & 0xff);
+			return 1;
+		}
+		vcpu->c.mmio_unhandled++;
+		return 0;
+	}
+	if (!run->mmio.is_write)
+		memset(run->mmio.data, 0xff, sizeof(run->mmio.data));
+	vcpu->c.mmio_unhandled++;
+	pr_debug(LOG_EXIT, "vCPU %u: unhandled MMIO %s at GPA 0x%llx", vcpu->index,
+		 run->mmio.is_write ? "write" : "read", (unsigned long long)gpa);
+	return 0;
+}
+
+/* The instruction bytes of an emulation failure: from KVM if it gave them, else guest memory. */
+static unsigned int emulation_bytes(struct vcpu *vcpu, uint8_t *bytes, unsigned int max)
+{
+	struct kvm_run *run = vcpu->run;
+	struct kvm_regs *regs;
+	struct kvm_sregs *sregs;
+	unsigned int n = 0;
+
+	if (run->emulation_failure.ndata >= 3 &&
+	    (run->emulation_failure.flags & KVM_INTERNAL_ERROR_EMULATION_FLAG_INSTRUCTION_BYTES)) {
+		n = run->emulation_failure.insn_size;
+		if (n > max)
+			n = max;
+		if (n > sizeof(run->emulation_failure.insn_bytes))
+			n = sizeof(run->emulation_failure.insn_bytes);
+		memcpy(bytes, run->emulation_failure.insn_bytes, n);
+		if (n)
+			return n;
+	}
+	if (vcpu_get_regs(vcpu, &regs, &sregs) == 0) {
+		struct gi_paging pg = { .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
+					.efer = sregs->efer, .maxphyaddr = vcpu->vm->maxphyaddr };
+
+		for (n = max; n > 0; n--)
+			if (gi_read_gva(&vcpu->vm->gmem, &pg, regs->rip, bytes, n) == 0)
+				break;
+	}
+	return n;
+}
+
+static int inject_breakpoint(struct vcpu *vcpu)
+{
+	struct kvm_vcpu_events ev;
+
+	if (ioctl(vcpu->fd, KVM_GET_VCPU_EVENTS, &ev) < 0)
+		return -errno;
+	ev.exception.injected = 1;
+	ev.exception.nr = 3; /* #BP */
+	ev.exception.has_error_code = 0;
+	ev.flags = 0;
+	if (ioctl(vcpu->fd, KVM_SET_VCPU_EVENTS, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+static int exit_emulation_failure(struct vcpu *vcpu)
+{
+	struct vmm *vm = vcpu->vm;
+	struct kvm_regs *regs;
+	uint8_t bytes[15];
+	char hex[3 * sizeof(bytes) + 1] = "";
+	unsigned int n;
+	int err;
+
+	n = emulation_bytes(vcpu, bytes, sizeof(bytes));
+	err = vcpu_get_regs(vcpu, &regs, NULL);
+	if (err) {
+		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: cannot read registers: %s", vcpu->index,
+			hvp_strerror(err));
+		return 1;
+	}
+	if (n >= 1 && bytes[0] == 0xcc) {
+		/* int3 (the kernel's self-test): a trap, so #BP is delivered with RIP after it. */
+		regs->rip += 1;
+		vcpu_mark_regs_dirty(vcpu, true, false);
+		if (!vm->sync_regs && ioctl(vcpu->fd, KVM_SET_REGS, regs) < 0) {
+			err = -errno;
+			goto fail;
+		}
+		vcpu->regs_dirty = false;
+		err = inject_breakpoint(vcpu);
+		if (err)
+			goto fail;
+		vcpu->c.emulation_int3++;
+		return 0;
+	}
+	if (n >= 1 && bytes[0] == 0x9b) {
+		/* fwait: no x87 exception can be pending (the guest never unmasks them here). */
+		regs->rip += 1;
+		vcpu_mark_regs_dirty(vcpu, true, false);
+		vcpu->c.emulation_fwait++;
+		return 0;
+	}
+	err = -ENOTSUP;
+fail:
+	for (unsigned int i = 0; i < n; i++)
+		snprintf(hex + 3 * i, 4, "%02x ", bytes[i]);
+	vmm_end(vm, HVP_END_ERROR, -1,
+		"vCPU %u: KVM could not emulate the instruction at RIP 0x%llx (bytes: %s)%s%s",
+		vcpu->index, (unsigned long long)regs->rip, n ? hex : "unreadable",
+		err == -ENOTSUP ? "" : ": ", err == -ENOTSUP ? "" : hvp_strerror(err));
+	return 1;
+}
+
+static int exit_halt(struct vcpu *vcpu)
+{
+	struct kvm_regs *regs;
+
+	if (vcpu_get_regs(vcpu, &regs, NULL) == 0 && !(regs->rflags & RFLAGS_IF)) {
+		vmm_end(vcpu->vm, HVP_END_RESET, -1,
+			"vCPU %u halted with interrupts disabled (guest halt or power-off)",
+			vcpu->index);
+		return 1;
+	}
+	return 0;
+}
+
+int exit_handle(struct vcpu *vcpu)
+{
+	struct vmm *vm = vcpu->vm;
+	struct kvm_run *run = vcpu->run;
+
+	vcpu->c.exits++;
+	switch (run->exit_reason) {
+	case KVM_EXIT_IO:
+		return exit_io(vm, vcpu, run);
+	case KVM_EXIT_MMIO:
+		return exit_mmio(vm, vcpu, run);
+	case KVM_EXIT_INTR:
+		vcpu->c.exits_intr++;
+		if (atomic_load(&vm->stop_reason))
+			return 1;
+		if (vm->cfg.sample_hz)
+			sample_take(vcpu);
+		return atomic_load(&vm->stop_reason) ? 1 : 0;
+	case KVM_EXIT_DEBUG:
+		vcpu->c.exits_debug++;
+		return pvm_fixup_hit(vcpu);
+	case KVM_EXIT_HLT:
+		return exit_halt(vcpu);
+	case KVM_EXIT_SHUTDOWN:
+		vmm_end(vm, HVP_END_SHUTDOWN, -1, "vCPU %u: triple fault (shutdown)", vcpu->index);
+		return 1;
+	case KVM_EXIT_SYSTEM_EVENT:
+		if (run->system_event.type == KVM_SYSTEM_EVENT_RESET)
+			vmm_end(vm, HVP_END_RESET, -1, "guest requested a reset");
+		else
+			vmm_end(vm, HVP_END_RESET, -1, "guest system event %u",
+				run->system_event.type);
+		return 1;
+	case KVM_EXIT_INTERNAL_ERROR:
+		if (run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION)
+			return exit_emulation_failure(vcpu);
+		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: KVM internal error, suberror %u",
+			vcpu->index, run->internal.suberror);
+		return 1;
+	case KVM_EXIT_FAIL_ENTRY:
+		vmm_end(vm, HVP_END_ERROR, -1,
+			"vCPU %u: VM entry failed, hardware reason 0x%llx", vcpu->index,
+			(unsigned long long)run->fail_entry.hardware_entry_failure_reason);
+		return 1;
+	default:
+		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: unhandled KVM exit reason %u",
+			vcpu->index, run->exit_reason);
+		return 1;
+	}
+}

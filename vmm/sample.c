@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: MIT
+// Turning a KVM_EXIT_INTR into a sample: registers (sync regs), the current guest task and its
+// identity (guestinfo), callchains, and the THREAD/PROCESS records the first time an identity is
+// seen. Nothing here logs per sample: failures are counted.
+#define pr_fmt(fmt) "vmm: sample: " fmt
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include <hvprof/log.h>
+
+#include "vmm_internal.h"
+
+#define MSR_KERNEL_GS_BASE 0xc0000102
+#define IDENT_SLOTS 4096        /* direct-mapped; a collision only re-emits a record */
+#define THREAD_SIZE_X86_64 16384 /* kernel stack size (THREAD_SIZE, no KASAN) */
+
+struct ident_thread {
+	int32_t pid;
+	int32_t tgid;
+	uint64_t task;
+	char comm[HVP_COMM_LEN];
+};
+
+struct ident_process {
+	int32_t tgid;
+	uint64_t mm;
+};
+
+struct ident_cache {
+	struct ident_thread threads[IDENT_SLOTS];
+	struct ident_process procs[IDENT_SLOTS];
+};
+
+int ident_cache_create(struct vmm *vm)
+{
+	vm->ident = calloc(1, sizeof(*vm->ident));
+	if (!vm->ident)
+		return -ENOMEM;
+	for (int i = 0; i < IDENT_SLOTS; i++) {
+		vm->ident->threads[i].pid = -1;
+		vm->ident->procs[i].tgid = -1;
+	}
+	pthread_mutex_init(&vm->ident_lock, NULL);
+	return 0;
+}
+
+void ident_cache_destroy(struct vmm *vm)
+{
+	if (vm->ident)
+		pthread_mutex_destroy(&vm->ident_lock);
+	free(vm->ident);
+	vm->ident = NULL;
+}
+
+static bool is_kernel_va(uint64_t va)
+{
+	return va >= 0xffff800000000000ull;
+}
+
+static uint64_t kernel_gs_base(struct vcpu *vcpu, const struct kvm_sregs *sregs, uint8_t cpl)
+{
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e;
+	} m;
+
+	/* The per-CPU base of a vCPU does not change after boot: remember it once seen. */
+	if (cpl == 0 && is_kernel_va(sregs->gs.base))
+		vcpu->percpu_base = sregs->gs.base;
+	if (vcpu->percpu_base)
+		return vcpu->percpu_base;
+	memset(&m, 0, sizeof(m));
+	m.hdr.nmsrs = 1;
+	m.e.index = MSR_KERNEL_GS_BASE;
+	if (ioctl(vcpu->fd, KVM_GET_MSRS, &m) == 1 && is_kernel_va(m.e.data))
+		vcpu->percpu_base = m.e.data;
+	return vcpu->percpu_base;
+}
+
+/* Emit THREAD (and PROCESS) records when this identity was not seen before. */
+static void note_identity(struct vcpu *vcpu, const struct hvp_thread *t, uint64_t mm,
+			  const struct gi_paging *pg)
+{
+	struct vmm *vm = vcpu->vm;
+	const struct vmm_sink *sink = vm->cfg.sink;
+	struct ident_thread *it;
+	struct ident_process *ip;
+	bool new_thread, new_proc = false;
+
+	pthread_mutex_lock(&vm->ident_lock);
+	/* SAFETY: pid was validated (0..4194304) by gi_task_identity; the modulo bounds it. */
+	it = &vm->ident->threads[(uint32_t)t->pid % IDENT_SLOTS];
+	new_thread = it->pid != t->pid || it->task != t->task || it->tgid != t->tgid ||
+		     strncmp(it->comm, t->comm, HVP_COMM_LEN) != 0;
+	if (new_thread) {
+		it->pid = t->pid;
+		it->tgid = t->tgid;
+		it->task = t->task;
+		memcpy(it->comm, t->comm, HVP_COMM_LEN);
+	}
+	if (!t->kthread && mm) {
+		ip = &vm->ident->procs[(uint32_t)t->tgid % IDENT_SLOTS];
+		new_proc = ip->tgid != t->tgid || ip->mm != mm;
+		if (new_proc) {
+			ip->tgid = t->tgid;
+			ip->mm = mm;
+		}
+	}
+	if (new_thread) {
+		struct hvp_thread rec = *t;
+
+		rec.time_ns = vmm_now_ns() - vm->t_start_ns;
+		vcpu->c.threads++;
+		if (sink->thread && sink->thread(sink->ctx, &rec))
+			vcpu->c.samples_sink_errors++;
+	}
+	if (new_proc) {
+		struct hvp_process proc;
+
+		memset(&proc, 0, sizeof(proc));
+		if (gi_process_info(vm->gi, &vm->gmem, pg, mm, &proc) != 0) {
+			proc.mm = mm;
+			proc.exe[0] = '\0';
+		}
+		proc.tgid = t->tgid;
+		proc.time_ns = vmm_now_ns() - vm->t_start_ns;
+		vcpu->c.processes++;
+		if (sink->process && sink->process(sink->ctx, &proc))
+			vcpu->c.samples_sink_errors++;
+	}
+	pthread_mutex_unlock(&vm->ident_lock);
+}
+
+static void count_stop(struct vcpu *vcpu, enum hvp_walk_stop why, bool user)
+{
+	switch (why) {
+	case HVP_WALK_FAULT:
+		user ? vcpu->c.user_walk_fault++ : vcpu->c.kernel_walk_fault++;
+		break;
+	case HVP_WALK_BAD_FP:
+		user ? vcpu->c.user_walk_bad_fp++ : vcpu->c.kernel_walk_bad_fp++;
+		break;
+	case HVP_WALK_DEPTH:
+		user ? vcpu->c.user_walk_depth++ : vcpu->c.kernel_walk_depth++;
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * The user registers saved at kernel entry: struct pt_regs at the top of the task's kernel
+ * stack (task->stack + THREAD_SIZE - sizeof(pt_regs); x86-64 has no top padding), offsets from
+ * BTF. Return: 0 when they describe CPL3 state.
+ */
+static int user_regs_at_entry(struct vmm *vm, const struct gi_paging *pg, uint64_t task,
+			      uint64_t *ip, uint64_t *sp, uint64_t *bp)
+{
+	const struct gi_layout *l = gi_layout(vm->gi);
+	uint64_t stack, regs_kva, cs;
+	uint8_t buf[512];
+
+	if (l->pt_regs_size == UINT32_MAX || l->pt_regs_size == 0 || l->pt_regs_size > sizeof(buf) ||
+	    l->pt_regs_ip + 8 > l->pt_regs_size || l->pt_regs_sp + 8 > l->pt_regs_size ||
+	    l->pt_regs_bp + 8 > l->pt_regs_size || l->pt_regs_cs + 8 > l->pt_regs_size)
+		return -ENODATA;
+	if (gi_read_gva(&vm->gmem, pg, task + l->task_stack, &stack, sizeof(stack)) != 0)
+		return -EFAULT;
+	if (!is_kernel_va(stack) || (stack & (THREAD_SIZE_X86_64 - 1)))
+		return -EBADMSG;
+	regs_kva = stack + THREAD_SIZE_X86_64 - l->pt_regs_size;
+	if (gi_read_gva(&vm->gmem, pg, regs_kva, buf, l->pt_regs_size) != 0)
+		return -EFAULT;
+	memcpy(&cs, buf + l->pt_regs_cs, 8);
+	if ((cs & 3) != 3)
+		return -ENOENT;
+	memcpy(ip, buf + l->pt_regs_ip, 8);
+	memcpy(sp, buf + l->pt_regs_sp, 8);
+	memcpy(bp, buf + l->pt_regs_bp, 8);
+	return 0;
+}
+
+void sample_take(struct vcpu *vcpu)
+{
+	struct vmm *vm = vcpu->vm;
+	const struct vmm_sink *sink = vm->cfg.sink;
+	struct hvp_sample *s = &vcpu->sample;
+	struct kvm_regs *regs;
+	struct kvm_sregs *sregs;
+	struct gi_regs gr;
+	struct hvp_thread thr;
+	uint64_t t0 = vmm_now_ns(), task = 0, mm = 0;
+	unsigned int n;
+	enum hvp_walk_stop why;
+
+	if (!vm->gi || !sink || vcpu_get_regs(vcpu, &regs, &sregs) != 0)
+		return;
+	s->time_ns = t0 - vm->t_start_ns;
+	s->vcpu = vcpu->index;
+	s->cpl = (uint8_t)(sregs->cs.selector & 3);
+	s->flags = s->cpl == 3 ? HVP_SAMPLE_USER : 0;
+	s->rip = regs->rip;
+	s->cr3 = sregs->cr3;
+	s->task = 0;
+	s->pid = s->tgid = -1;
+	s->cookie = 0;
+	s->period = vm->counter == VMM_COUNTER_CPU_CLOCK ? 1000000000ull / vm->cfg.sample_hz : 0;
+	s->n_kernel = s->n_user = 0;
+	s->kernel_stop = s->user_stop = HVP_WALK_NONE;
+
+	memset(&gr, 0, sizeof(gr));
+	gr.rip = regs->rip;
+	gr.rsp = regs->rsp;
+	gr.rbp = regs->rbp;
+	gr.cpl = s->cpl;
+	gr.gs_base = sregs->gs.base;
+	gr.kernel_gs_base = kernel_gs_base(vcpu, sregs, s->cpl);
+	gr.pg = (struct gi_paging){ .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
+				    .efer = sregs->efer, .maxphyaddr = vm->maxphyaddr };
+
+	if (gi_current_task(vm->gi, &vm->gmem, &gr, &task) == 0 &&
+	    gi_task_identity(vm->gi, &vm->gmem, &gr.pg, task, &thr, &mm) == 0) {
+		s->task = task;
+		s->pid = thr.pid;
+		s->tgid = thr.tgid;
+		if (thr.kthread)
+			s->flags |= HVP_SAMPLE_KTHREAD;
+		note_identity(vcpu, &thr, mm, &gr.pg);
+	} else {
+		s->flags |= HVP_SAMPLE_NO_TASK;
+		vcpu->c.samples_no_task++;
+		task = 0;
+	}
+
+	if (s->cpl == 3) {
+		why = gi_unwind_user(&vm->gmem, &gr.pg, regs->rip, regs->rsp, regs->rbp,
+				     s->user_ips, HVP_MAX_CALLCHAIN, &n);
+		s->n_user = (uint16_t)n;
+		s->user_stop = (uint8_t)why;
+		count_stop(vcpu, why, true);
+		vcpu->c.samples_user++;
+		if (!atomic_load(&vm->first_user_ns))
+			atomic_store(&vm->first_user_ns, s->time_ns);
+	} else {
+		why = gi_unwind_kernel(vm->gi, &vm->gmem, &gr, task, s->kernel_ips,
+				       HVP_MAX_CALLCHAIN, &n);
+		s->n_kernel = (uint16_t)n;
+		s->kernel_stop = (uint8_t)why;
+		count_stop(vcpu, why, false);
+		vcpu->c.samples_kernel++;
+		/* Eager user part: the registers saved at kernel entry (pt_regs). */
+		if (task && !(s->flags & HVP_SAMPLE_KTHREAD)) {
+			uint64_t uip, usp, ubp;
+
+			if (user_regs_at_entry(vm, &gr.pg, task, &uip, &usp, &ubp) == 0) {
+				why = gi_unwind_user(&vm->gmem, &gr.pg, uip, usp, ubp, s->user_ips,
+						     HVP_MAX_CALLCHAIN, &n);
+				s->n_user = (uint16_t)n;
+				s->user_stop = (uint8_t)why;
+				count_stop(vcpu, why, true);
+			}
+		}
+	}
+
+	vcpu->c.samples++;
+	if (sink->sample && sink->sample(sink->ctx, s) != 0) {
+		vcpu->c.samples_sink_errors++;
+		vmm_end(vm, HVP_END_ERROR, -1, "the recording could not be written");
+	}
+	vcpu->c.sample_ns_total += vmm_now_ns() - t0;
+}

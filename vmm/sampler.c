@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+// The sampling counter of each vCPU: a perf event on the vCPU thread whose every overflow is
+// signalled to that thread (F_SETOWN_EX/F_OWNER_TID, F_SETSIG, O_ASYNC), which makes KVM_RUN
+// return with KVM_EXIT_INTR. Hardware cycles counting guest time only (exclude_host) where the
+// host has a PMU; the thread's CPU clock otherwise (perf_event_open(2)).
+#define pr_fmt(fmt) "vmm: sampler: " fmt
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <hvprof/log.h>
+
+#include "vmm_internal.h"
+
+int vmm_sig_sample;
+int vmm_sig_kick;
+
+static int perf_open(struct perf_event_attr *attr, pid_t tid)
+{
+	return (int)syscall(SYS_perf_event_open, attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+static void counter_attr(struct perf_event_attr *attr, enum vmm_counter_kind kind,
+			 unsigned int hz)
+{
+	memset(attr, 0, sizeof(*attr));
+	attr->size = sizeof(*attr);
+	attr->disabled = 1;
+	attr->wakeup_events = 1;
+	if (kind == VMM_COUNTER_CYCLES) {
+		attr->type = PERF_TYPE_HARDWARE;
+		attr->config = PERF_COUNT_HW_CPU_CYCLES;
+		attr->exclude_host = 1; /* count only while the guest runs */
+		attr->freq = 1;
+		attr->sample_freq = hz;
+	} else {
+		attr->type = PERF_TYPE_SOFTWARE;
+		attr->config = PERF_COUNT_SW_CPU_CLOCK;
+		attr->sample_period = 1000000000ull / (hz ? hz : 1); /* ns of thread CPU time */
+	}
+}
+
+int sampler_probe(struct vmm *vm)
+{
+	struct perf_event_attr attr;
+	enum vmm_counter_kind kinds[2] = { VMM_COUNTER_CYCLES, VMM_COUNTER_CPU_CLOCK };
+	int fd;
+
+	if (!vm->cfg.sample_hz) {
+		vm->counter = VMM_COUNTER_NONE;
+		return 0;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (vm->cfg.force_counter && vm->cfg.force_counter != kinds[i])
+			continue;
+		counter_attr(&attr, kinds[i], vm->cfg.sample_hz);
+		fd = perf_open(&attr, 0);
+		if (fd >= 0) {
+			close(fd);
+			vm->counter = kinds[i];
+			return 0;
+		}
+		pr_info("counter %s not available: %s", vmm_counter_name(kinds[i]),
+			hvp_strerror(-errno));
+	}
+	pr_err("no sampling counter can be opened (perf_event_open; check "
+	       "/proc/sys/kernel/perf_event_paranoid)");
+	return -ENOTSUP;
+}
+
+int sampler_install_signals(void)
+{
+	vmm_sig_sample = SIGRTMIN + 1;
+	vmm_sig_kick = SIGRTMIN + 2;
+	return 0;
+}
+
+int sampler_open_vcpu(struct vmm *vm, struct vcpu *vcpu)
+{
+	struct perf_event_attr attr;
+	struct f_owner_ex owner = { .type = F_OWNER_TID, .pid = vcpu->tid };
+	int fd, err;
+
+	vcpu->perf_fd = -1;
+	if (vm->counter == VMM_COUNTER_NONE)
+		return 0;
+	counter_attr(&attr, vm->counter, vm->cfg.sample_hz);
+	fd = perf_open(&attr, vcpu->tid);
+	if (fd < 0) {
+		err = -errno;
+		pr_err("vCPU %u: perf_event_open(%s): %s", vcpu->index,
+		       vmm_counter_name(vm->counter), hvp_strerror(err));
+		return err;
+	}
+	if (fcntl(fd, F_SETOWN_EX, &owner) < 0 || fcntl(fd, F_SETSIG, vmm_sig_sample) < 0 ||
+	    fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) < 0) {
+		err = -errno;
+		pr_err("vCPU %u: cannot route counter overflows to the vCPU thread: %s",
+		       vcpu->index, hvp_strerror(err));
+		close(fd);
+		return err;
+	}
+	if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0) {
+		err = -errno;
+		pr_err("vCPU %u: PERF_EVENT_IOC_ENABLE: %s", vcpu->index, hvp_strerror(err));
+		close(fd);
+		return err;
+	}
+	vcpu->perf_fd = fd;
+	return 0;
+}
+
+void sampler_close_vcpu(struct vcpu *vcpu)
+{
+	if (vcpu->perf_fd >= 0) {
+		ioctl(vcpu->perf_fd, PERF_EVENT_IOC_DISABLE, 0);
+		close(vcpu->perf_fd);
+		vcpu->perf_fd = -1;
+	}
+}

@@ -1,0 +1,469 @@
+// SPDX-License-Identifier: MIT
+// The VM's life: create (KVM, RAM, irqchip, PIT, devices, vCPUs, kernel), run (one thread per
+// vCPU and a monitor), end (first reason wins), destroy (tolerates partial creation).
+#define pr_fmt(fmt) "vmm: " fmt
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hvprof/log.h>
+
+#include "vmm_internal.h"
+
+#define VMM_MIN_MEM (64ull << 20)
+
+const char *const vmm_counter_names[] = {
+	"samples", "samples_user", "samples_kernel", "samples_no_task", "samples_sink_errors",
+	"exits", "exits_io", "exits_mmio", "exits_intr", "exits_debug", "syscall_fixups",
+	"pf_steps", "emulation_int3", "emulation_fwait", "io_unhandled", "mmio_unhandled",
+	"kernel_walk_fault", "kernel_walk_bad_fp", "kernel_walk_depth", "user_walk_fault",
+	"user_walk_bad_fp", "user_walk_depth", "task_invalid", "threads", "processes",
+	"sample_ns_total",
+};
+_Static_assert(sizeof(vmm_counter_names) / sizeof(vmm_counter_names[0]) == VMM_N_COUNTERS,
+	       "one name per counter");
+
+static atomic_int requested_stop;
+
+uint64_t vmm_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *vmm_counter_name(enum vmm_counter_kind kind)
+{
+	switch (kind) {
+	case VMM_COUNTER_CYCLES:
+		return "cycles";
+	case VMM_COUNTER_CPU_CLOCK:
+		return "cpu-clock";
+	default:
+		return "none";
+	}
+}
+
+enum vmm_counter_kind vmm_counter_kind(const struct vmm *vm)
+{
+	return vm->counter;
+}
+
+const char *vmm_strategy(const struct vmm *vm)
+{
+	return vm->strategy;
+}
+
+void vmm_kick_all(struct vmm *vm)
+{
+	for (unsigned int i = 0; i < vm->n_vcpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+
+		if (v->run)
+			v->run->immediate_exit = 1;
+		if (v->thread_started)
+			pthread_kill(v->thread, vmm_sig_kick);
+	}
+}
+
+void vmm_end(struct vmm *vm, int reason, int exit_status, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&vm->end_lock);
+	if (!atomic_load(&vm->stop_reason)) {
+		vm->exit_status = exit_status;
+		va_start(ap, fmt);
+		vsnprintf(vm->end_message, sizeof(vm->end_message), fmt, ap);
+		va_end(ap);
+		atomic_store(&vm->stop_reason, reason);
+	}
+	pthread_mutex_unlock(&vm->end_lock);
+	vmm_kick_all(vm);
+}
+
+void vmm_request_stop(struct vmm *vm, int reason)
+{
+	(void)vm;
+	atomic_store(&requested_stop, reason);
+}
+
+static void set_irq_line(void *ctx, int level)
+{
+	struct vmm *vm = ctx;
+	struct kvm_irq_level irq = { .irq = SERIAL_COM1_IRQ, .level = (uint32_t)level };
+
+	ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq);
+}
+
+static bool host_is_pvm(struct vmm *vm)
+{
+	(void)vm;
+	/* PVM is a kernel module of its own; VMX/SVM hosts never load it. */
+	return access("/sys/module/kvm_pvm", F_OK) == 0;
+}
+
+static int check_cap(struct vmm *vm, long cap, const char *name, bool required)
+{
+	int r = ioctl(vm->kvm_fd, KVM_CHECK_EXTENSION, cap);
+
+	if (r <= 0 && required) {
+		pr_err("host KVM lacks %s", name);
+		return -ENOTSUP;
+	}
+	return r > 0;
+}
+
+static int vcpu_create(struct vmm *vm, struct vcpu *vcpu, unsigned int index, int mmap_size)
+{
+	int err;
+
+	vcpu->vm = vm;
+	vcpu->index = index;
+	vcpu->perf_fd = -1;
+	vcpu->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, (unsigned long)index);
+	if (vcpu->fd < 0) {
+		err = -errno;
+		vcpu->fd = -1;
+		pr_err("KVM_CREATE_VCPU %u: %s", index, hvp_strerror(err));
+		return err;
+	}
+	vcpu->run = mmap(NULL, mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu->fd, 0);
+	if (vcpu->run == MAP_FAILED) {
+		err = -errno;
+		vcpu->run = NULL;
+		pr_err("vCPU %u: mmap of kvm_run: %s", index, hvp_strerror(err));
+		return err;
+	}
+	vcpu->run_size = (size_t)mmap_size;
+	if (vm->sync_regs)
+		vcpu->run->kvm_valid_regs = KVM_SYNC_X86_REGS | KVM_SYNC_X86_SREGS;
+	return vcpu_init_regs(vm, vcpu);
+}
+
+int vmm_create(const struct vmm_config *cfg, struct vmm **out)
+{
+	struct vmm *vm;
+	int err, mmap_size;
+
+	if (!cfg || !cfg->kernel || cfg->cpus == 0 || cfg->cpus > VMM_MAX_VCPUS ||
+	    cfg->mem_bytes < VMM_MIN_MEM || (cfg->mem_bytes & ((2ull << 20) - 1)) ||
+	    (cfg->sample_hz && !cfg->sink)) {
+		pr_err("invalid configuration (kernel, 1..%d vCPUs, >= 64 MiB in 2 MiB units)",
+		       VMM_MAX_VCPUS);
+		return -EINVAL;
+	}
+	vm = calloc(1, sizeof(*vm));
+	if (!vm)
+		return -ENOMEM;
+	vm->cfg = *cfg;
+	vm->kvm_fd = vm->vm_fd = -1;
+	pthread_mutex_init(&vm->end_lock, NULL);
+	err = sampler_install_signals();
+	if (err)
+		goto err_destroy;
+	if (cfg->cmdline) {
+		vm->cmdline = strdup(cfg->cmdline);
+		if (!vm->cmdline) {
+			err = -ENOMEM;
+			goto err_destroy;
+		}
+		vm->cfg.cmdline = vm->cmdline;
+	}
+	vm->cfg.initrd = NULL; /* only used during boot_load below, from cfg */
+
+	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (vm->kvm_fd < 0) {
+		err = -errno;
+		pr_err("cannot open /dev/kvm: %s", hvp_strerror(err));
+		goto err_destroy;
+	}
+	if (ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION) {
+		pr_err("/dev/kvm speaks an unknown KVM API version");
+		err = -ENOTSUP;
+		goto err_destroy;
+	}
+	err = check_cap(vm, KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP", true);
+	if (err < 0)
+		goto err_destroy;
+	err = check_cap(vm, KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY", true);
+	if (err < 0)
+		goto err_destroy;
+	err = check_cap(vm, KVM_CAP_SYNC_REGS, "KVM_CAP_SYNC_REGS", false);
+	vm->sync_regs = err > 0;
+	vm->is_pvm = host_is_pvm(vm);
+
+	vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+	if (vm->vm_fd < 0) {
+		err = -errno;
+		pr_err("KVM_CREATE_VM: %s", hvp_strerror(err));
+		goto err_destroy;
+	}
+	if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, (unsigned long)VMM_TSS_GPA) < 0)
+		pr_debug(LOG_VMM, "KVM_SET_TSS_ADDR failed (not needed on this host)");
+	err = ram_create(&vm->ram, cfg->mem_bytes);
+	if (err)
+		goto err_destroy;
+	for (unsigned int i = 0; i < vm->ram.n_slots; i++) {
+		struct kvm_userspace_memory_region r = {
+			.slot = i,
+			.guest_phys_addr = vm->ram.slots[i].gpa,
+			.memory_size = vm->ram.slots[i].size,
+			.userspace_addr = (uint64_t)(uintptr_t)vm->ram.slots[i].hva,
+		};
+
+		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0) {
+			err = -errno;
+			pr_err("KVM_SET_USER_MEMORY_REGION slot %u: %s", i, hvp_strerror(err));
+			goto err_destroy;
+		}
+	}
+	vm->gmem = (struct gmem){ .read = ram_read, .ctx = &vm->ram };
+	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
+		err = -errno;
+		pr_err("KVM_CREATE_IRQCHIP: %s", hvp_strerror(err));
+		goto err_destroy;
+	}
+	{
+		struct kvm_pit_config pit = { .flags = 0 };
+
+		if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0) {
+			err = -errno;
+			pr_err("KVM_CREATE_PIT2: %s", hvp_strerror(err));
+			goto err_destroy;
+		}
+	}
+	serial_init(&vm->com1, cfg->console_fd, set_irq_line, vm);
+
+	err = boot_load(&vm->ram, cfg, &vm->boot);
+	if (err)
+		goto err_destroy;
+
+	if (cfg->vmlinux) {
+		struct gi_config gc = { .vmlinux = cfg->vmlinux, .btf = cfg->btf };
+
+		err = gi_open(&gc, &vm->gi);
+		if (err) {
+			pr_err("cannot read the guest kernel %s: %s", cfg->vmlinux, hvp_strerror(err));
+			goto err_destroy;
+		}
+	} else if (cfg->sample_hz) {
+		pr_err("sampling needs the guest kernel's vmlinux (symbols and BTF)");
+		err = -EINVAL;
+		goto err_destroy;
+	}
+	err = ident_cache_create(vm);
+	if (err)
+		goto err_destroy;
+	err = pvm_fixup_setup(vm);
+	if (err)
+		goto err_destroy;
+	err = sampler_probe(vm);
+	if (err)
+		goto err_destroy;
+	err = cpu_setup_cpuid(vm);
+	if (err)
+		goto err_destroy;
+
+	mmap_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (mmap_size < (int)sizeof(struct kvm_run)) {
+		err = mmap_size < 0 ? -errno : -EINVAL;
+		pr_err("KVM_GET_VCPU_MMAP_SIZE: %s", hvp_strerror(err));
+		goto err_destroy;
+	}
+	vm->vcpus = calloc(cfg->cpus, sizeof(*vm->vcpus));
+	if (!vm->vcpus) {
+		err = -ENOMEM;
+		goto err_destroy;
+	}
+	for (unsigned int i = 0; i < cfg->cpus; i++) {
+		vm->vcpus[i].fd = -1;
+		vm->vcpus[i].perf_fd = -1;
+	}
+	vm->n_vcpus = cfg->cpus;
+	for (unsigned int i = 0; i < cfg->cpus; i++) {
+		err = vcpu_create(vm, &vm->vcpus[i], i, mmap_size);
+		if (err)
+			goto err_destroy;
+	}
+	snprintf(vm->strategy, sizeof(vm->strategy), "%s, regs=%s, syscall-fixup=%s",
+		 vm->is_pvm ? "pvm" : "hardware virtualization",
+		 vm->sync_regs ? "sync-regs" : "ioctl",
+		 vm->pvm.enabled ? "breakpoint-on-#PF" : "none");
+	*out = vm;
+	return 0;
+
+err_destroy:
+	vmm_destroy(vm);
+	return err;
+}
+
+static void *vcpu_thread(void *arg)
+{
+	struct vcpu *vcpu = arg;
+	struct vmm *vm = vcpu->vm;
+	sigset_t block, in_guest;
+	struct {
+		struct kvm_signal_mask hdr;
+		uint8_t set[8];
+	} kmask;
+	int err;
+
+	vcpu->tid = (pid_t)syscall(SYS_gettid);
+	/* The sampling and kick signals stay blocked in this thread, except inside KVM_RUN
+	 * (KVM_SET_SIGNAL_MASK), where a pending one ends the run at once: no sample is lost
+	 * while the VMM handles another exit. They are consumed with sigtimedwait. */
+	sigemptyset(&block);
+	sigaddset(&block, vmm_sig_sample);
+	sigaddset(&block, vmm_sig_kick);
+	pthread_sigmask(SIG_BLOCK, &block, &in_guest);
+	sigdelset(&in_guest, vmm_sig_sample);
+	sigdelset(&in_guest, vmm_sig_kick);
+	kmask.hdr.len = 8;
+	memcpy(kmask.set, &in_guest, 8);
+	if (ioctl(vcpu->fd, KVM_SET_SIGNAL_MASK, &kmask) < 0) {
+		err = -errno;
+		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: KVM_SET_SIGNAL_MASK: %s", vcpu->index,
+			hvp_strerror(err));
+		return NULL;
+	}
+	err = pvm_fixup_arm(vcpu);
+	if (!err)
+		err = sampler_open_vcpu(vm, vcpu);
+	if (err) {
+		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u could not start: %s", vcpu->index,
+			hvp_strerror(err));
+		return NULL;
+	}
+
+	while (!atomic_load(&vm->stop_reason)) {
+		const struct timespec zero = { 0, 0 };
+		int r;
+
+		if (!vm->sync_regs) {
+			if (vcpu->regs_dirty && ioctl(vcpu->fd, KVM_SET_REGS, &vcpu->regs) < 0)
+				break;
+			if (vcpu->sregs_dirty && ioctl(vcpu->fd, KVM_SET_SREGS, &vcpu->sregs) < 0)
+				break;
+			vcpu->regs_dirty = vcpu->sregs_dirty = false;
+		}
+		r = ioctl(vcpu->fd, KVM_RUN, 0);
+		err = r < 0 ? -errno : 0;
+		vcpu->regs_valid = vcpu->sregs_valid = false;
+		if (vm->sync_regs)
+			vcpu->run->kvm_dirty_regs = 0;
+		if (err == -EINTR || err == -EAGAIN) {
+			while (sigtimedwait(&block, NULL, &zero) > 0)
+				;
+			vcpu->run->immediate_exit = 0;
+			vcpu->run->exit_reason = KVM_EXIT_INTR;
+		} else if (err) {
+			vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: KVM_RUN: %s", vcpu->index,
+				hvp_strerror(err));
+			break;
+		}
+		if (exit_handle(vcpu) != 0)
+			break;
+	}
+	sampler_close_vcpu(vcpu);
+	return NULL;
+}
+
+int vmm_run(struct vmm *vm, struct vmm_result *res)
+{
+	int err = 0;
+
+	memset(res, 0, sizeof(*res));
+	atomic_store(&requested_stop, 0);
+	vm->t_start_ns = vmm_now_ns();
+	for (unsigned int i = 0; i < vm->n_vcpus; i++) {
+		err = -pthread_create(&vm->vcpus[i].thread, NULL, vcpu_thread, &vm->vcpus[i]);
+		if (err) {
+			pr_err("cannot start the thread of vCPU %u: %s", i, hvp_strerror(err));
+			vmm_end(vm, HVP_END_ERROR, -1, "thread creation failed");
+			break;
+		}
+		vm->vcpus[i].thread_started = true;
+	}
+	/* The monitor: duration, stop requests (signals), and the end of every vCPU thread. */
+	while (!atomic_load(&vm->stop_reason)) {
+		const struct timespec tick = { 0, 20 * 1000 * 1000 };
+		int req = atomic_load(&requested_stop);
+
+		if (req) {
+			vmm_end(vm, req, -1, "stopped by a signal");
+			break;
+		}
+		if (vm->cfg.duration_ns && vmm_now_ns() - vm->t_start_ns >= vm->cfg.duration_ns) {
+			vmm_end(vm, HVP_END_DURATION, -1, "duration of %.1f s elapsed",
+				(double)vm->cfg.duration_ns / 1e9);
+			break;
+		}
+		nanosleep(&tick, NULL);
+	}
+	vmm_kick_all(vm);
+	for (unsigned int i = 0; i < vm->n_vcpus; i++) {
+		if (vm->vcpus[i].thread_started) {
+			/* A vCPU blocked in the guest's HLT returns on the kick signal. */
+			pthread_join(vm->vcpus[i].thread, NULL);
+			vm->vcpus[i].thread_started = false;
+		}
+	}
+	res->reason = atomic_load(&vm->stop_reason);
+	res->exit_status = vm->exit_status;
+	res->runtime_ns = vmm_now_ns() - vm->t_start_ns;
+	res->first_user_ns = atomic_load(&vm->first_user_ns);
+	snprintf(res->message, sizeof(res->message), "%s", vm->end_message);
+	return err;
+}
+
+void vmm_get_counters(const struct vmm *vm, struct vmm_counters *out)
+{
+	uint64_t *dst = (uint64_t *)out;
+
+	memset(out, 0, sizeof(*out));
+	for (unsigned int i = 0; i < vm->n_vcpus; i++) {
+		const uint64_t *src = (const uint64_t *)&vm->vcpus[i].c;
+
+		for (size_t k = 0; k < VMM_N_COUNTERS; k++)
+			dst[k] += src[k];
+	}
+}
+
+void vmm_destroy(struct vmm *vm)
+{
+	if (!vm)
+		return;
+	if (vm->vcpus) {
+		for (unsigned int i = 0; i < vm->n_vcpus; i++) {
+			struct vcpu *v = &vm->vcpus[i];
+
+			sampler_close_vcpu(v);
+			if (v->run)
+				munmap(v->run, v->run_size);
+			if (v->fd >= 0)
+				close(v->fd);
+		}
+		free(vm->vcpus);
+	}
+	free(vm->cpuid);
+	ident_cache_destroy(vm);
+	gi_close(vm->gi);
+	if (vm->vm_fd >= 0)
+		close(vm->vm_fd);
+	if (vm->kvm_fd >= 0)
+		close(vm->kvm_fd);
+	ram_destroy(&vm->ram);
+	free(vm->cmdline);
+	pthread_mutex_destroy(&vm->end_lock);
+	free(vm);
+}

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/* Private definitions of the vmm layer: the VM, its vCPUs, RAM and devices. */
+#ifndef HVPROF_VMM_INTERNAL_H
+#define HVPROF_VMM_INTERNAL_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <hvprof/gmem.h>
+#include <hvprof/guestinfo.h>
+#include <hvprof/vmm.h>
+
+/* ---------------------------------------------------------------- guest physical layout */
+/*
+ * GPA map (all below 4 GiB unless RAM is larger):
+ *   0x0000_0500  GDT for the 64-bit entry       0x0000_7000  boot_params (zero page)
+ *   0x0000_9000  boot page tables (PML4, PDPT, 4 PDs: identity map of 4 GiB, 2 MiB pages)
+ *   0x0002_0000  kernel command line            0x0003_0000  setup_data (RNG seed)
+ *   0x0009_fc00  MP floating pointer + table (reserved in e820 up to 1 MiB)
+ *   kernel at its PT_LOAD physical addresses (ELF) or 1 MiB / pref_address (bzImage)
+ *   initrd at the top of low RAM
+ *   0xd000_0000  hvprof exit register (MMIO, docs/guest-interface.md)
+ *   0xc000_0000..4 GiB: no RAM (MMIO hole: exit register, IOAPIC, LAPIC); RAM above 3 GiB
+ *   continues at 4 GiB.
+ */
+#define VMM_GDT_GPA 0x500ULL
+#define VMM_ZERO_PAGE_GPA 0x7000ULL
+#define VMM_PML4_GPA 0x9000ULL
+#define VMM_CMDLINE_GPA 0x20000ULL
+#define VMM_CMDLINE_MAX 2048
+#define VMM_SETUP_DATA_GPA 0x30000ULL
+#define VMM_MPTABLE_GPA 0x9fc00ULL
+#define VMM_EBDA_START 0x9fc00ULL
+#define VMM_HIMEM_START 0x100000ULL
+#define VMM_MMIO_HOLE_START 0xc0000000ULL
+#define VMM_4G 0x100000000ULL
+#define VMM_EXIT_REG_GPA 0xd0000000ULL
+#define VMM_EXIT_MAGIC 0x48560000u /* "HV" in the upper half of the written value */
+#define VMM_TSS_GPA 0xfffbd000ULL
+
+/* ---------------------------------------------------------------- guest RAM (memory.c) */
+
+struct vmm_ram_slot {
+	uint64_t gpa;
+	uint64_t size;
+	uint8_t *hva;
+};
+
+struct vmm_ram {
+	uint8_t *hva;   /* one host mapping for all of RAM */
+	uint64_t size;  /* bytes of RAM */
+	unsigned int n_slots;
+	struct vmm_ram_slot slots[2]; /* below the hole, above 4 GiB */
+};
+
+int ram_create(struct vmm_ram *ram, uint64_t size) __must_check;
+void ram_destroy(struct vmm_ram *ram);
+/* HVA for [gpa, gpa+len) if it lies inside one RAM slot, else NULL. */
+void *ram_gpa_to_hva(const struct vmm_ram *ram, uint64_t gpa, uint64_t len);
+/* gmem_read_fn over a struct vmm_ram. */
+int ram_read(void *ctx, uint64_t gpa, void *dst, size_t len);
+int ram_write(const struct vmm_ram *ram, uint64_t gpa, const void *src, size_t len) __must_check;
+
+/* ---------------------------------------------------------------- boot (boot.c, mptable.c) */
+
+struct boot_info {
+	uint64_t entry_gpa;    /* 64-bit entry point */
+	uint64_t kernel_start; /* lowest GPA the kernel occupies */
+	uint64_t kernel_end;   /* one past the highest */
+	bool is_bzimage;
+};
+
+/*
+ * Load @kernel_path into RAM (ELF vmlinux or bzImage), place cmdline, initrd, boot_params,
+ * e820 map, setup_data RNG seed, and the boot GDT and page tables.
+ */
+int boot_load(struct vmm_ram *ram, const struct vmm_config *cfg, struct boot_info *bi) __must_check;
+
+/* Parse a bzImage's setup header (Linux boot protocol, Documentation/x86/boot.rst) from @buf. */
+struct bzimage_info {
+	uint16_t version;
+	uint8_t setup_sects;
+	uint32_t payload_off;  /* file offset of the protected-mode kernel */
+	uint64_t pref_address;
+	uint32_t init_size;
+	uint16_t xloadflags;
+};
+int bzimage_parse(const uint8_t *buf, size_t len, struct bzimage_info *out) __must_check;
+
+/* Write the MP floating pointer and configuration table for @cpus CPUs (MP spec 1.4). */
+int mptable_write(struct vmm_ram *ram, uint64_t gpa, unsigned int cpus) __must_check;
+
+/* ---------------------------------------------------------------- 8250 UART (serial.c) */
+
+struct serial8250 {
+	uint8_t ier, iir_fifo, lcr, mcr, lsr, msr, scr, dll, dlm, fcr;
+	bool thri_pending;
+	int out_fd;
+	/* called with the new level of the IRQ line whenever it may have changed */
+	void (*set_irq)(void *ctx, int level);
+	void *irq_ctx;
+	pthread_mutex_t lock;
+};
+
+#define SERIAL_COM1_BASE 0x3f8
+#define SERIAL_COM1_IRQ 4
+
+void serial_init(struct serial8250 *s, int out_fd, void (*set_irq)(void *, int), void *ctx);
+/* One port access at @off (0..7) from the base: @is_write, @data (1 byte). */
+void serial_io(struct serial8250 *s, unsigned int off, bool is_write, uint8_t *data);
+
+/* ---------------------------------------------------------------- vCPUs */
+
+struct vmm;
+
+struct vcpu {
+	struct vmm *vm;
+	unsigned int index;
+	int fd;
+	struct kvm_run *run;
+	size_t run_size;
+	pthread_t thread;
+	bool thread_started;
+	pid_t tid;
+	int perf_fd;
+	uint64_t percpu_base;   /* per-CPU base (kernel GS) seen on this vCPU, 0 until known */
+	bool debug_armed;
+	struct vmm_counters c;  /* this vCPU's counters, summed at the end */
+	/* register access without KVM_CAP_SYNC_REGS: copies and dirty flags */
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	bool regs_valid, sregs_valid, regs_dirty, sregs_dirty;
+	struct hvp_sample sample; /* scratch for building a sample */
+};
+
+/* ---------------------------------------------------------------- the PVM SYSCALL fix-up */
+
+struct pvm_fixup {
+	bool enabled;
+	uint64_t pf_entry_kva;  /* breakpoint address: #PF entry */
+	uint64_t lstar;         /* MSR_LSTAR as the guest set it (read at each hit; cached) */
+	uint64_t star;
+	uint64_t sfmask;
+	uint8_t step_len;       /* bytes to skip at pf_entry_kva for an ordinary fault (nop/cld) */
+	bool step_is_cld;
+};
+
+/* ---------------------------------------------------------------- the VM */
+
+struct vmm {
+	struct vmm_config cfg;
+	char *cmdline;
+	void *initrd_copy;
+	int kvm_fd;
+	int vm_fd;
+	struct vmm_ram ram;
+	struct gmem gmem;
+	struct boot_info boot;
+	unsigned int n_vcpus;
+	struct vcpu *vcpus;
+	struct kvm_cpuid2 *cpuid;
+	struct serial8250 com1;
+	struct gi *gi;
+	unsigned int maxphyaddr;
+	enum vmm_counter_kind counter;
+	bool sync_regs;
+	struct pvm_fixup pvm;
+	bool is_pvm;
+	char strategy[128];
+	uint64_t t_start_ns;
+
+	/* the outcome: first writer wins */
+	pthread_mutex_t end_lock;
+	atomic_int stop_reason;  /* 0 while running */
+	int exit_status;
+	char end_message[256];
+	atomic_uint_fast64_t first_user_ns;
+
+	/* identity caches (thread/process records are emitted once per change) */
+	pthread_mutex_t ident_lock;
+	struct ident_cache *ident;
+};
+
+uint64_t vmm_now_ns(void);
+/* Record the end of the run (first caller wins) and kick every vCPU out of KVM_RUN. */
+void vmm_end(struct vmm *vm, int reason, int exit_status, const char *fmt, ...) __printf(4, 5);
+void vmm_kick_all(struct vmm *vm);
+
+/* cpu.c */
+int cpu_setup_cpuid(struct vmm *vm) __must_check;
+int vcpu_init_regs(struct vmm *vm, struct vcpu *vcpu) __must_check;
+int vcpu_get_regs(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs) __must_check;
+void vcpu_mark_regs_dirty(struct vcpu *vcpu, bool regs, bool sregs);
+
+/* exit.c: handle the exit in vcpu->run; returns 0 to continue, 1 to stop, -errno on error. */
+int exit_handle(struct vcpu *vcpu) __must_check;
+/* io/mmio dispatch, pure over a kvm_run (unit-testable) */
+int exit_io(struct vmm *vm, struct vcpu *vcpu, struct kvm_run *run) __must_check;
+int exit_mmio(struct vmm *vm, struct vcpu *vcpu, struct kvm_run *run) __must_check;
+
+/* sampler.c */
+int sampler_probe(struct vmm *vm) __must_check;
+int sampler_open_vcpu(struct vmm *vm, struct vcpu *vcpu) __must_check;
+void sampler_close_vcpu(struct vcpu *vcpu);
+int sampler_install_signals(void) __must_check;
+extern int vmm_sig_sample;
+extern int vmm_sig_kick;
+
+/* sample.c */
+void sample_take(struct vcpu *vcpu);
+int ident_cache_create(struct vmm *vm) __must_check;
+void ident_cache_destroy(struct vmm *vm);
+
+/* pvm.c */
+int pvm_fixup_setup(struct vmm *vm) __must_check;
+int pvm_fixup_arm(struct vcpu *vcpu) __must_check;
+int pvm_fixup_hit(struct vcpu *vcpu) __must_check;
+
+#endif /* HVPROF_VMM_INTERNAL_H */
