@@ -3,8 +3,12 @@
 #define pr_fmt(fmt) "btf: " fmt
 
 #include <bpf/btf.h>
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -15,6 +19,30 @@
 #include <hvprof/log.h>
 
 #define BTF_NEST_MAX 8 /* anonymous struct/union nesting followed; 6.1 uses 1-2 */
+
+static pthread_once_t btf_print_once = PTHREAD_ONCE_INIT;
+
+/* libbpf prints through a callback: send its messages to our sink as BTF debug output. */
+__printf(2, 0) static int btf_libbpf_print(enum libbpf_print_level level, const char *fmt,
+					  va_list ap)
+{
+	char msg[512];
+	size_t len;
+
+	if (!hvp_log_enabled(HVP_LOG_DEBUG, LOG_BTF))
+		return 0;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	len = strlen(msg);
+	if (len && msg[len - 1] == '\n')
+		msg[len - 1] = '\0';
+	pr_debug(LOG_BTF, "libbpf (level %d): %s", (int)level, msg);
+	return 0;
+}
+
+static void btf_install_print(void)
+{
+	libbpf_set_print(btf_libbpf_print);
+}
 
 /* Follow typedefs and qualifiers to the underlying type id (bounded: BTF may be hostile). */
 static __u32 btf_skip_mods(const struct btf *btf, __u32 id)
@@ -141,6 +169,8 @@ int gi_layout_from_btf(const char *path, struct gi_layout *out)
 	if (!S_ISREG(stbuf.st_mode))
 		return -EBADMSG;
 
+	/* libbpf's default sink is stderr, which a library must not write to. */
+	pthread_once(&btf_print_once, btf_install_print);
 	btf = btf__parse(path, NULL);
 	if (!btf) {
 		err = -errno;

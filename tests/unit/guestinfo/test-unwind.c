@@ -1,4 +1,436 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of gi_unwind_kernel / gi_unwind_user: frame-pointer chains in a fake guest.
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <hvprof/guestinfo.h>
+
+#include "fakekernel.h"
 #include "test.h"
-static int t(void){return TEST_SKIP;}
-static const struct test_case tests[]={{"todo",t}};
+
+#define S FK_STACK
+#define IRQ FK_IRQ_STACK
+#define U FK_USER_STACK
+#define RET(i) (FK_STEXT + 0x1000 * (i))
+#define URET(i) (0x401000ull + 0x100 * (i))
+
+/* ---------------------------------------------------------------- kernel */
+
+struct kfixture {
+	struct fakekernel fk;
+	struct gi_regs regs;
+	uint64_t task;
+	unsigned int max;
+};
+
+/* A chain of @n frames at @first, 0x40 apart, returning into RET(1..n), ending with fp 0. */
+static int kchain(struct fakekernel *fk, uint64_t first, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		uint64_t fp = first + 0x40 * i;
+
+		if (fk_frame(fk, fp, i + 1 < n ? fp + 0x40 : 0, RET(i + 1)))
+			return -1;
+	}
+	return 0;
+}
+
+static int k_good(struct kfixture *f)
+{
+	f->regs.rbp = S + 0x3e00;
+	return kchain(&f->fk, S + 0x3e00, 3);
+}
+
+static int k_depth(struct kfixture *f)
+{
+	f->regs.rbp = S + 0x100;
+	f->max = 10;
+	return kchain(&f->fk, S + 0x100, 200);
+}
+
+static int k_exactly_max(struct kfixture *f)
+{
+	f->regs.rbp = S + 0x100;
+	f->max = 4; /* rip + 3 frames, then fp 0: the chain ended, not the depth */
+	return kchain(&f->fk, S + 0x100, 3);
+}
+
+static int k_max_one(struct kfixture *f)
+{
+	f->max = 1;
+	return k_good(f);
+}
+
+static int k_cycle(struct kfixture *f)
+{
+	f->regs.rbp = S + 0x3e00;
+	return kchain(&f->fk, S + 0x3e00, 3) || fk_frame(&f->fk, S + 0x3e80, S + 0x3e00, RET(3));
+}
+
+static int k_self_loop(struct kfixture *f)
+{
+	f->regs.rbp = S + 0x3e00;
+	return fk_frame(&f->fk, S + 0x3e00, S + 0x3e00, RET(1));
+}
+
+static int k_unmapped(struct kfixture *f)
+{
+	/* Page 3 of the stack is not mapped (fakekernel_init with 3 pages). */
+	f->regs.rbp = S + 0x2f00;
+	return fk_frame(&f->fk, S + 0x2f00, S + 0x3100, RET(1));
+}
+
+static int k_noncanonical_rbp(struct kfixture *f)
+{
+	f->regs.rbp = 0xffff000000001000ull;
+	return 0;
+}
+
+static int k_user_rbp(struct kfixture *f)
+{
+	f->regs.rbp = 0x00007ffffffde000ull;
+	return 0;
+}
+
+static int k_noncanonical_next(struct kfixture *f)
+{
+	f->regs.rbp = S + 0x3e00;
+	return fk_frame(&f->fk, S + 0x3e00, 0x0000900000000000ull, RET(1));
+}
+
+static int k_misaligned(struct kfixture *f)
+{
+	f->regs.rbp = S + 0x3e00;
+	return fk_frame(&f->fk, S + 0x3e00, S + 0x3e44, RET(1));
+}
+
+static int k_ret_outside_text(struct kfixture *f)
+{
+	f->regs.rbp = S + 0x3e00;
+	return kchain(&f->fk, S + 0x3e00, 3) || fk_frame(&f->fk, S + 0x3e40, S + 0x3e80, FK_ETEXT);
+}
+
+static int k_leaves_stack(struct kfixture *f)
+{
+	f->regs.rbp = S + 0x3fc0;
+	/* The next frame would be past the top of the task stack: the outermost one. */
+	return fk_frame(&f->fk, S + 0x3fc0, S + 0x4000, RET(1));
+}
+
+static int k_rbp_zero(struct kfixture *f)
+{
+	f->regs.rbp = 0;
+	return 0;
+}
+
+static int k_irq_to_task(struct kfixture *f)
+{
+	/* Two frames on the IRQ stack, then the interrupted task's chain. */
+	f->regs.rbp = IRQ + 0x3f00;
+	return fk_frame(&f->fk, IRQ + 0x3f00, IRQ + 0x3f40, RET(1)) ||
+	       fk_frame(&f->fk, IRQ + 0x3f40, S + 0x3e00, RET(2)) ||
+	       fk_frame(&f->fk, S + 0x3e00, 0, RET(3));
+}
+
+static int k_task_to_irq(struct kfixture *f)
+{
+	f->regs.rbp = S + 0x3e00;
+	f->regs.rbp = IRQ + 0x3f00; /* first frame on the IRQ stack is fine ... */
+	return fk_frame(&f->fk, IRQ + 0x3f00, S + 0x3e00, RET(1)) ||
+	       /* ... but going back from the task stack to it is not */
+	       fk_frame(&f->fk, S + 0x3e00, IRQ + 0x3f80, RET(2));
+}
+
+static int k_no_task(struct kfixture *f)
+{
+	/* Unknown task: only the first frame's 16 KiB region is a stack. */
+	f->task = 0;
+	return k_good(f);
+}
+
+/* Interrupt entry with ENCODE_FRAME_POINTER: fp = pt_regs | 1. */
+static int put_regs(struct fakekernel *fk, uint64_t at, uint64_t cs, uint64_t ip, uint64_t bp)
+{
+	const struct gi_layout *l = &fk->layout;
+
+	return fk_w64(fk, at + l->pt_regs_cs, cs) || fk_w64(fk, at + l->pt_regs_ip, ip) ||
+	       fk_w64(fk, at + l->pt_regs_bp, bp);
+}
+
+static int k_regs_kernel(struct kfixture *f)
+{
+	f->regs.rbp = S + 0x3000;
+	return fk_frame(&f->fk, S + 0x3000, (S + 0x3100) | 1, RET(1)) ||
+	       put_regs(&f->fk, S + 0x3100, 0x10, RET(2), S + 0x3e00) ||
+	       fk_frame(&f->fk, S + 0x3e00, 0, RET(3));
+}
+
+static int k_regs_user(struct kfixture *f)
+{
+	f->regs.rbp = S + 0x3000;
+	return fk_frame(&f->fk, S + 0x3000, (S + 0x3f58) | 1, RET(1)) ||
+	       put_regs(&f->fk, S + 0x3f58, 0x33, 0x401000, 0x7ffffffde000ull);
+}
+
+struct krow {
+	const char *name;
+	unsigned int stack_pages;
+	int (*setup)(struct kfixture *f);
+	enum hvp_walk_stop stop;
+	unsigned int n;
+};
+
+static const struct krow krows[] = {
+	{ "good chain", 4, k_good, HVP_WALK_END, 4 },
+	{ "huge depth", 4, k_depth, HVP_WALK_DEPTH, 10 },
+	{ "chain of exactly max frames", 4, k_exactly_max, HVP_WALK_END, 4 },
+	{ "max 1", 4, k_max_one, HVP_WALK_DEPTH, 1 },
+	{ "cyclic chain", 4, k_cycle, HVP_WALK_BAD_FP, 4 },
+	{ "frame pointing at itself", 4, k_self_loop, HVP_WALK_BAD_FP, 2 },
+	{ "frame in unmapped memory", 3, k_unmapped, HVP_WALK_FAULT, 2 },
+	{ "non-canonical rbp", 4, k_noncanonical_rbp, HVP_WALK_BAD_FP, 1 },
+	{ "user rbp in the kernel", 4, k_user_rbp, HVP_WALK_BAD_FP, 1 },
+	{ "non-canonical next frame", 4, k_noncanonical_next, HVP_WALK_BAD_FP, 2 },
+	{ "misaligned next frame", 4, k_misaligned, HVP_WALK_BAD_FP, 2 },
+	{ "return address outside kernel text", 4, k_ret_outside_text, HVP_WALK_BAD_FP, 2 },
+	{ "chain leaves the stack", 4, k_leaves_stack, HVP_WALK_END, 2 },
+	{ "rbp 0", 4, k_rbp_zero, HVP_WALK_END, 1 },
+	{ "IRQ stack to task stack", 4, k_irq_to_task, HVP_WALK_END, 4 },
+	{ "task stack back to IRQ stack", 4, k_task_to_irq, HVP_WALK_BAD_FP, 3 },
+	{ "no task: first region only", 4, k_no_task, HVP_WALK_END, 4 },
+	{ "encoded pt_regs, kernel mode", 4, k_regs_kernel, HVP_WALK_END, 4 },
+	{ "encoded pt_regs, user mode", 4, k_regs_user, HVP_WALK_END, 2 },
+};
+
+static int run_krow(const struct krow *row)
+{
+	struct kfixture f;
+	uint64_t ips[HVP_MAX_CALLCHAIN + 1];
+	unsigned int n = 999;
+	enum hvp_walk_stop stop;
+	int ret = TEST_FAIL;
+
+	if (fakekernel_init(&f.fk, row->stack_pages))
+		return TEST_FAIL;
+	f.regs = f.fk.regs;
+	f.task = f.fk.task_kva;
+	f.max = HVP_MAX_CALLCHAIN;
+	if (row->setup(&f)) {
+		fprintf(stderr, "%s: setup failed\n", row->name);
+		goto out;
+	}
+	memset(ips, 0, sizeof(ips));
+	stop = gi_unwind_kernel(f.fk.gi, &f.fk.fm.mem, &f.regs, f.task, ips, f.max, &n);
+	if (stop != row->stop || n != row->n) {
+		fprintf(stderr, "%s: stop %d n %u, expected stop %d n %u\n", row->name, stop, n,
+			row->stop, row->n);
+		goto out;
+	}
+	if (ips[0] != f.regs.rip) {
+		fprintf(stderr, "%s: ips[0] is not rip\n", row->name);
+		goto out;
+	}
+	for (unsigned int i = 1; i < n; i++) {
+		if (ips[i] != RET(i)) {
+			fprintf(stderr, "%s: ips[%u] = 0x%llx\n", row->name, i,
+				(unsigned long long)ips[i]);
+			goto out;
+		}
+	}
+	if (ips[n] != 0) {
+		fprintf(stderr, "%s: wrote past n\n", row->name);
+		goto out;
+	}
+	ret = TEST_OK;
+out:
+	fakekernel_fini(&f.fk);
+	return ret;
+}
+
+static int test_kernel_unwind(void)
+{
+	int ret = TEST_OK;
+
+	for (size_t i = 0; i < ARRAY_SIZE(krows); i++)
+		if (run_krow(&krows[i]) != TEST_OK)
+			ret = TEST_FAIL;
+	return ret;
+}
+
+/* ---------------------------------------------------------------- user */
+
+struct ufixture {
+	struct fakekernel fk;
+	uint64_t rsp, rbp;
+	unsigned int max;
+};
+
+static int uchain(struct fakekernel *fk, uint64_t first, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		uint64_t fp = first + 0x20 * i;
+
+		if (fk_frame(fk, fp, i + 1 < n ? fp + 0x20 : 0, URET(i + 1)))
+			return -1;
+	}
+	return 0;
+}
+
+static int u_good(struct ufixture *f)
+{
+	f->rbp = U + 0x3000;
+	return uchain(&f->fk, U + 0x3000, 5);
+}
+
+static int u_depth(struct ufixture *f)
+{
+	f->rbp = U + 0x200;
+	f->max = 16;
+	return uchain(&f->fk, U + 0x200, 300);
+}
+
+static int u_cycle(struct ufixture *f)
+{
+	f->rbp = U + 0x3000;
+	return uchain(&f->fk, U + 0x3000, 3) || fk_frame(&f->fk, U + 0x3040, U + 0x3020, URET(3));
+}
+
+static int u_unmapped(struct ufixture *f)
+{
+	/* Above the four mapped pages, still within 8 MiB of rsp. */
+	f->rbp = U + 0x3ff0;
+	return fk_frame(&f->fk, U + 0x3ff0, U + 0x5000, URET(1));
+}
+
+static int u_kernel_rbp(struct ufixture *f)
+{
+	f->rbp = FK_STACK + 0x100;
+	return 0;
+}
+
+static int u_noncanonical(struct ufixture *f)
+{
+	f->rbp = U + 0x3000;
+	return fk_frame(&f->fk, U + 0x3000, 0x0000800000000000ull, URET(1));
+}
+
+static int u_below_rsp(struct ufixture *f)
+{
+	f->rsp = U + 0x3000;
+	f->rbp = U + 0x2000;
+	return 0;
+}
+
+static int u_far_above_rsp(struct ufixture *f)
+{
+	f->rbp = U + 0x3000;
+	return fk_frame(&f->fk, U + 0x3000, U + 0x100 + (8ull << 20), URET(1));
+}
+
+static int u_misaligned(struct ufixture *f)
+{
+	f->rbp = U + 0x3004;
+	return 0;
+}
+
+static int u_kernel_ret(struct ufixture *f)
+{
+	f->rbp = U + 0x3000;
+	return uchain(&f->fk, U + 0x3000, 2) || fk_frame(&f->fk, U + 0x3020, 0, FK_STEXT);
+}
+
+struct urow {
+	const char *name;
+	int (*setup)(struct ufixture *f);
+	enum hvp_walk_stop stop;
+	unsigned int n;
+};
+
+static const struct urow urows[] = {
+	{ "good chain", u_good, HVP_WALK_END, 6 },
+	{ "huge depth", u_depth, HVP_WALK_DEPTH, 16 },
+	{ "cyclic chain", u_cycle, HVP_WALK_BAD_FP, 4 },
+	{ "frame in unmapped memory", u_unmapped, HVP_WALK_FAULT, 2 },
+	{ "kernel rbp", u_kernel_rbp, HVP_WALK_BAD_FP, 1 },
+	{ "non-canonical next frame", u_noncanonical, HVP_WALK_BAD_FP, 2 },
+	{ "rbp below rsp", u_below_rsp, HVP_WALK_END, 1 },
+	{ "frame 8 MiB above rsp", u_far_above_rsp, HVP_WALK_END, 2 },
+	{ "misaligned rbp", u_misaligned, HVP_WALK_BAD_FP, 1 },
+	{ "return address in the kernel", u_kernel_ret, HVP_WALK_BAD_FP, 2 },
+};
+
+static int run_urow(const struct urow *row)
+{
+	struct ufixture f;
+	uint64_t ips[HVP_MAX_CALLCHAIN + 1];
+	unsigned int n = 999;
+	enum hvp_walk_stop stop;
+	int ret = TEST_FAIL;
+
+	if (fakekernel_init(&f.fk, 4))
+		return TEST_FAIL;
+	f.rsp = U + 0x100;
+	f.max = HVP_MAX_CALLCHAIN;
+	if (row->setup(&f)) {
+		fprintf(stderr, "%s: setup failed\n", row->name);
+		goto out;
+	}
+	memset(ips, 0, sizeof(ips));
+	stop = gi_unwind_user(&f.fk.fm.mem, &f.fk.fm.pg, 0x400100, f.rsp, f.rbp, ips, f.max, &n);
+	if (stop != row->stop || n != row->n) {
+		fprintf(stderr, "%s: stop %d n %u, expected stop %d n %u\n", row->name, stop, n,
+			row->stop, row->n);
+		goto out;
+	}
+	if (ips[0] != 0x400100)
+		goto out;
+	for (unsigned int i = 1; i < n; i++) {
+		if (ips[i] != URET(i)) {
+			fprintf(stderr, "%s: ips[%u] = 0x%llx\n", row->name, i,
+				(unsigned long long)ips[i]);
+			goto out;
+		}
+	}
+	if (ips[n] != 0)
+		goto out;
+	ret = TEST_OK;
+out:
+	fakekernel_fini(&f.fk);
+	return ret;
+}
+
+static int test_user_unwind(void)
+{
+	int ret = TEST_OK;
+
+	for (size_t i = 0; i < ARRAY_SIZE(urows); i++)
+		if (run_urow(&urows[i]) != TEST_OK)
+			ret = TEST_FAIL;
+	return ret;
+}
+
+static int test_unwind_args(void)
+{
+	struct fakekernel fk;
+	uint64_t ips[4];
+	unsigned int n = 7;
+
+	if (fakekernel_init(&fk, 4))
+		return TEST_FAIL;
+	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &fk.regs, fk.task_kva, ips, 0, &n),
+		      HVP_WALK_NONE);
+	ASSERT_EQ_INT(n, 0);
+	ASSERT_EQ_INT(gi_unwind_user(&fk.fm.mem, NULL, 0, 0, 0, ips, 4, &n), HVP_WALK_NONE);
+	ASSERT_EQ_INT(gi_unwind_user(&fk.fm.mem, &fk.fm.pg, 0, 0, 0, NULL, 4, &n), HVP_WALK_NONE);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
+static const struct test_case tests[] = {
+	{ "kernel frame-pointer unwind", test_kernel_unwind },
+	{ "user frame-pointer unwind", test_user_unwind },
+	{ "bad arguments", test_unwind_args },
+};
+
 TEST_MAIN(tests)
