@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/* Private to profile/: byte layout of the recording file (docs/recording-format.md). */
+#ifndef HVPROF_RECFILE_INTERNAL_H
+#define HVPROF_RECFILE_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+/* "HVPROF", NUL, 0x01: the last byte changes only if the header layout itself ever must. */
+#define RECFILE_MAGIC "HVPROF\0\1"
+#define RECFILE_MAGIC_LEN 8
+
+#define RECFILE_REC_HDR 8  /* u32 type, u32 size */
+#define RECFILE_REC_CRC 4  /* u32 CRC32 of type, size and payload */
+#define RECFILE_REC_MIN (RECFILE_REC_HDR + RECFILE_REC_CRC)
+
+/* Fixed payload sizes (bytes) before the variable-length parts; see the format document. */
+#define RECFILE_META_FIXED 8        /* u32 key_len, u32 value_len */
+#define RECFILE_SAMPLE_FIXED 72
+#define RECFILE_THREAD_FIXED 44
+#define RECFILE_PROCESS_FIXED 40    /* then exe_len bytes */
+#define RECFILE_USER_STACK_FIXED 32
+#define RECFILE_COUNTER_FIXED 12    /* u64 value, u32 name_len */
+#define RECFILE_END_FIXED 8
+#define RECFILE_EXE_MAX 255         /* bytes of PROCESS exe (hvp_process.exe is 256 with NUL) */
+
+static inline void put_u8(uint8_t **p, uint8_t v)
+{
+	*(*p)++ = v;
+}
+
+static inline void put_u16(uint8_t **p, uint16_t v)
+{
+	(*p)[0] = (uint8_t)v;
+	(*p)[1] = (uint8_t)(v >> 8);
+	*p += 2;
+}
+
+static inline void put_u32(uint8_t **p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		(*p)[i] = (uint8_t)(v >> (8 * i));
+	*p += 4;
+}
+
+static inline void put_u64(uint8_t **p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		(*p)[i] = (uint8_t)(v >> (8 * i));
+	*p += 8;
+}
+
+static inline void put_bytes(uint8_t **p, const void *src, size_t len)
+{
+	memcpy(*p, src, len);
+	*p += len;
+}
+
+static inline uint8_t get_u8(const uint8_t **p)
+{
+	return *(*p)++;
+}
+
+static inline uint16_t get_u16(const uint8_t **p)
+{
+	uint16_t v = (uint16_t)((*p)[0] | ((*p)[1] << 8));
+
+	*p += 2;
+	return v;
+}
+
+static inline uint32_t get_u32(const uint8_t **p)
+{
+	uint32_t v = 0;
+
+	for (int i = 0; i < 4; i++)
+		v |= (uint32_t)(*p)[i] << (8 * i);
+	*p += 4;
+	return v;
+}
+
+static inline uint64_t get_u64(const uint8_t **p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)(*p)[i] << (8 * i);
+	*p += 8;
+	return v;
+}
+
+#endif /* HVPROF_RECFILE_INTERNAL_H */

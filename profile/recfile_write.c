@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: MIT
+// Recording writer: buffered, thread-safe, append-only records on any fd.
+#define pr_fmt(fmt) "recfile: " fmt
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <hvprof/log.h>
+#include <hvprof/profile.h>
+
+#include "recfile_internal.h"
+
+struct recfile_writer {
+	pthread_mutex_t lock;
+	int fd;
+	int err;            /* sticky: first write(2) failure, as -errno */
+	uint64_t records;
+	uint64_t offset;    /* file offset of buf[0] (for messages) */
+	size_t used;        /* bytes in buf */
+	uint8_t buf[RECFILE_BUFFER];
+};
+
+/* write(2) all of @len, retrying EINTR and short writes. Return 0 or -errno. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			int err = -errno;
+
+			if (err == -EINTR)
+				continue;
+			return err;
+		}
+		if (n == 0)
+			return -EIO; /* write(2) of a non-zero length never returns 0 unless it failed */
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Caller holds w->lock. */
+static int flush_locked(struct recfile_writer *w)
+{
+	int err;
+
+	if (w->err)
+		return w->err;
+	if (!w->used)
+		return 0;
+	err = write_all(w->fd, w->buf, w->used);
+	if (err) {
+		w->err = err;
+		pr_err("write of %zu bytes at offset %llu to fd %d failed: %s; the recording stops here",
+		       w->used, (unsigned long long)w->offset, w->fd, hvp_strerror(err));
+		return err;
+	}
+	w->offset += w->used;
+	w->used = 0;
+	return 0;
+}
+
+int recfile_writer_open(int fd, struct recfile_writer **out)
+{
+	struct recfile_writer *w;
+	uint8_t hdr[RECFILE_HEADER_SIZE], *p = hdr;
+	int err;
+
+	if (fd < 0 || !out)
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	err = pthread_mutex_init(&w->lock, NULL);
+	if (err) {
+		err = -err; /* pthread functions return the errno value itself */
+		goto err_free;
+	}
+	w->fd = fd;
+
+	put_bytes(&p, RECFILE_MAGIC, RECFILE_MAGIC_LEN);
+	put_u32(&p, RECFILE_VERSION);
+	put_u32(&p, RECFILE_HEADER_SIZE);
+	err = write_all(fd, hdr, sizeof(hdr));
+	if (err) {
+		pr_err("write of the file header to fd %d failed: %s", fd, hvp_strerror(err));
+		goto err_destroy_lock;
+	}
+	w->offset = sizeof(hdr);
+	*out = w;
+	return 0;
+
+err_destroy_lock:
+	pthread_mutex_destroy(&w->lock);
+err_free:
+	free(w);
+	return err;
+}
+
+/*
+ * Reserve a record of @payload_len bytes in the buffer (flushing first when it does not fit)
+ * and return where its payload goes. Caller holds w->lock; finish with rec_end().
+ * Every caller bounds @payload_len so that a record fits in an empty buffer.
+ */
+static int rec_begin(struct recfile_writer *w, uint32_t type, size_t payload_len, uint8_t **payload)
+{
+	size_t total = RECFILE_REC_MIN + payload_len;
+	uint8_t *p;
+	int err;
+
+	if (w->err)
+		return w->err;
+	if (w->used + total > sizeof(w->buf)) {
+		err = flush_locked(w);
+		if (err)
+			return err;
+	}
+	p = w->buf + w->used;
+	put_u32(&p, type);
+	put_u32(&p, (uint32_t)total);
+	*payload = p;
+	return 0;
+}
+
+/* Seal the record whose payload ends at @end with its CRC and account for it. */
+static void rec_end(struct recfile_writer *w, uint8_t *end)
+{
+	uint8_t *start = w->buf + w->used;
+	uLong crc = crc32(0L, Z_NULL, 0);
+
+	crc = crc32(crc, start, (uInt)(end - start));
+	put_u32(&end, (uint32_t)crc);
+	w->used = (size_t)(end - w->buf);
+	w->records++;
+}
+
+int recfile_write_meta(struct recfile_writer *w, const char *key, const char *value)
+{
+	size_t klen, vlen;
+	uint8_t *p;
+	int err;
+
+	if (!w || !key || !value)
+		return -EINVAL;
+	klen = strlen(key);
+	vlen = strlen(value);
+	if (!klen || klen > RECFILE_MAX_KEY || vlen > RECFILE_MAX_VALUE)
+		return -EINVAL;
+
+	pthread_mutex_lock(&w->lock);
+	err = rec_begin(w, RECFILE_META, RECFILE_META_FIXED + klen + vlen, &p);
+	if (!err) {
+		put_u32(&p, (uint32_t)klen);
+		put_u32(&p, (uint32_t)vlen);
+		put_bytes(&p, key, klen);
+		put_bytes(&p, value, vlen);
+		rec_end(w, p);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+int recfile_write_sample(struct recfile_writer *w, const struct hvp_sample *s)
+{
+	uint8_t *p;
+	int err;
+
+	if (!w || !s || s->n_kernel > HVP_MAX_CALLCHAIN || s->n_user > HVP_MAX_CALLCHAIN)
+		return -EINVAL;
+
+	pthread_mutex_lock(&w->lock);
+	err = rec_begin(w, RECFILE_SAMPLE,
+			RECFILE_SAMPLE_FIXED + 8 * ((size_t)s->n_kernel + s->n_user), &p);
+	if (!err) {
+		put_u64(&p, s->time_ns);
+		put_u32(&p, s->vcpu);
+		put_u8(&p, s->cpl);
+		put_u8(&p, s->flags);
+		put_u8(&p, s->kernel_stop);
+		put_u8(&p, s->user_stop);
+		put_u64(&p, s->rip);
+		put_u64(&p, s->cr3);
+		put_u64(&p, s->task);
+		put_u32(&p, (uint32_t)s->pid);
+		put_u32(&p, (uint32_t)s->tgid);
+		put_u64(&p, s->cookie);
+		put_u64(&p, s->period);
+		put_u16(&p, s->n_kernel);
+		put_u16(&p, s->n_user);
+		put_u32(&p, 0); /* reserved */
+		for (unsigned int i = 0; i < s->n_kernel; i++)
+			put_u64(&p, s->kernel_ips[i]);
+		for (unsigned int i = 0; i < s->n_user; i++)
+			put_u64(&p, s->user_ips[i]);
+		rec_end(w, p);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+int recfile_write_thread(struct recfile_writer *w, const struct hvp_thread *t)
+{
+	uint8_t comm[HVP_COMM_LEN] = { 0 }, *p;
+	int err;
+
+	if (!w || !t)
+		return -EINVAL;
+	/* NUL-padded and always NUL-terminated on disk, whatever the caller's array holds. */
+	memcpy(comm, t->comm, strnlen(t->comm, HVP_COMM_LEN - 1));
+
+	pthread_mutex_lock(&w->lock);
+	err = rec_begin(w, RECFILE_THREAD, RECFILE_THREAD_FIXED, &p);
+	if (!err) {
+		put_u64(&p, t->time_ns);
+		put_u64(&p, t->task);
+		put_u32(&p, (uint32_t)t->pid);
+		put_u32(&p, (uint32_t)t->tgid);
+		put_u8(&p, t->kthread ? 1 : 0);
+		put_u8(&p, 0);
+		put_u16(&p, 0); /* reserved */
+		put_bytes(&p, comm, sizeof(comm));
+		rec_end(w, p);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+int recfile_write_process(struct recfile_writer *w, const struct hvp_process *pr)
+{
+	size_t exe_len;
+	uint8_t *p;
+	int err;
+
+	if (!w || !pr)
+		return -EINVAL;
+	exe_len = strnlen(pr->exe, RECFILE_EXE_MAX);
+
+	pthread_mutex_lock(&w->lock);
+	err = rec_begin(w, RECFILE_PROCESS, RECFILE_PROCESS_FIXED + exe_len, &p);
+	if (!err) {
+		put_u64(&p, pr->time_ns);
+		put_u32(&p, (uint32_t)pr->tgid);
+		put_u32(&p, (uint32_t)exe_len);
+		put_u64(&p, pr->mm);
+		put_u64(&p, pr->start_code);
+		put_u64(&p, pr->end_code);
+		put_bytes(&p, pr->exe, exe_len);
+		rec_end(w, p);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+int recfile_write_user_stack(struct recfile_writer *w, const struct hvp_user_stack *u)
+{
+	uint8_t *p;
+	int err;
+
+	if (!w || !u || u->n_user > HVP_MAX_CALLCHAIN)
+		return -EINVAL;
+
+	pthread_mutex_lock(&w->lock);
+	err = rec_begin(w, RECFILE_USER_STACK, RECFILE_USER_STACK_FIXED + 8 * (size_t)u->n_user,
+			&p);
+	if (!err) {
+		put_u64(&p, u->time_ns);
+		put_u64(&p, u->cookie);
+		put_u32(&p, (uint32_t)u->pid);
+		put_u32(&p, u->vcpu);
+		put_u8(&p, u->stop);
+		put_u8(&p, 0);
+		put_u16(&p, u->n_user);
+		put_u32(&p, 0); /* reserved */
+		for (unsigned int i = 0; i < u->n_user; i++)
+			put_u64(&p, u->user_ips[i]);
+		rec_end(w, p);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+int recfile_write_counter(struct recfile_writer *w, const char *name, uint64_t value)
+{
+	size_t len;
+	uint8_t *p;
+	int err;
+
+	if (!w || !name)
+		return -EINVAL;
+	len = strlen(name);
+	if (!len || len > RECFILE_MAX_KEY)
+		return -EINVAL;
+
+	pthread_mutex_lock(&w->lock);
+	err = rec_begin(w, RECFILE_COUNTER, RECFILE_COUNTER_FIXED + len, &p);
+	if (!err) {
+		put_u64(&p, value);
+		put_u32(&p, (uint32_t)len);
+		put_bytes(&p, name, len);
+		rec_end(w, p);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+int recfile_write_end(struct recfile_writer *w, enum hvp_end_reason reason, int32_t exit_status)
+{
+	uint8_t *p;
+	int err;
+
+	if (!w || reason < HVP_END_EXIT_DEVICE || reason > HVP_END_ERROR)
+		return -EINVAL;
+
+	pthread_mutex_lock(&w->lock);
+	err = rec_begin(w, RECFILE_END, RECFILE_END_FIXED, &p);
+	if (!err) {
+		put_u32(&p, (uint32_t)reason);
+		put_u32(&p, (uint32_t)exit_status);
+		rec_end(w, p);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+int recfile_writer_flush(struct recfile_writer *w)
+{
+	int err;
+
+	if (!w)
+		return -EINVAL;
+	pthread_mutex_lock(&w->lock);
+	err = flush_locked(w);
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+uint64_t recfile_writer_records(struct recfile_writer *w)
+{
+	uint64_t n;
+
+	if (!w)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	n = w->records;
+	pthread_mutex_unlock(&w->lock);
+	return n;
+}
+
+int recfile_writer_close(struct recfile_writer *w)
+{
+	int err;
+
+	if (!w)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	err = flush_locked(w);
+	pthread_mutex_unlock(&w->lock);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+	return err;
+}

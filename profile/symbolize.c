@@ -1,0 +1,415 @@
+// SPDX-License-Identifier: MIT
+// IPs to frames: the guest kernel through its vmlinux, user IPs through the process's
+// executable found on the host (META `add`, META `rootfs`, --symfs), one symtab per file.
+#define pr_fmt(fmt) "symbolize: " fmt
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hvprof/guestinfo.h>
+#include <hvprof/log.h>
+
+#include "profile_internal.h"
+
+#define ET_EXEC_TYPE 2 /* ELF e_type values (elf.h) */
+#define ET_DYN_TYPE 3
+#define MAX_SYMLINKS 40 /* as the kernel's MAXSYMLINKS */
+
+#define KERNEL_DSO "[kernel.kallsyms]"
+#define UNKNOWN "[unknown]"
+
+/* An executable: where it is on the host, and its symbols (NULL when not found/usable). */
+struct dso {
+	uint32_t exe;      /* strpool id of the guest path */
+	char *host_path;
+	struct symtab *st;
+	unsigned int e_type;
+	uint64_t text_vaddr;
+	char *short_name;  /* basename of the guest path, for the Shared Object column */
+};
+
+struct add_map {
+	char *host;
+	const char *guest; /* points into host's allocation */
+};
+
+struct symbolizer {
+	struct profile *p;
+	int no_symbols;
+	char *symfs;
+	char *rootfs;
+	struct add_map *adds;
+	size_t n_adds;
+	struct symtab *kernel;
+	uint64_t kernel_slide;
+	struct dso *dsos;
+	size_t n_dsos, cap_dsos;
+	struct u64map dso_of_exe; /* exe strpool id -> index in dsos */
+	struct u64map ip_cache;   /* packed (space, ip) -> frame id */
+};
+
+/* Join @a and @b with exactly one '/' between them. */
+static char *path_join(const char *a, const char *b)
+{
+	size_t la = strlen(a);
+	char *out;
+
+	while (la > 1 && a[la - 1] == '/')
+		la--;
+	while (*b == '/')
+		b++;
+	if (asprintf(&out, "%.*s/%s", (int)la, a, b) < 0)
+		return NULL;
+	return out;
+}
+
+int resolve_in_root(const char *root, const char *guest_path, char **out)
+{
+	/* cur: the resolved part, relative to root ("" or "/a/b"); rest: what is left to walk. */
+	char cur[PATH_MAX] = "", rest[PATH_MAX], target[PATH_MAX], *host;
+	unsigned int links = 0;
+	size_t rlen;
+
+	if (!root || !guest_path || !out)
+		return -EINVAL;
+	if (snprintf(rest, sizeof(rest), "%s", guest_path) >= (int)sizeof(rest))
+		return -ENAMETOOLONG;
+	while (rest[0]) {
+		char comp[NAME_MAX + 1], cand[PATH_MAX], *full;
+		size_t clen = strcspn(rest, "/");
+		struct stat stbuf;
+		ssize_t tlen;
+
+		if (clen > NAME_MAX)
+			return -ENAMETOOLONG;
+		memcpy(comp, rest, clen);
+		comp[clen] = '\0';
+		memmove(rest, rest + clen + (rest[clen] == '/'), strlen(rest + clen) + 1 -
+			(rest[clen] == '/'));
+		if (!clen || strcmp(comp, ".") == 0)
+			continue;
+		if (strcmp(comp, "..") == 0) {
+			/* ".." of the root is the root: nothing leaves it. */
+			char *slash = strrchr(cur, '/');
+
+			if (slash)
+				*slash = '\0';
+			continue;
+		}
+		if (snprintf(cand, sizeof(cand), "%s/%s", cur, comp) >= (int)sizeof(cand))
+			return -ENAMETOOLONG;
+		full = path_join(root, cand);
+		if (!full)
+			return -ENOMEM;
+		if (lstat(full, &stbuf) < 0) {
+			int err = -errno;
+
+			free(full);
+			return err;
+		}
+		if (!S_ISLNK(stbuf.st_mode)) {
+			free(full);
+			memcpy(cur, cand, sizeof(cand));
+			continue;
+		}
+		if (++links > MAX_SYMLINKS) {
+			free(full);
+			return -ELOOP;
+		}
+		tlen = readlink(full, target, sizeof(target) - 1);
+		if (tlen < 0) {
+			int err = -errno;
+
+			free(full);
+			return err;
+		}
+		free(full);
+		target[tlen] = '\0';
+		/* The link's target, then what was left: rest = target + "/" + rest. */
+		rlen = strlen(rest);
+		if ((size_t)tlen + 1 + rlen + 1 > sizeof(rest))
+			return -ENAMETOOLONG;
+		memmove(rest + tlen + 1, rest, rlen + 1);
+		memcpy(rest, target, (size_t)tlen);
+		rest[tlen] = '/';
+		/* An absolute target is absolute in the guest: it restarts at the root. */
+		if (target[0] == '/')
+			cur[0] = '\0';
+	}
+	host = path_join(root, cur[0] ? cur : "/");
+	if (!host)
+		return -ENOMEM;
+	*out = host;
+	return 0;
+}
+
+static int parse_adds(struct symbolizer *s)
+{
+	const char *key, *value;
+
+	for (size_t i = 0; !profile_meta_at(s->p, i, &key, &value); i++) {
+		struct add_map *na;
+		char *host, *sep;
+
+		if (strcmp(key, "add") != 0)
+			continue;
+		host = strdup(value);
+		if (!host)
+			return -ENOMEM;
+		/* HOST_PATH:GUEST_PATH, the guest path absolute: split at the last ":/". */
+		sep = NULL;
+		for (char *c = strchr(host, ':'); c; c = strchr(c + 1, ':'))
+			if (c[1] == '/')
+				sep = c;
+		if (!sep || sep == host) {
+			pr_warn("META add \"%s\" is not HOST_PATH:GUEST_PATH; ignored", value);
+			free(host);
+			continue;
+		}
+		*sep = '\0';
+		na = realloc(s->adds, (s->n_adds + 1) * sizeof(*na));
+		if (!na) {
+			free(host);
+			return -ENOMEM;
+		}
+		s->adds = na;
+		s->adds[s->n_adds++] = (struct add_map){ .host = host, .guest = sep + 1 };
+	}
+	return 0;
+}
+
+static int open_symtab(const char *path, const char *what, struct symtab **st)
+{
+	int err = symtab_open_elf(path, st);
+
+	if (err)
+		pr_warn("no symbols for %s from %s: %s", what, path, hvp_strerror(err));
+	return err;
+}
+
+static void open_kernel(struct symbolizer *s, const struct sym_config *cfg)
+{
+	const char *meta = profile_meta(s->p, "kernel");
+	const char *slide = profile_meta(s->p, "kernel_slide");
+	char *symfs_vmlinux = NULL;
+
+	if (slide)
+		s->kernel_slide = strtoull(slide, NULL, 0);
+	if (cfg->vmlinux) {
+		(void)open_symtab(cfg->vmlinux, "the kernel", &s->kernel);
+		return;
+	}
+	if (cfg->symfs) {
+		symfs_vmlinux = path_join(cfg->symfs, "vmlinux");
+		if (symfs_vmlinux && access(symfs_vmlinux, R_OK) == 0) {
+			(void)open_symtab(symfs_vmlinux, "the kernel", &s->kernel);
+			free(symfs_vmlinux);
+			return;
+		}
+		free(symfs_vmlinux);
+	}
+	if (meta && meta[0])
+		(void)open_symtab(meta, "the kernel", &s->kernel);
+	else
+		pr_warn("no kernel image named (META kernel, --vmlinux or --symfs): kernel frames "
+			"stay unresolved");
+}
+
+int symbolizer_create(struct profile *p, const struct sym_config *cfg, struct symbolizer **out)
+{
+	struct symbolizer *s;
+	const char *rootfs;
+	int err;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->p = p;
+	s->no_symbols = cfg->no_symbols;
+	rootfs = cfg->rootfs ? cfg->rootfs : profile_meta(p, "rootfs");
+	if ((rootfs && rootfs[0] && !(s->rootfs = strdup(rootfs))) ||
+	    (cfg->symfs && !(s->symfs = strdup(cfg->symfs)))) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	err = parse_adds(s);
+	if (err)
+		goto err_free;
+	if (!s->no_symbols)
+		open_kernel(s, cfg);
+	*out = s;
+	return 0;
+
+err_free:
+	symbolizer_free(s);
+	return err;
+}
+
+void symbolizer_free(struct symbolizer *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n_adds; i++)
+		free(s->adds[i].host);
+	free(s->adds);
+	for (size_t i = 0; i < s->n_dsos; i++) {
+		free(s->dsos[i].host_path);
+		free(s->dsos[i].short_name);
+		symtab_free(s->dsos[i].st);
+	}
+	free(s->dsos);
+	symtab_free(s->kernel);
+	u64map_free(&s->dso_of_exe);
+	u64map_free(&s->ip_cache);
+	free(s->symfs);
+	free(s->rootfs);
+	free(s);
+}
+
+/* Where the guest file @exe is on the host: 0 and *@host (malloc'ed), or -ENOENT. */
+static int find_host_path(struct symbolizer *s, const char *exe, char **host)
+{
+	for (size_t i = s->n_adds; i-- > 0;) {
+		if (strcmp(s->adds[i].guest, exe) == 0) {
+			*host = strdup(s->adds[i].host);
+			return *host ? 0 : -ENOMEM;
+		}
+	}
+	if (s->rootfs && !resolve_in_root(s->rootfs, exe, host))
+		return 0;
+	if (s->symfs && !resolve_in_root(s->symfs, exe, host))
+		return 0;
+	return -ENOENT;
+}
+
+static int get_dso(struct symbolizer *s, uint32_t exe_id, struct dso **out)
+{
+	const char *exe = strpool_get(&s->p->strs, exe_id);
+	const char *base;
+	struct dso *d;
+	uint64_t val;
+	int err;
+
+	if (!u64map_get(&s->dso_of_exe, exe_id, &val)) {
+		*out = &s->dsos[val];
+		return 0;
+	}
+	if (s->n_dsos == s->cap_dsos) {
+		size_t cap = s->cap_dsos ? 2 * s->cap_dsos : 16;
+		struct dso *nd = realloc(s->dsos, cap * sizeof(*nd));
+
+		if (!nd)
+			return -ENOMEM;
+		s->dsos = nd;
+		s->cap_dsos = cap;
+	}
+	d = &s->dsos[s->n_dsos];
+	memset(d, 0, sizeof(*d));
+	d->exe = exe_id;
+	base = strrchr(exe, '/');
+	d->short_name = strdup(base && base[1] ? base + 1 : exe[0] ? exe : UNKNOWN);
+	if (!d->short_name)
+		return -ENOMEM;
+	err = u64map_put(&s->dso_of_exe, exe_id, s->n_dsos);
+	if (err) {
+		free(d->short_name);
+		return err;
+	}
+	s->n_dsos++;
+	*out = d;
+	if (s->no_symbols || !exe[0])
+		return 0;
+	err = find_host_path(s, exe, &d->host_path);
+	if (err == -ENOMEM)
+		return err;
+	if (err) {
+		pr_warn("%s: not found on the host (META add, rootfs, --symfs): its frames stay "
+			"unresolved", exe);
+		return 0;
+	}
+	if (open_symtab(d->host_path, exe, &d->st) == 0)
+		symtab_elf_info(d->st, &d->e_type, &d->text_vaddr);
+	return 0;
+}
+
+static int addr_frame(struct symbolizer *s, enum frame_kind kind, const char *dso, uint64_t ip,
+		      uint32_t *frame)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "0x%" PRIx64, ip);
+	return profile_frame(s->p, kind, name, dso, 0, frame);
+}
+
+int symbolize_kernel(struct symbolizer *s, uint64_t ip, uint32_t *frame)
+{
+	const char *name;
+	uint64_t val;
+	int err;
+
+	/* Kernel IPs have the top bit set; user cache keys below never do. */
+	if ((ip >> 63) && !u64map_get(&s->ip_cache, ip, &val)) {
+		*frame = (uint32_t)val;
+		return 0;
+	}
+	if (s->kernel && !symtab_lookup(s->kernel, ip - s->kernel_slide, &name, NULL))
+		err = profile_frame(s->p, FRAME_KERNEL, name, KERNEL_DSO, 1, frame);
+	else if (s->kernel)
+		err = profile_frame(s->p, FRAME_KERNEL, UNKNOWN, KERNEL_DSO, 0, frame);
+	else
+		err = addr_frame(s, FRAME_KERNEL, KERNEL_DSO, ip, frame);
+	if (!err && (ip >> 63))
+		err = u64map_put(&s->ip_cache, ip, *frame);
+	return err;
+}
+
+int symbolize_user(struct symbolizer *s, uint32_t image, const char *exe, uint64_t start_code,
+		   uint64_t end_code, uint64_t ip, uint32_t *frame)
+{
+	/* Cache key: image + 1 in bits 47..62, the user IP (< 2^47) below; 0 bit 63. */
+	int cacheable = image < 0xfffe && ip < (1ULL << 47);
+	uint64_t key = ((uint64_t)image + 1) << 47 | ip, val, vaddr;
+	uint32_t exe_id;
+	const char *name;
+	struct dso *d;
+	int err;
+
+	if (cacheable && !u64map_get(&s->ip_cache, key, &val)) {
+		*frame = (uint32_t)val;
+		return 0;
+	}
+	if (image == UINT32_MAX || !exe[0] || ip < start_code || ip >= end_code) {
+		/* Outside the executable (a shared library, the vDSO, JIT code): no DSO known. */
+		err = addr_frame(s, FRAME_USER, UNKNOWN, ip, frame);
+		goto out;
+	}
+	err = strpool_intern(&s->p->strs, exe, strlen(exe), &exe_id);
+	if (!err)
+		err = get_dso(s, exe_id, &d);
+	if (err)
+		return err;
+	if (!d->st && s->no_symbols) {
+		err = addr_frame(s, FRAME_USER, d->short_name, ip, frame);
+		goto out;
+	}
+	if (!d->st) {
+		err = profile_frame(s->p, FRAME_USER, UNKNOWN, d->short_name, 0, frame);
+		goto out;
+	}
+	/* A PIE is loaded at a random base: map the GVA back to the file's vaddrs. */
+	vaddr = d->e_type == ET_DYN_TYPE ? ip - start_code + d->text_vaddr : ip;
+	if (!symtab_lookup(d->st, vaddr, &name, NULL))
+		err = profile_frame(s->p, FRAME_USER, name, d->short_name, 1, frame);
+	else
+		err = profile_frame(s->p, FRAME_USER, UNKNOWN, d->short_name, 0, frame);
+out:
+	if (!err && cacheable)
+		err = u64map_put(&s->ip_cache, key, *frame);
+	return err;
+}
