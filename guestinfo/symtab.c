@@ -165,7 +165,8 @@ static int symtab_load_syms(struct symtab *st, Elf *elf, Elf_Scn *scn, const GEl
 		bind = GELF_ST_BIND(sym.st_info);
 		if (sym.st_shndx == SHN_UNDEF || sym.st_name == 0)
 			continue;
-		if (type != STT_FUNC && type != STT_NOTYPE && type != STT_OBJECT)
+		if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE &&
+		    type != STT_OBJECT)
 			continue;
 		if (bind != STB_GLOBAL && bind != STB_LOCAL && bind != STB_WEAK)
 			continue;
@@ -183,7 +184,7 @@ static int symtab_load_syms(struct symtab *st, Elf *elf, Elf_Scn *scn, const GEl
 		 * depending on the SYM_* macro, so NOTYPE labels in executable sections count as
 		 * code. Data objects are kept for symtab_find (per-CPU variables) only.
 		 */
-		s->is_code = type == STT_FUNC || (type == STT_NOTYPE && sec);
+		s->is_code = type == STT_FUNC || type == STT_GNU_IFUNC || (type == STT_NOTYPE && sec);
 		s->rank = symtab_rank(type, bind);
 		err = symtab_add_name(st, &cap_names, name, &s->name_off);
 		if (err)

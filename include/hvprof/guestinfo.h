@@ -56,9 +56,14 @@ struct pgwalk_trace {
  * CR4.LA57; 1 GiB and 2 MiB pages; SDM vol. 3A, 4.5).
  * @page_size: out, optional: bytes of the page that maps @gva (4096, 2 MiB, 1 GiB).
  * @trace: out, optional.
- * Return: 0 and *@gpa; -EINVAL non-canonical @gva; -EFAULT an entry is not present or has
- * reserved bits set; -ERANGE a table or the result lies outside guest RAM (by @mem) or above
- * MAXPHYADDR; -ENOTSUP paging off or not in long mode.
+ * Return: 0 and *@gpa; -EINVAL non-canonical @gva (48-bit, or 57-bit with CR4.LA57), bad
+ * argument or @pg->maxphyaddr outside 32..52; -EFAULT an entry is not present or has reserved
+ * bits set (PS in a PML5E/PML4E, bits 20:13 of a 2 MiB PDE or 29:13 of a 1 GiB PDPTE, XD
+ * without EFER.NXE; XD itself only forbids execution and does not stop the walk); -ERANGE a
+ * table or the result lies outside guest RAM (by @mem), or CR3 or an entry has address bits
+ * at or above MAXPHYADDR; -ENOTSUP paging off or not in long mode (CR0.PG, EFER.LMA, CR4.PAE).
+ * Every walk reads at most PGWALK_MAX_LEVELS entries, so a looping table terminates.
+ * Thread-safety: reentrant; only reads through @mem.
  */
 int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
 		  uint64_t *page_size, struct pgwalk_trace *trace) __must_check;
@@ -75,8 +80,10 @@ int gi_read_gva(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 struct symtab;
 
 /**
- * symtab_open_elf - load the function symbols (STT_FUNC, and STT_NOTYPE in executable
- * sections, as kernel entry code has) of an ELF file with libelf, sorted for lookup.
+ * symtab_open_elf - load the function symbols (STT_FUNC, STT_GNU_IFUNC, and STT_NOTYPE in
+ * executable sections, as kernel entry code has) of an ELF file with libelf, sorted for lookup;
+ * data objects (STT_OBJECT, e.g. the per-CPU variable current_task) are kept for symtab_find()
+ * only. Uses .symtab, else .dynsym. The file is read once and closed before returning.
  * @path: host path of the ELF file. @out: the table; free with symtab_free().
  * Return: 0; -ENOENT/-EACCES (open); -EBADMSG not a valid ELF; -ENODATA no .symtab nor
  * .dynsym; -ENOMEM.
@@ -93,19 +100,25 @@ int symtab_open_elf(const char *path, struct symtab **out) __must_check;
 int symtab_lookup(const struct symtab *st, uint64_t addr, const char **name, uint64_t *offset)
 	__must_check;
 
-/** symtab_find - address of the symbol @name. Return: 0 and *@addr, or -ENOENT. */
+/**
+ * symtab_find - address of the symbol @name (function, label or data object; when several
+ * share the name, a global one wins). Return: 0 and *@addr, or -ENOENT.
+ */
 int symtab_find(const struct symtab *st, const char *name, uint64_t *addr) __must_check;
 
-/** symtab_count - number of symbols loaded. */
+/** symtab_count - number of distinct code addresses symtab_lookup() can name. */
 size_t symtab_count(const struct symtab *st);
 
 /**
- * symtab_elf_type - ELF e_type of the file (ET_EXEC 2, ET_DYN 3) and the lowest vaddr of an
+ * symtab_elf_info - ELF e_type of the file (ET_EXEC 2, ET_DYN 3) and the lowest vaddr of an
  * executable PT_LOAD segment (@text_vaddr), to turn runtime GVAs of a PIE into file vaddrs.
  */
 void symtab_elf_info(const struct symtab *st, unsigned int *e_type, uint64_t *text_vaddr);
 
-/** symtab_build_id - the GNU build-id (hex, NUL-terminated) or "" when there is none. */
+/**
+ * symtab_build_id - the GNU build-id (lower-case hex, NUL-terminated) or "" when there is none.
+ * The string is owned by @st.
+ */
 const char *symtab_build_id(const struct symtab *st);
 
 /** symtab_free - free @st (NULL is fine). */
@@ -144,8 +157,10 @@ struct gi_layout {
 /**
  * gi_layout_from_btf - fill @out from a BTF blob: a detached .btf file (pahole
  * --btf_encode_detached) or an ELF with a .BTF section.
- * Return: 0; -ENOENT file missing; -EBADMSG not BTF; -ENODATA a required type is missing
- * (task_struct, mm_struct; pid/tgid/comm/mm/stack are required, the others optional).
+ * Members inside anonymous structs/unions (task_struct's randomized_struct_fields) are found.
+ * Return: 0; -ENOENT file missing; -EBADMSG not BTF; -ENODATA an ELF file without .BTF, or a
+ * required type is missing (task_struct, mm_struct; pid/tgid/comm/mm/stack are required, the
+ * others optional). *@out is written only on success.
  */
 int gi_layout_from_btf(const char *path, struct gi_layout *out) __must_check;
 
@@ -203,8 +218,10 @@ struct gi_regs {
 /**
  * gi_current_task - GVA of the task running on the vCPU: the per-CPU variable current_task
  * (6.1) read at the per-CPU base, which is GS_BASE in the kernel and KERNEL_GS_BASE in user
- * mode (whichever is a kernel address; either can hold it around SWAPGS).
- * Return: 0 and *@task; -ENOENT no per-CPU base looks valid; read errors.
+ * mode (whichever is a kernel address; either can hold it around SWAPGS; when both are, CPL 0
+ * picks GS_BASE and CPL 3 KERNEL_GS_BASE).
+ * Return: 0 and *@task; -ENOENT no per-CPU base looks valid; -EBADMSG the variable does not
+ * hold an aligned kernel address; read errors.
  */
 int gi_current_task(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
 		    uint64_t *task) __must_check;
@@ -219,8 +236,12 @@ int gi_task_identity(const struct gi *gi, const struct gmem *mem, const struct g
 		     uint64_t task, struct hvp_thread *out, uint64_t *mm) __must_check;
 
 /**
- * gi_process_info - executable path (mm->exe_file dentry chain, at most 16 components) and
- * code range of the mm at @mm. Return: 0 and *@out (tgid/time left 0); read errors; -EBADMSG.
+ * gi_process_info - executable path (mm->exe_file dentry chain, at most 16 components, each
+ * name at most 255 bytes) and code range of the mm at @mm. The path is relative to the root
+ * of the executable's file system (mount points are not crossed); "" when mm->exe_file is NULL
+ * or the kernel's BTF lacks the fields. Return: 0 and *@out (tgid/time left 0); read errors;
+ * -EBADMSG a pointer, name or code range does not check out; -ELOOP more than 16 components
+ * (or a d_parent cycle); -ERANGE the path does not fit hvp_process.exe.
  */
 int gi_process_info(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
 		    uint64_t mm, struct hvp_process *out) __must_check;
@@ -229,8 +250,12 @@ int gi_process_info(const struct gi *gi, const struct gmem *mem, const struct gi
  * gi_unwind_kernel - kernel callchain by frame pointers, from @regs (CPL 0), innermost first
  * (ips[0] = rip). Every frame is checked: RBP aligned, strictly increasing, inside the task's
  * kernel stack [task->stack, +THREAD_SIZE) or the same 16 KiB-aligned region as the first frame
- * (IRQ stacks), return address inside kernel text. At most @max frames.
- * Return: enum hvp_walk_stop; *@n frames written (>= 1).
+ * (IRQ stacks), return address inside kernel text. A frame pointer with bit 0 set is a pt_regs
+ * pointer (ENCODE_FRAME_POINTER of interrupt entries): the walk continues with its ip/bp when
+ * it holds kernel-mode registers and ends there otherwise. The only stack switch allowed is
+ * from the first frame's region to the task stack. At most @max frames.
+ * Return: enum hvp_walk_stop; *@n frames written (>= 1), or HVP_WALK_NONE and *@n = 0 on bad
+ * arguments (NULL pointers, @max 0).
  */
 enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 				    const struct gi_regs *regs, uint64_t task, uint64_t *ips,
@@ -238,9 +263,12 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 
 /**
  * gi_unwind_user - user callchain by frame pointers from @rip/@rbp, innermost first, reading
- * user memory through @pg. Frames must be user-canonical (< 0x0000800000000000), 8-byte
- * aligned, strictly increasing and within 8 MiB... of @rsp; at most @max frames.
- * Return: enum hvp_walk_stop; *@n frames written (>= 1).
+ * user memory through @pg. Frames must be user-canonical (< 0x0000800000000000, or the
+ * 57-bit bound with CR4.LA57), 8-byte aligned and strictly increasing (else HVP_WALK_BAD_FP),
+ * and lie in [@rsp, @rsp + 8 MiB) (else the walk ends: HVP_WALK_END); return addresses must be
+ * user addresses. At most @max frames.
+ * Return: enum hvp_walk_stop; *@n frames written (>= 1), or HVP_WALK_NONE and *@n = 0 on bad
+ * arguments (NULL pointers, @max 0).
  */
 enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging *pg, uint64_t rip,
 				  uint64_t rsp, uint64_t rbp, uint64_t *ips, unsigned int max,

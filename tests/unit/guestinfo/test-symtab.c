@@ -202,6 +202,23 @@ static int test_missing_file(void)
 	return TEST_OK;
 }
 
+static int test_gi_open_errors(void)
+{
+	struct gi_config cfg = { .vmlinux = getenv("SYMTAB_FIXTURE") };
+	struct gi *gi = NULL;
+
+	ASSERT_EQ_INT(gi_open(NULL, &gi), -EINVAL);
+	/* A valid ELF without current_task/_stext/_etext is not a kernel. */
+	ASSERT_EQ_INT(gi_open(&cfg, &gi), -ENOENT);
+	ASSERT_TRUE(gi == NULL);
+	cfg.vmlinux = "/nonexistent/hvprof/vmlinux";
+	ASSERT_EQ_INT(gi_open(&cfg, &gi), -ENOENT);
+	ASSERT_TRUE(gi == NULL);
+	gi_close(NULL);
+	ASSERT_TRUE(gi_symtab(NULL) == NULL);
+	return TEST_OK;
+}
+
 static int test_cleanup(void)
 {
 	symtab_free(st);
@@ -217,6 +234,7 @@ static const struct test_case tests[] = {
 	{ "ELF type, text vaddr, build-id", test_elf_info },
 	{ "not an ELF file", test_not_elf },
 	{ "missing file", test_missing_file },
+	{ "gi_open errors", test_gi_open_errors },
 	{ "free", test_cleanup },
 };
 
