@@ -186,8 +186,10 @@ static int add_raw(struct loader *ld, uint32_t comm, int32_t pid, int32_t tgid, 
 	k[4] = lost;
 	k[5] = n_kernel;
 	k[6] = n_user;
-	memcpy(k + RAW_FIXED, kips, n_kernel * sizeof(*k));
-	memcpy(k + RAW_FIXED + n_kernel, uips, n_user * sizeof(*k));
+	if (n_kernel) /* kips/uips may be NULL when their count is 0 */
+		memcpy(k + RAW_FIXED, kips, n_kernel * sizeof(*k));
+	if (n_user)
+		memcpy(k + RAW_FIXED + n_kernel, uips, n_user * sizeof(*k));
 	if (lost != LOST_NONE)
 		ld->p->stats.lost_user++;
 	return seqtab_add(&ld->raw, k, RAW_FIXED + n_kernel + n_user, 1, period, NULL);

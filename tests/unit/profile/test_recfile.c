@@ -210,6 +210,7 @@ enum edit {
 	EDIT_TRUNCATE,      /* keep @arg bytes of the file */
 	EDIT_FLIP,          /* xor byte @arg with 0x40 */
 	EDIT_SET_U32,       /* write @val at @arg (little-endian) */
+	EDIT_SET_U32_CRC,   /* the same, then fix the record's CRC: fields contradict the size */
 };
 
 struct damage_case {
@@ -239,6 +240,12 @@ static const struct damage_case damage_cases[] = {
 	{ "oversized size field", EDIT_SET_U32, 6, 4, 0x7fffffff, 0, 6,
 	  "impossible record size 2147483647" },
 	{ "size past end of file", EDIT_SET_U32, 6, 4, 4096, 0, 6, "truncated COUNTER record" },
+	{ "META key_len past the payload", EDIT_SET_U32_CRC, 0, 8, 200, 0, 0,
+	  "malformed META record" },
+	{ "SAMPLE n_user above the maximum", EDIT_SET_U32_CRC, 2, 8 + 64, 2 | (129u << 16), 0, 2,
+	  "malformed SAMPLE record" },
+	{ "THREAD with a wrong size", EDIT_SET_U32_CRC, 3, 4, 12 + 44 - 4, 0, 3,
+	  "malformed THREAD record" },
 	{ "bad magic", EDIT_FLIP, -1, 0, 0, -EBADMSG, 0, "bad magic" },
 	{ "future version", EDIT_SET_U32, -1, 8, RECFILE_VERSION + 1, -ENOTSUP, 0,
 	  "newer than this hvprof reads" },
@@ -288,6 +295,15 @@ static int run_damage(const struct damage_case *c, const char *good, size_t good
 	case EDIT_SET_U32:
 		memcpy(buf + base + c->arg, &c->val, 4);
 		break;
+	case EDIT_SET_U32_CRC: {
+		uint32_t size, crc;
+
+		memcpy(buf + base + c->arg, &c->val, 4);
+		memcpy(&size, buf + base + 4, 4);
+		crc = (uint32_t)crc32(0, (const uint8_t *)buf + base, size - 4);
+		memcpy(buf + base + size - 4, &crc, 4);
+		break;
+	}
 	}
 	fd = mem_file_from(buf, len);
 	ASSERT_TRUE(fd >= 0);
