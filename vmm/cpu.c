@@ -171,7 +171,7 @@ int vcpu_init_regs(struct vmm *vm, struct vcpu *vcpu)
 
 int vcpu_get_regs(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs)
 {
-	if (vcpu->vm->sync_regs) {
+	if (vcpu->vm->sync_regs && !vcpu->regs_dirty && !vcpu->sregs_dirty) {
 		/* KVM_CAP_SYNC_REGS: KVM copied them into kvm_run at the exit (~0.1 us). */
 		if (regs)
 			*regs = &vcpu->run->s.regs.regs;
@@ -179,6 +179,11 @@ int vcpu_get_regs(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **
 			*sregs = &vcpu->run->s.regs.sregs;
 		return 0;
 	}
+	return vcpu_get_regs_rw(vcpu, regs, sregs);
+}
+
+int vcpu_get_regs_rw(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs)
+{
 	if (regs && !vcpu->regs_valid) {
 		if (ioctl(vcpu->fd, KVM_GET_REGS, &vcpu->regs) < 0)
 			return -errno;
@@ -198,13 +203,10 @@ int vcpu_get_regs(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **
 
 void vcpu_mark_regs_dirty(struct vcpu *vcpu, bool regs, bool sregs)
 {
-	if (vcpu->vm->sync_regs) {
-		if (regs)
-			vcpu->run->kvm_dirty_regs |= KVM_SYNC_X86_REGS;
-		if (sregs)
-			vcpu->run->kvm_dirty_regs |= KVM_SYNC_X86_SREGS;
-		return;
-	}
+	/* Written back with KVM_SET_REGS/KVM_SET_SREGS before the next KVM_RUN, never through
+	 * the sync-regs dirty bits: on PVM hosts a sync-regs write after an exception delivered
+	 * from user mode was seen to restore a stale RSP (guest double fault at 1 kHz sampling),
+	 * while the ioctls are right. */
 	vcpu->regs_dirty |= regs;
 	vcpu->sregs_dirty |= sregs;
 }

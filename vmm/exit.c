@@ -123,6 +123,46 @@ static int inject_breakpoint(struct vcpu *vcpu)
 	return 0;
 }
 
+/* For a post-mortem of an emulation failure: registers and the top of the guest stack. */
+static void dump_stack_words(struct vcpu *vcpu, const struct kvm_regs *regs)
+{
+	struct kvm_sregs *sregs;
+	uint64_t words[24] = { 0 };
+	size_t len;
+
+	if (vcpu_get_regs(vcpu, NULL, &sregs) != 0)
+		return;
+	pr_info("vCPU %u: rip 0x%llx rsp 0x%llx rbp 0x%llx rax 0x%llx rflags 0x%llx cs 0x%x "
+		"cr2 0x%llx cr3 0x%llx",
+		vcpu->index, (unsigned long long)regs->rip, (unsigned long long)regs->rsp,
+		(unsigned long long)regs->rbp, (unsigned long long)regs->rax,
+		(unsigned long long)regs->rflags, sregs->cs.selector,
+		(unsigned long long)sregs->cr2, (unsigned long long)sregs->cr3);
+	{
+		struct gi_paging pg = { .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
+					.efer = sregs->efer, .maxphyaddr = vcpu->vm->maxphyaddr };
+
+		/* up to the end of the stack's page: IST stacks are followed by guard pages */
+		len = 4096 - (regs->rsp & 4095);
+		if (len > sizeof(words))
+			len = sizeof(words);
+		if (gi_read_gva(&vcpu->vm->gmem, &pg, regs->rsp, words, len) != 0)
+			return;
+	}
+	for (unsigned int i = 0; i < ARRAY_SIZE(vcpu->trail); i++) {
+		unsigned int t = (vcpu->trail_next + i) % ARRAY_SIZE(vcpu->trail);
+
+		pr_info("vCPU %u: exit trail: reason %u rip 0x%llx cs 0x%x rsp 0x%llx rcx 0x%llx",
+			vcpu->index, vcpu->trail[t].reason, (unsigned long long)vcpu->trail[t].rip,
+			vcpu->trail[t].cs, (unsigned long long)vcpu->trail[t].rsp,
+			(unsigned long long)vcpu->trail[t].rcx);
+	}
+	for (unsigned int i = 0; i < 24; i += 4)
+		pr_info("vCPU %u: [rsp+0x%02x] %016llx %016llx %016llx %016llx", vcpu->index,
+			i * 8, (unsigned long long)words[i], (unsigned long long)words[i + 1],
+			(unsigned long long)words[i + 2], (unsigned long long)words[i + 3]);
+}
+
 static int exit_emulation_failure(struct vcpu *vcpu)
 {
 	struct vmm *vm = vcpu->vm;
@@ -133,7 +173,7 @@ static int exit_emulation_failure(struct vcpu *vcpu)
 	int err;
 
 	n = emulation_bytes(vcpu, bytes, sizeof(bytes));
-	err = vcpu_get_regs(vcpu, &regs, NULL);
+	err = vcpu_get_regs_rw(vcpu, &regs, NULL);
 	if (err) {
 		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: cannot read registers: %s", vcpu->index,
 			hvp_strerror(err));
@@ -142,8 +182,7 @@ static int exit_emulation_failure(struct vcpu *vcpu)
 	if (n >= 1 && bytes[0] == 0xcc) {
 		/* int3 (the kernel's self-test): a trap, so #BP is delivered with RIP after it. */
 		regs->rip += 1;
-		vcpu_mark_regs_dirty(vcpu, true, false);
-		if (!vm->sync_regs && ioctl(vcpu->fd, KVM_SET_REGS, regs) < 0) {
+		if (ioctl(vcpu->fd, KVM_SET_REGS, regs) < 0) {
 			err = -errno;
 			goto fail;
 		}
@@ -163,6 +202,8 @@ static int exit_emulation_failure(struct vcpu *vcpu)
 	}
 	err = -ENOTSUP;
 fail:
+	if (hvp_log_enabled(HVP_LOG_INFO, LOG_EXIT))
+		dump_stack_words(vcpu, regs);
 	for (unsigned int i = 0; i < n; i++)
 		snprintf(hex + 3 * i, 4, "%02x ", bytes[i]);
 	vmm_end(vm, HVP_END_ERROR, -1,

@@ -155,7 +155,7 @@ int pvm_fixup_hit(struct vcpu *vcpu)
 			vcpu->index, (unsigned long long)vcpu->run->debug.arch.pc);
 		return 1;
 	}
-	err = vcpu_get_regs(vcpu, &regs, &sregs);
+	err = vcpu_get_regs_rw(vcpu, &regs, &sregs);
 	if (err)
 		goto fail;
 	pg = (struct gi_paging){ .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,

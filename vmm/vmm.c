@@ -297,7 +297,7 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 	}
 	snprintf(vm->strategy, sizeof(vm->strategy), "%s, regs=%s, syscall-fixup=%s",
 		 vm->is_pvm ? "pvm" : "hardware virtualization",
-		 vm->sync_regs ? "sync-regs" : "ioctl",
+		 vm->sync_regs ? "sync-regs read, ioctl write" : "ioctl",
 		 vm->pvm.enabled ? "breakpoint-on-#PF" : "none");
 	*out = vm;
 	return 0;
@@ -349,7 +349,7 @@ static void *vcpu_thread(void *arg)
 		const struct timespec zero = { 0, 0 };
 		int r;
 
-		if (!vm->sync_regs) {
+		{
 			if (vcpu->regs_dirty && ioctl(vcpu->fd, KVM_SET_REGS, &vcpu->regs) < 0)
 				break;
 			if (vcpu->sregs_dirty && ioctl(vcpu->fd, KVM_SET_SREGS, &vcpu->sregs) < 0)
@@ -359,8 +359,6 @@ static void *vcpu_thread(void *arg)
 		r = ioctl(vcpu->fd, KVM_RUN, 0);
 		err = r < 0 ? -errno : 0;
 		vcpu->regs_valid = vcpu->sregs_valid = false;
-		if (vm->sync_regs)
-			vcpu->run->kvm_dirty_regs = 0;
 		if (err == -EINTR || err == -EAGAIN) {
 			while (sigtimedwait(&block, NULL, &zero) > 0)
 				;
@@ -370,6 +368,16 @@ static void *vcpu_thread(void *arg)
 			vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: KVM_RUN: %s", vcpu->index,
 				hvp_strerror(err));
 			break;
+		}
+		if (vm->sync_regs) {
+			/* SAFETY: trail_next is reduced modulo the array size. */
+			unsigned int t = vcpu->trail_next++ % ARRAY_SIZE(vcpu->trail);
+
+			vcpu->trail[t].reason = vcpu->run->exit_reason;
+			vcpu->trail[t].rip = vcpu->run->s.regs.regs.rip;
+			vcpu->trail[t].rsp = vcpu->run->s.regs.regs.rsp;
+			vcpu->trail[t].rcx = vcpu->run->s.regs.regs.rcx;
+			vcpu->trail[t].cs = vcpu->run->s.regs.sregs.cs.selector;
 		}
 		if (exit_handle(vcpu) != 0)
 			break;

@@ -135,6 +135,13 @@ struct vcpu {
 	struct kvm_sregs sregs;
 	bool regs_valid, sregs_valid, regs_dirty, sregs_dirty;
 	struct hvp_sample sample; /* scratch for building a sample */
+	/* the last exits, for post-mortems of guest failures (with sync regs only) */
+	struct {
+		uint32_t reason;
+		uint16_t cs;
+		uint64_t rip, rsp, rcx;
+	} trail[256];
+	unsigned int trail_next;
 };
 
 /* ---------------------------------------------------------------- the PVM SYSCALL fix-up */
@@ -193,7 +200,10 @@ void vmm_kick_all(struct vmm *vm);
 /* cpu.c */
 int cpu_setup_cpuid(struct vmm *vm) __must_check;
 int vcpu_init_regs(struct vmm *vm, struct vcpu *vcpu) __must_check;
+/* Registers to read (sync-regs copies when available). */
 int vcpu_get_regs(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs) __must_check;
+/* Registers to modify: ioctl copies; call vcpu_mark_regs_dirty() after changing them. */
+int vcpu_get_regs_rw(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs) __must_check;
 void vcpu_mark_regs_dirty(struct vcpu *vcpu, bool regs, bool sregs);
 
 /* exit.c: handle the exit in vcpu->run; returns 0 to continue, 1 to stop, -errno on error. */
