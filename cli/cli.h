@@ -65,7 +65,7 @@ struct guest_opts {
 	"  --kernel FILE       kernel to boot (vmlinux ELF or bzImage)\n"                     \
 	"  --initrd FILE       initramfs (newc cpio)\n"                                       \
 	"  --append ARGS       more kernel command line\n"                                    \
-	"  --mem MIB           guest RAM (default 512)\n"                                     \
+	"  --mem MIB           guest RAM (default 256)\n"                                     \
 	"  --cpus N            vCPUs (default 1)\n"                                           \
 	"  --duration S        stop the guest after S seconds\n"                              \
 	"  --add HOST:GUEST    put a host file into the guest's initramfs (repeatable)\n"     \

@@ -24,9 +24,7 @@ static int load(const char *path, const struct profile_options *po, struct profi
 		cli_error("%s", errbuf[0] ? errbuf : hvp_strerror(err));
 		return err;
 	}
-	if (profile_read_error(*p))
-		fprintf(stderr, "hvprof: warning: %s is damaged, using what is intact: %s\n", path,
-			profile_read_error(*p));
+	/* a damaged tail was already reported by the loader (pr_warn), with what was kept */
 	return 0;
 }
 

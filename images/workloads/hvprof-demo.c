@@ -16,6 +16,12 @@
 
 static volatile uint64_t sink;
 
+/*
+ * GCC 12 drops the frame of leaf functions even with -mno-omit-leaf-frame-pointer; taking the
+ * frame address forces one, so frame-pointer unwinding sees every function of the ground truth.
+ */
+#define FORCE_FRAME() __asm__ volatile("" : : "r"(__builtin_frame_address(0)))
+
 static double now_s(clockid_t clk)
 {
 	struct timespec ts;
@@ -24,7 +30,7 @@ static double now_s(clockid_t clk)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-__attribute__((noinline)) static uint64_t spin(uint64_t n, uint64_t x)
+static inline __attribute__((always_inline)) uint64_t spin(uint64_t n, uint64_t x)
 {
 	for (uint64_t i = 0; i < n; i++)
 		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -33,17 +39,25 @@ __attribute__((noinline)) static uint64_t spin(uint64_t n, uint64_t x)
 
 __attribute__((noinline)) void burn_a(uint64_t n)
 {
+	FORCE_FRAME();
 	sink = spin(n, sink);
 }
 
 __attribute__((noinline)) void burn_b(uint64_t n)
 {
+	FORCE_FRAME();
 	sink = spin(n, sink ^ 1);
 }
 
-__attribute__((noinline)) static long ask_kernel_path_one(void)
+/* The system call is made right here (not through libc's frameless syscall()), so the user
+ * stack of a kernel sample starts in this function. */
+__attribute__((noinline)) long ask_kernel_path_one(void)
 {
-	return syscall(SYS_getppid);
+	long ret;
+
+	FORCE_FRAME();
+	__asm__ volatile("syscall" : "=a"(ret) : "0"((long)SYS_getppid) : "rcx", "r11", "memory");
+	return ret;
 }
 
 __attribute__((noinline)) void syscall_phase(double seconds, unsigned long *calls)

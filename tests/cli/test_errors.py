@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""CLI error handling without a VM: bad flags, a missing kernel, an unreadable image and a
+corrupt recording each give one clear error line (naming the thing) and a non-zero exit; a
+recording damaged after intact records still reports what is intact.
+
+usage: test_errors.py HVPROF
+"""
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+HVPROF = sys.argv[1]
+work = tempfile.mkdtemp(prefix="hvprof-cli-")
+failures = 0
+
+
+def run(*args):
+    r = subprocess.run([HVPROF, *args], capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stdout, r.stderr
+
+
+def record(rtype, payload):
+    head = struct.pack("<II", rtype, 8 + len(payload) + 4) + payload
+    return head + struct.pack("<I", zlib.crc32(head))
+
+
+def meta(key, value):
+    k, v = key.encode(), value.encode()
+    return record(1, struct.pack("<II", len(k), len(v)) + k + v)
+
+
+HEADER = b"HVPROF\x00\x01" + struct.pack("<II", 1, 16)
+
+empty_dir = os.path.join(work, "not-an-image")
+os.mkdir(empty_dir)
+garbage = os.path.join(work, "garbage.data")
+with open(garbage, "wb") as f:
+    f.write(b"this is not a recording at all\n")
+newer = os.path.join(work, "newer.data")
+with open(newer, "wb") as f:
+    f.write(b"HVPROF\x00\x01" + struct.pack("<II", 99, 16))
+damaged = os.path.join(work, "damaged.data")
+with open(damaged, "wb") as f:
+    good = HEADER + meta("counter", "cpu-clock") + meta("vcpus", "1")
+    bad = bytearray(meta("cmdline", "x" * 40))
+    bad[20] ^= 0xFF  # CRC mismatch in the third record
+    f.write(good + bytes(bad))
+
+# (name, args, expected exit status, text the single error line must contain)
+CASES = [
+    ("unknown command", ["frobnicate"], 2, "unknown command 'frobnicate'"),
+    ("unknown global option", ["--bogus", "report"], 2, "unknown option '--bogus'"),
+    ("bad -F value", ["record", "-F", "0"], 2, "-F '0'"),
+    ("bad --mem value", ["run", "--mem", "12"], 2, "--mem '12'"),
+    ("bad --cpus value", ["run", "--cpus", "0"], 2, "--cpus '0'"),
+    ("bad --add value", ["run", "--add", "nocolon"], 2, "--add 'nocolon'"),
+    ("bad --sort key", ["report", "--sort", "comm,bogus"], 2, "'bogus'"),
+    ("missing kernel", ["run", "--kernel", "/nonexistent/vmlinux"], 3, "/nonexistent/vmlinux"),
+    ("image without manifest", ["run", "--image", empty_dir], 3, empty_dir + "/manifest"),
+    ("image that is a file", ["run", "--image", garbage], 3, garbage),
+    ("missing recording", ["report", "-i", os.path.join(work, "nope.data")], 3, "nope.data"),
+    ("garbage recording", ["report", "-i", garbage], 3, "bad magic"),
+    ("newer recording", ["report", "-i", newer], 3, "newer"),
+    ("flamegraph of garbage", ["flamegraph", "-i", garbage, "-o", os.path.join(work, "x.svg")],
+     3, "bad magic"),
+]
+
+for name, args, want_status, want_text in CASES:
+    status, out, err = run(*args)
+    lines = [l for l in err.splitlines() if l.strip()]
+    ok = (status == want_status and len(lines) == 1 and want_text in lines[0]
+          and lines[0].startswith("hvprof: error:"))
+    print(f"{'ok' if ok else 'FAIL'}: {name}: exit {status}, stderr {lines!r}")
+    failures += not ok
+
+status, out, err = run("report", "-i", damaged)
+ok = (status == 0 and "damaged" in err and "CRC" in err and "# Samples: 0" in out
+      and "cpu-clock" in out)
+print(f"{'ok' if ok else 'FAIL'}: damaged recording keeps its intact records: exit {status}, "
+      f"stderr {err.strip()!r}")
+failures += not ok
+
+print(f"{failures} failure(s)" if failures else "all passed")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Integration test: one boot of the default image profiles the demo workload and a user's own
+static binary (--add), and every check reads that one recording.
+
+usage: test_record.py HVPROF MYBENCH
+Exit: 0 all checks passed, 1 a check failed, 77 skipped (no /dev/kvm or no default image).
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HVPROF, MYBENCH = sys.argv[1], sys.argv[2]
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
+def image_dir():
+    if os.environ.get("HVPROF_IMAGE"):
+        return os.environ["HVPROF_IMAGE"]
+    cache = os.environ.get("HVPROF_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hvprof")
+    return os.path.join(cache, "images", "default")
+
+
+if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+    skip("/dev/kvm is missing or not accessible")
+if not os.path.isfile(os.path.join(image_dir(), "manifest")):
+    skip(f"no default image at {image_dir()} (build it with images/build-image.sh)")
+
+work = tempfile.mkdtemp(prefix="hvprof-kvm-")
+data = os.path.join(work, "demo.data")
+cmd = [HVPROF, "record", "-F", "1000", "-o", data, "--add", f"{MYBENCH}:/bin/mybench",
+       "--run", "/bin/hvprof-demo 4 3; /bin/mybench", "--duration", "240"]
+print("running:", " ".join(cmd), flush=True)
+rec = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+console, summary = rec.stdout, rec.stderr
+print(console)
+print(summary)
+
+failures = 0
+
+
+def check(name, ok, detail=""):
+    global failures
+    print(f"{'ok' if ok else 'FAIL'}: {name}{(' - ' + detail) if detail else ''}", flush=True)
+    if not ok:
+        failures += 1
+
+
+def hv(*args):
+    r = subprocess.run([HVPROF, *args], capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout, r.stderr
+
+
+check("record exits 0", rec.returncode == 0, f"status {rec.returncode}")
+check("guest ran /init's command and reported status 0",
+      "hvprof-init: exit status 0" in console and "guest exited with status 0" in summary)
+m = re.search(r"(\d+) samples \((\d+)/s", summary)
+rate = int(m.group(2)) if m else 0
+check("sampling rate near 1000/s per vCPU", 850 <= rate <= 1100, f"{rate}/s")
+
+truth = re.search(r"hvprof-truth: cpu burn_a=([\d.]+) burn_b=([\d.]+)", console)
+pidm = re.search(r"hvprof-demo: pid (\d+)", console)
+check("workload printed its ground truth", truth is not None and pidm is not None)
+
+code, folded, err = hv("flamegraph", "-i", data, "--format", "folded")
+check("folded export works", code == 0 and folded, err.strip())
+stacks = []
+for line in folded.splitlines():
+    stack, _, count = line.rpartition(" ")
+    stacks.append((stack.split(";"), int(count)))
+
+# Shares of burn_a and burn_b among the demo's samples in either, against what it measured.
+a = sum(c for s, c in stacks if s[0] == "hvprof-demo" and "burn_a" in s)
+b = sum(c for s, c in stacks if s[0] == "hvprof-demo" and "burn_b" in s)
+if truth and a + b > 0:
+    share_a = 100.0 * a / (a + b)
+    want = float(truth.group(1))
+    check("burn_a share within 5 points of the workload's own measure",
+          abs(share_a - want) <= 5.0, f"profile {share_a:.1f}% vs truth {want:.1f}% ({a}+{b} samples)")
+else:
+    check("burn_a/burn_b sampled", False, f"{a}+{b} samples")
+check("user frames by name: main;cpu_phase;burn_a",
+      any(s[:4] == ["hvprof-demo", "__libc_start_call_main", "main", "cpu_phase"] and s[-1] == "burn_a"
+          for s, _ in stacks))
+
+# Kernel samples of the syscall phase: user path then kernel frames, resolved to symbols.
+sys_stacks = [(s, c) for s, c in stacks if s[0] == "hvprof-demo" and "ask_kernel_path_one" in s]
+ksamples = sum(c for s, c in sys_stacks if s[-1].endswith("_[k]"))
+getppid = sum(c for s, c in sys_stacks if "__x64_sys_getppid_[k]" in s)
+check("kernel samples of the syscall phase sit on syscall_phase;ask_kernel_path_one",
+      ksamples >= 100, f"{ksamples} samples")
+check("getppid's kernel frames resolve (__x64_sys_getppid)", getppid >= 10, f"{getppid} samples")
+demo_k = [(s, c) for s, c in stacks if s[0] == "hvprof-demo" and s[-1].endswith("_[k]")]
+unresolved = sum(c for s, c in demo_k if s[-1].startswith("0x"))
+total_k = sum(c for s, c in demo_k)
+check("kernel frames of the demo resolve to kernel symbols",
+      total_k > 0 and unresolved <= 0.01 * total_k, f"{unresolved}/{total_k} unresolved")
+check("kernel threads have no user frames",
+      not any(s[0].startswith("kworker") and not s[1].endswith("_[k]") for s, _ in stacks))
+
+code, rep, err = hv("report", "-i", data, "--sort", "comm,pid,sym")
+rows = [l for l in rep.splitlines() if l and not l.startswith("#")]
+pid_ok = pidm and any(re.search(rf"\bhvprof-demo\s+{pidm.group(1)}\s+\[\.\] burn_a\b", l) for l in rows)
+check("report shows hvprof-demo's pid and comm as the guest printed them", bool(pid_ok),
+      f"pid {pidm.group(1) if pidm else '?'}")
+
+mb = [(s, c) for s, c in stacks if s[0] == "mybench"]
+parse = sum(c for s, c in mb if "mybench_parse" in s)
+render = sum(c for s, c in mb if "mybench_render" in s)
+check("--add binary's functions appear by name (mybench_parse, mybench_render)",
+      parse > 50 and render > 10, f"{parse}/{render} samples")
+code, rep2, err = hv("report", "-i", data, "--sort", "comm,dso,sym")
+check("report names the --add binary's symbols and its dso",
+      re.search(r"mybench\s+mybench\s+\[\.\] mybench_parse", rep2) is not None)
+
+svg = os.path.join(work, "demo.svg")
+code, out, err = hv("flamegraph", "-i", data, "-o", svg)
+body = open(svg, encoding="utf-8").read() if os.path.exists(svg) else ""
+check("SVG flamegraph written with the demo's functions",
+      code == 0 and body.startswith("<?xml") and "burn_a" in body and "mybench_render" in body)
+
+print(f"{failures} check(s) failed" if failures else "all checks passed")
+sys.exit(1 if failures else 0)
