@@ -61,9 +61,14 @@ static int add_dir(struct archive *a, const char *path)
 	archive_entry_set_pathname(e, path);
 	archive_entry_set_filetype(e, AE_IFDIR);
 	archive_entry_set_perm(e, 0755);
+	archive_entry_set_size(e, 0);
 	r = archive_write_header(a, e);
 	archive_entry_free(e);
-	return r == ARCHIVE_OK ? 0 : -EIO;
+	if (r != ARCHIVE_OK) {
+		pr_err("cannot add directory %s: %s", path, archive_error_string(a));
+		return -EIO;
+	}
+	return 0;
 }
 
 /* Directory entries for every parent of @guest_path ("/a/b/c" -> "a", "a/b"). */
@@ -133,8 +138,10 @@ static int add_file(struct archive *a, const struct vmm_initramfs_file *f)
 	archive_entry_set_perm(e, st.st_mode & 0777);
 	archive_entry_set_size(e, (la_int64_t)done);
 	if (archive_write_header(a, e) != ARCHIVE_OK ||
-	    archive_write_data(a, data, done) != (la_ssize_t)done)
+	    archive_write_data(a, data, done) != (la_ssize_t)done) {
+		pr_err("cannot add %s: %s", f->guest_path, archive_error_string(a));
 		err = -EIO;
+	}
 	archive_entry_free(e);
 out:
 	free(data);

@@ -103,10 +103,6 @@ static void note_identity(struct vcpu *vcpu, const struct hvp_thread *t, uint64_
 	if (!t->kthread && mm) {
 		ip = &vm->ident->procs[(uint32_t)t->tgid % IDENT_SLOTS];
 		new_proc = ip->tgid != t->tgid || ip->mm != mm;
-		if (new_proc) {
-			ip->tgid = t->tgid;
-			ip->mm = mm;
-		}
 	}
 	if (new_thread) {
 		struct hvp_thread rec = *t;
@@ -120,15 +116,18 @@ static void note_identity(struct vcpu *vcpu, const struct hvp_thread *t, uint64_
 		struct hvp_process proc;
 
 		memset(&proc, 0, sizeof(proc));
-		if (gi_process_info(vm->gi, &vm->gmem, pg, mm, &proc) != 0) {
-			proc.mm = mm;
-			proc.exe[0] = '\0';
+		/* During exec the new mm exists before its code range and exe are set: such a
+		 * process is not remembered, so a later sample reads it again. */
+		if (gi_process_info(vm->gi, &vm->gmem, pg, mm, &proc) == 0 && proc.start_code &&
+		    proc.end_code > proc.start_code && proc.exe[0]) {
+			ip->tgid = t->tgid;
+			ip->mm = mm;
+			proc.tgid = t->tgid;
+			proc.time_ns = vmm_now_ns() - vm->t_start_ns;
+			vcpu->c.processes++;
+			if (sink->process && sink->process(sink->ctx, &proc))
+				vcpu->c.samples_sink_errors++;
 		}
-		proc.tgid = t->tgid;
-		proc.time_ns = vmm_now_ns() - vm->t_start_ns;
-		vcpu->c.processes++;
-		if (sink->process && sink->process(sink->ctx, &proc))
-			vcpu->c.samples_sink_errors++;
 	}
 	pthread_mutex_unlock(&vm->ident_lock);
 }
@@ -234,7 +233,22 @@ void sample_take(struct vcpu *vcpu)
 		task = 0;
 	}
 
-	if (s->cpl == 3) {
+	if (s->cpl == 3 && is_kernel_va(regs->rip)) {
+		/* CPL3 with RIP in the kernel: a SYSCALL caught between the instruction and the
+		 * VMM's completion of it (PVM). It is a kernel entry: RIP = LSTAR, and the user
+		 * state is RCX (return address), RSP and RBP. */
+		s->cpl = 0;
+		s->flags &= (uint8_t)~HVP_SAMPLE_USER;
+		s->kernel_ips[0] = regs->rip;
+		s->n_kernel = 1;
+		s->kernel_stop = HVP_WALK_END;
+		vcpu->c.samples_kernel++;
+		why = gi_unwind_user(&vm->gmem, &gr.pg, regs->rcx, regs->rsp, regs->rbp,
+				     s->user_ips, HVP_MAX_CALLCHAIN, &n);
+		s->n_user = (uint16_t)n;
+		s->user_stop = (uint8_t)why;
+		count_stop(vcpu, why, true);
+	} else if (s->cpl == 3) {
 		why = gi_unwind_user(&vm->gmem, &gr.pg, regs->rip, regs->rsp, regs->rbp,
 				     s->user_ips, HVP_MAX_CALLCHAIN, &n);
 		s->n_user = (uint16_t)n;

@@ -285,7 +285,7 @@ const char *profile_read_error(const struct profile *p);
 const char *profile_meta(const struct profile *p, const char *key);
 
 /**
- * profile_meta_at - the @idx-th META record (in file order): 0 and *@key, *@value (owned by @p),
+ * profile_meta_at - the @idx-th META record (in file order): 0 and the key and value through @key and @value (owned by @p),
  * or -ENOENT past the last one.
  */
 int profile_meta_at(const struct profile *p, size_t idx, const char **key, const char **value)

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of vmm/ pieces that need no /dev/kvm: the 16550A model, exit dispatch over a
+// hand-filled struct kvm_run, the MP table, bzImage header parsing, the initramfs appender.
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hvprof/log.h>
+
+#include "test.h"
+#include "vmm_internal.h"
+
+static int irq_level = -1;
+
+static void record_irq(void *ctx, int level)
+{
+	(void)ctx;
+	irq_level = level;
+}
+
+static int test_serial_tx_and_thri(void)
+{
+	struct serial8250 s;
+	int fds[2];
+	uint8_t v;
+	char out[8] = "";
+
+	ASSERT_TRUE(pipe(fds) == 0);
+	serial_init(&s, fds[1], record_irq, NULL);
+	v = 0x08; /* MCR.OUT2: the IRQ line is connected */
+	serial_io(&s, 4, true, &v);
+	v = 0x02; /* IER.THRI */
+	serial_io(&s, 1, true, &v);
+	ASSERT_EQ_INT(irq_level, 1); /* THR is empty: THRE interrupt pending */
+	serial_io(&s, 2, false, &v);
+	ASSERT_EQ_INT(v & 0x0f, 0x02); /* IIR says THRE */
+	ASSERT_EQ_INT(irq_level, 0);   /* reading IIR cleared it */
+	v = 'h';
+	serial_io(&s, 0, true, &v);
+	v = 'i';
+	serial_io(&s, 0, true, &v);
+	ASSERT_EQ_INT(irq_level, 1);
+	serial_io(&s, 5, false, &v);
+	ASSERT_EQ_INT(v & 0x60, 0x60); /* LSR: THRE and TEMT */
+	ASSERT_EQ_INT(read(fds[0], out, sizeof(out)), 2);
+	ASSERT_TRUE(memcmp(out, "hi", 2) == 0);
+	close(fds[0]);
+	close(fds[1]);
+	return TEST_OK;
+}
+
+static int test_serial_loopback_and_dlab(void)
+{
+	struct serial8250 s;
+	uint8_t v;
+
+	serial_init(&s, -1, NULL, NULL);
+	v = 0x10 | 0x0a; /* loopback, RTS, OUT2 */
+	serial_io(&s, 4, true, &v);
+	serial_io(&s, 6, false, &v);
+	ASSERT_EQ_INT(v & 0xf0, 0x90); /* CTS and DCD mirror RTS and OUT2 (8250 autoconfig test) */
+	v = 0x80;
+	serial_io(&s, 3, true, &v); /* DLAB */
+	v = 0x01;
+	serial_io(&s, 0, true, &v); /* divisor latch, not transmitted */
+	serial_io(&s, 0, false, &v);
+	ASSERT_EQ_INT(v, 0x01);
+	return TEST_OK;
+}
+
+static struct vmm *fake_vm(void)
+{
+	struct vmm *vm = calloc(1, sizeof(*vm));
+
+	pthread_mutex_init(&vm->end_lock, NULL);
+	serial_init(&vm->com1, -1, NULL, NULL);
+	return vm;
+}
+
+struct mmio_case {
+	const char *name;
+	uint64_t gpa;
+	uint32_t value;
+	uint32_t len;
+	int want_ret;
+	int want_reason;
+	int want_status;
+};
+
+static const struct mmio_case mmio_cases[] = {
+	{ "exit register, status 0", VMM_EXIT_REG_GPA, 0x48560000, 4, 1, HVP_END_EXIT_DEVICE, 0 },
+	{ "exit register, status 42", VMM_EXIT_REG_GPA, 0x4856002a, 4, 1, HVP_END_EXIT_DEVICE, 42 },
+	{ "exit register, wrong magic", VMM_EXIT_REG_GPA, 0x1234002a, 4, 0, 0, 0 },
+	{ "exit register, 1-byte write", VMM_EXIT_REG_GPA, 0x48560001, 1, 0, 0, 0 },
+	{ "unknown MMIO", 0xe0000000, 0x48560000, 4, 0, 0, 0 },
+};
+
+static int test_exit_mmio_table(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(mmio_cases); i++) {
+		const struct mmio_case *c = &mmio_cases[i];
+		struct vmm *vm = fake_vm();
+		struct vcpu vcpu = { .vm = vm };
+		struct kvm_run run;
+		int ret;
+
+		memset(&run, 0, sizeof(run));
+		run.exit_reason = KVM_EXIT_MMIO;
+		run.mmio.phys_addr = c->gpa;
+		run.mmio.is_write = 1;
+		run.mmio.len = c->len;
+		memcpy(run.mmio.data, &c->value, 4);
+		ret = exit_mmio(vm, &vcpu, &run);
+		if (ret != c->want_ret || atomic_load(&vm->stop_reason) != c->want_reason ||
+		    (c->want_reason && vm->exit_status != c->want_status)) {
+			fprintf(stderr, "case '%s': ret %d reason %d status %d\n", c->name, ret,
+				atomic_load(&vm->stop_reason), vm->exit_status);
+			free(vm);
+			return TEST_FAIL;
+		}
+		if (!c->want_ret)
+			ASSERT_EQ_U64(vcpu.c.mmio_unhandled, 1);
+		free(vm);
+	}
+	return TEST_OK;
+}
+
+static int test_exit_io(void)
+{
+	struct vmm *vm = fake_vm();
+	struct vcpu vcpu = { .vm = vm };
+	struct {
+		struct kvm_run run;
+		uint8_t data[16];
+	} r;
+
+	/* an absent port reads as all ones and is counted */
+	memset(&r, 0, sizeof(r));
+	r.run.io.direction = KVM_EXIT_IO_IN;
+	r.run.io.size = 1;
+	r.run.io.count = 1;
+	r.run.io.port = 0x2f8;
+	r.run.io.data_offset = sizeof(struct kvm_run);
+	ASSERT_EQ_INT(exit_io(vm, &vcpu, &r.run), 0);
+	ASSERT_EQ_INT(r.data[0], 0xff);
+	ASSERT_EQ_U64(vcpu.c.io_unhandled, 1);
+	/* the 8042 reset command ends the run as a reset */
+	r.run.io.direction = KVM_EXIT_IO_OUT;
+	r.run.io.port = 0x64;
+	r.data[0] = 0xfe;
+	ASSERT_EQ_INT(exit_io(vm, &vcpu, &r.run), 1);
+	ASSERT_EQ_INT(atomic_load(&vm->stop_reason), HVP_END_RESET);
+	free(vm);
+	return TEST_OK;
+}
+
+static uint8_t ram_buf[1 << 20];
+
+static int test_mptable(void)
+{
+	struct vmm_ram ram = { .hva = ram_buf, .size = sizeof(ram_buf), .n_slots = 1,
+			       .slots = { { .gpa = 0, .size = sizeof(ram_buf), .hva = ram_buf } } };
+	uint8_t sum = 0;
+	uint32_t table;
+	uint16_t len;
+
+	ASSERT_EQ_INT(mptable_write(&ram, VMM_MPTABLE_GPA, 4), 0);
+	ASSERT_TRUE(memcmp(ram_buf + VMM_MPTABLE_GPA, "_MP_", 4) == 0);
+	for (int i = 0; i < 16; i++)
+		sum += ram_buf[VMM_MPTABLE_GPA + i];
+	ASSERT_EQ_INT(sum, 0); /* floating pointer checksum */
+	memcpy(&table, ram_buf + VMM_MPTABLE_GPA + 4, 4);
+	ASSERT_TRUE(memcmp(ram_buf + table, "PCMP", 4) == 0);
+	memcpy(&len, ram_buf + table + 4, 2);
+	sum = 0;
+	for (int i = 0; i < len; i++)
+		sum += ram_buf[table + i];
+	ASSERT_EQ_INT(sum, 0); /* configuration table checksum */
+	ASSERT_EQ_INT(ram_buf[table + 44], 0);         /* first entry: a processor */
+	ASSERT_EQ_INT(ram_buf[table + 44 + 3], 3);     /* enabled, bootstrap */
+	ASSERT_EQ_INT(mptable_write(&ram, VMM_MPTABLE_GPA, 0), -EINVAL);
+	ASSERT_EQ_INT(mptable_write(&ram, 0xffff0, 1), -ERANGE); /* does not fit in RAM */
+	return TEST_OK;
+}
+
+static int test_bzimage_parse(void)
+{
+	static uint8_t img[0x2000];
+	struct bzimage_info bi;
+
+	memset(img, 0, sizeof(img));
+	ASSERT_EQ_INT(bzimage_parse(img, sizeof(img), &bi), -EBADMSG);
+	img[0x1fe] = 0x55;
+	img[0x1ff] = 0xaa;
+	memcpy(img + 0x202, "HdrS", 4);
+	img[0x206] = 0x0f; /* protocol 2.15 */
+	img[0x207] = 0x02;
+	img[0x1f1] = 3;    /* setup sectors */
+	img[0x236] = 0x01; /* XLF_KERNEL_64 */
+	img[0x258] = 0x00; /* pref_address 0x1000000 */
+	img[0x25b] = 0x01;
+	ASSERT_EQ_INT(bzimage_parse(img, sizeof(img), &bi), 0);
+	ASSERT_EQ_INT(bi.version, 0x020f);
+	ASSERT_EQ_INT(bi.payload_off, 4 * 512);
+	ASSERT_EQ_U64(bi.pref_address, 0x1000000);
+	img[0x236] = 0; /* no 64-bit entry */
+	ASSERT_EQ_INT(bzimage_parse(img, sizeof(img), &bi), -ENOTSUP);
+	img[0x236] = 1;
+	img[0x206] = 0x0b; /* protocol 2.11: too old */
+	ASSERT_EQ_INT(bzimage_parse(img, sizeof(img), &bi), -ENOTSUP);
+	img[0x206] = 0x0f;
+	img[0x1f1] = 200; /* payload beyond the file */
+	ASSERT_EQ_INT(bzimage_parse(img, sizeof(img), &bi), -EBADMSG);
+	ASSERT_EQ_INT(bzimage_parse(img, 0x100, &bi), -EBADMSG);
+	return TEST_OK;
+}
+
+static int test_initramfs_append(void)
+{
+	char path[] = "/tmp/hvprof-initramfs-XXXXXX";
+	int fd = mkstemp(path);
+	struct vmm_initramfs_file f[1] = { { path, "/opt/tool/bin/mybench" } };
+	struct vmm_initramfs_file bad[1] = { { path, "relative/path" } };
+	void *buf = malloc(3);
+	size_t len = 3;
+
+	ASSERT_TRUE(fd >= 0 && buf);
+	ASSERT_EQ_INT(write(fd, "payload!", 8), 8);
+	close(fd);
+	memcpy(buf, "abc", 3);
+	ASSERT_EQ_INT(vmm_initramfs_append(&buf, &len, f, 1), 0);
+	/* the original bytes stay, then zero padding to 4 bytes, then a newc archive */
+	ASSERT_TRUE(memcmp(buf, "abc\0", 4) == 0);
+	ASSERT_TRUE(memcmp((char *)buf + 4, "070701", 6) == 0);
+	ASSERT_TRUE(memmem(buf, len, "opt/tool/bin/mybench", 20) != NULL);
+	ASSERT_TRUE(memmem(buf, len, "opt/tool\0", 9) != NULL); /* parent directories */
+	ASSERT_TRUE(memmem(buf, len, "payload!", 8) != NULL);
+	ASSERT_TRUE(memmem(buf, len, "TRAILER!!!", 10) != NULL);
+	ASSERT_EQ_INT(vmm_initramfs_append(&buf, &len, bad, 1), -EINVAL);
+	unlink(path);
+	ASSERT_EQ_INT(vmm_initramfs_append(&buf, &len, f, 1), -ENOENT);
+	free(buf);
+	return TEST_OK;
+}
+
+static const struct test_case tests[] = {
+	{ "serial: transmit and THRE interrupt", test_serial_tx_and_thri },
+	{ "serial: loopback MSR and divisor latch", test_serial_loopback_and_dlab },
+	{ "exit: MMIO table (exit register)", test_exit_mmio_table },
+	{ "exit: I/O ports (absent port, 8042 reset)", test_exit_io },
+	{ "mptable: checksums and entries", test_mptable },
+	{ "boot: bzImage setup header", test_bzimage_parse },
+	{ "initramfs: append a newc archive", test_initramfs_append },
+};
+
+static void log_stderr(enum hvp_log_level level, const char *msg)
+{
+	(void)level;
+	fprintf(stderr, "log: %s\n", msg);
+}
+
+int main(void)
+{
+	hvp_log_set_fn(log_stderr);
+	return test_run_all(tests, ARRAY_SIZE(tests));
+}
