@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// guestinfo on the real guest image named by $HVPROF_IMAGE_DIR (vmlinux, vmlinux.btf, System.map);
+// guestinfo on the real guest image named by $HVPROF_IMAGE_DIR, else the default image in the
+// cache (vmlinux, vmlinux.btf, System.map);
 // every test skips, with the reason, when it is not set or a file is missing.
 #include <errno.h>
 #include <stdint.h>
@@ -14,13 +15,18 @@
 static int image_file(const char *name, char *path, size_t size)
 {
 	const char *dir = getenv("HVPROF_IMAGE_DIR");
+	const char *cache = getenv("HVPROF_CACHE");
+	const char *home = getenv("HOME");
 	struct stat st;
 
-	if (!dir || !*dir) {
-		printf("# skip: HVPROF_IMAGE_DIR is not set\n");
-		return -1;
-	}
-	snprintf(path, size, "%s/%s", dir, name);
+	/* $HVPROF_IMAGE_DIR, else the default image where images/build-image.sh puts it */
+	if (dir && *dir)
+		snprintf(path, size, "%s/%s", dir, name);
+	else if (cache && *cache)
+		snprintf(path, size, "%s/images/default/%s", cache, name);
+	else
+		snprintf(path, size, "%s/.cache/hvprof/images/default/%s", home ? home : "/root",
+			 name);
 	if (stat(path, &st) != 0) {
 		printf("# skip: %s does not exist\n", path);
 		return -1;
