@@ -13,6 +13,7 @@
 #define EXIT_GUEST_FAILED 1 /* the guest's own exit status was non-zero / it crashed */
 #define EXIT_USAGE 2        /* bad command line */
 #define EXIT_ERROR 3        /* hvprof could not do its job (files, KVM, recording) */
+#define EXIT_REGRESSION 1   /* hvprof diff --fail-on-regression found one */
 #define EXIT_INTERRUPTED 130
 
 struct cmd {
@@ -25,6 +26,8 @@ int cmd_run(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /* Guest options (--image, --kernel, ...), parsed into what vmm_create needs. */
 struct guest_opts {

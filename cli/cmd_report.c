@@ -37,11 +37,16 @@ int cmd_report(int argc, char **argv)
 		{ "vmlinux", required_argument, NULL, 'k' },
 		{ "percent-limit", required_argument, NULL, 2 },
 		{ "stdio", no_argument, NULL, 3 },
+		{ "format", required_argument, NULL, 'f' },
+		{ "children", no_argument, NULL, 4 },
+		{ "no-children", no_argument, NULL, 5 },
+		{ "max-rows", required_argument, NULL, 'n' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct profile_options po = { .size = sizeof(po) };
-	struct profile_report_options ro = { .size = sizeof(ro) };
+	/* Children on by default, as perf report shows them for callchain recordings. */
+	struct profile_report_options ro = { .size = sizeof(ro), .children = 1 };
 	struct profile_sink out = profile_sink_fd(STDOUT_FILENO);
 	struct profile *p = NULL;
 	const char *input = "hvprof.data";
@@ -49,7 +54,7 @@ int cmd_report(int argc, char **argv)
 	int c, err;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "i:s:k:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "i:s:k:f:n:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'i':
 			input = optarg;
@@ -57,6 +62,33 @@ int cmd_report(int argc, char **argv)
 		case 's':
 			ro.sort = optarg;
 			break;
+		case 'f':
+			if (!strcmp(optarg, "json")) {
+				ro.format = PROFILE_REPORT_JSON;
+			} else if (!strcmp(optarg, "stdio") || !strcmp(optarg, "text")) {
+				ro.format = PROFILE_REPORT_STDIO;
+			} else {
+				cli_error("--format '%s': want stdio or json", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 4:
+			ro.children = 1;
+			break;
+		case 5:
+			ro.children = 0;
+			break;
+		case 'n': {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+
+			if (*end || end == optarg || v > 100000000) {
+				cli_error("--max-rows '%s': want 0 (all) to 100000000", optarg);
+				return EXIT_USAGE;
+			}
+			ro.max_rows = (unsigned int)v;
+			break;
+		}
 		case 'k':
 			po.vmlinux = optarg;
 			break;
@@ -74,11 +106,17 @@ int cmd_report(int argc, char **argv)
 			break;
 		}
 		case 3:
+			ro.format = PROFILE_REPORT_STDIO;
 			break;
 		case 'h':
 			printf("usage: hvprof report [-i FILE] [--sort KEYS] [--symfs DIR] "
 			       "[--vmlinux FILE] [--percent-limit PCT]\n"
-			       "  KEYS: comma list of comm, pid, dso, sym (default comm,dso,sym)\n");
+			       "                     [--stdio | --format stdio|json] [--no-children] "
+			       "[--max-rows N]\n"
+			       "  KEYS: comma list of comm, pid, dso, sym (default comm,dso,sym)\n"
+			       "  Children (default on): share of the samples whose stack contains the\n"
+			       "  row's keys; Self: share whose innermost frame has them. --no-children\n"
+			       "  shows self only. --percent-limit applies to the column sorted on.\n");
 			return EXIT_OK;
 		default:
 			return EXIT_USAGE;

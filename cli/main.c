@@ -14,6 +14,8 @@ static const struct cmd commands[] = {
 	{ "record", cmd_record, "profile the whole guest into a recording (hvprof.data)" },
 	{ "report", cmd_report, "top table of a recording" },
 	{ "flamegraph", cmd_flamegraph, "interactive SVG flamegraph or folded stacks" },
+	{ "export", cmd_export, "folded, svg, speedscope, pprof or perf-script output" },
+	{ "diff", cmd_diff, "compare two recordings (BASE -> NEW); CI regression gate" },
 };
 
 static void log_to_stderr(enum hvp_log_level level, const char *msg)

@@ -151,7 +151,7 @@ static int layout(const struct profile *p, struct tree *t)
 }
 
 /* XML text or attribute value: escape markup, replace control bytes and invalid UTF-8. */
-static void xml_escape(struct outbuf *ob, const char *s)
+void xml_escape(struct outbuf *ob, const char *s)
 {
 	const unsigned char *u = (const unsigned char *)s;
 
@@ -224,7 +224,7 @@ static void color_of(const struct profile *p, const struct frame *f, char *buf, 
 	}
 }
 
-static const char svg_script[] =
+const char flamegraph_svg_script[] =
 	"<script type=\"text/ecmascript\"><![CDATA[\n"
 	"'use strict';\n"
 	"var W, PAD = " "10" ", details, matchedtxt, unzoombtn, frames = [], searching = null;\n"
@@ -391,7 +391,7 @@ int profile_flamegraph(const struct profile *p, const struct profile_flamegraph_
 	outbuf_puts(ob, "<style type=\"text/css\">text { font-family: monospace; font-size: 12px; "
 			"fill: rgb(0,0,0); } #frames g:hover rect { stroke: black; stroke-width: 0.5; "
 			"cursor: pointer; } .ctl { cursor: pointer; }</style>\n");
-	outbuf_puts(ob, svg_script);
+	outbuf_puts(ob, flamegraph_svg_script);
 	outbuf_printf(ob, "<rect x=\"0\" y=\"0\" width=\"%u\" height=\"%u\" fill=\"rgb(248,248,240)\"/>\n",
 		      width, height);
 	outbuf_printf(ob, "<text x=\"%u\" y=\"20\" text-anchor=\"middle\" style=\"font-size:16px\">",

@@ -31,6 +31,8 @@ struct pending {
 	struct pending *next;
 	int32_t pid, tgid;
 	uint32_t comm;
+	uint32_t vcpu;
+	uint64_t time_ns;
 	uint64_t period;
 	uint16_t n_kernel;
 	uint64_t ips[];
@@ -54,6 +56,7 @@ struct loader {
 	struct seqtab raw;
 	struct u64map pending;       /* cookie -> struct pending * (list head) */
 	struct u64map early;         /* cookie -> struct early_us * (list head) */
+	int keep_samples;
 	uint64_t key[RAW_MAX];
 };
 
@@ -92,6 +95,57 @@ int profile_frame(struct profile *p, enum frame_kind kind, const char *name, con
 	p->frames[p->n_frames] = (struct frame){ .name = name_id, .dso = dso_id, .kind = kind,
 						 .resolved = resolved ? 1 : 0 };
 	*id = (uint32_t)p->n_frames++;
+	return 0;
+}
+
+static int mapping_of(struct profile *p, uint32_t dso_id, uint32_t *idx)
+{
+	uint64_t val;
+	uint32_t empty;
+	int err;
+
+	if (!u64map_get(&p->mapping_of_dso, dso_id, &val)) {
+		*idx = (uint32_t)val;
+		return 0;
+	}
+	err = strpool_intern(&p->strs, "", 0, &empty);
+	if (err)
+		return err;
+	if (p->n_mappings == p->cap_mappings) {
+		size_t cap = p->cap_mappings ? 2 * p->cap_mappings : 16;
+		struct mapping *nm = realloc(p->mappings, cap * sizeof(*nm));
+
+		if (!nm)
+			return -ENOMEM;
+		p->mappings = nm;
+		p->cap_mappings = cap;
+	}
+	err = u64map_put(&p->mapping_of_dso, dso_id, p->n_mappings);
+	if (err)
+		return err;
+	p->mappings[p->n_mappings] = (struct mapping){ .dso = dso_id, .path = dso_id,
+						       .build_id = empty };
+	*idx = (uint32_t)p->n_mappings++;
+	return 0;
+}
+
+int profile_mapping_note(struct profile *p, const char *dso, const char *path,
+			 const char *build_id)
+{
+	uint32_t dso_id, path_id, bid_id, idx;
+	int err;
+
+	err = strpool_intern(&p->strs, dso, strlen(dso), &dso_id);
+	if (!err)
+		err = strpool_intern(&p->strs, path, strlen(path), &path_id);
+	if (!err)
+		err = strpool_intern(&p->strs, build_id, strlen(build_id), &bid_id);
+	if (!err)
+		err = mapping_of(p, dso_id, &idx);
+	if (err)
+		return err;
+	p->mappings[idx].path = path_id;
+	p->mappings[idx].build_id = bid_id;
 	return 0;
 }
 
@@ -171,12 +225,32 @@ static uint64_t image_of(struct loader *ld, int32_t tgid)
 	return val + 1;
 }
 
+/* Keep one sample (keep_samples): @raw is its raw stack index until symbolize_all(). */
+static int keep_sample(struct profile *p, uint64_t time_ns, uint32_t vcpu, uint64_t period,
+		       size_t raw)
+{
+	if (p->n_samples == p->cap_samples) {
+		size_t cap = p->cap_samples ? 2 * p->cap_samples : 4096;
+		struct psample *ns = realloc(p->samples, cap * sizeof(*ns));
+
+		if (!ns)
+			return -ENOMEM;
+		p->samples = ns;
+		p->cap_samples = cap;
+	}
+	p->samples[p->n_samples++] = (struct psample){ .time_ns = time_ns, .period = period,
+						       .lstack = (uint32_t)raw, .vcpu = vcpu };
+	return 0;
+}
+
 /* Aggregate one resolved sample into the raw table. */
 static int add_raw(struct loader *ld, uint32_t comm, int32_t pid, int32_t tgid, uint64_t image,
 		   uint64_t lost, const uint64_t *kips, unsigned int n_kernel, const uint64_t *uips,
-		   unsigned int n_user, uint64_t period)
+		   unsigned int n_user, uint64_t period, uint64_t time_ns, uint32_t vcpu)
 {
 	uint64_t *k = ld->key;
+	size_t idx;
+	int err;
 
 	/* SAFETY: n_kernel, n_user <= HVP_MAX_CALLCHAIN (checked by the reader). */
 	k[0] = comm;
@@ -192,7 +266,10 @@ static int add_raw(struct loader *ld, uint32_t comm, int32_t pid, int32_t tgid, 
 		memcpy(k + RAW_FIXED + n_kernel, uips, n_user * sizeof(*k));
 	if (lost != LOST_NONE)
 		ld->p->stats.lost_user++;
-	return seqtab_add(&ld->raw, k, RAW_FIXED + n_kernel + n_user, 1, period, NULL);
+	err = seqtab_add(&ld->raw, k, RAW_FIXED + n_kernel + n_user, 1, period, &idx);
+	if (err || !ld->keep_samples)
+		return err;
+	return keep_sample(ld->p, time_ns, vcpu, period, idx);
 }
 
 static int on_thread(struct loader *ld, const struct hvp_thread *t)
@@ -244,7 +321,7 @@ static int join_early(struct loader *ld, const struct hvp_sample *s, uint32_t co
 		*joined = 1;
 		ld->p->stats.joined++;
 		return add_raw(ld, comm, s->pid, s->tgid, image_of(ld, s->tgid), lost, s->kernel_ips,
-			       s->n_kernel, e->ips, e->n_user, s->period);
+			       s->n_kernel, e->ips, e->n_user, s->period, s->time_ns, s->vcpu);
 	}
 	return 0;
 }
@@ -271,10 +348,11 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 
 	if (s->user_stop == HVP_WALK_LOST)
 		return add_raw(ld, comm, s->pid, s->tgid, image, LOST_DROPPED, s->kernel_ips,
-			       s->n_kernel, NULL, 0, s->period);
+			       s->n_kernel, NULL, 0, s->period, s->time_ns, s->vcpu);
 	if (s->user_stop != HVP_WALK_DEFERRED)
 		return add_raw(ld, comm, s->pid, s->tgid, image, LOST_NONE, s->kernel_ips,
-			       s->n_kernel, s->user_ips, s->n_user, s->period);
+			       s->n_kernel, s->user_ips, s->n_user, s->period, s->time_ns,
+			       s->vcpu);
 
 	st->deferred++;
 	err = join_early(ld, s, comm, &joined);
@@ -287,6 +365,8 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 	pd->tgid = s->tgid;
 	pd->comm = comm;
 	pd->period = s->period;
+	pd->time_ns = s->time_ns;
+	pd->vcpu = s->vcpu;
 	pd->n_kernel = s->n_kernel;
 	memcpy(pd->ips, s->kernel_ips, s->n_kernel * sizeof(pd->ips[0]));
 	pd->next = u64map_get(&ld->pending, s->cookie, &val) ? NULL
@@ -339,7 +419,7 @@ static int on_user_stack(struct loader *ld, const struct hvp_user_stack *u)
 		/* The executable as of the return to user (an exec may have happened since). */
 		image = image_of(ld, pd->tgid);
 		err = add_raw(ld, pd->comm, pd->pid, pd->tgid, image, lost, pd->ips, pd->n_kernel,
-			      u->user_ips, u->n_user, pd->period);
+			      u->user_ips, u->n_user, pd->period, pd->time_ns, pd->vcpu);
 		ld->p->stats.joined++;
 		matched = 1;
 		free(pd);
@@ -419,7 +499,8 @@ static int finish_pending(struct loader *ld)
 		for (struct pending *pd = (struct pending *)(uintptr_t)ld->pending.vals[i];
 		     pd && !err; pd = pd->next)
 			err = add_raw(ld, pd->comm, pd->pid, pd->tgid, image_of(ld, pd->tgid),
-				      LOST_NO_RECORD, pd->ips, pd->n_kernel, NULL, 0, pd->period);
+				      LOST_NO_RECORD, pd->ips, pd->n_kernel, NULL, 0, pd->period,
+				      pd->time_ns, pd->vcpu);
 	}
 	free_lists(ld);
 	return err;
@@ -435,24 +516,118 @@ static const char *lost_reason(uint64_t lost, char *buf, size_t len)
 	return buf;
 }
 
-/* Turn every distinct raw stack into a stack of frames and aggregate those. */
+/* The loc of (@frame, @ip), created if new; the mapping's address range grows to cover @ip. */
+static int make_loc(struct profile *p, struct seqtab *loc_ids, uint32_t frame, uint64_t ip,
+		    uint64_t sym_off, uint32_t *loc)
+{
+	uint64_t key[2] = { frame, ip };
+	uint32_t mapping = UINT32_MAX;
+	size_t idx;
+	int err;
+
+	err = seqtab_add(loc_ids, key, 2, 0, 0, &idx);
+	if (err)
+		return err;
+	*loc = (uint32_t)idx;
+	if (idx < p->n_locs)
+		return 0;
+	if (p->n_locs == p->cap_locs) {
+		size_t cap = p->cap_locs ? 2 * p->cap_locs : 1024;
+		struct loc *nl = realloc(p->locs, cap * sizeof(*nl));
+
+		if (!nl)
+			return -ENOMEM;
+		p->locs = nl;
+		p->cap_locs = cap;
+	}
+	if (p->frames[frame].kind == FRAME_USER || p->frames[frame].kind == FRAME_KERNEL) {
+		struct mapping *m;
+
+		err = mapping_of(p, p->frames[frame].dso, &mapping);
+		if (err)
+			return err;
+		m = &p->mappings[mapping];
+		if (m->start == m->limit) {
+			m->start = ip;
+			m->limit = ip + 1;
+		} else {
+			m->start = ip < m->start ? ip : m->start;
+			m->limit = ip >= m->limit ? ip + 1 : m->limit;
+		}
+	}
+	p->locs[p->n_locs++] = (struct loc){ .frame = frame, .mapping = mapping, .ip = ip,
+					     .sym_off = sym_off };
+	return 0;
+}
+
+/*
+ * The loc of a user or kernel ip, symbolized once per distinct (address space, ip): @cache_key
+ * as the packing below, or 0 when the ip cannot be cached (then it is symbolized each time).
+ */
+static int ip_loc(struct loader *ld, struct symbolizer *sym, struct seqtab *loc_ids,
+		  struct u64map *cache, uint64_t cache_key, int kernel, uint64_t image,
+		  const char *exe, uint64_t start, uint64_t end, uint64_t ip, uint32_t *loc)
+{
+	uint64_t val, sym_off;
+	uint32_t frame;
+	int err;
+
+	if (cache_key && !u64map_get(cache, cache_key, &val)) {
+		*loc = (uint32_t)val;
+		return 0;
+	}
+	if (kernel)
+		err = symbolize_kernel(sym, ip, &frame, &sym_off);
+	else
+		err = symbolize_user(sym, image ? (uint32_t)(image - 1) : UINT32_MAX, exe, start,
+				     end, ip, &frame, &sym_off);
+	if (!err)
+		err = make_loc(ld->p, loc_ids, frame, ip, sym_off, loc);
+	if (!err && cache_key)
+		err = u64map_put(cache, cache_key, *loc);
+	return err;
+}
+
+static int cmp_psample(const void *a, const void *b)
+{
+	const struct psample *x = a, *y = b;
+
+	if (x->time_ns != y->time_ns)
+		return x->time_ns < y->time_ns ? -1 : 1;
+	if (x->vcpu != y->vcpu)
+		return x->vcpu < y->vcpu ? -1 : 1;
+	return x->lstack < y->lstack ? -1 : x->lstack > y->lstack;
+}
+
+/*
+ * Turn every distinct raw stack into a stack of locations and of frames, and aggregate those;
+ * kept samples are then pointed at their location stack and sorted by time.
+ */
 static int symbolize_all(struct loader *ld, struct symbolizer *sym)
 {
 	struct profile *p = ld->p;
-	uint64_t *key = NULL;
+	struct seqtab loc_ids = { 0 };
+	struct u64map cache = { 0 };
+	uint64_t *key = NULL, *lkey = NULL;
+	uint32_t *raw2l = NULL;
 	int err = 0;
 
 	key = malloc((STACK_KEY_FRAMES + 1 + 1 + 2 * HVP_MAX_CALLCHAIN) * sizeof(*key));
-	if (!key)
-		return -ENOMEM;
+	lkey = malloc((LSTACK_KEY_LOCS + 1 + 1 + 2 * HVP_MAX_CALLCHAIN) * sizeof(*lkey));
+	raw2l = malloc((ld->raw.n ? ld->raw.n : 1) * sizeof(*raw2l));
+	if (!key || !lkey || !raw2l) {
+		err = -ENOMEM;
+		goto out;
+	}
 	for (size_t i = 0; i < ld->raw.n && !err; i++) {
-		uint32_t len, n_kernel, n_user, frame, nk = 0;
+		uint32_t len, n_kernel, n_user, frame, loc, nk = 0, nl = LSTACK_KEY_LOCS;
 		const uint64_t *raw = seqtab_key(&ld->raw, i, &len);
 		const uint64_t *kips, *uips;
 		uint64_t image = raw[3], lost = raw[4];
 		const char *exe = "";
 		uint64_t start = 0, end = 0;
 		char buf[96], name[128];
+		size_t sidx, lidx;
 
 		n_kernel = (uint32_t)raw[5];
 		n_user = (uint32_t)raw[6];
@@ -462,9 +637,12 @@ static int symbolize_all(struct loader *ld, struct symbolizer *sym)
 		key[nk++] = raw[2];
 		err = profile_frame(p, FRAME_COMM, strpool_get(&p->strs, (uint32_t)raw[0]), "", 1,
 				    &frame);
+		if (!err)
+			err = make_loc(p, &loc_ids, frame, 0, UINT64_MAX, &loc);
 		if (err)
 			break;
 		key[nk++] = frame;
+		lkey[nl++] = loc;
 		if (image) {
 			uint32_t ilen;
 			const uint64_t *ik = seqtab_key(&ld->images, image - 1, &ilen);
@@ -477,23 +655,53 @@ static int symbolize_all(struct loader *ld, struct symbolizer *sym)
 			snprintf(name, sizeof(name), "[user stack lost: %s]",
 				 lost_reason(lost, buf, sizeof(buf)));
 			err = profile_frame(p, FRAME_LOST, name, "[unknown]", 0, &frame);
+			if (!err)
+				err = make_loc(p, &loc_ids, frame, 0, UINT64_MAX, &loc);
 			key[nk++] = frame;
+			lkey[nl++] = loc;
 		}
 		/* ips are innermost first; stacks are written root first. */
 		for (uint32_t j = n_user; j-- > 0 && !err;) {
-			err = symbolize_user(sym, image ? (uint32_t)(image - 1) : UINT32_MAX, exe,
-					     start, end, uips[j], &frame);
-			key[nk++] = frame;
+			/* Cache key: image + 1 in bits 47..62, the user IP (< 2^47) below; bit 63 0. */
+			uint64_t ck = image && image < 0xffff && uips[j] < (1ULL << 47)
+					      ? image << 47 | uips[j]
+					      : 0;
+
+			err = ip_loc(ld, sym, &loc_ids, &cache, ck, 0, image, exe, start, end,
+				     uips[j], &loc);
+			key[nk++] = err ? 0 : p->locs[loc].frame;
+			lkey[nl++] = loc;
 		}
 		for (uint32_t j = n_kernel; j-- > 0 && !err;) {
-			err = symbolize_kernel(sym, kips[j], &frame);
-			key[nk++] = frame;
+			/* Kernel IPs have the top bit set; user cache keys above never do. */
+			uint64_t ck = kips[j] >> 63 ? kips[j] : 0;
+
+			err = ip_loc(ld, sym, &loc_ids, &cache, ck, 1, 0, "", 0, 0, kips[j], &loc);
+			key[nk++] = err ? 0 : p->locs[loc].frame;
+			lkey[nl++] = loc;
 		}
 		if (!err)
 			err = seqtab_add(&p->stacks, key, nk, ld->raw.e[i].count,
-					 ld->raw.e[i].period, NULL);
+					 ld->raw.e[i].period, &sidx);
+		if (err)
+			break;
+		lkey[0] = sidx;
+		err = seqtab_add(&p->lstacks, lkey, nl, ld->raw.e[i].count, ld->raw.e[i].period,
+				 &lidx);
+		raw2l[i] = (uint32_t)lidx;
 	}
+	if (err)
+		goto out;
+	/* SAFETY: every kept sample's lstack is a raw index < ld->raw.n (set by add_raw). */
+	for (size_t i = 0; i < p->n_samples; i++)
+		p->samples[i].lstack = raw2l[p->samples[i].lstack];
+	qsort(p->samples, p->n_samples, sizeof(*p->samples), cmp_psample);
+out:
+	free(raw2l);
+	free(lkey);
 	free(key);
+	u64map_free(&cache);
+	seqtab_free(&loc_ids);
 	return err;
 }
 
@@ -535,6 +743,8 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 		goto err_free;
 	}
 	ld.p = p;
+	ld.keep_samples = OPT(opts, keep_samples, 0) != 0;
+	p->kept_samples = ld.keep_samples;
 	while ((ret = recfile_reader_next(r, rec)) == 1) {
 		err = on_record(&ld, rec);
 		if (err) {
@@ -642,6 +852,11 @@ void profile_free(struct profile *p)
 	free(p->frames);
 	u64map_free(&p->frame_ids);
 	seqtab_free(&p->stacks);
+	free(p->locs);
+	seqtab_free(&p->lstacks);
+	free(p->mappings);
+	u64map_free(&p->mapping_of_dso);
+	free(p->samples);
 	for (size_t i = 0; i < p->n_meta; i++) {
 		free(p->meta[i].key);
 		free(p->meta[i].value);

@@ -103,10 +103,48 @@ struct counter_kv {
 };
 
 /*
+ * A location: one distinct (frame, ip). The comm frame and the lost frame have ip 0.
+ * @mapping: index in profile.mappings, or UINT32_MAX. @sym_off: ip minus the start of its
+ * symbol, or UINT64_MAX when the frame has no symbol.
+ */
+struct loc {
+	uint32_t frame;
+	uint32_t mapping;
+	uint64_t ip;
+	uint64_t sym_off;
+};
+
+/*
+ * A mapping: the object frames of one DSO name come from. @dso: strpool id of the DSO name of
+ * the frames (what report shows); @path: strpool id of its file (guest path of an executable,
+ * host path of the vmlinux); @build_id: strpool id of the lower-case hex GNU build-id ("" none);
+ * @start/@limit: lowest ip and highest ip + 1 of its locations (0/0 when none has an ip).
+ */
+struct mapping {
+	uint32_t dso;
+	uint32_t path;
+	uint32_t build_id;
+	uint64_t start, limit;
+};
+
+/* One kept sample (profile_options.keep_samples): @lstack indexes profile.lstacks. */
+struct psample {
+	uint64_t time_ns;
+	uint64_t period;
+	uint32_t lstack;
+	uint32_t vcpu;
+};
+
+/*
  * stacks: key = [pid, tgid, frame ids...] with frame 0 the comm frame, then frames root
  * (outermost) to leaf (innermost): user outer..inner (or a lost frame), kernel outer..inner.
  */
 #define STACK_KEY_FRAMES 2 /* index of the first frame id in a stack key */
+/*
+ * lstacks: the same stacks at the level of locations (distinct ips): key = [index of the stack
+ * in stacks, loc ids root..leaf] (the first loc is the comm's); count and period as stacks.
+ */
+#define LSTACK_KEY_LOCS 1 /* index of the first loc id in an lstack key */
 
 struct profile {
 	struct strpool strs;
@@ -114,6 +152,15 @@ struct profile {
 	size_t n_frames, cap_frames;
 	struct u64map frame_ids;
 	struct seqtab stacks;
+	struct loc *locs;
+	size_t n_locs, cap_locs;
+	struct seqtab lstacks;
+	struct mapping *mappings;
+	size_t n_mappings, cap_mappings;
+	struct u64map mapping_of_dso; /* dso strpool id -> index in mappings */
+	struct psample *samples;      /* kept samples in time order (keep_samples), or NULL */
+	size_t n_samples, cap_samples;
+	int kept_samples;
 	struct meta_kv *meta;
 	size_t n_meta, cap_meta;
 	struct counter_kv *counters;
@@ -125,6 +172,13 @@ struct profile {
 /* Intern a frame; *@id its index in p->frames. */
 int profile_frame(struct profile *p, enum frame_kind kind, const char *name, const char *dso,
 		  int resolved, uint32_t *id) __must_check;
+
+/*
+ * Record that frames of DSO name @dso come from the file @path with @build_id ("" none); a
+ * later note for the same DSO name replaces the path and build-id.
+ */
+int profile_mapping_note(struct profile *p, const char *dso, const char *path,
+			 const char *build_id) __must_check;
 
 /* ---- symbolize.c: IPs to frames, with per-file symtab caches. */
 struct symbolizer;
@@ -138,15 +192,16 @@ struct sym_config {
 
 int symbolizer_create(struct profile *p, const struct sym_config *cfg, struct symbolizer **out)
 	__must_check;
-/* A frame for a kernel IP. */
-int symbolize_kernel(struct symbolizer *s, uint64_t ip, uint32_t *frame) __must_check;
+/* A frame for a kernel IP; *@sym_off: @ip minus its symbol's start, or UINT64_MAX. */
+int symbolize_kernel(struct symbolizer *s, uint64_t ip, uint32_t *frame, uint64_t *sym_off)
+	__must_check;
 /*
  * A frame for a user IP of a process whose executable is @exe (a guest path, "" unknown) with
  * text at [@start_code, @end_code) (GVAs); @image: a dense id of (exe, start, end) for caching,
  * or UINT32_MAX when the process is unknown.
  */
 int symbolize_user(struct symbolizer *s, uint32_t image, const char *exe, uint64_t start_code,
-		   uint64_t end_code, uint64_t ip, uint32_t *frame) __must_check;
+		   uint64_t end_code, uint64_t ip, uint32_t *frame, uint64_t *sym_off) __must_check;
 void symbolizer_free(struct symbolizer *s);
 
 /* Resolve @guest_path inside @root (symlinks stay inside it). *@out: malloc'ed host path. */
@@ -165,6 +220,25 @@ void outbuf_printf(struct outbuf *ob, const char *fmt, ...) __printf(2, 3);
 void outbuf_write(struct outbuf *ob, const char *s, size_t len);
 void outbuf_puts(struct outbuf *ob, const char *s);
 int outbuf_flush(struct outbuf *ob) __must_check;
+
+/* ---- stackset.c: stacks of frame names (key: strpool ids, root first) with counts. */
+struct profile_stacks {
+	struct strpool names;
+	struct seqtab stacks; /* count = samples; period unused */
+	uint64_t total;
+};
+
+/* ---- json.c: JSON values. */
+/* @s as a JSON string, quotes included (control bytes escaped, invalid UTF-8 as U+FFFD). */
+void json_string(struct outbuf *ob, const char *s);
+/* @v with 4 decimals, or null for NaN and infinities. */
+void json_double(struct outbuf *ob, double v);
+
+/* ---- flamegraph.c: shared with the differential flamegraph (diff_svg.c). */
+/* XML text or attribute value: escape markup, replace control bytes and invalid UTF-8. */
+void xml_escape(struct outbuf *ob, const char *s);
+/* The <script> element with the interaction (hover, zoom, search, reset) of both SVGs. */
+extern const char flamegraph_svg_script[];
 
 /* ---- facts.c: the run's facts shared by the report header and the flamegraph subtitle. */
 #define FACT_LINE 320

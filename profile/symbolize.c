@@ -51,7 +51,6 @@ struct symbolizer {
 	struct dso *dsos;
 	size_t n_dsos, cap_dsos;
 	struct u64map dso_of_exe; /* exe strpool id -> index in dsos */
-	struct u64map ip_cache;   /* packed (space, ip) -> frame id */
 };
 
 /* Join @a and @b with exactly one '/' between them. */
@@ -221,6 +220,17 @@ static void open_kernel(struct symbolizer *s, const struct sym_config *cfg)
 			"stay unresolved");
 }
 
+/* The kernel's mapping: the ELF that symbolizes it and its build-id, when it was opened. */
+static int note_kernel_mapping(struct symbolizer *s, const struct sym_config *cfg)
+{
+	const char *path = cfg->vmlinux ? cfg->vmlinux : profile_meta(s->p, "kernel");
+
+	if (!s->kernel)
+		return 0;
+	return profile_mapping_note(s->p, KERNEL_DSO, path ? path : "vmlinux",
+				    symtab_build_id(s->kernel));
+}
+
 int symbolizer_create(struct profile *p, const struct sym_config *cfg, struct symbolizer **out)
 {
 	struct symbolizer *s;
@@ -243,6 +253,9 @@ int symbolizer_create(struct profile *p, const struct sym_config *cfg, struct sy
 		goto err_free;
 	if (!s->no_symbols)
 		open_kernel(s, cfg);
+	err = note_kernel_mapping(s, cfg);
+	if (err)
+		goto err_free;
 	*out = s;
 	return 0;
 
@@ -266,7 +279,6 @@ void symbolizer_free(struct symbolizer *s)
 	free(s->dsos);
 	symtab_free(s->kernel);
 	u64map_free(&s->dso_of_exe);
-	u64map_free(&s->ip_cache);
 	free(s->symfs);
 	free(s->rootfs);
 	free(s);
@@ -333,8 +345,10 @@ static int get_dso(struct symbolizer *s, uint32_t exe_id, struct dso **out)
 			"unresolved", exe);
 		return 0;
 	}
-	if (open_symtab(d->host_path, exe, &d->st) == 0)
+	if (open_symtab(d->host_path, exe, &d->st) == 0) {
 		symtab_elf_info(d->st, &d->e_type, &d->text_vaddr);
+		return profile_mapping_note(s->p, d->short_name, exe, symtab_build_id(d->st));
+	}
 	return 0;
 }
 
@@ -347,69 +361,48 @@ static int addr_frame(struct symbolizer *s, enum frame_kind kind, const char *ds
 	return profile_frame(s->p, kind, name, dso, 0, frame);
 }
 
-int symbolize_kernel(struct symbolizer *s, uint64_t ip, uint32_t *frame)
+int symbolize_kernel(struct symbolizer *s, uint64_t ip, uint32_t *frame, uint64_t *sym_off)
 {
 	const char *name;
-	uint64_t val;
-	int err;
+	uint64_t off;
 
-	/* Kernel IPs have the top bit set; user cache keys below never do. */
-	if ((ip >> 63) && !u64map_get(&s->ip_cache, ip, &val)) {
-		*frame = (uint32_t)val;
-		return 0;
+	*sym_off = UINT64_MAX;
+	if (s->kernel && !symtab_lookup(s->kernel, ip - s->kernel_slide, &name, &off)) {
+		*sym_off = off;
+		return profile_frame(s->p, FRAME_KERNEL, name, KERNEL_DSO, 1, frame);
 	}
-	if (s->kernel && !symtab_lookup(s->kernel, ip - s->kernel_slide, &name, NULL))
-		err = profile_frame(s->p, FRAME_KERNEL, name, KERNEL_DSO, 1, frame);
-	else if (s->kernel)
-		err = profile_frame(s->p, FRAME_KERNEL, UNKNOWN, KERNEL_DSO, 0, frame);
-	else
-		err = addr_frame(s, FRAME_KERNEL, KERNEL_DSO, ip, frame);
-	if (!err && (ip >> 63))
-		err = u64map_put(&s->ip_cache, ip, *frame);
-	return err;
+	if (s->kernel)
+		return profile_frame(s->p, FRAME_KERNEL, UNKNOWN, KERNEL_DSO, 0, frame);
+	return addr_frame(s, FRAME_KERNEL, KERNEL_DSO, ip, frame);
 }
 
 int symbolize_user(struct symbolizer *s, uint32_t image, const char *exe, uint64_t start_code,
-		   uint64_t end_code, uint64_t ip, uint32_t *frame)
+		   uint64_t end_code, uint64_t ip, uint32_t *frame, uint64_t *sym_off)
 {
-	/* Cache key: image + 1 in bits 47..62, the user IP (< 2^47) below; 0 bit 63. */
-	int cacheable = image < 0xfffe && ip < (1ULL << 47);
-	uint64_t key = ((uint64_t)image + 1) << 47 | ip, val, vaddr;
+	uint64_t vaddr, off;
 	uint32_t exe_id;
 	const char *name;
 	struct dso *d;
 	int err;
 
-	if (cacheable && !u64map_get(&s->ip_cache, key, &val)) {
-		*frame = (uint32_t)val;
-		return 0;
-	}
-	if (image == UINT32_MAX || !exe[0] || ip < start_code || ip >= end_code) {
+	*sym_off = UINT64_MAX;
+	if (image == UINT32_MAX || !exe[0] || ip < start_code || ip >= end_code)
 		/* Outside the executable (a shared library, the vDSO, JIT code): no DSO known. */
-		err = addr_frame(s, FRAME_USER, UNKNOWN, ip, frame);
-		goto out;
-	}
+		return addr_frame(s, FRAME_USER, UNKNOWN, ip, frame);
 	err = strpool_intern(&s->p->strs, exe, strlen(exe), &exe_id);
 	if (!err)
 		err = get_dso(s, exe_id, &d);
 	if (err)
 		return err;
-	if (!d->st && s->no_symbols) {
-		err = addr_frame(s, FRAME_USER, d->short_name, ip, frame);
-		goto out;
-	}
-	if (!d->st) {
-		err = profile_frame(s->p, FRAME_USER, UNKNOWN, d->short_name, 0, frame);
-		goto out;
-	}
+	if (!d->st && s->no_symbols)
+		return addr_frame(s, FRAME_USER, d->short_name, ip, frame);
+	if (!d->st)
+		return profile_frame(s->p, FRAME_USER, UNKNOWN, d->short_name, 0, frame);
 	/* A PIE is loaded at a random base: map the GVA back to the file's vaddrs. */
 	vaddr = d->e_type == ET_DYN_TYPE ? ip - start_code + d->text_vaddr : ip;
-	if (!symtab_lookup(d->st, vaddr, &name, NULL))
-		err = profile_frame(s->p, FRAME_USER, name, d->short_name, 1, frame);
-	else
-		err = profile_frame(s->p, FRAME_USER, UNKNOWN, d->short_name, 0, frame);
-out:
-	if (!err && cacheable)
-		err = u64map_put(&s->ip_cache, key, *frame);
-	return err;
+	if (!symtab_lookup(d->st, vaddr, &name, &off)) {
+		*sym_off = off;
+		return profile_frame(s->p, FRAME_USER, name, d->short_name, 1, frame);
+	}
+	return profile_frame(s->p, FRAME_USER, UNKNOWN, d->short_name, 0, frame);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * profile: the recording file (writer, reader; docs/recording-format.md), loading a recording
- * into an aggregated, symbolized profile (cookie join, comm/exe tracking), and its exporters
- * (perf-style report, folded stacks, SVG flamegraph).
+ * into an aggregated, symbolized profile (cookie join, comm/exe tracking), its exporters
+ * (perf-style report, folded stacks, SVG flamegraph, speedscope, pprof, perf script; see
+ * docs/export-formats.md) and the comparison of two profiles (docs/diff.md).
  *
  * Errors (negative errno): -EINVAL bad argument; -ENOMEM; -EBADMSG malformed recording;
  * -ENOTSUP recording of a newer format version; I/O errors of read(2)/write(2) as they come
@@ -236,6 +237,8 @@ struct profile;
  *   @symfs + guest path for executables (after META `add` and `rootfs`).
  * @rootfs: host directory of the guest's root tree; overrides META `rootfs`.
  * @no_symbols: nonzero: do not open any ELF; every frame is shown as an address.
+ * @keep_samples: nonzero: also keep every sample (time, vCPU, period and its stack: 24 bytes
+ *   each), which profile_perf_script() needs; memory then grows with samples.
  */
 struct profile_options {
 	size_t size;
@@ -243,6 +246,7 @@ struct profile_options {
 	const char *symfs;
 	const char *rootfs;
 	int no_symbols;
+	int keep_samples;
 };
 
 /**
@@ -357,17 +361,29 @@ struct profile_sink profile_sink_fd(int fd);
  */
 int profile_sort_check(const char *sort, char *bad_key, size_t bad_key_len) __must_check;
 
+/* Output formats of profile_report(). */
+enum profile_report_format {
+	PROFILE_REPORT_STDIO = 0, /* the text table */
+	PROFILE_REPORT_JSON = 1,  /* one JSON object (docs/export-formats.md, "report --format json") */
+};
+
 /**
  * struct profile_report_options - @size: sizeof(struct profile_report_options).
  * @sort: sort keys (see profile_sort_check); NULL: "comm,dso,sym" (as perf).
  * @max_rows: print at most this many rows (0: all). @min_percent: hide rows below this
- * overhead in percent (0: show all).
+ * overhead in percent (0: show all); with @children, the children share is compared.
+ * @children: nonzero: add a Children column (share of the samples whose stack contains a frame
+ *   with the row's keys, each sample counted once per row), show rows that have only children
+ *   samples, and sort by children first (as `perf report --children`).
+ * @format: enum profile_report_format.
  */
 struct profile_report_options {
 	size_t size;
 	const char *sort;
 	unsigned int max_rows;
 	double min_percent;
+	int children;
+	int format;
 };
 
 /**
@@ -377,9 +393,14 @@ struct profile_report_options {
  * frame of each sample: Overhead (share of the total period, or of samples when periods are 0;
  * 2 decimals), Samples, then one column per key: Command, Pid, Shared Object, Symbol (`[k]
  * name` kernel, `[.] name` user). Rows are sorted by overhead desc, samples desc, then the key
- * columns ascending (byte order), so output is deterministic.
- * Return: 0; -EINVAL bad @opts->sort (see profile_sort_check) or NULL arguments; -ENOMEM; the
- * sink's error.
+ * columns ascending (byte order), so output is deterministic. With @opts->children a
+ * Children column comes before Overhead (renamed Self), and rows sort by children first.
+ * With PROFILE_REPORT_JSON: {"facts": [...], "meta": {...}, "weight": "period"|"samples",
+ * "total_samples", "total_weight", "sort": [...], "rows": [{"samples", "weight", "self",
+ * "children", "comm", "pid", "dso", "sym", "kernel"}...]} with percentages as numbers (keys
+ * not sorted on are absent; "children" only with @opts->children).
+ * Return: 0; -EINVAL bad @opts->sort (see profile_sort_check), unknown format or NULL
+ * arguments; -ENOMEM; the sink's error.
  */
 int profile_report(const struct profile *p, const struct profile_report_options *opts,
 		   const struct profile_sink *sink) __must_check;
@@ -417,6 +438,208 @@ struct profile_flamegraph_options {
  */
 int profile_flamegraph(const struct profile *p, const struct profile_flamegraph_options *opts,
 		       const struct profile_sink *sink) __must_check;
+
+/* ---------------------------------------------------------------- more exporters */
+
+/**
+ * profile_speedscope - write speedscope's JSON file format (schema
+ * https://www.speedscope.app/file-format-schema.json): one "sampled" profile per comm (named
+ * "COMM (N samples)", largest first) over one shared frame table; each distinct stack is one
+ * sample (root first, frames: "name" and "file" = the DSO; kernel frames' names end in
+ * " [k]") with its weight; unit "nanoseconds" and weights the period when the recording has
+ * periods, else "none" and weights the sample counts. Names are JSON-escaped (invalid UTF-8
+ * becomes U+FFFD).
+ * Return: 0; -EINVAL NULL arguments; -ENOMEM; the sink's error.
+ */
+int profile_speedscope(const struct profile *p, const struct profile_sink *sink) __must_check;
+
+/**
+ * profile_pprof - write a gzip-compressed pprof profile.proto (perftools.profiles.Profile,
+ * encoded with protobuf-c): sample types samples/count and cpu/nanoseconds (the period; the
+ * counter's unit for a hardware event: events/count); one Sample per distinct location stack
+ * (leaf first) with labels "thread" (pid, numeric), "process" (tgid, numeric) and "comm"; one
+ * Location per distinct (frame, address), one Function per distinct (name, DSO), one Mapping
+ * per DSO with its file and GNU build-id where the ELF file was found; period_type and period
+ * from META period_ns; comments with the run's facts.
+ * Return: 0; -EINVAL NULL arguments; -ENOMEM; -EIO zlib failure; the sink's error.
+ */
+int profile_pprof(const struct profile *p, const struct profile_sink *sink) __must_check;
+
+/**
+ * profile_perf_script - write text in the default format of `perf script` for a sampled
+ * callchain event: per sample, "COMM PID/TID [CPU] SECS.USECS: PERIOD EVENT:" then one line
+ * per frame, leaf first, "\t ADDR SYM+0xOFF (DSO)" (SYM without offset when unknown,
+ * "[unknown]" when unresolved), then a blank line; samples in time order. COMM is the comm
+ * with control bytes as '?' and a leading space dropped ("[unknown]" when empty); CPU is the
+ * vCPU; EVENT is META counter (or "cpu-clock"). Lost user stacks appear as a frame at address 0
+ * named "[user stack lost: ...]".
+ * Return: 0; -EINVAL NULL arguments; -ENODATA @p was loaded without
+ * profile_options.keep_samples; -ENOMEM; the sink's error.
+ */
+int profile_perf_script(const struct profile *p, const struct profile_sink *sink) __must_check;
+
+/* ---------------------------------------------------------------- diff (stackset.c, diff*.c) */
+
+#define PROFILE_FOLDED_MAX_LINE 1048576  /* longest folded line accepted (bytes, newline excluded) */
+#define PROFILE_FOLDED_MAX_FRAMES 4096   /* most frames in one folded stack */
+
+/* A set of stacks of frame names with a sample count each: what diff compares. */
+struct profile_stacks;
+
+/**
+ * profile_stacks_from_profile - the folded stacks of @p (as profile_folded() writes them:
+ * comm first, kernel frames suffixed "_[k]", counts in samples).
+ * @out: free with profile_stacks_free(). Return: 0; -EINVAL; -ENOMEM.
+ */
+int profile_stacks_from_profile(const struct profile *p, struct profile_stacks **out)
+	__must_check;
+
+/**
+ * profile_stacks_read_folded - parse folded stacks ("frame;frame;... COUNT" per line, the
+ * output of profile_folded(), stackcollapse-*.pl, ...) from @fd, as hostile input: lines longer
+ * than PROFILE_FOLDED_MAX_LINE, more than PROFILE_FOLDED_MAX_FRAMES frames, a missing or
+ * non-decimal count, a count or total that overflows 64 bits, an empty frame name, or a NUL
+ * byte are errors. Blank lines are skipped; a trailing '\r' is dropped; repeated stacks add up.
+ * @fd: read to its end, not closed. @name: for messages. @errbuf: optional; on -EBADMSG,
+ * "NAME:LINE: what is wrong".
+ * Return: 0; -EBADMSG malformed (see @errbuf); -ERANGE overflow (see @errbuf); read(2) errors;
+ * -ENOMEM.
+ */
+int profile_stacks_read_folded(int fd, const char *name, struct profile_stacks **out,
+			       char *errbuf, size_t errbuf_len) __must_check;
+
+/**
+ * profile_stacks_load - the stacks of the file at @path: a recording (recognized by its magic:
+ * loaded with profile_load() and @opts, then profile_stacks_from_profile()) or else folded
+ * text (profile_stacks_read_folded()).
+ * Return: 0; errors of open(2), profile_load() and profile_stacks_read_folded(); @errbuf says
+ * which file and what.
+ */
+int profile_stacks_load(const char *path, const struct profile_options *opts,
+			struct profile_stacks **out, char *errbuf, size_t errbuf_len) __must_check;
+
+/** profile_stacks_total - the sum of the counts of @s. */
+uint64_t profile_stacks_total(const struct profile_stacks *s);
+
+/** profile_stacks_count - distinct stacks in @s. */
+size_t profile_stacks_count(const struct profile_stacks *s);
+
+/** profile_stacks_free - free @s (NULL is fine). */
+void profile_stacks_free(struct profile_stacks *s);
+
+#define PROFILE_DIFF_MIN_SAMPLES 10 /* default --min-samples: see docs/diff.md */
+#define PROFILE_DIFF_THRESHOLD 5.0  /* default --threshold, percent of the BASE share */
+#define PROFILE_DIFF_Z 3.0          /* a change must exceed 3 standard errors of sampling noise */
+
+/**
+ * struct profile_diff_options - @size: sizeof(struct profile_diff_options).
+ * @min_samples: entries with fewer samples than this on both sides are ignored (0: default
+ *   PROFILE_DIFF_MIN_SAMPLES; set @min_samples_set to use 0 itself).
+ * @threshold_pct: changes smaller than this, in percent of the BASE share, are ignored
+ *   (< 0: default PROFILE_DIFF_THRESHOLD; 0 keeps every significant change).
+ * @max_rows: rows per section in the text output (0: 20).
+ * @min_samples_set: nonzero: @min_samples is taken as given, even 0.
+ */
+struct profile_diff_options {
+	size_t size;
+	uint64_t min_samples;
+	double threshold_pct;
+	unsigned int max_rows;
+	int min_samples_set;
+};
+
+/* What a diff entry is about. */
+enum profile_diff_kind {
+	PROFILE_DIFF_SELF = 0,  /* a function, as the innermost frame (self share) */
+	PROFILE_DIFF_TOTAL = 1, /* a function anywhere in the stack (total share) */
+	PROFILE_DIFF_STACK = 2, /* a whole stack */
+};
+
+/**
+ * struct profile_diff_entry - one reported change, BASE to NEW.
+ * @name: the function ("name" as in folded stacks) or the stack ("a;b;c"); owned by the diff.
+ * @base_samples/@new_samples: samples on each side. @base_share/@new_share: percent of each
+ * side's total. @delta_pp: @new_share - @base_share (percentage points). @change_pct: relative
+ * change of the share, percent of @base_share (+INFINITY when it is new). @z: the change in
+ * standard errors (two-proportion test).
+ */
+struct profile_diff_entry {
+	enum profile_diff_kind kind;
+	const char *name;
+	uint64_t base_samples, new_samples;
+	double base_share, new_share, delta_pp, change_pct, z;
+};
+
+struct profile_diff;
+
+/**
+ * profile_diff_compute - compare @base and @new on normalized shares (each side's counts over
+ * its own total): per function (self and total) and per stack. An entry is reported when it
+ * has at least @opts->min_samples samples on one side, its share changed by at least
+ * @opts->threshold_pct percent of the BASE share, and the change is at least PROFILE_DIFF_Z
+ * standard errors of sampling noise. Regressions (share grew) and improvements (share shrank)
+ * are each sorted by |z|-weighted size: by |@delta_pp| desc, then name.
+ * @out: free with profile_diff_free(). Return: 0; -EINVAL NULL arguments; -ENOMEM.
+ */
+int profile_diff_compute(const struct profile_stacks *base, const struct profile_stacks *new_,
+			 const struct profile_diff_options *opts, struct profile_diff **out)
+	__must_check;
+
+/**
+ * profile_diff_entries - the reported entries: @regressions nonzero for regressions (share
+ * grew, BASE to NEW), else improvements; *@n their count. Owned by @d, sorted as above.
+ */
+const struct profile_diff_entry *profile_diff_entries(const struct profile_diff *d,
+						      int regressions, size_t *n);
+
+/**
+ * profile_diff_worst_regression - the largest @change_pct among reported function
+ * regressions (self or total), or 0 when there is none (+INFINITY for a new function).
+ */
+double profile_diff_worst_regression(const struct profile_diff *d);
+
+/**
+ * profile_diff_write - write the diff as text ("BASE -> NEW" labelled sections of the biggest
+ * regressions and improvements, functions then stacks) or, with @json nonzero, as one JSON
+ * object (docs/diff.md). @base_name/@new_name: shown as BASE and NEW.
+ * Return: 0; -EINVAL; -ENOMEM; the sink's error.
+ */
+int profile_diff_write(const struct profile_diff *d, const char *base_name,
+		       const char *new_name, int json, const struct profile_sink *sink)
+	__must_check;
+
+/** profile_diff_free - free @d (NULL is fine). */
+void profile_diff_free(struct profile_diff *d);
+
+/**
+ * struct profile_diff_svg_options - @size: sizeof(struct profile_diff_svg_options).
+ * @reverse: nonzero: widths from BASE instead of NEW (stacks that vanished are visible);
+ *   colours still show the change BASE to NEW. @title: NULL: a title naming both sides.
+ * @base_name/@new_name: shown in the title. @width: pixels (0: 1200). @min_samples and
+ * @min_samples_set: as in profile_diff_options; frames below it on both sides are grey.
+ */
+struct profile_diff_svg_options {
+	size_t size;
+	int reverse;
+	const char *title;
+	const char *base_name;
+	const char *new_name;
+	unsigned int width;
+	uint64_t min_samples;
+	int min_samples_set;
+};
+
+/**
+ * profile_diff_flamegraph - write a differential SVG flamegraph: the flamegraph of NEW (or of
+ * BASE with @opts->reverse), each frame coloured by the change of its normalized share BASE to
+ * NEW: red grew, blue shrank, the deeper the larger the change relative to its BASE share;
+ * white when not significant (PROFILE_DIFF_Z) or below min-samples. Hover shows both shares.
+ * Same interaction as profile_flamegraph() (zoom, search, reset).
+ * Return: 0; -EINVAL; -ENOMEM; the sink's error.
+ */
+int profile_diff_flamegraph(const struct profile_stacks *base, const struct profile_stacks *new_,
+			    const struct profile_diff_svg_options *opts,
+			    const struct profile_sink *sink) __must_check;
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+// `perf script` text: per kept sample an event line and one line per frame, leaf first, in the
+// default format that stackcollapse-perf.pl, speedscope and Firefox Profiler parse.
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile_internal.h"
+
+/*
+ * The comm as perf prints it, made safe for the event-line parsers: control bytes become '?',
+ * leading blanks are dropped (a line starting with a blank is a frame line), and an empty comm
+ * is "[unknown]". Returns @buf.
+ */
+static const char *script_comm(const char *comm, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	while (*comm == ' ')
+		comm++;
+	for (; *comm && n + 1 < len; comm++)
+		buf[n++] = (unsigned char)*comm < 0x20 || *comm == 0x7f ? '?' : *comm;
+	buf[n] = '\0';
+	return n ? buf : "[unknown]";
+}
+
+/* A frame or DSO name on a frame line: no newline, and no ')' that would end the DSO early. */
+static void script_name(struct outbuf *ob, const char *s)
+{
+	const char *run = s;
+
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c >= 0x20 && c != 0x7f)
+			continue;
+		outbuf_write(ob, run, (size_t)(s - run));
+		outbuf_puts(ob, "?");
+		run = s + 1;
+	}
+	outbuf_write(ob, run, (size_t)(s - run));
+}
+
+int profile_perf_script(const struct profile *p, const struct profile_sink *sink)
+{
+	const char *event;
+	struct outbuf *ob;
+	int err;
+
+	if (!p || !sink || !sink->write)
+		return -EINVAL;
+	if (!p->kept_samples)
+		return -ENODATA;
+	event = profile_meta(p, "counter");
+	if (!event || !event[0])
+		event = "cpu-clock";
+	ob = malloc(sizeof(*ob));
+	if (!ob)
+		return -ENOMEM;
+	outbuf_init(ob, sink);
+	for (size_t i = 0; i < p->n_samples && !ob->err; i++) {
+		const struct psample *s = &p->samples[i];
+		uint32_t len, slen;
+		const uint64_t *k = seqtab_key(&p->lstacks, s->lstack, &len);
+		const uint64_t *sk = seqtab_key(&p->stacks, k[0], &slen);
+		char comm[64];
+
+		/* "comm pid/tid [cpu] secs.usecs: period event:" (pid = tgid, tid = pid). */
+		outbuf_printf(ob, "%s %" PRId32 "/%" PRId32 " [%03" PRIu32 "] %" PRIu64 ".%06" PRIu64
+				  ": %" PRIu64 " %s:\n",
+			      script_comm(frame_name(p, (uint32_t)sk[STACK_KEY_FRAMES]), comm,
+					  sizeof(comm)),
+			      (int32_t)sk[1], (int32_t)sk[0], s->vcpu, s->time_ns / 1000000000u,
+			      s->time_ns / 1000u % 1000000u, s->period, event);
+		/* SAFETY: k[LSTACK_KEY_LOCS] is the comm's loc (not a frame line); the others are
+		 * loc ids < p->n_locs, written leaf first. */
+		for (uint32_t j = len; j-- > LSTACK_KEY_LOCS + 1;) {
+			const struct loc *l = &p->locs[k[j]];
+			const struct frame *f = &p->frames[l->frame];
+
+			outbuf_printf(ob, "\t%16" PRIx64 " ", l->ip);
+			script_name(ob, strpool_get(&p->strs, f->name));
+			if (l->sym_off != UINT64_MAX)
+				outbuf_printf(ob, "+0x%" PRIx64, l->sym_off);
+			outbuf_puts(ob, " (");
+			script_name(ob, strpool_get(&p->strs, f->dso));
+			outbuf_puts(ob, ")\n");
+		}
+		outbuf_puts(ob, "\n");
+	}
+	err = outbuf_flush(ob);
+	free(ob);
+	return err;
+}

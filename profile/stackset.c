@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: MIT
+// Sets of stacks of frame names with sample counts (what diff compares): from a loaded profile,
+// or parsed from folded-stack text, which is treated as hostile input.
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hvprof/log.h>
+
+#include "profile_internal.h"
+#include "recfile_internal.h"
+
+static struct profile_stacks *stacks_new(void)
+{
+	return calloc(1, sizeof(struct profile_stacks));
+}
+
+void profile_stacks_free(struct profile_stacks *s)
+{
+	if (!s)
+		return;
+	strpool_free(&s->names);
+	seqtab_free(&s->stacks);
+	free(s);
+}
+
+uint64_t profile_stacks_total(const struct profile_stacks *s)
+{
+	return s ? s->total : 0;
+}
+
+size_t profile_stacks_count(const struct profile_stacks *s)
+{
+	return s ? s->stacks.n : 0;
+}
+
+/* Add @count samples of the stack of name ids @ids (root first); -ERANGE if the total overflows. */
+static int stacks_add(struct profile_stacks *s, const uint64_t *ids, uint32_t n, uint64_t count)
+{
+	if (__builtin_add_overflow(s->total, count, &s->total))
+		return -ERANGE;
+	return seqtab_add(&s->stacks, ids, n, count, 0, NULL);
+}
+
+int profile_stacks_from_profile(const struct profile *p, struct profile_stacks **out)
+{
+	struct profile_stacks *s;
+	uint64_t *ids = NULL;
+	char *name = NULL;
+	size_t name_cap = 0;
+	int err = 0;
+
+	if (!p || !out)
+		return -EINVAL;
+	s = stacks_new();
+	ids = malloc((2 * HVP_MAX_CALLCHAIN + 4) * sizeof(*ids));
+	if (!s || !ids) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	for (size_t i = 0; i < p->stacks.n && !err; i++) {
+		uint32_t len, n = 0;
+		const uint64_t *k = seqtab_key(&p->stacks, i, &len);
+
+		/* SAFETY: at most 2 + 2 * HVP_MAX_CALLCHAIN frames per stack (comm, lost, ips). */
+		for (uint32_t j = STACK_KEY_FRAMES; j < len && n < 2 * HVP_MAX_CALLCHAIN + 4; j++) {
+			const struct frame *f = &p->frames[k[j]];
+			const char *fn = strpool_get(&p->strs, f->name);
+			size_t fl = strlen(fn), tot = fl + 5;
+			uint32_t id;
+
+			if (tot > name_cap) {
+				char *nn = realloc(name, tot);
+
+				if (!nn) {
+					err = -ENOMEM;
+					break;
+				}
+				name = nn;
+				name_cap = tot;
+			}
+			/* The name as profile_folded() writes it. */
+			for (size_t c = 0; c < fl; c++) {
+				unsigned char ch = (unsigned char)fn[c];
+
+				name[c] = ch == ';' ? ':' : ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+			}
+			if (f->kind == FRAME_KERNEL) {
+				memcpy(name + fl, "_[k]", 4);
+				fl += 4;
+			}
+			name[fl] = '\0';
+			err = strpool_intern(&s->names, name, fl, &id);
+			if (err)
+				break;
+			ids[n++] = id;
+		}
+		if (!err)
+			err = stacks_add(s, ids, n, p->stacks.e[i].count);
+	}
+	if (err)
+		goto err_free;
+	free(ids);
+	free(name);
+	*out = s;
+	return 0;
+
+err_free:
+	free(ids);
+	free(name);
+	profile_stacks_free(s);
+	return err;
+}
+
+struct folded_parser {
+	struct profile_stacks *s;
+	const char *name;
+	uint64_t lineno;
+	uint64_t ids[PROFILE_FOLDED_MAX_FRAMES];
+	char *errbuf;
+	size_t errbuf_len;
+};
+
+static int parse_error(struct folded_parser *fp, int err, const char *what)
+{
+	if (fp->errbuf && fp->errbuf_len)
+		snprintf(fp->errbuf, fp->errbuf_len, "%s:%" PRIu64 ": %s", fp->name, fp->lineno,
+			 what);
+	return err;
+}
+
+/* One line without its newline: "frame;frame;... COUNT". */
+static int parse_line(struct folded_parser *fp, char *line, size_t len)
+{
+	uint64_t count = 0;
+	uint32_t n = 0;
+	size_t sp, start;
+
+	if (len && line[len - 1] == '\r')
+		len--;
+	if (memchr(line, '\0', len))
+		return parse_error(fp, -EBADMSG, "NUL byte in the line");
+	while (len && (line[len - 1] == ' ' || line[len - 1] == '\t'))
+		len--;
+	if (!len)
+		return 0; /* blank line */
+	for (sp = len; sp > 0 && line[sp - 1] != ' ' && line[sp - 1] != '\t'; sp--)
+		;
+	if (sp == len || sp == 0)
+		return parse_error(fp, -EBADMSG, "no count: want \"frame;frame;... COUNT\"");
+	for (size_t i = sp; i < len; i++) {
+		unsigned int d = (unsigned char)line[i] - '0';
+
+		if (d > 9)
+			return parse_error(fp, -EBADMSG,
+					   "the count is not a non-negative integer");
+		if (__builtin_mul_overflow(count, 10, &count) ||
+		    __builtin_add_overflow(count, d, &count))
+			return parse_error(fp, -ERANGE, "the count does not fit in 64 bits");
+	}
+	/* the stack: up to the blanks before the count */
+	while (sp > 0 && (line[sp - 1] == ' ' || line[sp - 1] == '\t'))
+		sp--;
+	if (!sp)
+		return parse_error(fp, -EBADMSG, "empty stack");
+	start = 0;
+	for (size_t i = 0; i <= sp; i++) {
+		uint32_t id;
+		int err;
+
+		if (i < sp && line[i] != ';')
+			continue;
+		if (i == start)
+			return parse_error(fp, -EBADMSG, "empty frame name");
+		if (n == PROFILE_FOLDED_MAX_FRAMES)
+			return parse_error(fp, -EBADMSG, "more than " "4096" " frames in one stack");
+		err = strpool_intern(&fp->s->names, line + start, i - start, &id);
+		if (err)
+			return parse_error(fp, err, "out of memory");
+		/* SAFETY: n < PROFILE_FOLDED_MAX_FRAMES, the size of ids (checked above). */
+		fp->ids[n++] = id;
+		start = i + 1;
+	}
+	if (stacks_add(fp->s, fp->ids, n, count))
+		return parse_error(fp, -ERANGE, "the total of the counts does not fit in 64 bits");
+	return 0;
+}
+
+int profile_stacks_read_folded(int fd, const char *name, struct profile_stacks **out,
+			       char *errbuf, size_t errbuf_len)
+{
+	struct folded_parser *fp;
+	char *line = NULL, *chunk = NULL;
+	size_t line_len = 0;
+	int err = 0, eof = 0;
+
+	if (fd < 0 || !out)
+		return -EINVAL;
+	fp = calloc(1, sizeof(*fp));
+	if (fp)
+		fp->s = stacks_new();
+	line = malloc(PROFILE_FOLDED_MAX_LINE + 1);
+	chunk = malloc(65536);
+	if (!fp || !fp->s || !line || !chunk) {
+		err = -ENOMEM;
+		goto out;
+	}
+	fp->name = name ? name : "folded input";
+	fp->errbuf = errbuf;
+	fp->errbuf_len = errbuf_len;
+	while (!eof && !err) {
+		ssize_t got = read(fd, chunk, 65536);
+
+		if (got < 0) {
+			err = -errno;
+			if (err == -EINTR) {
+				err = 0;
+				continue;
+			}
+			fp->lineno++;
+			(void)parse_error(fp, err, "read failed");
+			break;
+		}
+		if (got == 0) {
+			eof = 1;
+			if (line_len) {
+				fp->lineno++;
+				err = parse_line(fp, line, line_len);
+			}
+			break;
+		}
+		for (ssize_t i = 0; i < got && !err; i++) {
+			if (chunk[i] == '\n') {
+				fp->lineno++;
+				err = parse_line(fp, line, line_len);
+				line_len = 0;
+				continue;
+			}
+			if (line_len == PROFILE_FOLDED_MAX_LINE) {
+				fp->lineno++;
+				err = parse_error(fp, -EBADMSG, "line longer than 1048576 bytes");
+				break;
+			}
+			/* SAFETY: line_len < PROFILE_FOLDED_MAX_LINE (checked above). */
+			line[line_len++] = chunk[i];
+		}
+	}
+	if (err)
+		goto out;
+	*out = fp->s;
+	fp->s = NULL;
+out:
+	if (fp)
+		profile_stacks_free(fp->s);
+	free(fp);
+	free(line);
+	free(chunk);
+	return err;
+}
+
+int profile_stacks_load(const char *path, const struct profile_options *opts,
+			struct profile_stacks **out, char *errbuf, size_t errbuf_len)
+{
+	char magic[RECFILE_MAGIC_LEN];
+	struct profile *p = NULL;
+	ssize_t got;
+	int fd, err;
+
+	if (!path || !out)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		if (errbuf && errbuf_len)
+			snprintf(errbuf, errbuf_len, "%s: %s", path, hvp_strerror(err));
+		return err;
+	}
+	got = pread(fd, magic, sizeof(magic), 0);
+	if (got == (ssize_t)sizeof(magic) && !memcmp(magic, RECFILE_MAGIC, RECFILE_MAGIC_LEN)) {
+		err = profile_load_fd(fd, path, opts, &p, errbuf, errbuf_len);
+		if (!err) {
+			err = profile_stacks_from_profile(p, out);
+			if (err && errbuf && errbuf_len)
+				snprintf(errbuf, errbuf_len, "%s: %s", path, hvp_strerror(err));
+		}
+		profile_free(p);
+	} else {
+		err = profile_stacks_read_folded(fd, path, out, errbuf, errbuf_len);
+		if (err && err != -EBADMSG && err != -ERANGE && errbuf && errbuf_len)
+			snprintf(errbuf, errbuf_len, "%s: %s", path, hvp_strerror(err));
+	}
+	close(fd);
+	return err;
+}
