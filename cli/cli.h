@@ -3,6 +3,7 @@
 #ifndef HVPROF_CLI_H
 #define HVPROF_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,8 @@ int cmd_flamegraph(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 
+struct domain_map;
+
 /* Guest options (--image, --kernel, ...), parsed into what vmm_create needs. */
 struct guest_opts {
 	const char *image_dir;  /* resolved image directory, or NULL */
@@ -49,6 +52,12 @@ struct guest_opts {
 	size_t initrd_len;
 	const char *vmlinux; /* ELF with symbols, for guestinfo (NULL if unknown) */
 	const char *btf;
+	/* --domain/--connect/--domain-xml/--strict (cli/domain_opts.c, docs/howto-libvirt.md) */
+	const char *domain, *connect, *domain_xml;
+	int strict;
+	int mem_set, cpus_set;    /* --mem/--cpus given: they win over the domain */
+	struct domain_map *dom;   /* the mapped domain, owned */
+	const char *base_cmdline; /* the domain's kernel command line, replacing the image's */
 };
 
 /* getopt_long option codes >= 256 for guest options; guest_opt_parse handles them. */
@@ -61,7 +70,11 @@ struct guest_opts {
 	{ "cpus", required_argument, NULL, 1006 },                      \
 	{ "duration", required_argument, NULL, 1007 },                  \
 	{ "add", required_argument, NULL, 1008 },                       \
-	{ "run", required_argument, NULL, 1009 }
+	{ "run", required_argument, NULL, 1009 },                       \
+	{ "domain", required_argument, NULL, 1010 },                    \
+	{ "connect", required_argument, NULL, 1011 },                   \
+	{ "domain-xml", required_argument, NULL, 1012 },                \
+	{ "strict", no_argument, NULL, 1013 }
 
 #define GUEST_OPTIONS_HELP                                                                      \
 	"  --image DIR         guest image (default: $HVPROF_IMAGE, else the default image)\n"  \
@@ -72,7 +85,12 @@ struct guest_opts {
 	"  --cpus N            vCPUs (default 1)\n"                                           \
 	"  --duration S        stop the guest after S seconds\n"                              \
 	"  --add HOST:GUEST    put a host file into the guest's initramfs (repeatable)\n"     \
-	"  --run 'CMD ARGS'    what the image's /init runs (default: the demo workload)\n"
+	"  --run 'CMD ARGS'    what the image's /init runs (default: the demo workload)\n"     \
+	"  --domain NAME       boot libvirt domain NAME's kernel, initrd, cmdline, memory, vCPUs\n" \
+	"                      (flags above win; docs/howto-libvirt.md)\n"                     \
+	"  --connect URI       libvirt URI for --domain (default: libvirt's)\n"               \
+	"  --domain-xml FILE   the same from a domain definition file (virsh dumpxml)\n"      \
+	"  --strict            what the domain has and hvprof lacks is an error, not a warning\n"
 
 void guest_opts_init(struct guest_opts *g);
 /* Handle one guest option; returns 0, or -EINVAL after printing what is wrong. */
@@ -80,6 +98,12 @@ int guest_opt_parse(struct guest_opts *g, int code, const char *arg);
 /* Resolve the image, read the manifest and the initrd, build the command line. Prints errors. */
 int guest_opts_finish(struct guest_opts *g);
 void guest_opts_free(struct guest_opts *g);
+/* Usage checks of the domain options, after parsing; prints and returns -EINVAL. */
+int guest_opts_check(const struct guest_opts *g);
+/* Map --domain/--domain-xml into @g where no flag was given. Prints errors and the warning. */
+int guest_opts_apply_domain(struct guest_opts *g);
+/* Whether two paths name the same file (false if either cannot be stat'ed). */
+bool cli_same_file(const char *a, const char *b);
 /* Fill the guest part of a vmm_config (pointers into @g). */
 void guest_opts_to_config(const struct guest_opts *g, struct vmm_config *cfg);
 

@@ -176,6 +176,10 @@ int cmd_record(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
+	if (guest_opts_check(&g) != 0) {
+		status = EXIT_USAGE;
+		goto out;
+	}
 	if (guest_opts_finish(&g) != 0)
 		goto out;
 	if (!g.vmlinux) {

@@ -41,6 +41,10 @@ int cmd_run(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
+	if (guest_opts_check(&g) != 0) {
+		status = EXIT_USAGE;
+		goto out;
+	}
 	if (guest_opts_finish(&g) != 0)
 		goto out;
 	memset(&cfg, 0, sizeof(cfg));

@@ -13,6 +13,7 @@
 #include <hvprof/log.h>
 
 #include "cli.h"
+#include "domain.h"
 
 #define DEFAULT_MEM_MIB 256 /* struct page init and freeing cost ~10 s per 512 MiB of emulated boot on PVM */
 
@@ -59,6 +60,7 @@ int guest_opt_parse(struct guest_opts *g, int code, const char *arg)
 			return -EINVAL;
 		}
 		g->mem_mib = v;
+		g->mem_set = 1;
 		return 0;
 	case 1006:
 		if (parse_u64(arg, 1, VMM_MAX_VCPUS, &v)) {
@@ -66,6 +68,7 @@ int guest_opt_parse(struct guest_opts *g, int code, const char *arg)
 			return -EINVAL;
 		}
 		g->cpus = (unsigned int)v;
+		g->cpus_set = 1;
 		return 0;
 	case 1007: {
 		char *end;
@@ -104,6 +107,18 @@ int guest_opt_parse(struct guest_opts *g, int code, const char *arg)
 			return -EINVAL;
 		}
 		g->run_cmd = arg;
+		return 0;
+	case 1010:
+		g->domain = arg;
+		return 0;
+	case 1011:
+		g->connect = arg;
+		return 0;
+	case 1012:
+		g->domain_xml = arg;
+		return 0;
+	case 1013:
+		g->strict = 1;
 		return 0;
 	default:
 		return -ENOENT;
@@ -267,6 +282,10 @@ int guest_opts_finish(struct guest_opts *g)
 	char *cmd = NULL;
 	int err;
 
+	err = guest_opts_apply_domain(g); /* fills g->kernel, ->image_dir... where flags did not */
+	if (err)
+		return err;
+	dir = g->image_dir;
 	if (!dir && !g->kernel) {
 		dir = default_image_dir(dflt, sizeof(dflt));
 		if (access(dir, F_OK) != 0) {
@@ -298,10 +317,10 @@ int guest_opts_finish(struct guest_opts *g)
 	/* Symbols and BTF: the kernel itself when it is an ELF with a symtab, else the image's. */
 	g->vmlinux = is_elf(g->kernel) ? g->kernel : NULL;
 	g->btf = g->m_btf;
-	if (g->kernel != g->m_kernel && g->m_btf && g->vmlinux)
+	if (!cli_same_file(g->kernel, g->m_kernel) && g->m_btf && g->vmlinux)
 		g->btf = NULL; /* another kernel: the image's BTF does not describe it */
 
-	initrd = g->initrd ? g->initrd : g->m_initrd;
+	initrd = g->initrd ? g->initrd : g->dom ? NULL : g->m_initrd; /* a domain's: none */
 	if (initrd) {
 		err = read_whole(initrd, "initrd", &g->initrd_buf, &g->initrd_len);
 		if (err)
@@ -316,7 +335,9 @@ int guest_opts_finish(struct guest_opts *g)
 	}
 	if (g->run_cmd && asprintf(&cmd, " hvprof_run=\"%s\"", g->run_cmd) < 0)
 		return -ENOMEM;
-	if (asprintf(&g->cmdline, "%s%s%s%s", g->m_cmdline ? g->m_cmdline : "console=ttyS0",
+	if (asprintf(&g->cmdline, "%s%s%s%s",
+		     g->base_cmdline ? g->base_cmdline
+				     : g->m_cmdline ? g->m_cmdline : "console=ttyS0",
 		     cmd ? cmd : "", g->append ? " " : "", g->append ? g->append : "") < 0) {
 		free(cmd);
 		return -ENOMEM;
@@ -351,4 +372,5 @@ void guest_opts_free(struct guest_opts *g)
 	free(g->m_kernel_version);
 	free(g->cmdline);
 	free(g->initrd_buf);
+	domain_map_free(g->dom);
 }

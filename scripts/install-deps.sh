@@ -5,7 +5,7 @@
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc libc6-dev libelf-dev libdw-dev libbpf-dev libcapstone-dev
       zlib1g-dev libarchive-dev python3 linux-source-6.1 busybox-static dwarves bc flex bison
-      libssl-dev cpio xz-utils file patch make)
+      libssl-dev cpio xz-utils file patch make libvirt-dev libxml2-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
