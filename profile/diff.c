@@ -20,8 +20,30 @@ struct profile_diff {
 	size_t base_stacks, new_stacks;
 	uint64_t min_samples;
 	double threshold;
+	double z_crit;   /* the |z| an entry needs (diff_z_crit() of the entries tested) */
+	size_t tested;   /* entries with enough samples, i.e. tested against noise */
 	unsigned int max_rows;
 };
+
+double diff_z_crit(size_t tested)
+{
+	/*
+	 * Bonferroni: with @tested entries, each is tested at two-sided level 1% / @tested, so the
+	 * chance that any unchanged entry is reported is at most 1%; never below
+	 * PROFILE_DIFF_Z. Solve erfc(z / sqrt 2) = 0.01 / tested by bisection (erfc decreases).
+	 */
+	double target = 0.01 / (double)(tested ? tested : 1), lo = 0, hi = 40;
+
+	for (int i = 0; i < 200; i++) {
+		double mid = (lo + hi) / 2;
+
+		if (erfc(mid / sqrt(2.0)) > target)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return hi > PROFILE_DIFF_Z ? hi : PROFILE_DIFF_Z;
+}
 
 #define OPT(opts, field, def)                                                                  \
 	((opts) && (opts)->size >= offsetof(__typeof__(*(opts)), field) + sizeof((opts)->field) \
@@ -152,9 +174,19 @@ static int evaluate(const struct profile_diff *d, uint64_t b, uint64_t n,
 	}
 	if (b < d->min_samples && n < d->min_samples)
 		return 0;
-	if (fabs(e->z) < PROFILE_DIFF_Z || e->delta_pp == 0)
+	if (fabs(e->z) < d->z_crit || e->delta_pp == 0)
 		return 0;
 	return fabs(e->change_pct) >= d->threshold;
+}
+
+/* Entries of @t with enough samples to be tested. */
+static size_t count_tested(const struct profile_diff *d, const struct seqtab *t)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < t->n; i++)
+		n += t->e[i].count >= d->min_samples || t->e[i].period >= d->min_samples;
+	return n;
 }
 
 static int collect(struct profile_diff *d, const struct joint *j, const struct seqtab *t,
@@ -230,8 +262,12 @@ int profile_diff_compute(const struct profile_stacks *base, const struct profile
 	err = joint_add(&j, base, 0);
 	if (!err)
 		err = joint_add(&j, new_, 1);
-	if (!err)
+	if (!err) {
+		d->tested = count_tested(d, &j.self) + count_tested(d, &j.total) +
+			    count_tested(d, &j.stacks);
+		d->z_crit = diff_z_crit(d->tested);
 		err = collect(d, &j, &j.self, PROFILE_DIFF_SELF);
+	}
 	if (!err)
 		err = collect(d, &j, &j.total, PROFILE_DIFF_TOTAL);
 	if (!err)
@@ -370,8 +406,9 @@ int profile_diff_write(const struct profile_diff *d, const char *base_name,
 				  ",\"threshold_pct\":",
 			      d->new_total, d->new_stacks, d->min_samples);
 		json_double(ob, d->threshold);
-		outbuf_puts(ob, ",\"z\":");
-		json_double(ob, PROFILE_DIFF_Z);
+		outbuf_puts(ob, ",\"z_crit\":");
+		json_double(ob, d->z_crit);
+		outbuf_printf(ob, ",\"entries_tested\":%zu", d->tested);
 		outbuf_puts(ob, ",\"worst_regression_pct\":");
 		json_double(ob, profile_diff_worst_regression(d));
 		outbuf_printf(ob, ",\"worst_regression_is_new_function\":%s,\"regressions\":[",
@@ -389,8 +426,10 @@ int profile_diff_write(const struct profile_diff *d, const char *base_name,
 		outbuf_printf(ob, "# Shares are percent of each side's own samples; change(pp) = NEW "
 				  "share - BASE share;\n# change(rel) is relative to the BASE share. "
 				  "Shown: >= %" PRIu64 " samples on one side,\n# |change(rel)| >= "
-				  "%.1f%%, and |z| >= %.0f standard errors of sampling noise.\n",
-			      d->min_samples, d->threshold, PROFILE_DIFF_Z);
+				  "%.1f%%, and |z| >= %.2f standard errors of sampling noise\n"
+				  "# (%zu entries tested; at most a 1%% chance that an unchanged one "
+				  "is shown).\n",
+			      d->min_samples, d->threshold, d->z_crit, d->tested);
 		for (int kind = PROFILE_DIFF_SELF; kind <= PROFILE_DIFF_STACK; kind++) {
 			write_text_section(ob, d, d->reg, d->n_reg, (enum profile_diff_kind)kind, 1);
 			write_text_section(ob, d, d->imp, d->n_imp, (enum profile_diff_kind)kind, 0);

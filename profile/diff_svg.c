@@ -133,7 +133,7 @@ static int dlayout(struct dtree *t)
 
 /* Colour of a node: white when not significant, else red (grew) or blue (shrank). */
 static void diff_color(const struct dtree *t, const struct dnode *n, uint64_t min_samples,
-		       char *buf, size_t len, double *bs, double *ns, double *z)
+		       double z_crit, char *buf, size_t len, double *bs, double *ns, double *z)
 {
 	double B = (double)t->n[0].count[0], N = (double)t->n[0].count[1];
 	double b = (double)n->count[0], nn = (double)n->count[1], pool, se, rel, v;
@@ -147,7 +147,7 @@ static void diff_color(const struct dtree *t, const struct dnode *n, uint64_t mi
 		*z = se > 0 ? (*ns - *bs) / se : 0;
 	}
 	if ((n->count[0] < min_samples && n->count[1] < min_samples) ||
-	    fabs(*z) < PROFILE_DIFF_Z) {
+	    fabs(*z) < z_crit) {
 		snprintf(buf, len, "rgb(250,250,250)");
 		return;
 	}
@@ -181,7 +181,8 @@ int profile_diff_flamegraph(const struct profile_stacks *base, const struct prof
 	struct dtree t = { 0 };
 	struct outbuf *ob = NULL;
 	unsigned int height;
-	double scale;
+	size_t tested = 0;
+	double scale, z_crit;
 	int err;
 
 	if (!base || !new_ || !sink || !sink->write)
@@ -208,6 +209,10 @@ int profile_diff_flamegraph(const struct profile_stacks *base, const struct prof
 		err = dlayout(&t);
 	if (err)
 		goto out;
+	/* The same noise rule as profile_diff_compute(), over the frames of this graph. */
+	for (size_t i = 1; i < t.len; i++)
+		tested += t.n[i].count[0] >= min_samples || t.n[i].count[1] >= min_samples;
+	z_crit = diff_z_crit(tested);
 	ob = malloc(sizeof(*ob));
 	if (!ob) {
 		err = -ENOMEM;
@@ -263,7 +268,7 @@ int profile_diff_flamegraph(const struct profile_stacks *base, const struct prof
 
 		if (w < 0.1)
 			continue;
-		diff_color(&t, n, min_samples, fill, sizeof(fill), &bs, &ns, &z);
+		diff_color(&t, n, min_samples, z_crit, fill, sizeof(fill), &bs, &ns, &z);
 		outbuf_printf(ob, "<g data-depth=\"%u\" data-name=\"", n->depth);
 		xml_escape(ob, name);
 		outbuf_puts(ob, "\"><title>");

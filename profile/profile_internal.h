@@ -228,6 +228,9 @@ struct profile_stacks {
 	uint64_t total;
 };
 
+/* ---- diff.c: the |z| a change needs when @tested entries are tested (Bonferroni, 1%). */
+double diff_z_crit(size_t tested);
+
 /* ---- json.c: JSON values. */
 /* @s as a JSON string, quotes included (control bytes escaped, invalid UTF-8 as U+FFFD). */
 void json_string(struct outbuf *ob, const char *s);

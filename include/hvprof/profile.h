@@ -529,7 +529,7 @@ void profile_stacks_free(struct profile_stacks *s);
 
 #define PROFILE_DIFF_MIN_SAMPLES 10 /* default --min-samples: see docs/diff.md */
 #define PROFILE_DIFF_THRESHOLD 5.0  /* default --threshold, percent of the BASE share */
-#define PROFILE_DIFF_Z 3.0          /* a change must exceed 3 standard errors of sampling noise */
+#define PROFILE_DIFF_Z 3.0          /* the least |z| a change needs (see profile_diff_compute) */
 
 /**
  * struct profile_diff_options - @size: sizeof(struct profile_diff_options).
@@ -576,9 +576,11 @@ struct profile_diff;
  * profile_diff_compute - compare @base and @new on normalized shares (each side's counts over
  * its own total): per function (self and total) and per stack. An entry is reported when it
  * has at least @opts->min_samples samples on one side, its share changed by at least
- * @opts->threshold_pct percent of the BASE share, and the change is at least PROFILE_DIFF_Z
- * standard errors of sampling noise. Regressions (share grew) and improvements (share shrank)
- * are each sorted by |z|-weighted size: by |@delta_pp| desc, then name.
+ * @opts->threshold_pct percent of the BASE share, and the change is beyond sampling noise:
+ * |z| (two-proportion test) at least the Bonferroni bound for a 1% family-wise false-alarm
+ * rate over the entries tested, and never below PROFILE_DIFF_Z. Regressions (share grew) and
+ * improvements (share shrank) are each sorted by kind (self, total, stack), then |@delta_pp|
+ * desc, then name.
  * @out: free with profile_diff_free(). Return: 0; -EINVAL NULL arguments; -ENOMEM.
  */
 int profile_diff_compute(const struct profile_stacks *base, const struct profile_stacks *new_,
@@ -633,7 +635,8 @@ struct profile_diff_svg_options {
  * profile_diff_flamegraph - write a differential SVG flamegraph: the flamegraph of NEW (or of
  * BASE with @opts->reverse), each frame coloured by the change of its normalized share BASE to
  * NEW: red grew, blue shrank, the deeper the larger the change relative to its BASE share;
- * white when not significant (PROFILE_DIFF_Z) or below min-samples. Hover shows both shares.
+ * white when not significant (the noise rule of profile_diff_compute() over the frames of the
+ * graph) or below min-samples. Hover shows both shares, the change and z.
  * Same interaction as profile_flamegraph() (zoom, search, reset).
  * Return: 0; -EINVAL; -ENOMEM; the sink's error.
  */
