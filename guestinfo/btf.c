@@ -150,42 +150,19 @@ static bool btf_file_is_elf(const char *path)
 	return n == 4 && !memcmp(magic, "\177ELF", 4);
 }
 
-int gi_layout_from_btf(const char *path, struct gi_layout *out)
+/* Fill @out from a parsed BTF; @what names it in messages. */
+static int btf_fill_layout(struct btf *btf, const char *path, struct gi_layout *out)
 {
 	struct gi_layout l;
-	struct btf *btf;
-	struct stat stbuf;
 	__u32 id;
 	__s64 sz;
 	int err;
-
-	if (!path || !out)
-		return -EINVAL;
-	if (stat(path, &stbuf) != 0) {
-		err = -errno;
-		pr_debug(LOG_BTF, "stat %s: %s", path, hvp_strerror(err));
-		return err;
-	}
-	if (!S_ISREG(stbuf.st_mode))
-		return -EBADMSG;
-
-	/* libbpf's default sink is stderr, which a library must not write to. */
-	pthread_once(&btf_print_once, btf_install_print);
-	btf = btf__parse(path, NULL);
-	if (!btf) {
-		err = -errno;
-		pr_debug(LOG_BTF, "failed to parse BTF of %s: %s", path, hvp_strerror(err));
-		/* An ELF file without .BTF has no BTF; anything else is not BTF. */
-		if (btf_file_is_elf(path) && (err == -ENOENT || err == -ENODATA))
-			return -ENODATA;
-		return err == -ENOMEM ? -ENOMEM : -EBADMSG;
-	}
 
 	memset(&l, 0xff, sizeof(l)); /* every offset UINT32_MAX: missing */
 	if (btf_struct_id(btf, "task_struct", &id) || btf_struct_id(btf, "mm_struct", &id)) {
 		pr_warn("%s: no struct task_struct or mm_struct", path);
 		err = -ENODATA;
-		goto out;
+		return err;
 	}
 
 	l.task_pid = btf_offset(btf, "task_struct", "pid", NULL);
@@ -217,13 +194,62 @@ int gi_layout_from_btf(const char *path, struct gi_layout *out)
 	    l.task_stack == UINT32_MAX) {
 		pr_warn("%s: task_struct lacks pid, tgid, comm, mm or stack", path);
 		err = -ENODATA;
-		goto out;
+		return err;
 	}
 	pr_debug(LOG_BTF, "%s: task_struct pid@%u tgid@%u comm@%u/%u mm@%u", path, l.task_pid,
 		 l.task_tgid, l.task_comm, l.task_comm_len, l.task_mm);
 	*out = l;
-	err = 0;
-out:
+	return 0;
+}
+
+int gi_layout_from_btf(const char *path, struct gi_layout *out)
+{
+	struct btf *btf;
+	struct stat stbuf;
+	int err;
+
+	if (!path || !out)
+		return -EINVAL;
+	if (stat(path, &stbuf) != 0) {
+		err = -errno;
+		pr_debug(LOG_BTF, "stat %s: %s", path, hvp_strerror(err));
+		return err;
+	}
+	if (!S_ISREG(stbuf.st_mode))
+		return -EBADMSG;
+
+	/* libbpf's default sink is stderr, which a library must not write to. */
+	pthread_once(&btf_print_once, btf_install_print);
+	btf = btf__parse(path, NULL);
+	if (!btf) {
+		err = -errno;
+		pr_debug(LOG_BTF, "failed to parse BTF of %s: %s", path, hvp_strerror(err));
+		/* An ELF file without .BTF has no BTF; anything else is not BTF. */
+		if (btf_file_is_elf(path) && (err == -ENOENT || err == -ENODATA))
+			return -ENODATA;
+		return err == -ENOMEM ? -ENOMEM : -EBADMSG;
+	}
+
+	err = btf_fill_layout(btf, path, out);
+	btf__free(btf);
+	return err;
+}
+
+int gi_layout_from_btf_data(const void *data, size_t size, struct gi_layout *out)
+{
+	struct btf *btf;
+	int err;
+
+	if (!data || !size || size > UINT32_MAX || !out)
+		return -EINVAL;
+	pthread_once(&btf_print_once, btf_install_print);
+	btf = btf__new(data, (__u32)size);
+	if (!btf) {
+		err = -errno;
+		pr_debug(LOG_BTF, "failed to parse %zu bytes of BTF: %s", size, hvp_strerror(err));
+		return err == -ENOMEM ? -ENOMEM : -EBADMSG;
+	}
+	err = btf_fill_layout(btf, "the image's .BTF", out);
 	btf__free(btf);
 	return err;
 }

@@ -15,6 +15,8 @@
 #include <hvprof/guestinfo.h>
 #include <hvprof/log.h>
 
+#include "kimage_internal.h"
+
 #ifndef NT_GNU_BUILD_ID
 #define NT_GNU_BUILD_ID 3
 #endif
@@ -448,6 +450,37 @@ err_free:
 	return err;
 }
 
+int symtab_open_elf_mem(const void *buf, size_t len, const char *name, struct symtab **out)
+{
+	struct symtab *st;
+	Elf *elf;
+	int err;
+
+	if (!buf || !name || !out)
+		return -EINVAL;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOTSUP;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	elf = elf_memory((char *)buf, len);
+	if (!elf) {
+		pr_debug(LOG_KSYM, "failed to open %s as ELF image: %s", name, elf_errmsg(-1));
+		err = -EBADMSG;
+		goto err_free;
+	}
+	err = symtab_read_elf(st, elf, name);
+	elf_end(elf);
+	if (err)
+		goto err_free;
+	*out = st;
+	return 0;
+
+err_free:
+	symtab_free(st);
+	return err;
+}
+
 int symtab_lookup(const struct symtab *st, uint64_t addr, const char **name, uint64_t *offset)
 {
 	size_t lo = 0, hi;
@@ -525,4 +558,111 @@ void symtab_free(struct symtab *st)
 	free(st->by_name);
 	free(st->names);
 	free(st);
+}
+
+/* ---------------------------------------------------------------- kernel symbol lists */
+
+static const struct ksym_entry *ksym_by_name(const struct ksym_entry *e, size_t n,
+					     const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (e[i].name && !strcmp(e[i].name, name))
+			return &e[i];
+	return NULL;
+}
+
+static uint8_t ksym_rank(char type)
+{
+	switch (type) {
+	case 'T':
+		return 0;
+	case 'W':
+		return 1;
+	case 't':
+		return 2;
+	case 'w':
+		return 3;
+	default:
+		return (type >= 'A' && type <= 'Z') ? 4 : 5;
+	}
+}
+
+int symtab_from_entries(const struct ksym_entry *e, size_t n, struct symtab **out)
+{
+	struct symtab_exec_sec secs[2];
+	size_t n_secs = 0, cap_names = 0;
+	const struct ksym_entry *a, *b;
+	struct symtab *st;
+	int err;
+
+	if ((!e && n) || !out || n > UINT32_MAX)
+		return -EINVAL;
+	/* Code ranges: the kernel text and the init text (include/asm-generic/sections.h). */
+	a = ksym_by_name(e, n, "_stext");
+	if (!a)
+		a = ksym_by_name(e, n, "_text");
+	b = ksym_by_name(e, n, "_etext");
+	if (a && b && a->addr < b->addr)
+		secs[n_secs++] = (struct symtab_exec_sec){ .shndx = 1, .start = a->addr, .end = b->addr };
+	a = ksym_by_name(e, n, "_sinittext");
+	b = ksym_by_name(e, n, "_einittext");
+	if (a && b && a->addr < b->addr)
+		secs[n_secs++] = (struct symtab_exec_sec){ .shndx = 2, .start = a->addr, .end = b->addr };
+
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->syms = calloc(n ? n : 1, sizeof(*st->syms));
+	if (!st->syms) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	if (!n_secs) {
+		/* No text bounds: the span of the code symbols (the last one covers nothing). */
+		uint64_t lo = UINT64_MAX, hi = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			if (e[i].type != 't' && e[i].type != 'T')
+				continue;
+			lo = e[i].addr < lo ? e[i].addr : lo;
+			hi = e[i].addr > hi ? e[i].addr : hi;
+		}
+		if (lo < hi)
+			secs[n_secs++] = (struct symtab_exec_sec){ .shndx = 1, .start = lo, .end = hi };
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct symtab_sym *s = &st->syms[st->n_syms];
+		bool in_text = false;
+
+		if (!e[i].name || !e[i].name[0])
+			continue;
+		for (size_t k = 0; k < n_secs; k++)
+			in_text |= e[i].addr >= secs[k].start && e[i].addr < secs[k].end;
+		memset(s, 0, sizeof(*s));
+		s->addr = e[i].addr;
+		s->is_code = e[i].type == 't' || e[i].type == 'T' ||
+			     ((e[i].type == 'w' || e[i].type == 'W') && in_text);
+		s->rank = ksym_rank(e[i].type);
+		err = symtab_add_name(st, &cap_names, e[i].name, &s->name_off);
+		if (err)
+			goto err_free;
+		st->n_syms++;
+	}
+	for (size_t k = 0; k < n_secs; k++)
+		if (secs[k].end > st->exec_end)
+			st->exec_end = secs[k].end;
+	err = symtab_index(st, secs, n_secs);
+	if (err)
+		goto err_free;
+	if (!st->n_addr) {
+		err = -ENODATA;
+		goto err_free;
+	}
+	st->e_type = ET_EXEC;
+	*out = st;
+	return 0;
+
+err_free:
+	symtab_free(st);
+	return err;
 }

@@ -124,6 +124,164 @@ const char *symtab_build_id(const struct symtab *st);
 /** symtab_free - free @st (NULL is fine). */
 void symtab_free(struct symtab *st);
 
+/* ---------------------------------------------------------------- kernel images (kimage.c) */
+
+struct gi_kimage;
+
+/**
+ * gi_kimage_open - read a kernel image: a vmlinux ELF (stripped or not), or a bzImage whose
+ * payload (located by the setup header's payload_offset/payload_length, boot protocol 2.08+)
+ * is decompressed on the host: xz (liblzma), zstd (libzstd), gzip (zlib) or uncompressed.
+ * The decompressed payload is the vmlinux ELF followed by the relocation table that the
+ * in-kernel decompressor applies for KASLR.
+ * @path: host path. @out: free with gi_kimage_free().
+ * Return: 0; -ENOENT/-EACCES (open); -EBADMSG neither an x86-64 ELF nor a bzImage, a payload
+ * outside the file, or a payload that does not decompress to an ELF; -ENOTSUP another
+ * compression (lz4, lzo, bzip2, lzma) or boot protocol < 2.08; -EFBIG payload above 1 GiB;
+ * -ENOMEM. Thread-safety: read-only after open.
+ */
+int gi_kimage_open(const char *path, struct gi_kimage **out) __must_check;
+
+/** gi_kimage_free - free @img (NULL is fine). */
+void gi_kimage_free(struct gi_kimage *img);
+
+/**
+ * gi_kimage_elf - the vmlinux ELF bytes (owned by @img; the file itself, or the decompressed
+ * payload without the trailing relocation table). @len: out, optional.
+ */
+const uint8_t *gi_kimage_elf(const struct gi_kimage *img, size_t *len);
+
+/** gi_kimage_is_bzimage - whether the file was a bzImage (and the ELF was decompressed). */
+bool gi_kimage_is_bzimage(const struct gi_kimage *img);
+
+/** gi_kimage_compression - "xz", "zstd", "gzip" or "none" (a static string). */
+const char *gi_kimage_compression(const struct gi_kimage *img);
+
+/**
+ * gi_kimage_header_version - the bzImage setup header's kernel_version string ("6.1.0-57-amd64
+ * (debian-kernel@...) #1 SMP ..."), "" for an ELF file. Owned by @img.
+ */
+const char *gi_kimage_header_version(const struct gi_kimage *img);
+
+/**
+ * gi_kimage_linux_banner - copy linux_banner ("Linux version 6.1.0 ...", init/version.c) from
+ * the image's .rodata into @buf (NUL-terminated, truncated to @size - 1 bytes, no newline).
+ * Return: 0; -ENOENT no banner; -EINVAL.
+ */
+int gi_kimage_linux_banner(const struct gi_kimage *img, char *buf, size_t size) __must_check;
+
+/**
+ * gi_kimage_read_kva - copy @len bytes at the link-time kernel address @kva from the image's
+ * allocated sections (a range inside one section with file bytes).
+ * Return: 0; -EFAULT not in the image; -EINVAL.
+ */
+int gi_kimage_read_kva(const struct gi_kimage *img, uint64_t kva, void *dst, size_t len)
+	__must_check;
+
+/**
+ * gi_kimage_btf - the image's own .BTF section (owned by @img), e.g. from the vmlinux inside a
+ * stock bzImage. Return: 0 and *@data, *@size; -ENODATA no .BTF section.
+ */
+int gi_kimage_btf(const struct gi_kimage *img, const void **data, size_t *size) __must_check;
+
+/* ---------------------------------------------------------------- kernel symbols (ksym.c) */
+
+/* Where a kernel symbol table came from, in hvprof's order of preference. */
+enum symtab_source {
+	SYMTAB_SRC_NONE = 0,
+	SYMTAB_SRC_ELF = 1,      /* .symtab (or .dynsym) of a vmlinux ELF */
+	SYMTAB_SRC_MAP = 2,      /* System.map, or a copy of /proc/kallsyms */
+	SYMTAB_SRC_KALLSYMS = 3, /* the kallsyms tables inside the kernel image itself */
+};
+
+/** symtab_source_name - a short description of @src (static string). */
+const char *symtab_source_name(enum symtab_source src);
+
+/**
+ * symtab_open_elf_mem - symtab_open_elf() on an ELF file held in memory (@name is for
+ * messages). @buf must outlive nothing: the names are copied. Same errors as symtab_open_elf.
+ */
+int symtab_open_elf_mem(const void *buf, size_t len, const char *name, struct symtab **out)
+	__must_check;
+
+/**
+ * symtab_open_map - kernel symbols from System.map or a /proc/kallsyms copy ("ADDR TYPE NAME",
+ * module symbols "\t[mod]" skipped). t/T are code, and w/W inside [_stext, _etext) or the
+ * init text; code symbols cover up to the next one (neither file has sizes).
+ * Return: 0; open errors; -EBADMSG not a text file or no line parses; -ENODATA only a stub
+ * (Debian's one-line System.map) or every address 0 (kallsyms read without CAP_SYSLOG).
+ */
+int symtab_open_map(const char *path, struct symtab **out) __must_check;
+
+/**
+ * symtab_from_kimage - decode the kallsyms tables embedded in the image's .rodata, found by
+ * structure (token table + index, num_syms + names + markers checked against each other,
+ * offsets + relative_base checked for address order; see guestinfo/kallsyms.c), in either the
+ * <= 6.3 or the 6.4+ table order, relative or absolute-percpu offsets.
+ * @layout: out, optional: one line saying where each table was found.
+ * Return: 0; -ENODATA no .rodata or no tables; -ENOMEM.
+ */
+int symtab_from_kimage(const struct gi_kimage *img, struct symtab **out, char *layout,
+		       size_t layout_size) __must_check;
+
+/**
+ * symtab_open_kernel - kernel symbols from whatever @path is: a text file (System.map,
+ * kallsyms copy), a vmlinux with a symtab, or a stripped vmlinux/bzImage (its kallsyms).
+ * @src: out, optional: which. Return: 0; errors of the constructors above; -ENODATA when the
+ * file holds no usable symbols.
+ */
+int symtab_open_kernel(const char *path, struct symtab **out, enum symtab_source *src)
+	__must_check;
+
+/* ---------------------------------------------------------------- return-to-user sites (exitsites.c) */
+
+enum gi_exit_kind {
+	GI_EXIT_SYSRETQ = 1, /* 48 0f 07: SYSCALL return to 64-bit user mode */
+	GI_EXIT_SYSRETL = 2, /* 0f 07: SYSCALL return to compat (32-bit) user mode */
+	GI_EXIT_IRETQ = 3,   /* 48 cf: interrupt/exception (and slow syscall) return */
+};
+
+#define GI_EXIT_SYM_MAX 64
+
+/**
+ * struct gi_exit_site - one return-to-user instruction.
+ * @kva: its address in the running guest (link-time address + the slide given).
+ * @kind: which instruction. @symbol: the symbol containing it ("" when there are no symbols),
+ * @sym_off: bytes from that symbol's start.
+ */
+struct gi_exit_site {
+	uint64_t kva;
+	enum gi_exit_kind kind;
+	char symbol[GI_EXIT_SYM_MAX];
+	uint64_t sym_off;
+};
+
+/** gi_kva_read_fn - read @len bytes of kernel text at link-time address @kva; 0 or -errno. */
+typedef int (*gi_kva_read_fn)(void *ctx, uint64_t kva, void *dst, size_t len);
+
+/** gi_exit_kind_name - "sysretq", "sysretl", "iretq" (static strings). */
+const char *gi_exit_kind_name(enum gi_exit_kind kind);
+
+/**
+ * gi_exit_sites - find the sysretq/sysretl/iretq instructions on the kernel's return-to-user
+ * paths with capstone. Exploration starts at the exit-path symbols present in @st
+ * (entry_SYSCALL_64, entry_SYSRETQ_unsafe_stack, swapgs_restore_regs_and_return_to_usermode,
+ * common_interrupt_return, native_irq_return_iret, entry_SYSCALL_compat, ...) and at the
+ * caller's @starts (link-time addresses, e.g. MSR_LSTAR minus the slide, or IDT gate targets
+ * when there are no symbols); from each it decodes linearly and follows direct jumps and
+ * conditional branches (not calls), stopping at ret/sysret/iret/indirect jumps/ud2/int3,
+ * at most 4096 instructions in all.
+ * @st: symbols (may be NULL). @read/@ctx: kernel text at link-time addresses (e.g.
+ * gi_kimage_read_kva). @slide: added to every reported kva (0 for link-time addresses).
+ * @out/@max: where to write; *@n: how many were found (may exceed @max: only @max written).
+ * Sites are sorted by kva and unique.
+ * Return: 0; -ENOENT nothing to start from, or no site found; -EINVAL; -ENOMEM.
+ * Thread-safety: reentrant.
+ */
+int gi_exit_sites(const struct symtab *st, gi_kva_read_fn read, void *ctx, const uint64_t *starts,
+		  size_t n_starts, uint64_t slide, struct gi_exit_site *out, size_t max, size_t *n)
+	__must_check;
+
 /* ---------------------------------------------------------------- kernel structure layouts (btf.c) */
 
 /**
@@ -163,6 +321,13 @@ struct gi_layout {
  * others optional). *@out is written only on success.
  */
 int gi_layout_from_btf(const char *path, struct gi_layout *out) __must_check;
+
+/**
+ * gi_layout_from_btf_data - gi_layout_from_btf() on raw BTF bytes (a .BTF section, e.g. from
+ * gi_kimage_btf()). @data is only read during the call. Return: as gi_layout_from_btf, with
+ * -EBADMSG for bytes that are not BTF.
+ */
+int gi_layout_from_btf_data(const void *data, size_t size, struct gi_layout *out) __must_check;
 
 /* ---------------------------------------------------------------- the guest session (gi.c) */
 

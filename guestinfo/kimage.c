@@ -1,0 +1,564 @@
+// SPDX-License-Identifier: MIT
+// Kernel image files: a vmlinux ELF as is, or a bzImage whose payload (the vmlinux ELF, plus the
+// relocation table the decompressor applies for KASLR) is decompressed on the host.
+#define pr_fmt(fmt) "kimage: " fmt
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <lzma.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <hvprof/guestinfo.h>
+#include <hvprof/log.h>
+
+#include "kimage_internal.h"
+
+/* Largest file and largest decompressed payload accepted (the 6.12 stock vmlinux is ~70 MB). */
+#define KIMAGE_MAX_FILE (512u << 20)
+#define KIMAGE_MAX_PAYLOAD (1024u << 20)
+
+struct gi_kimage {
+	uint8_t *file;     /* the whole file */
+	size_t file_len;
+	uint8_t *payload;  /* decompressed bzImage payload (NULL for an ELF file) */
+	size_t payload_len;
+	const uint8_t *elf; /* the vmlinux ELF: file or payload */
+	size_t elf_len;    /* bytes of the ELF proper (its last section or header table end) */
+	const char *compression;
+	char header_version[256];
+	struct kimage_sec secs[KIMAGE_MAX_SECS];
+	size_t n_secs;
+};
+
+static uint16_t kimage_get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t kimage_get32(const uint8_t *p)
+{
+	return (uint32_t)kimage_get16(p) | (uint32_t)kimage_get16(p + 2) << 16;
+}
+
+static int kimage_read_file(const char *path, uint8_t **buf, size_t *len)
+{
+	struct stat st;
+	uint8_t *data;
+	size_t done = 0;
+	int fd, err;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		pr_debug(LOG_KSYM, "open %s: %s", path, hvp_strerror(err));
+		return err;
+	}
+	if (fstat(fd, &st) != 0) {
+		err = -errno;
+		goto err_close;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || (uint64_t)st.st_size > KIMAGE_MAX_FILE) {
+		pr_debug(LOG_KSYM, "%s: not a regular file of 1 byte to 512 MiB", path);
+		err = -EBADMSG;
+		goto err_close;
+	}
+	data = malloc((size_t)st.st_size);
+	if (!data) {
+		err = -ENOMEM;
+		goto err_close;
+	}
+	while (done < (size_t)st.st_size) {
+		ssize_t n = read(fd, data + done, (size_t)st.st_size - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? -errno : -EIO;
+			free(data);
+			goto err_close;
+		}
+		done += (size_t)n;
+	}
+	close(fd);
+	*buf = data;
+	*len = done;
+	return 0;
+
+err_close:
+	close(fd);
+	return err;
+}
+
+/* Grow @out to at least @need bytes (doubling); bounded by KIMAGE_MAX_PAYLOAD. */
+static int kimage_grow(uint8_t **out, size_t *cap, size_t need)
+{
+	size_t ncap = *cap ? *cap : (16u << 20);
+	uint8_t *p;
+
+	if (need > KIMAGE_MAX_PAYLOAD)
+		return -EFBIG;
+	while (ncap < need)
+		ncap *= 2;
+	if (ncap > KIMAGE_MAX_PAYLOAD)
+		ncap = KIMAGE_MAX_PAYLOAD;
+	if (ncap <= *cap)
+		return 0;
+	p = realloc(*out, ncap);
+	if (!p)
+		return -ENOMEM;
+	*out = p;
+	*cap = ncap;
+	return 0;
+}
+
+static int kimage_unxz(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
+		       size_t *out_len)
+{
+	lzma_stream s = LZMA_STREAM_INIT;
+	size_t cap = 0;
+	lzma_ret r;
+	int err;
+
+	/* The kernel's xz payload: one .xz stream (CRC32 check, x86 BCJ + LZMA2), then 4 bytes
+	 * of decompressed size (scripts/Makefile.lib size_append) that the decoder never reads. */
+	if (lzma_stream_decoder(&s, UINT64_MAX, 0) != LZMA_OK)
+		return -ENOMEM;
+	err = kimage_grow(out, &cap, hint);
+	if (err)
+		goto out;
+	s.next_in = in;
+	s.avail_in = in_len;
+	s.next_out = *out;
+	s.avail_out = cap;
+	for (;;) {
+		r = lzma_code(&s, LZMA_FINISH);
+		if (r == LZMA_STREAM_END)
+			break;
+		if (r == LZMA_OK && s.avail_out == 0) {
+			size_t done = cap;
+
+			err = kimage_grow(out, &cap, cap + 1);
+			if (err)
+				goto out;
+			s.next_out = *out + done;
+			s.avail_out = cap - done;
+			continue;
+		}
+		pr_debug(LOG_KSYM, "xz payload: liblzma error %d after %zu bytes", (int)r,
+			 (size_t)s.total_out);
+		err = r == LZMA_MEM_ERROR ? -ENOMEM : -EBADMSG;
+		goto out;
+	}
+	*out_len = (size_t)s.total_out;
+	err = 0;
+out:
+	lzma_end(&s);
+	return err;
+}
+
+static int kimage_unzstd(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
+			 size_t *out_len)
+{
+	ZSTD_DStream *ds = ZSTD_createDStream();
+	ZSTD_inBuffer ib = { in, in_len, 0 };
+	ZSTD_outBuffer ob;
+	size_t cap = 0, r;
+	int err;
+
+	if (!ds)
+		return -ENOMEM;
+	/* The kernel compresses with --ultra -22: a window of up to 2^27 bytes. */
+	ZSTD_DCtx_setParameter(ds, ZSTD_d_windowLogMax, 31);
+	err = kimage_grow(out, &cap, hint);
+	if (err)
+		goto out;
+	ob = (ZSTD_outBuffer){ *out, cap, 0 };
+	for (;;) {
+		r = ZSTD_decompressStream(ds, &ob, &ib);
+		if (ZSTD_isError(r)) {
+			pr_debug(LOG_KSYM, "zstd payload: %s", ZSTD_getErrorName(r));
+			err = -EBADMSG;
+			goto out;
+		}
+		if (r == 0)
+			break; /* frame complete; the 4-byte size trailer is left unread */
+		if (ob.pos == ob.size) {
+			err = kimage_grow(out, &cap, cap + 1);
+			if (err)
+				goto out;
+			ob.dst = *out;
+			ob.size = cap;
+		} else if (ib.pos == ib.size) {
+			pr_debug(LOG_KSYM, "zstd payload: truncated");
+			err = -EBADMSG;
+			goto out;
+		}
+	}
+	*out_len = ob.pos;
+	err = 0;
+out:
+	ZSTD_freeDStream(ds);
+	return err;
+}
+
+static int kimage_gunzip(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
+			 size_t *out_len)
+{
+	z_stream z;
+	size_t cap = 0;
+	int r, err;
+
+	memset(&z, 0, sizeof(z));
+	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+		return -ENOMEM;
+	err = kimage_grow(out, &cap, hint);
+	if (err)
+		goto out;
+	z.next_in = (Bytef *)in;
+	z.avail_in = in_len > UINT32_MAX ? UINT32_MAX : (uInt)in_len;
+	z.next_out = *out;
+	z.avail_out = (uInt)cap;
+	for (;;) {
+		r = inflate(&z, Z_NO_FLUSH);
+		if (r == Z_STREAM_END)
+			break;
+		if (r == Z_OK && z.avail_out == 0) {
+			size_t done = cap;
+
+			err = kimage_grow(out, &cap, cap + 1);
+			if (err)
+				goto out;
+			z.next_out = *out + done;
+			z.avail_out = (uInt)(cap - done);
+			continue;
+		}
+		err = r == Z_MEM_ERROR ? -ENOMEM : -EBADMSG;
+		goto out;
+	}
+	*out_len = (size_t)z.total_out;
+	err = 0;
+out:
+	inflateEnd(&z);
+	return err;
+}
+
+/*
+ * The protected-mode payload of a bzImage (Documentation/x86/boot.rst): the setup header's
+ * payload_offset (0x248) and payload_length (0x24c), protocol 2.08+, relative to the
+ * protected-mode code at (setup_sects + 1) * 512; its kernel_version string at 0x20e + 0x200.
+ */
+static int kimage_bzimage_payload(struct gi_kimage *img, const char *path)
+{
+	const uint8_t *b = img->file;
+	size_t len = img->file_len, pm_off, pay_off, pay_len, hint = 0;
+	const uint8_t *pay;
+	uint16_t version, kv;
+	uint8_t setup_sects;
+	int err;
+
+	if (len < 0x270 || kimage_get16(b + 0x1fe) != 0xaa55 || kimage_get32(b + 0x202) != 0x53726448)
+		return -EBADMSG;
+	version = kimage_get16(b + 0x206);
+	kv = kimage_get16(b + 0x20e);
+	/* SAFETY: kv + 0x200 is bounded by len; the copy stops at a NUL or the buffer end. */
+	if (kv && (size_t)kv + 0x200 < len) {
+		size_t n = strnlen((const char *)b + kv + 0x200,
+				   len - kv - 0x200 < sizeof(img->header_version) - 1
+					   ? len - kv - 0x200
+					   : sizeof(img->header_version) - 1);
+
+		memcpy(img->header_version, b + kv + 0x200, n);
+		img->header_version[n] = '\0';
+	}
+	if (version < 0x0208) {
+		pr_warn("%s: boot protocol %x.%02x has no payload fields", path, version >> 8,
+			version & 0xff);
+		return -ENOTSUP;
+	}
+	setup_sects = b[0x1f1] ? b[0x1f1] : 4;
+	pm_off = ((size_t)setup_sects + 1) * 512;
+	pay_off = kimage_get32(b + 0x248);
+	pay_len = kimage_get32(b + 0x24c);
+	/* SAFETY: the payload range is checked against the file before any read. */
+	if (pm_off > len || pay_off > len - pm_off || pay_len > len - pm_off - pay_off ||
+	    pay_len < 8) {
+		pr_warn("%s: payload 0x%zx+0x%zx lies outside the file", path, pay_off, pay_len);
+		return -EBADMSG;
+	}
+	pay = b + pm_off + pay_off;
+	/* The last 4 bytes of a compressed payload: decompressed size (size_append). */
+	hint = kimage_get32(pay + pay_len - 4);
+	if (hint > KIMAGE_MAX_PAYLOAD)
+		hint = 0;
+	if (!memcmp(pay, "\xfd" "7zXZ\0", 6)) {
+		img->compression = "xz";
+		err = kimage_unxz(pay, pay_len, hint, &img->payload, &img->payload_len);
+	} else if (!memcmp(pay, "\x28\xb5\x2f\xfd", 4)) {
+		img->compression = "zstd";
+		err = kimage_unzstd(pay, pay_len, hint, &img->payload, &img->payload_len);
+	} else if (!memcmp(pay, "\x1f\x8b", 2)) {
+		img->compression = "gzip";
+		err = kimage_gunzip(pay, pay_len, hint, &img->payload, &img->payload_len);
+	} else if (!memcmp(pay, "\177ELF", 4)) {
+		img->compression = "none";
+		img->payload = malloc(pay_len);
+		if (!img->payload)
+			return -ENOMEM;
+		memcpy(img->payload, pay, pay_len);
+		img->payload_len = pay_len;
+		err = 0;
+	} else {
+		pr_warn("%s: payload compression %02x %02x %02x %02x is not supported (xz, zstd, "
+			"gzip, none are)",
+			path, pay[0], pay[1], pay[2], pay[3]);
+		return -ENOTSUP;
+	}
+	if (err) {
+		pr_warn("%s: cannot decompress the %s payload: %s", path, img->compression,
+			hvp_strerror(err));
+		return err;
+	}
+	if (img->payload_len < 64 || memcmp(img->payload, "\177ELF", 4)) {
+		pr_warn("%s: the %s payload is not an ELF file", path, img->compression);
+		return -EBADMSG;
+	}
+	img->elf = img->payload;
+	img->elf_len = img->payload_len;
+	return 0;
+}
+
+/* Index the allocated sections of the ELF (name, kva, file range) for reads by kva. */
+static int kimage_index_elf(struct gi_kimage *img, const char *path)
+{
+	Elf *elf;
+	Elf_Scn *scn = NULL;
+	GElf_Ehdr ehdr;
+	size_t shstrndx, end = 0;
+	int err = 0;
+
+	elf_version(EV_CURRENT);
+	elf = elf_memory((char *)img->elf, img->elf_len);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &ehdr) ||
+	    gelf_getclass(elf) != ELFCLASS64 || ehdr.e_machine != EM_X86_64 ||
+	    elf_getshdrstrndx(elf, &shstrndx) != 0) {
+		pr_warn("%s: not an x86-64 ELF kernel", path);
+		err = -EBADMSG;
+		goto out;
+	}
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+		struct kimage_sec *s;
+
+		if (!gelf_getshdr(scn, &sh)) {
+			err = -EBADMSG;
+			goto out;
+		}
+		if (sh.sh_type != SHT_NOBITS && sh.sh_offset + sh.sh_size > end &&
+		    sh.sh_offset <= img->elf_len && sh.sh_size <= img->elf_len - sh.sh_offset)
+			end = sh.sh_offset + sh.sh_size;
+		if (!(sh.sh_flags & SHF_ALLOC) || img->n_secs >= KIMAGE_MAX_SECS)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		s = &img->secs[img->n_secs];
+		memset(s, 0, sizeof(*s));
+		snprintf(s->name, sizeof(s->name), "%s", name ? name : "");
+		s->kva = sh.sh_addr;
+		s->size = sh.sh_size;
+		s->exec = (sh.sh_flags & SHF_EXECINSTR) != 0;
+		if (sh.sh_type != SHT_NOBITS) {
+			/* SAFETY: a section's file range must lie inside the ELF bytes. */
+			if (sh.sh_offset > img->elf_len || sh.sh_size > img->elf_len - sh.sh_offset) {
+				pr_warn("%s: section %s lies outside the file", path, s->name);
+				err = -EBADMSG;
+				goto out;
+			}
+			s->data = img->elf + sh.sh_offset;
+		}
+		img->n_secs++;
+	}
+	/* The ELF ends at its section header table (vmlinux.bin puts it last); the bzImage
+	 * payload continues with the relocation table (arch/x86/boot/compressed/Makefile). */
+	if (ehdr.e_shoff + (uint64_t)ehdr.e_shnum * ehdr.e_shentsize > end)
+		end = ehdr.e_shoff + (size_t)ehdr.e_shnum * ehdr.e_shentsize;
+	if (end && end <= img->elf_len)
+		img->elf_len = end;
+out:
+	if (elf)
+		elf_end(elf);
+	return err;
+}
+
+int gi_kimage_open(const char *path, struct gi_kimage **out)
+{
+	struct gi_kimage *img;
+	int err;
+
+	if (!path || !out)
+		return -EINVAL;
+	img = calloc(1, sizeof(*img));
+	if (!img)
+		return -ENOMEM;
+	err = kimage_read_file(path, &img->file, &img->file_len);
+	if (err)
+		goto err_free;
+	if (img->file_len >= 4 && !memcmp(img->file, "\177ELF", 4)) {
+		img->elf = img->file;
+		img->elf_len = img->file_len;
+		img->compression = "none";
+	} else {
+		err = kimage_bzimage_payload(img, path);
+		if (err)
+			goto err_free;
+	}
+	err = kimage_index_elf(img, path);
+	if (err)
+		goto err_free;
+	pr_debug(LOG_KSYM, "%s: %s kernel, ELF of %zu bytes, %zu sections", path,
+		 img->payload ? img->compression : "ELF", img->elf_len, img->n_secs);
+	*out = img;
+	return 0;
+
+err_free:
+	gi_kimage_free(img);
+	return err;
+}
+
+void gi_kimage_free(struct gi_kimage *img)
+{
+	if (!img)
+		return;
+	free(img->file);
+	free(img->payload);
+	free(img);
+}
+
+const uint8_t *gi_kimage_elf(const struct gi_kimage *img, size_t *len)
+{
+	if (len)
+		*len = img ? img->elf_len : 0;
+	return img ? img->elf : NULL;
+}
+
+bool gi_kimage_is_bzimage(const struct gi_kimage *img)
+{
+	return img && img->payload;
+}
+
+const char *gi_kimage_compression(const struct gi_kimage *img)
+{
+	return img && img->compression ? img->compression : "none";
+}
+
+const char *gi_kimage_header_version(const struct gi_kimage *img)
+{
+	return img ? img->header_version : "";
+}
+
+const struct kimage_sec *kimage_section(const struct gi_kimage *img, const char *name)
+{
+	for (size_t i = 0; img && i < img->n_secs; i++)
+		if (!strcmp(img->secs[i].name, name))
+			return &img->secs[i];
+	return NULL;
+}
+
+int gi_kimage_read_kva(const struct gi_kimage *img, uint64_t kva, void *dst, size_t len)
+{
+	if (!img || (!dst && len))
+		return -EINVAL;
+	for (size_t i = 0; i < img->n_secs; i++) {
+		const struct kimage_sec *s = &img->secs[i];
+
+		/* SAFETY: [kva, kva+len) must lie inside one section with file bytes. */
+		if (!s->data || kva < s->kva || kva - s->kva > s->size || len > s->size - (kva - s->kva))
+			continue;
+		memcpy(dst, s->data + (kva - s->kva), len);
+		return 0;
+	}
+	return -EFAULT;
+}
+
+int gi_kimage_linux_banner(const struct gi_kimage *img, char *buf, size_t size)
+{
+	const struct kimage_sec *ro = kimage_section(img, ".rodata");
+	static const char prefix[] = "Linux version ";
+
+	if (!img || !buf || !size)
+		return -EINVAL;
+	if (!ro || !ro->data)
+		return -ENOENT;
+	/* linux_banner (init/version.c) is "Linux version <release> (...) ...\n" in .rodata. */
+	for (const uint8_t *p = ro->data; p && p + sizeof(prefix) < ro->data + ro->size;) {
+		size_t left = (size_t)(ro->data + ro->size - p), n = 0;
+
+		p = memmem(p, left, prefix, sizeof(prefix) - 1);
+		if (!p)
+			break;
+		left = (size_t)(ro->data + ro->size - p);
+		while (n < left && n + 1 < size && p[n] && p[n] != '\n' && p[n] >= 0x20 && p[n] < 0x7f)
+			n++;
+		/* The banner has a release and "#<build>": a bare format string has "%s". */
+		if (n > sizeof(prefix) && p[sizeof(prefix) - 1] >= '0' && p[sizeof(prefix) - 1] <= '9' &&
+		    !memchr(p, '%', n)) {
+			memcpy(buf, p, n);
+			buf[n] = '\0';
+			return 0;
+		}
+		p += sizeof(prefix) - 1;
+	}
+	return -ENOENT;
+}
+
+int gi_kimage_btf(const struct gi_kimage *img, const void **data, size_t *size)
+{
+	const struct kimage_sec *s;
+	Elf *elf;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	int err = -ENODATA;
+
+	if (!img || !data || !size)
+		return -EINVAL;
+	/* .BTF is allocated in vmlinux (it backs /sys/kernel/btf/vmlinux), but look at every
+	 * section in case a linker script made it non-allocated. */
+	s = kimage_section(img, ".BTF");
+	if (s && s->data && s->size) {
+		*data = s->data;
+		*size = s->size;
+		return 0;
+	}
+	elf = elf_memory((char *)img->elf, img->elf_len);
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0)
+		goto out;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		/* SAFETY: the section's file range is checked against the ELF bytes. */
+		if (name && !strcmp(name, ".BTF") && sh.sh_size && sh.sh_offset <= img->elf_len &&
+		    sh.sh_size <= img->elf_len - sh.sh_offset) {
+			*data = img->elf + sh.sh_offset;
+			*size = sh.sh_size;
+			err = 0;
+			break;
+		}
+	}
+out:
+	if (elf)
+		elf_end(elf);
+	return err;
+}
