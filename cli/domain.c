@@ -249,8 +249,9 @@ static int parse_memory(struct parse *p, xmlNodePtr n, uint64_t *bytes)
 	err = unit_scale(unit, &scale);
 	if (err) {
 		err = fail(p, err,
-			   "<%s unit='%s'>: not a libvirt unit (b, bytes, KB, k, KiB, MB, M, MiB, GB, "
-			   "G, GiB, TB, T, TiB, ...)", what, unit);
+			   "<%s unit='%s'>: not a libvirt unit (b, bytes, KB, k, KiB, MB, M, MiB, "
+			   "GB, G, GiB, TB, T, TiB, ...)",
+			   what, unit);
 		goto out;
 	}
 	err = parse_ull(text, &v);
@@ -593,8 +594,8 @@ static int parse_domain(struct parse *p, xmlXPathContextPtr ctx, xmlNodePtr root
 			err = parse_cpu(p, c);
 		else if (name_is(c, "clock") || name_is(c, "on_poweroff") ||
 			 name_is(c, "on_reboot") || name_is(c, "on_crash") ||
-			 name_is(c, "on_lockfailure") || name_is(c, "pm") || name_is(c, "seclabel") ||
-			 name_is(c, "resource") || name_is(c, "idmap"))
+			 name_is(c, "on_lockfailure") || name_is(c, "pm") ||
+			 name_is(c, "seclabel") || name_is(c, "resource") || name_is(c, "idmap"))
 			err = ignored(p, strdup(name));
 		else
 			err = unsupported(p, strdup(name));
@@ -715,8 +716,8 @@ int domain_map_resolve(const struct domain_map *m, const struct domain_flags *fl
 	g.cpus = flags->cpus;
 	if (!g.cpus && m->vcpus) {
 		if (m->vcpus > DOMAIN_MAX_VCPUS) {
-			*msg = fmt("domain '%s': %u vCPUs, hvprof runs 1 to %u; give --cpus N", name,
-				   m->vcpus, DOMAIN_MAX_VCPUS);
+			*msg = fmt("domain '%s': %u vCPUs, hvprof runs 1 to %u; give --cpus N",
+				   name, m->vcpus, DOMAIN_MAX_VCPUS);
 			return -ERANGE;
 		}
 		g.cpus = m->vcpus;

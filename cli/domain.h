@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Libvirt domain XML -> hvprof guest options: a pure mapper (libxml2 only, no libvirt, no printing). */
+/* Libvirt domain XML -> hvprof guest options: a pure mapper (libxml2; no libvirt, no printing). */
 #ifndef HVPROF_CLI_DOMAIN_H
 #define HVPROF_CLI_DOMAIN_H
 

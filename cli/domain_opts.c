@@ -175,9 +175,11 @@ int guest_opts_apply_domain(struct guest_opts *g)
 	err = domain_map_parse(xml, len, &m, &msg);
 	if (err) {
 		if (g->domain)
-			cli_error("libvirt domain '%s': %s", g->domain, msg ? msg : hvp_strerror(err));
+			cli_error("libvirt domain '%s': %s", g->domain,
+				  msg ? msg : hvp_strerror(err));
 		else
-			cli_error("domain XML %s: %s", g->domain_xml, msg ? msg : hvp_strerror(err));
+			cli_error("domain XML %s: %s", g->domain_xml,
+				  msg ? msg : hvp_strerror(err));
 		goto out;
 	}
 	err = domain_map_resolve(m, &flags, &r, &msg);

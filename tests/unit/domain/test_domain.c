@@ -10,7 +10,9 @@
 #include "domain.h"
 #include "test.h"
 
-#define OS_KERNEL "<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type><kernel>/k/vmlinux</kernel></os>"
+#define OS_KERNEL                                                       \
+	"<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type>"      \
+	"<kernel>/k/vmlinux</kernel></os>"
 #define DOM(inner) "<domain type='kvm'><name>t</name>" inner "</domain>"
 
 /* Parse @xml; on failure *errmsg holds the reason (caller frees both). */
@@ -83,8 +85,9 @@ static int test_units(void)
 		err = parse(xml, &m, &msg);
 		if (err != r->err || (!err && m->mem_bytes != r->bytes) ||
 		    (err && (!msg || !strstr(msg, r->msg_has) || strchr(msg, '\n')))) {
-			fprintf(stderr, "row %zu (%s %s): err %d want %d, bytes %llu want %llu, '%s'\n",
-				i, r->value, r->unit ? r->unit : "-", err, r->err,
+			fprintf(stderr,
+				"row %zu (%s %s): err %d want %d, bytes %llu want %llu, '%s'\n", i,
+				r->value, r->unit ? r->unit : "-", err, r->err,
 				m ? (unsigned long long)m->mem_bytes : 0ull, r->bytes,
 				msg ? msg : "");
 			domain_map_free(m);
@@ -110,10 +113,12 @@ struct size_row {
 
 static const struct size_row size_rows[] = {
 	/* currentMemory is what the guest has (the balloon holds the rest) */
-	{ DOM("<memory unit='GiB'>1</memory><currentMemory unit='MiB'>512</currentMemory>" OS_KERNEL),
+	{ DOM("<memory unit='GiB'>1</memory>"
+	      "<currentMemory unit='MiB'>512</currentMemory>" OS_KERNEL),
 	  0, 0, 0, 512, 0 },
 	/* a currentMemory above memory is clamped, as libvirt does */
-	{ DOM("<memory unit='MiB'>256</memory><currentMemory unit='GiB'>4</currentMemory>" OS_KERNEL),
+	{ DOM("<memory unit='MiB'>256</memory>"
+	      "<currentMemory unit='GiB'>4</currentMemory>" OS_KERNEL),
 	  0, 0, 0, 256, 0 },
 	{ DOM("<currentMemory unit='MiB'>384</currentMemory>" OS_KERNEL), 0, 0, 0, 384, 0 },
 	/* rounded up to even MiB: the guest gets at least what the domain says */
@@ -150,8 +155,9 @@ static int test_sizes(void)
 		err = domain_map_resolve(m, &flags, &g, &msg);
 		if (err != r->err || (!err && (g.mem_mib != r->mem_mib || g.cpus != r->cpus)) ||
 		    (err && (!msg || !strstr(msg, "domain 't'")))) {
-			fprintf(stderr, "row %zu: err %d want %d, mem %llu want %llu, cpus %u want %u, '%s'\n",
-				i, err, r->err, (unsigned long long)g.mem_mib,
+			fprintf(stderr,
+				"row %zu: err %d want %d, mem %llu want %llu, cpus %u want %u, "
+				"'%s'\n", i, err, r->err, (unsigned long long)g.mem_mib,
 				(unsigned long long)r->mem_mib, g.cpus, r->cpus, msg ? msg : "");
 			domain_map_free(m);
 			free(msg);
@@ -243,7 +249,8 @@ struct list_row {
 
 static const struct list_row list_rows[] = {
 	{ DOM(OS_KERNEL), "", "machine 'pc-q35-7.2'", false },
-	{ DOM(OS_KERNEL "<devices><disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
+	{ DOM(OS_KERNEL "<devices><disk type='file' device='disk'>"
+		"<driver name='qemu' type='qcow2'/>"
 		"<source file='/var/lib/libvirt/images/a.qcow2'/><target dev='vda' bus='virtio'/>"
 		"</disk><disk type='file' device='cdrom'><source file='/iso/d.iso'/>"
 		"<target dev='sda' bus='sata'/><readonly/></disk></devices>"),
@@ -253,10 +260,12 @@ static const struct list_row list_rows[] = {
 		"<interface type='bridge'><source bridge='br0'/></interface></devices>"),
 	  "interface network (default), interface bridge (br0)", NULL, false },
 	{ DOM(OS_KERNEL "<devices><hostdev mode='subsystem' type='pci' managed='yes'><source>"
-		"<address domain='0x0000' bus='0x03' slot='0x00' function='0x1'/></source></hostdev>"
+		"<address domain='0x0000' bus='0x03' slot='0x00' function='0x1'/>"
+		"</source></hostdev>"
 		"</devices>"),
 	  "hostdev pci (0000:03:00.1)", NULL, false },
-	{ DOM(OS_KERNEL "<devices><graphics type='vnc' port='-1'/><video><model type='qxl'/></video>"
+	{ DOM(OS_KERNEL "<devices><graphics type='vnc' port='-1'/>"
+		"<video><model type='qxl'/></video>"
 		"<sound model='ich9'/><audio id='1' type='none'/></devices>"),
 	  "graphics vnc, video qxl, sound ich9", NULL, false },
 	/* asked to be absent: hvprof honours that by having none */
@@ -271,7 +280,8 @@ static const struct list_row list_rows[] = {
 	{ DOM(OS_KERNEL "<devices><serial type='pty'><target port='0'/></serial>"
 		"<console type='pty'><target type='serial' port='0'/></console></devices>"),
 	  "", NULL, true },
-	{ DOM(OS_KERNEL "<devices><serial type='pty'/><serial type='file'><source path='/l'/></serial>"
+	{ DOM(OS_KERNEL "<devices><serial type='pty'/>"
+		"<serial type='file'><source path='/l'/></serial>"
 		"<console type='pty'><target type='virtio' port='0'/></console></devices>"),
 	  "serial port 1, console virtio", NULL, true },
 	{ DOM(OS_KERNEL "<devices><channel type='unix'><target type='virtio' "
@@ -280,7 +290,8 @@ static const struct list_row list_rows[] = {
 	  "channel unix (org.qemu.guest_agent.0), filesystem mount (/srv)", NULL, false },
 	/* buses, input and the emulator belong to the PC hvprof replaces */
 	{ DOM(OS_KERNEL "<devices><emulator>/usr/bin/qemu-system-x86_64</emulator>"
-		"<controller type='usb' index='0' model='qemu-xhci'/><input type='mouse' bus='ps2'/>"
+		"<controller type='usb' index='0' model='qemu-xhci'/>"
+		"<input type='mouse' bus='ps2'/>"
 		"</devices>"),
 	  "", "emulator, controller qemu-xhci, input mouse", false },
 	{ DOM("<cpu mode='host-model' check='partial'/>" OS_KERNEL), "cpu mode 'host-model'", NULL,
@@ -293,7 +304,8 @@ static const struct list_row list_rows[] = {
 	      OS_KERNEL),
 	  "feature acpi, feature smm", NULL, false },
 	{ DOM("<vcpu cpuset='0-1'>2</vcpu><cputune><vcpupin vcpu='0' cpuset='0'/></cputune>"
-	      "<memoryBacking><hugepages/></memoryBacking><numatune/><maxMemory slots='4'>8</maxMemory>"
+	      "<memoryBacking><hugepages/></memoryBacking><numatune/>"
+	      "<maxMemory slots='4'>8</maxMemory>"
 	      OS_KERNEL),
 	  "vcpu cpuset '0-1' (pinning), cputune, memoryBacking, numatune, maxMemory", NULL, false },
 	{ DOM("<os firmware='efi'><type arch='i686'>hvm</type><loader readonly='yes'>/ovmf.fd"
@@ -325,8 +337,10 @@ static int test_lists(void)
 		     (!r->ignored_has || strstr(ign, r->ignored_has)) &&
 		     m->serial_console == r->serial_console;
 		if (!ok)
-			fprintf(stderr, "row %zu: unsupported '%s' want '%s'; ignored '%s' want '%s'; "
-				"serial %d want %d\n", i, got ? got : "", r->unsupported, ign ? ign : "",
+			fprintf(stderr,
+				"row %zu: unsupported '%s' want '%s'; ignored '%s' want '%s'; "
+				"serial %d want %d\n",
+				i, got ? got : "", r->unsupported, ign ? ign : "",
 				r->ignored_has ? r->ignored_has : "", m->serial_console,
 				r->serial_console);
 		free(got);
@@ -373,7 +387,8 @@ static int test_missing_kernel(void)
 		err = domain_map_resolve(m, &flags, &g, &msg);
 		ASSERT_EQ_INT(err, -ENOENT);
 		ASSERT_TRUE(msg && strstr(msg, "domain 't' has no os/kernel") &&
-			    strstr(msg, r->firmware) && strstr(msg, "--kernel") && !strchr(msg, '\n'));
+			    strstr(msg, r->firmware) && strstr(msg, "--kernel") &&
+			    !strchr(msg, '\n'));
 		free(msg);
 		msg = NULL;
 		flags.kernel = "/k";
@@ -478,8 +493,10 @@ static int test_virsh_dumpxml(void)
 		"<domain type='kvm' id='3'>\n"
 		"  <name>web1</name>\n"
 		"  <uuid>0b9f3b7c-7d53-4a0e-9d3c-2f8e3b1f0a11</uuid>\n"
-		"  <metadata><libosinfo:libosinfo xmlns:libosinfo='http://libosinfo.org/xmlns/libvirt/domain/1.0'>"
-		"<libosinfo:os id='http://debian.org/debian/12'/></libosinfo:libosinfo></metadata>\n"
+		"  <metadata><libosinfo:libosinfo "
+		"xmlns:libosinfo='http://libosinfo.org/xmlns/libvirt/domain/1.0'>"
+		"<libosinfo:os id='http://debian.org/debian/12'/></libosinfo:libosinfo>"
+		"</metadata>\n"
 		"  <memory unit='KiB'>2097152</memory>\n"
 		"  <currentMemory unit='KiB'>1048576</currentMemory>\n"
 		"  <vcpu placement='static'>2</vcpu>\n"
@@ -500,15 +517,18 @@ static int test_virsh_dumpxml(void)
 		"  <devices>\n"
 		"    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
 		"    <disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
-		"<source file='/var/lib/libvirt/images/web1.qcow2'/><target dev='vda' bus='virtio'/></disk>\n"
+		"<source file='/var/lib/libvirt/images/web1.qcow2'/>"
+		"<target dev='vda' bus='virtio'/></disk>\n"
 		"    <controller type='usb' index='0' model='qemu-xhci' ports='15'/>\n"
 		"    <controller type='pci' index='0' model='pcie-root'/>\n"
 		"    <interface type='network'><mac address='52:54:00:6b:3c:58'/>"
 		"<source network='default'/><model type='virtio'/></interface>\n"
-		"    <serial type='pty'><target type='isa-serial' port='0'><model name='isa-serial'/>"
+		"    <serial type='pty'><target type='isa-serial' port='0'>"
+		"<model name='isa-serial'/>"
 		"</target></serial>\n"
 		"    <console type='pty'><target type='serial' port='0'/></console>\n"
-		"    <channel type='unix'><target type='virtio' name='org.qemu.guest_agent.0'/></channel>\n"
+		"    <channel type='unix'>"
+		"<target type='virtio' name='org.qemu.guest_agent.0'/></channel>\n"
 		"    <input type='mouse' bus='ps2'/><input type='keyboard' bus='ps2'/>\n"
 		"    <graphics type='spice' autoport='yes'><listen type='address'/></graphics>\n"
 		"    <video><model type='virtio' heads='1' primary='yes'/></video>\n"
@@ -532,7 +552,8 @@ static int test_virsh_dumpxml(void)
 	ASSERT_TRUE(m->serial_console);
 	got = joined_unsupported(m);
 	ASSERT_EQ_STR(got, "feature acpi, cpu mode 'host-passthrough', "
-			   "disk vda (/var/lib/libvirt/images/web1.qcow2), interface network (default), "
+			   "disk vda (/var/lib/libvirt/images/web1.qcow2), "
+			   "interface network (default), "
 			   "channel unix (org.qemu.guest_agent.0), graphics spice, video virtio, "
 			   "memballoon virtio, rng virtio");
 	free(got);
@@ -544,8 +565,8 @@ static int test_virsh_dumpxml(void)
 	ASSERT_EQ_INT(domain_map_resolve(m, &flags, &g, &msg), 0);
 	ASSERT_EQ_U64(g.mem_mib, 1024);
 	ASSERT_EQ_INT(g.cpus, 2);
-	ASSERT_TRUE(msg && strstr(msg, "domain 'web1' has what hvprof does not implement, left out: "
-				       "feature acpi, "));
+	ASSERT_TRUE(msg && strstr(msg, "domain 'web1' has what hvprof does not implement, "
+				       "left out: feature acpi, "));
 	free(msg);
 	domain_map_free(m);
 	return TEST_OK;
