@@ -29,6 +29,7 @@ int cmd_report(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_kernel_info(int argc, char **argv);
 
 struct domain_map;
 

@@ -16,6 +16,7 @@ static const struct cmd commands[] = {
 	{ "flamegraph", cmd_flamegraph, "interactive SVG flamegraph or folded stacks" },
 	{ "export", cmd_export, "folded, svg, speedscope, pprof or perf-script output" },
 	{ "diff", cmd_diff, "compare two recordings (BASE -> NEW); CI regression gate" },
+	{ "kernel-info", cmd_kernel_info, "what hvprof understands of a kernel image" },
 };
 
 static void log_to_stderr(enum hvp_log_level level, const char *msg)

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <hvprof/guestinfo.h>
 #include <hvprof/log.h>
@@ -30,9 +31,61 @@ int gi_new_raw(const struct gi_layout *layout, uint64_t stext_kva, uint64_t etex
 	return 0;
 }
 
+static int gi_read_image(void *ctx, uint64_t kva, void *dst, size_t len)
+{
+	return gi_kimage_read_kva(ctx, kva, dst, len);
+}
+
+/* Symbols in hvprof's order of preference: vmlinux symtab, a map file, the image's kallsyms. */
+static int gi_open_symbols(struct gi *gi, const struct gi_config *cfg, const struct gi_kimage *img)
+{
+	const uint8_t *elf;
+	size_t elf_len;
+	int err;
+
+	elf = gi_kimage_elf(img, &elf_len);
+	err = symtab_open_elf_mem(elf, elf_len, cfg->vmlinux, &gi->st);
+	if (!err) {
+		gi->src = SYMTAB_SRC_ELF;
+		return 0;
+	}
+	if (err != -ENODATA)
+		return err;
+	if (cfg->symbols) {
+		err = symtab_open_map(cfg->symbols, &gi->st);
+		if (!err) {
+			gi->src = SYMTAB_SRC_MAP;
+			return 0;
+		}
+		pr_warn("no symbols from %s (%s): trying the kallsyms tables of %s", cfg->symbols,
+			hvp_strerror(err), cfg->vmlinux);
+	}
+	err = symtab_from_kimage(img, &gi->st, NULL, 0);
+	if (!err)
+		gi->src = SYMTAB_SRC_KALLSYMS;
+	return err;
+}
+
+static int gi_open_btf(struct gi *gi, const struct gi_config *cfg, const struct gi_kimage *img)
+{
+	const void *data;
+	size_t size;
+	int err;
+
+	if (cfg->btf)
+		return gi_layout_from_btf(cfg->btf, &gi->layout);
+	err = gi_kimage_btf(img, &data, &size);
+	if (err)
+		return err;
+	return gi_layout_from_btf_data(data, size, &gi->layout);
+}
+
 int gi_open(const struct gi_config *cfg, struct gi **out)
 {
+	struct gi_kimage *img = NULL;
 	struct gi *gi;
+	uint64_t hot;
+	size_t n = 0;
 	int err;
 
 	if (!cfg || !cfg->vmlinux || !out)
@@ -41,16 +94,17 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 	if (!gi)
 		return -ENOMEM;
 
-	err = symtab_open_elf(cfg->vmlinux, &gi->st);
+	err = gi_kimage_open(cfg->vmlinux, &img);
+	if (!err)
+		err = gi_open_symbols(gi, cfg, img);
 	if (err) {
 		pr_err("failed to load kernel symbols from %s: %s", cfg->vmlinux,
 		       hvp_strerror(err));
 		goto err_close;
 	}
-	if (symtab_find(gi->st, "current_task", &gi->current_task_off) ||
-	    symtab_find(gi->st, "_stext", &gi->stext_kva) ||
+	if (symtab_find(gi->st, "_stext", &gi->stext_kva) ||
 	    symtab_find(gi->st, "_etext", &gi->etext_kva)) {
-		pr_err("%s: symbol current_task, _stext or _etext missing", cfg->vmlinux);
+		pr_err("%s: symbol _stext or _etext missing", cfg->vmlinux);
 		err = -ENOENT;
 		goto err_close;
 	}
@@ -60,18 +114,117 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 		err = -EBADMSG;
 		goto err_close;
 	}
-	err = gi_layout_from_btf(cfg->btf ? cfg->btf : cfg->vmlinux, &gi->layout);
+	err = gi_open_btf(gi, cfg, img);
 	if (err) {
 		pr_err("failed to read structure layouts from %s: %s",
 		       cfg->btf ? cfg->btf : cfg->vmlinux, hvp_strerror(err));
 		goto err_close;
 	}
+	/* The per-CPU current task: current_task up to 6.1, pcpu_hot.current_task from 6.2. */
+	if (symtab_find(gi->st, "current_task", &gi->current_task_off) != 0) {
+		if (symtab_find(gi->st, "pcpu_hot", &hot) != 0 ||
+		    gi->layout.pcpu_hot_current_task == UINT32_MAX) {
+			pr_err("%s: symbol current_task missing (nor pcpu_hot with BTF)",
+			       cfg->vmlinux);
+			err = -ENOENT;
+			goto err_close;
+		}
+		gi->current_task_off = hot + gi->layout.pcpu_hot_current_task;
+	}
+	if (symtab_find(gi->st, "entry_SYSCALL_64", &gi->entry_kva) == 0 &&
+	    gi_kimage_read_kva(img, gi->entry_kva, gi->entry_bytes, sizeof(gi->entry_bytes)) != 0)
+		gi->entry_kva = 0;
+	if (gi_exit_sites(gi->st, gi_read_image, img, NULL, 0, 0, gi->sites, GI_MAX_EXIT_SITES,
+			  &n) == 0)
+		gi->n_sites = n < GI_MAX_EXIT_SITES ? n : GI_MAX_EXIT_SITES;
+	else
+		pr_warn("%s: no return-to-user instruction found on the exit paths", cfg->vmlinux);
+	gi_kimage_free(img);
 	*out = gi;
 	return 0;
 
 err_close:
+	gi_kimage_free(img);
 	gi_close(gi);
 	return err;
+}
+
+enum symtab_source gi_symbol_source(const struct gi *gi)
+{
+	return gi ? gi->src : SYMTAB_SRC_NONE;
+}
+
+const struct gi_exit_site *gi_exit_sites_of(const struct gi *gi, size_t *n)
+{
+	if (n)
+		*n = gi ? gi->n_sites : 0;
+	return gi ? gi->sites : NULL;
+}
+
+void gi_set_kaslr_slide(struct gi *gi, uint64_t slide)
+{
+	if (gi)
+		__atomic_store_n(&gi->slide, slide, __ATOMIC_RELAXED);
+}
+
+uint64_t gi_kaslr_slide(const struct gi *gi)
+{
+	return gi ? gi_slide(gi) : 0;
+}
+
+int gi_lookup_kva(const struct gi *gi, uint64_t kva, const char **name, uint64_t *offset)
+{
+	if (!gi || !gi->st || !name)
+		return -EINVAL;
+	return symtab_lookup(gi->st, kva - gi_slide(gi), name, offset);
+}
+
+int gi_kaslr_slide_from_lstar(const struct gi *gi, const struct gmem *mem,
+			      const struct gi_paging *pg, uint64_t lstar, uint64_t *slide)
+{
+	static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
+	static const uint8_t swapgs[3] = { 0x0f, 0x01, 0xf8 };
+	uint8_t bytes[sizeof(gi->entry_bytes)];
+	size_t skip = 0;
+	uint64_t s;
+	int err;
+
+	if (!gi || !mem || !pg || !slide)
+		return -EINVAL;
+	if (!gi->entry_kva)
+		return -ENOENT;
+	if (lstar < gi->entry_kva || !gi_is_kernel_gva(pg, lstar))
+		return -ERANGE;
+	s = lstar - gi->entry_kva;
+	/* x86-64 KASLR moves the kernel by a multiple of CONFIG_PHYSICAL_ALIGN (>= 4 KiB). */
+	if (s & 0xfff)
+		return -EBADMSG;
+	/* The entry starts with SWAPGS, after an ENDBR64 with IBT (arch/x86/entry/entry_64.S). */
+	err = gi_read_gva(mem, pg, lstar, bytes, sizeof(bytes));
+	if (err)
+		return err;
+	if (!memcmp(gi->entry_bytes, endbr64, sizeof(endbr64)))
+		skip = sizeof(endbr64);
+	if (memcmp(gi->entry_bytes + skip, swapgs, sizeof(swapgs)) == 0 &&
+	    memcmp(bytes + skip, swapgs, sizeof(swapgs)) != 0)
+		return -EBADMSG;
+	for (size_t i = 0; i < gi->n_sites; i++) {
+		uint8_t insn[2];
+		uint64_t at = gi->sites[i].kva + s;
+		/* sysretq 48 0f 07 / sysretl 0f 07 / iretq 48 cf: check the last two bytes. */
+		static const uint8_t sysret[2] = { 0x0f, 0x07 }, iretq[2] = { 0x48, 0xcf };
+		const uint8_t *want = gi->sites[i].kind == GI_EXIT_IRETQ ? iretq : sysret;
+
+		if (gi->sites[i].kind == GI_EXIT_SYSRETQ)
+			at++;
+		err = gi_read_gva(mem, pg, at, insn, sizeof(insn));
+		if (err)
+			return err;
+		if (memcmp(insn, want, sizeof(insn)) != 0)
+			return -EBADMSG;
+	}
+	*slide = s;
+	return 0;
 }
 
 void gi_close(struct gi *gi)
@@ -95,9 +248,9 @@ const struct gi_layout *gi_layout(const struct gi *gi)
 void gi_kernel_text(const struct gi *gi, uint64_t *start, uint64_t *end)
 {
 	if (start)
-		*start = gi ? gi->stext_kva : 0;
+		*start = gi ? gi->stext_kva + gi_slide(gi) : 0;
 	if (end)
-		*end = gi ? gi->etext_kva : 0;
+		*end = gi ? gi->etext_kva + gi_slide(gi) : 0;
 }
 
 int gi_current_task(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,

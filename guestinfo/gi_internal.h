@@ -22,15 +22,32 @@
  * @st: kernel symbols (NULL for a session made by gi_new_raw()).
  * @layout: structure offsets from BTF.
  * @stext_kva, @etext_kva: kernel text [_stext, _etext).
- * @current_task_off: value of the per-CPU symbol current_task (offset in the per-CPU area).
+ * @current_task_off: value of the per-CPU symbol current_task (offset in the per-CPU area),
+ *   or pcpu_hot + pcpu_hot.current_task on 6.2+.
+ * @src: where the symbols came from. @sites/@n_sites: return-to-user sites (link-time).
+ * @entry_kva: entry_SYSCALL_64 (link-time, 0 if unknown); @entry_bytes: its first bytes.
+ * @slide: KASLR slide, read and written with __atomic builtins (set once per guest).
  */
+#define GI_MAX_EXIT_SITES 16
 struct gi {
 	struct symtab *st;
 	struct gi_layout layout;
 	uint64_t stext_kva;
 	uint64_t etext_kva;
 	uint64_t current_task_off;
+	enum symtab_source src;
+	struct gi_exit_site sites[GI_MAX_EXIT_SITES];
+	size_t n_sites;
+	uint64_t entry_kva;
+	uint8_t entry_bytes[8];
+	uint64_t slide;
 };
+
+/* The slide, read atomically (see struct gi). */
+static inline uint64_t gi_slide(const struct gi *gi)
+{
+	return __atomic_load_n(&gi->slide, __ATOMIC_RELAXED);
+}
 
 /**
  * gi_new_raw - a session from explicit values, without files (unit tests, memory dumps).

@@ -132,7 +132,7 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 		}
 		if (ret == 0)
 			return HVP_WALK_END;
-		if (ret < gi->stext_kva || ret >= gi->etext_kva)
+		if (ret < gi->stext_kva + gi_slide(gi) || ret >= gi->etext_kva + gi_slide(gi))
 			return HVP_WALK_BAD_FP;
 		if (*n >= max)
 			return HVP_WALK_DEPTH;

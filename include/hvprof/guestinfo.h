@@ -310,6 +310,7 @@ struct gi_layout {
 	uint32_t pt_regs_sp;     /* pt_regs.sp */
 	uint32_t pt_regs_bp;     /* pt_regs.bp */
 	uint32_t pt_regs_cs;     /* pt_regs.cs */
+	uint32_t pcpu_hot_current_task; /* pcpu_hot.current_task (6.2+: current_task moved there) */
 };
 
 /**
@@ -335,18 +336,26 @@ struct gi;
 
 /**
  * struct gi_config - what guestinfo is told about the guest kernel.
- * @vmlinux: host path of the kernel ELF with a symtab (required for now).
- * @btf: host path of its BTF (detached file or ELF with .BTF); NULL: try @vmlinux.
+ * @vmlinux: host path of the kernel: a vmlinux ELF (with or without a symtab) or a bzImage
+ *   (its payload is decompressed on the host; see gi_kimage_open). Required.
+ * @btf: host path of its BTF (detached file or ELF with .BTF); NULL: the image's own .BTF.
+ * @symbols: optional System.map or /proc/kallsyms copy, used when @vmlinux has no symtab
+ *   (before the kallsyms tables inside the image).
  */
 struct gi_config {
 	const char *vmlinux;
 	const char *btf;
+	const char *symbols;
 };
 
 /**
- * gi_open - load the kernel's symbols and structure layout.
- * Return: 0 and *@out (free with gi_close); errors of symtab_open_elf / gi_layout_from_btf;
- * -ENOENT when a required symbol (current_task, _stext, _etext) is missing.
+ * gi_open - load the kernel's symbols (vmlinux symtab, else @symbols, else the image's own
+ * kallsyms), structure layout (BTF) and return-to-user sites (gi_exit_sites; a kernel without
+ * any is accepted, gi_exit_sites_of() then reports none).
+ * Return: 0 and *@out (free with gi_close); errors of gi_kimage_open / symtab_open_elf /
+ * symtab_open_map / gi_layout_from_btf; -ENODATA no symbols at all; -ENOENT when a required
+ * symbol (current_task, or pcpu_hot with BTF for pcpu_hot.current_task; _stext, _etext) is
+ * missing.
  * Thread-safety: the returned object is read-only after gi_open; all gi_* calls below may run
  * concurrently on it.
  */
@@ -361,8 +370,51 @@ const struct symtab *gi_symtab(const struct gi *gi);
 /** gi_layout - the structure layout (owned by @gi). */
 const struct gi_layout *gi_layout(const struct gi *gi);
 
-/** gi_kernel_text - [start, end) GVAs of the kernel text (_stext.._etext). */
+/**
+ * gi_kernel_text - [start, end) GVAs of the kernel text (_stext.._etext) in the running guest:
+ * link-time addresses plus the KASLR slide (gi_set_kaslr_slide).
+ */
 void gi_kernel_text(const struct gi *gi, uint64_t *start, uint64_t *end);
+
+/** gi_symbol_source - where gi_open took the kernel symbols from. */
+enum symtab_source gi_symbol_source(const struct gi *gi);
+
+/**
+ * gi_exit_sites_of - the return-to-user sites found at gi_open, at link-time addresses (add
+ * gi_kaslr_slide() for the running guest). Owned by @gi; *@n entries (0: none found).
+ */
+const struct gi_exit_site *gi_exit_sites_of(const struct gi *gi, size_t *n);
+
+/**
+ * gi_kaslr_slide_from_lstar - the KASLR slide of a running guest: MSR_LSTAR (the guest's
+ * SYSCALL entry, a runtime address) minus the link-time address of entry_SYSCALL_64. It is
+ * cross-checked against guest memory: the slide must be a multiple of 4 KiB, and the bytes at
+ * every return-to-user site (sysretq/iretq, which no alternative patches) and the SWAPGS at the
+ * entry (after an optional ENDBR64) must be what the image holds there, at the slid address.
+ * @pg: a kernel CR3 that maps kernel text. Return: 0 and *@slide; -ENOENT no entry_SYSCALL_64
+ * symbol; -ERANGE @lstar below it or not a kernel address; -EBADMSG the bytes disagree (the
+ * image is not the running kernel, or @lstar is not the entry); read errors.
+ */
+int gi_kaslr_slide_from_lstar(const struct gi *gi, const struct gmem *mem,
+			      const struct gi_paging *pg, uint64_t lstar, uint64_t *slide)
+	__must_check;
+
+/**
+ * gi_set_kaslr_slide - record the slide: kernel text bounds, the unwinder and gi_lookup_kva()
+ * use it from then on. Thread-safety: may be called while other threads use @gi (the value is
+ * stored atomically; every vCPU finds the same slide).
+ */
+void gi_set_kaslr_slide(struct gi *gi, uint64_t slide);
+
+/** gi_kaslr_slide - the recorded slide (0 until set). */
+uint64_t gi_kaslr_slide(const struct gi *gi);
+
+/**
+ * gi_lookup_kva - the kernel symbol containing the runtime address @kva (slide removed).
+ * Return: 0, *@name (owned by @gi) and *@offset (optional); -ENOENT.
+ */
+int gi_lookup_kva(const struct gi *gi, uint64_t kva, const char **name, uint64_t *offset)
+	__must_check;
 
 /**
  * struct gi_regs - the vCPU state a sample needs.
@@ -438,6 +490,49 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging *pg, uint64_t rip,
 				  uint64_t rsp, uint64_t rbp, uint64_t *ips, unsigned int max,
 				  unsigned int *n);
+
+/* ---------------------------------------------------------------- what hvprof understands (kinfo.c) */
+
+#define GI_KINFO_MAX_SITES 16
+
+/**
+ * struct gi_kernel_desc - what hvprof derives from a kernel image, for `hvprof kernel-info`.
+ * Strings are NUL-terminated ("" when unknown).
+ * @release: kernel release ("6.1.0-57-amd64"), from linux_banner or the bzImage header.
+ * @banner: linux_banner from .rodata. @header_version: the bzImage header's kernel_version.
+ * @format: "bzImage" or "ELF". @compression: of the bzImage payload ("none" for ELF).
+ * @sym_src: where symbols came from; @n_symbols: code addresses; @sym_detail: how (file
+ * names, or where the kallsyms tables were found).
+ * @has_btf: structure layouts found; @btf_source: "--btf FILE" or "image .BTF"; @layout.
+ * @current_task: how the current task is found ("current_task", "pcpu_hot.current_task").
+ * @sites/@n_sites: return-to-user sites at link-time addresses.
+ * @missing: what is missing, "; "-separated.
+ */
+struct gi_kernel_desc {
+	char release[128];
+	char banner[512];
+	char header_version[256];
+	char format[16];
+	char compression[16];
+	enum symtab_source sym_src;
+	size_t n_symbols;
+	char sym_detail[512];
+	bool has_btf;
+	char btf_source[300];
+	struct gi_layout layout;
+	char current_task[64];
+	struct gi_exit_site sites[GI_KINFO_MAX_SITES];
+	size_t n_sites;
+	char missing[512];
+};
+
+/**
+ * gi_kernel_describe - inspect @kernel (vmlinux or bzImage) with optional @btf and @symbols
+ * files (either may be NULL) and fill @out. What cannot be found is listed in @out->missing
+ * rather than failing. Return: 0; errors of gi_kimage_open (the file is not a kernel); -ENOMEM.
+ */
+int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
+		       struct gi_kernel_desc *out) __must_check;
 
 #ifdef __cplusplus
 }

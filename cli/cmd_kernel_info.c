@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+// hvprof kernel-info: what hvprof derives from a kernel image (glue only: guestinfo/kinfo.c
+// does the work), as text or JSON.
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <hvprof/guestinfo.h>
+#include <hvprof/log.h>
+
+#include "cli.h"
+
+static const char kernel_info_usage[] =
+	"usage: hvprof kernel-info --kernel FILE [--btf FILE] [--symbols FILE] [--json]\n\n"
+	"  --kernel FILE   vmlinux (ELF, stripped or not) or bzImage (xz/zstd/gzip payload)\n"
+	"  --btf FILE      BTF to use instead of the image's own .BTF\n"
+	"  --symbols FILE  System.map or a /proc/kallsyms copy, used when the image has no symtab\n"
+	"  --json          one JSON object on stdout\n";
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20 || c >= 0x7f)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static void json_off(FILE *f, const char *key, uint32_t v, bool last)
+{
+	fprintf(f, "\"%s\": ", key);
+	if (v == UINT32_MAX)
+		fputs("null", f);
+	else
+		fprintf(f, "%u", v);
+	fputs(last ? "" : ", ", f);
+}
+
+static void print_json(const struct gi_kernel_desc *d, const char *kernel)
+{
+	FILE *f = stdout;
+
+	fputs("{\"kernel\": ", f);
+	json_str(f, kernel);
+	fputs(", \"format\": ", f);
+	json_str(f, d->format);
+	fputs(", \"compression\": ", f);
+	json_str(f, d->compression);
+	fputs(", \"release\": ", f);
+	json_str(f, d->release);
+	fputs(", \"banner\": ", f);
+	json_str(f, d->banner);
+	fputs(", \"header_version\": ", f);
+	json_str(f, d->header_version);
+	fputs(",\n \"symbols\": {\"source\": ", f);
+	json_str(f, d->sym_src ? symtab_source_name(d->sym_src) : "none");
+	fprintf(f, ", \"count\": %zu, \"detail\": ", d->n_symbols);
+	json_str(f, d->sym_detail);
+	fprintf(f, "},\n \"btf\": {\"found\": %s, \"source\": ", d->has_btf ? "true" : "false");
+	json_str(f, d->btf_source);
+	fputs(", \"task_struct\": {", f);
+	json_off(f, "pid", d->layout.task_pid, false);
+	json_off(f, "tgid", d->layout.task_tgid, false);
+	json_off(f, "comm", d->layout.task_comm, false);
+	json_off(f, "mm", d->layout.task_mm, false);
+	json_off(f, "flags", d->layout.task_flags, false);
+	json_off(f, "stack", d->layout.task_stack, true);
+	fputs("}, ", f);
+	json_off(f, "pcpu_hot.current_task", d->layout.pcpu_hot_current_task, true);
+	fputs("},\n \"current_task\": ", f);
+	json_str(f, d->current_task);
+	fputs(",\n \"exit_sites\": [", f);
+	for (size_t i = 0; i < d->n_sites; i++) {
+		fprintf(f, "%s{\"kva\": \"0x%llx\", \"kind\": ", i ? ", " : "",
+			(unsigned long long)d->sites[i].kva);
+		json_str(f, gi_exit_kind_name(d->sites[i].kind));
+		fputs(", \"symbol\": ", f);
+		json_str(f, d->sites[i].symbol);
+		fprintf(f, ", \"offset\": %llu}", (unsigned long long)d->sites[i].sym_off);
+	}
+	fputs("],\n \"missing\": [", f);
+	{
+		const char *p = d->missing;
+		bool first = true;
+
+		while (*p) {
+			size_t n = strcspn(p, ";");
+			char item[512];
+
+			snprintf(item, sizeof(item), "%.*s", (int)n, p);
+			fputs(first ? "" : ", ", f);
+			json_str(f, item);
+			first = false;
+			p += n;
+			while (*p == ';' || *p == ' ')
+				p++;
+		}
+	}
+	fputs("]}\n", f);
+}
+
+static void print_off(const char *name, uint32_t v)
+{
+	if (v == UINT32_MAX)
+		printf(" %s=?", name);
+	else
+		printf(" %s=%u", name, v);
+}
+
+static void print_text(const struct gi_kernel_desc *d, const char *kernel)
+{
+	printf("kernel:        %s (%s, payload %s)\n", kernel, d->format, d->compression);
+	printf("version:       %s\n", d->release[0] ? d->release : "unknown");
+	if (d->banner[0])
+		printf("banner:        %s\n", d->banner);
+	if (d->header_version[0])
+		printf("bzImage:       %s\n", d->header_version);
+	printf("symbols:       %zu from %s", d->n_symbols,
+	       d->sym_src ? symtab_source_name(d->sym_src) : "nowhere");
+	printf("%s%s\n", d->sym_detail[0] ? " — " : "", d->sym_detail);
+	if (d->has_btf) {
+		printf("BTF:           %s; task_struct", d->btf_source);
+		print_off("pid", d->layout.task_pid);
+		print_off("tgid", d->layout.task_tgid);
+		print_off("comm", d->layout.task_comm);
+		print_off("mm", d->layout.task_mm);
+		print_off("flags", d->layout.task_flags);
+		print_off("stack", d->layout.task_stack);
+		putchar('\n');
+	} else {
+		printf("BTF:           none\n");
+	}
+	printf("current task:  %s\n", d->current_task[0] ? d->current_task : "unknown");
+	printf("return-to-user sites: %zu\n", d->n_sites);
+	for (size_t i = 0; i < d->n_sites; i++)
+		printf("  0x%llx  %-8s %s+0x%llx\n", (unsigned long long)d->sites[i].kva,
+		       gi_exit_kind_name(d->sites[i].kind),
+		       d->sites[i].symbol[0] ? d->sites[i].symbol : "?",
+		       (unsigned long long)d->sites[i].sym_off);
+	printf("missing:       %s\n", d->missing[0] ? d->missing : "nothing");
+}
+
+int cmd_kernel_info(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "kernel", required_argument, NULL, 'k' },
+		{ "btf", required_argument, NULL, 'b' },
+		{ "symbols", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *kernel = NULL, *btf = NULL, *symbols = NULL;
+	struct gi_kernel_desc d;
+	bool json = false;
+	int c, err;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			kernel = optarg;
+			break;
+		case 'b':
+			btf = optarg;
+			break;
+		case 's':
+			symbols = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			fputs(kernel_info_usage, stdout);
+			return EXIT_OK;
+		default:
+			fputs(kernel_info_usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind < argc || !kernel) {
+		cli_error("kernel-info: %s", kernel ? "unexpected argument" : "--kernel FILE is required");
+		return EXIT_USAGE;
+	}
+	err = gi_kernel_describe(kernel, btf, symbols, &d);
+	if (err) {
+		cli_error("kernel-info: %s is not a kernel hvprof can read: %s", kernel,
+			  hvp_strerror(err));
+		return EXIT_ERROR;
+	}
+	if (json)
+		print_json(&d, kernel);
+	else
+		print_text(&d, kernel);
+	return EXIT_OK;
+}

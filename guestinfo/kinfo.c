@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+// What hvprof understands of a kernel image (hvprof kernel-info): version, symbols, BTF layout,
+// return-to-user sites, and what is missing.
+#define pr_fmt(fmt) "kinfo: " fmt
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hvprof/guestinfo.h>
+#include <hvprof/log.h>
+
+#include "kimage_internal.h"
+
+static void kinfo_missing(struct gi_kernel_desc *d, const char *what)
+{
+	size_t len = strlen(d->missing);
+
+	snprintf(d->missing + len, sizeof(d->missing) - len, "%s%s", len ? "; " : "", what);
+}
+
+static int kinfo_read(void *ctx, uint64_t kva, void *dst, size_t len)
+{
+	return gi_kimage_read_kva(ctx, kva, dst, len);
+}
+
+/* The release is the first word after "Linux version " (or of the header string). */
+static void kinfo_release(struct gi_kernel_desc *d)
+{
+	const char *src = d->banner[0] ? d->banner + strlen("Linux version ") : d->header_version;
+	size_t n = strcspn(src, " ");
+
+	if (n >= sizeof(d->release))
+		n = sizeof(d->release) - 1;
+	memcpy(d->release, src, n);
+	d->release[n] = '\0';
+}
+
+static int kinfo_symbols(struct gi_kernel_desc *d, const struct gi_kimage *img, const char *kernel,
+			 const char *symbols, struct symtab **st)
+{
+	const uint8_t *elf;
+	size_t elf_len;
+	char layout[400];
+	int err;
+
+	elf = gi_kimage_elf(img, &elf_len);
+	err = symtab_open_elf_mem(elf, elf_len, kernel, st);
+	if (!err) {
+		d->sym_src = SYMTAB_SRC_ELF;
+		snprintf(d->sym_detail, sizeof(d->sym_detail), ".symtab of %s", kernel);
+		return 0;
+	}
+	if (err == -ENOMEM)
+		return err;
+	if (symbols) {
+		err = symtab_open_map(symbols, st);
+		if (!err) {
+			d->sym_src = SYMTAB_SRC_MAP;
+			snprintf(d->sym_detail, sizeof(d->sym_detail), "%s", symbols);
+			return 0;
+		}
+		if (err == -ENOMEM)
+			return err;
+		kinfo_missing(d, err == -ENODATA ? "the symbols file is a stub or has only zero "
+						  "addresses"
+						: "the symbols file does not parse");
+	}
+	err = symtab_from_kimage(img, st, layout, sizeof(layout));
+	if (!err) {
+		d->sym_src = SYMTAB_SRC_KALLSYMS;
+		snprintf(d->sym_detail, sizeof(d->sym_detail), "kallsyms in .rodata: %s", layout);
+		return 0;
+	}
+	if (err == -ENOMEM)
+		return err;
+	kinfo_missing(d, "kernel symbols (no symtab, no usable map, no kallsyms tables)");
+	return 0;
+}
+
+int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
+		       struct gi_kernel_desc *out)
+{
+	struct gi_kernel_desc *d = out;
+	struct gi_kimage *img = NULL;
+	struct symtab *st = NULL;
+	const void *data;
+	size_t size, n = 0;
+	uint64_t addr;
+	int err;
+
+	if (!kernel || !out)
+		return -EINVAL;
+	memset(d, 0, sizeof(*d));
+	memset(&d->layout, 0xff, sizeof(d->layout));
+	err = gi_kimage_open(kernel, &img);
+	if (err)
+		return err;
+	snprintf(d->format, sizeof(d->format), "%s", gi_kimage_is_bzimage(img) ? "bzImage" : "ELF");
+	snprintf(d->compression, sizeof(d->compression), "%s", gi_kimage_compression(img));
+	snprintf(d->header_version, sizeof(d->header_version), "%s", gi_kimage_header_version(img));
+	if (gi_kimage_linux_banner(img, d->banner, sizeof(d->banner)) != 0 && !d->header_version[0])
+		kinfo_missing(d, "version (no linux_banner, no bzImage header)");
+	kinfo_release(d);
+
+	err = kinfo_symbols(d, img, kernel, symbols, &st);
+	if (err)
+		goto out;
+	d->n_symbols = symtab_count(st);
+
+	if (btf) {
+		err = gi_layout_from_btf(btf, &d->layout);
+		snprintf(d->btf_source, sizeof(d->btf_source), "%s", btf);
+	} else {
+		err = gi_kimage_btf(img, &data, &size);
+		if (!err)
+			err = gi_layout_from_btf_data(data, size, &d->layout);
+		snprintf(d->btf_source, sizeof(d->btf_source), "the image's .BTF");
+	}
+	d->has_btf = err == 0;
+	if (err == -ENOMEM)
+		goto out;
+	if (!d->has_btf) {
+		kinfo_missing(d, btf ? "BTF layouts from the --btf file"
+				     : "BTF (no .BTF section: give --btf FILE)");
+		d->btf_source[0] = '\0';
+	}
+
+	if (st && symtab_find(st, "current_task", &addr) == 0)
+		snprintf(d->current_task, sizeof(d->current_task), "current_task");
+	else if (st && symtab_find(st, "pcpu_hot", &addr) == 0 && d->has_btf &&
+		 d->layout.pcpu_hot_current_task != UINT32_MAX)
+		snprintf(d->current_task, sizeof(d->current_task), "pcpu_hot.current_task");
+	else
+		kinfo_missing(d, "the per-CPU current task (current_task or pcpu_hot)");
+	if (st && (symtab_find(st, "entry_SYSCALL_64", &addr) != 0))
+		kinfo_missing(d, "entry_SYSCALL_64 (the KASLR slide cannot be found from MSR_LSTAR)");
+
+	err = gi_exit_sites(st, kinfo_read, img, NULL, 0, 0, d->sites, GI_KINFO_MAX_SITES, &n);
+	if (err == -ENOMEM)
+		goto out;
+	d->n_sites = n < GI_KINFO_MAX_SITES ? n : GI_KINFO_MAX_SITES;
+	if (!d->n_sites)
+		kinfo_missing(d, st ? "return-to-user sites (none found from the exit-path symbols)"
+				    : "return-to-user sites (need symbols, or MSR_LSTAR at run time)");
+	err = 0;
+out:
+	symtab_free(st);
+	gi_kimage_free(img);
+	return err;
+}
