@@ -126,13 +126,13 @@ int main(int argc, char **argv)
 			g->user[g->n_user - 1 - d] = d == 0 ? 0 : (uint16_t)(1 + rnd() % (N_FN - 1));
 		/* a third of the stacks are in the kernel: a syscall path of 1..12 frames */
 		g->n_kernel = rnd() % 3 == 0 ? (uint8_t)(1 + rnd() % 12) : 0;
-		for (int d = 0; d < g->n_kernel; d++)
-			g->kernel[d] = (uint16_t)(rnd() % N_FN);
 		if (g->comm == 2) { /* the kernel thread: kernel frames only */
 			g->n_user = 0;
 			if (!g->n_kernel)
-				g->n_kernel = 3;
+				g->n_kernel = (uint8_t)(3 + rnd() % 10);
 		}
+		for (int d = 0; d < g->n_kernel; d++)
+			g->kernel[d] = (uint16_t)(rnd() % N_FN);
 		/* Zipf-like weights: stack i is drawn with weight 1 / (i + 1) */
 		cdf[i] = (i ? cdf[i - 1] : 0) + 1.0 / (double)(i + 1);
 	}
