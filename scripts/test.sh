@@ -8,6 +8,8 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 "$top/scripts/install-deps.sh" || { echo "0 passed, 1 failed"; exit 1; }
 "$top/scripts/build.sh" || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+# Debian's stock kernels for the guestinfo tests (cached; those tests skip with the reason if absent).
+"$top/tests/fixtures/get-stock-kernel.sh" || true
 # npm packages of the consumer tests (tests/consumers/node_modules); without them those tests skip
 "$top/scripts/install-npm-deps.sh" || echo "install-npm-deps failed: the consumer tests will skip"
 meson test -C build --print-errorlogs --num-processes 2 "$@"
