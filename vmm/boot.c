@@ -211,6 +211,43 @@ static int load_bzimage(struct vmm_ram *ram, const char *path, const uint8_t *bu
 	return 0;
 }
 
+/*
+ * A bzImage whose payload hvprof can decompress (xz, zstd, gzip; guestinfo's kimage) is
+ * decompressed on the host and its vmlinux ELF loaded directly: the in-guest decompressor runs
+ * emulated on PVM hosts (an xz payload had not finished after 300 s) and costs seconds even on
+ * VMX/SVM. Consequence: the guest's own decompressor never runs, so it applies no KASLR
+ * (the kernel runs at its link address: slide 0) and hvprof's setup header is the one for an
+ * ELF. Other payloads (lz4, lzo, ...) take the plain bzImage path, where the guest decompresses
+ * (and randomizes) itself.
+ */
+static int load_bzimage_host(struct vmm_ram *ram, const char *path, const uint8_t *buf, size_t len,
+			     struct boot_params *bp, struct boot_info *bi)
+{
+	struct gi_kimage *img = NULL;
+	const uint8_t *elf;
+	size_t elf_len;
+	int err;
+
+	err = gi_kimage_open(path, &img);
+	if (err == -ENOTSUP || err == -EBADMSG) {
+		pr_info("kernel %s: payload not decompressed on the host (%s): the guest "
+			"decompresses it",
+			path, hvp_strerror(err));
+		return load_bzimage(ram, path, buf, len, bp, bi);
+	}
+	if (err) {
+		pr_err("kernel %s: %s", path, hvp_strerror(err));
+		return err;
+	}
+	elf = gi_kimage_elf(img, &elf_len);
+	pr_info("kernel %s: %s payload decompressed on the host (%zu bytes of vmlinux), booted "
+		"as an ELF without KASLR",
+		path, gi_kimage_compression(img), elf_len);
+	err = load_elf(ram, path, elf, elf_len, bi);
+	gi_kimage_free(img);
+	return err;
+}
+
 static void e820_add(struct boot_params *bp, uint64_t addr, uint64_t size, uint32_t type)
 {
 	if (bp->e820_entries >= E820_MAX_ENTRIES_ZEROPAGE)
@@ -268,7 +305,7 @@ int boot_load(struct vmm_ram *ram, const struct vmm_config *cfg, struct boot_inf
 	if (len >= 4 && memcmp(buf, "\177ELF", 4) == 0)
 		err = load_elf(ram, cfg->kernel, buf, len, bi);
 	else
-		err = load_bzimage(ram, cfg->kernel, buf, len, bp, bi);
+		err = load_bzimage_host(ram, cfg->kernel, buf, len, bp, bi);
 	if (err)
 		goto out;
 
