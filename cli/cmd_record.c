@@ -232,6 +232,12 @@ int cmd_record(int argc, char **argv)
 	/* Counters and the END record, whatever the outcome: the recording says how it ended. */
 	vmm_get_counters(vm, &cnt);
 	err = 0;
+	{
+		uint64_t slide; /* profile/symbolize.c subtracts it from kernel ips */
+
+		if (vmm_kernel_slide(vm, &slide) == 0)
+			err = meta_u64(w, "kernel_slide", slide);
+	}
 	for (size_t i = 0; i < VMM_N_COUNTERS && !err; i++)
 		err = recfile_write_counter(w, vmm_counter_names[i], ((uint64_t *)&cnt)[i]);
 	if (!err)

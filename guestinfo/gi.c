@@ -163,8 +163,25 @@ const struct gi_exit_site *gi_exit_sites_of(const struct gi *gi, size_t *n)
 
 void gi_set_kaslr_slide(struct gi *gi, uint64_t slide)
 {
+	if (!gi)
+		return;
+	__atomic_store_n(&gi->slide, slide, __ATOMIC_RELAXED);
+	__atomic_store_n(&gi->slide_state, GI_SLIDE_KNOWN, __ATOMIC_RELEASE);
+}
+
+enum gi_slide_state gi_kaslr_state(const struct gi *gi)
+{
+	return gi ? (enum gi_slide_state)__atomic_load_n(&gi->slide_state, __ATOMIC_ACQUIRE)
+		  : GI_SLIDE_UNKNOWN;
+}
+
+void gi_set_kaslr_failed(struct gi *gi)
+{
+	int unknown = GI_SLIDE_UNKNOWN;
+
 	if (gi)
-		__atomic_store_n(&gi->slide, slide, __ATOMIC_RELAXED);
+		__atomic_compare_exchange_n(&gi->slide_state, &unknown, GI_SLIDE_FAILED, false,
+					    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
 uint64_t gi_kaslr_slide(const struct gi *gi)

@@ -41,6 +41,7 @@ struct gi {
 	uint64_t entry_kva;
 	uint8_t entry_bytes[8];
 	uint64_t slide;
+	int slide_state; /* enum gi_slide_state, __atomic builtins */
 };
 
 /* The slide, read atomically (see struct gi). */

@@ -196,6 +196,8 @@ void sample_take(struct vcpu *vcpu)
 
 	if (!vm->gi || !sink || vcpu_get_regs(vcpu, &regs, &sregs) != 0)
 		return;
+	if ((sregs->cs.selector & 3) == 0)
+		kaslr_check(vcpu, sregs);
 	s->time_ns = t0 - vm->t_start_ns;
 	s->vcpu = vcpu->index;
 	s->cpl = (uint8_t)(sregs->cs.selector & 3);

@@ -222,6 +222,9 @@ extern int vmm_sig_kick;
 
 /* sample.c */
 void sample_take(struct vcpu *vcpu);
+
+/* kaslr.c: find the KASLR slide from MSR_LSTAR (kernel-mode samples, until known). */
+void kaslr_check(struct vcpu *vcpu, const struct kvm_sregs *sregs);
 int ident_cache_create(struct vmm *vm) __must_check;
 void ident_cache_destroy(struct vmm *vm);
 

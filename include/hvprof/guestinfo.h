@@ -409,6 +409,18 @@ void gi_set_kaslr_slide(struct gi *gi, uint64_t slide);
 /** gi_kaslr_slide - the recorded slide (0 until set). */
 uint64_t gi_kaslr_slide(const struct gi *gi);
 
+enum gi_slide_state {
+	GI_SLIDE_UNKNOWN = 0, /* not looked for yet, or not findable yet (MSR_LSTAR not set) */
+	GI_SLIDE_KNOWN = 1,   /* gi_set_kaslr_slide() was called */
+	GI_SLIDE_FAILED = 2,  /* the image does not match the guest: stop looking */
+};
+
+/** gi_kaslr_state - whether the slide is known (atomic read). */
+enum gi_slide_state gi_kaslr_state(const struct gi *gi);
+
+/** gi_set_kaslr_failed - record that the slide cannot be found (unless it is already known). */
+void gi_set_kaslr_failed(struct gi *gi);
+
 /**
  * gi_lookup_kva - the kernel symbol containing the runtime address @kva (slide removed).
  * Return: 0, *@name (owned by @gi) and *@offset (optional); -ENOENT.

@@ -162,6 +162,13 @@ const char *vmm_counter_name(enum vmm_counter_kind kind);
 const char *vmm_strategy(const struct vmm *vm);
 
 /**
+ * vmm_kernel_slide - the guest kernel's KASLR slide, found from MSR_LSTAR at the first
+ * kernel-mode samples (vmm/kaslr.c). Return: 0 and *@slide; -ENODATA not known (no sample in
+ * the kernel yet, no symbols, or the image does not match the guest); -EINVAL.
+ */
+int vmm_kernel_slide(const struct vmm *vm, uint64_t *slide) __must_check;
+
+/**
  * struct vmm_initramfs_file - one host file to put into the guest's initramfs.
  * @host_path: file to read. @guest_path: absolute path in the guest (parents are created).
  */

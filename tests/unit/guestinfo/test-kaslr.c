@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+// KASLR slide from MSR_LSTAR, cross-checked against guest text: a fake guest whose page tables
+// map the test kernel's entry page at a slid address (bytes copied from the real image).
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <hvprof/guestinfo.h>
+
+#include "fakemem.h"
+#include "test.h"
+
+#define SLIDE 0x4000000ull /* 64 MiB: a multiple of CONFIG_PHYSICAL_ALIGN (2 MiB) */
+#define PAGE_GPA 0x200000ull
+
+static int image_path(const char *name, char *path, size_t size)
+{
+	const char *cache = getenv("HVPROF_CACHE"), *home = getenv("HOME");
+	struct stat st;
+
+	if (cache && *cache)
+		snprintf(path, size, "%s/images/default/%s", cache, name);
+	else
+		snprintf(path, size, "%s/.cache/hvprof/images/default/%s", home ? home : "/root",
+			 name);
+	if (stat(path, &st) != 0) {
+		printf("# skip: %s missing (images/build-image.sh)\n", path);
+		return -1;
+	}
+	return 0;
+}
+
+enum damage { NONE, SITE_BYTES, ENTRY_BYTES };
+
+struct kaslr_case {
+	const char *name;
+	int64_t lstar_delta; /* added to entry_SYSCALL_64 + SLIDE */
+	enum damage damage;
+	int want;
+};
+
+static const struct kaslr_case cases[] = {
+	{ "the slid entry", 0, NONE, 0 },
+	{ "not page aligned", 0x10, NONE, -EBADMSG },
+	{ "a site's bytes differ (another kernel)", 0, SITE_BYTES, -EBADMSG },
+	{ "no SWAPGS at the entry", 0, ENTRY_BYTES, -EBADMSG },
+	{ "LSTAR below the entry", -(int64_t)SLIDE - 0x1000, NONE, -ERANGE },
+	{ "slid text not mapped", 0x200000, NONE, -EFAULT },
+};
+
+static int test_slide(void)
+{
+	char vmlinux[4096], btf[4096];
+	struct gi_config cfg = { 0 };
+	struct gi_kimage *img = NULL;
+	struct gi *gi = NULL;
+	const struct gi_exit_site *sites;
+	uint64_t entry, page, stext, etext, stext2, etext2, off;
+	uint8_t bytes[4096];
+	const char *name;
+	size_t n;
+
+	if (image_path("vmlinux", vmlinux, sizeof(vmlinux)) ||
+	    image_path("vmlinux.btf", btf, sizeof(btf)))
+		return TEST_SKIP;
+	cfg.vmlinux = vmlinux;
+	cfg.btf = btf;
+	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
+	ASSERT_EQ_INT(gi_kimage_open(vmlinux, &img), 0);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "entry_SYSCALL_64", &entry), 0);
+	sites = gi_exit_sites_of(gi, &n);
+	ASSERT_TRUE(n >= 2);
+	page = entry & ~0xfffull;
+	for (size_t i = 0; i < n; i++)
+		ASSERT_TRUE((sites[i].kva & ~0xfffull) == page); /* this test maps one page */
+	ASSERT_EQ_INT(gi_kimage_read_kva(img, page, bytes, sizeof(bytes)), 0);
+
+	for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
+		const struct kaslr_case *tc = &cases[c];
+		struct fakemem fm;
+		uint8_t copy[4096];
+		uint64_t slide = 0;
+
+		printf("# %s\n", tc->name);
+		memcpy(copy, bytes, sizeof(copy));
+		if (tc->damage == SITE_BYTES)
+			copy[(sites[n - 1].kva & 0xfff) + 1] ^= 0xff;
+		if (tc->damage == ENTRY_BYTES)
+			memset(copy + (entry & 0xfff), 0x90, 8);
+		ASSERT_EQ_INT(fakemem_init(&fm, 0), 0);
+		ASSERT_EQ_INT(fakemem_map(&fm, page + SLIDE, PAGE_GPA, 4096, FPTE_P), 0);
+		fakemem_wbytes(&fm, PAGE_GPA, copy, sizeof(copy));
+		ASSERT_EQ_INT(gi_kaslr_slide_from_lstar(gi, &fm.mem, &fm.pg,
+							entry + SLIDE + (uint64_t)tc->lstar_delta,
+							&slide),
+			      tc->want);
+		if (tc->want == 0)
+			ASSERT_EQ_U64(slide, SLIDE);
+		/* A user address is never the entry. */
+		ASSERT_EQ_INT(gi_kaslr_slide_from_lstar(gi, &fm.mem, &fm.pg, 0x401000, &slide),
+			      -ERANGE);
+		fakemem_fini(&fm);
+	}
+
+	/* With the slide set, runtime addresses name the same functions. */
+	gi_kernel_text(gi, &stext, &etext);
+	ASSERT_EQ_INT(gi_kaslr_state(gi), GI_SLIDE_UNKNOWN);
+	gi_set_kaslr_slide(gi, SLIDE);
+	ASSERT_EQ_INT(gi_kaslr_state(gi), GI_SLIDE_KNOWN);
+	gi_set_kaslr_failed(gi); /* a known slide stays known */
+	ASSERT_EQ_INT(gi_kaslr_state(gi), GI_SLIDE_KNOWN);
+	gi_kernel_text(gi, &stext2, &etext2);
+	ASSERT_EQ_U64(stext2, stext + SLIDE);
+	ASSERT_EQ_U64(etext2, etext + SLIDE);
+	ASSERT_EQ_INT(gi_lookup_kva(gi, entry + SLIDE + 3, &name, &off), 0);
+	ASSERT_EQ_STR(name, "entry_SYSCALL_64");
+	ASSERT_EQ_U64(off, 3);
+	gi_kimage_free(img);
+	gi_close(gi);
+	return TEST_OK;
+}
+
+static const struct test_case tests[] = {
+	{ "KASLR slide from MSR_LSTAR", test_slide },
+};
+
+TEST_MAIN(tests)
