@@ -24,6 +24,8 @@ static const char record_usage[] =
 	"  -F, --freq HZ       samples per second per vCPU (default 1000)\n"
 	"  -o, --output FILE   recording to write (default hvprof.data; an existing one\n"
 	"                      is kept as FILE.old)\n"
+	"  --callchain-mode M  user part of kernel samples: deferred (walk at the thread's\n"
+	"                      return to user; default) or eager (walk at once from pt_regs)\n"
 	"\nguest options:\n" GUEST_OPTIONS_HELP;
 
 static int sink_sample(void *ctx, const struct hvp_sample *s)
@@ -90,7 +92,7 @@ static int write_meta(struct recfile_writer *w, const struct guest_opts *g, cons
 		err = err ?: meta_u64(w, "period_ns", 1000000000ull / freq);
 	err = err ?: meta_u64(w, "vcpus", g->cpus);
 	err = err ?: meta_u64(w, "mem_mib", g->mem_mib);
-	err = err ?: recfile_write_meta(w, "callchain_mode", "eager");
+	err = err ?: recfile_write_meta(w, "callchain_mode", vmm_callchain_mode_name(vm));
 	err = err ?: recfile_write_meta(w, "strategy", vmm_strategy(vm));
 	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 	err = err ?: recfile_write_meta(w, "start_time", buf);
@@ -128,6 +130,7 @@ int cmd_record(int argc, char **argv)
 	static const struct option opts[] = { GUEST_LONG_OPTIONS,
 					      { "freq", required_argument, NULL, 'F' },
 					      { "output", required_argument, NULL, 'o' },
+					      { "callchain-mode", required_argument, NULL, 'm' },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
 	struct recfile_writer *w = NULL;
@@ -139,6 +142,7 @@ int cmd_record(int argc, char **argv)
 	struct vmm *vm = NULL;
 	const char *output = "hvprof.data";
 	unsigned long freq = DEFAULT_FREQ;
+	enum vmm_callchain_mode mode = VMM_CALLCHAIN_DEFERRED;
 	int c, err, fd = -1, status = EXIT_ERROR;
 
 	guest_opts_init(&g);
@@ -163,6 +167,17 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'o':
 			output = optarg;
+			break;
+		case 'm':
+			if (!strcmp(optarg, "deferred")) {
+				mode = VMM_CALLCHAIN_DEFERRED;
+			} else if (!strcmp(optarg, "eager")) {
+				mode = VMM_CALLCHAIN_EAGER;
+			} else {
+				cli_error("--callchain-mode '%s': want deferred or eager", optarg);
+				status = EXIT_USAGE;
+				goto out;
+			}
 			break;
 		default:
 			if (c == '?' || guest_opt_parse(&g, c, optarg) != 0) {
@@ -201,6 +216,7 @@ int cmd_record(int argc, char **argv)
 	guest_opts_to_config(&g, &cfg);
 	cfg.console_fd = STDOUT_FILENO;
 	cfg.sample_hz = (unsigned int)freq;
+	cfg.callchain_mode = mode;
 	sink = (struct vmm_sink){ .sample = sink_sample, .thread = sink_thread,
 				  .process = sink_process, .user_stack = sink_user_stack,
 				  .ctx = w };

@@ -201,6 +201,47 @@ int vcpu_get_regs_rw(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs
 	return 0;
 }
 
+/*
+ * Write back the segment and control registers. KVM_SET_SREGS also takes an interrupt bitmap
+ * and re-queues any interrupt KVM_GET_SREGS reported as injected: at a breakpoint on iretq that
+ * re-delivered the same interrupt forever. KVM_SET_SREGS2 (KVM_CAP_SREGS2) has no bitmap; where
+ * it is missing the bitmap is cleared.
+ */
+int vcpu_put_sregs(struct vcpu *vcpu)
+{
+	const struct kvm_sregs *s = &vcpu->sregs;
+
+	if (vcpu->vm->sregs2) {
+		struct kvm_sregs2 s2;
+
+		memset(&s2, 0, sizeof(s2));
+		s2.cs = s->cs;
+		s2.ds = s->ds;
+		s2.es = s->es;
+		s2.fs = s->fs;
+		s2.gs = s->gs;
+		s2.ss = s->ss;
+		s2.tr = s->tr;
+		s2.ldt = s->ldt;
+		s2.gdt = s->gdt;
+		s2.idt = s->idt;
+		s2.cr0 = s->cr0;
+		s2.cr2 = s->cr2;
+		s2.cr3 = s->cr3;
+		s2.cr4 = s->cr4;
+		s2.cr8 = s->cr8;
+		s2.efer = s->efer;
+		s2.apic_base = s->apic_base;
+		if (ioctl(vcpu->fd, KVM_SET_SREGS2, &s2) < 0)
+			return -errno;
+		return 0;
+	}
+	memset(vcpu->sregs.interrupt_bitmap, 0, sizeof(vcpu->sregs.interrupt_bitmap));
+	if (ioctl(vcpu->fd, KVM_SET_SREGS, &vcpu->sregs) < 0)
+		return -errno;
+	return 0;
+}
+
 void vcpu_mark_regs_dirty(struct vcpu *vcpu, bool regs, bool sregs)
 {
 	/* Written back with KVM_SET_REGS/KVM_SET_SREGS before the next KVM_RUN, never through

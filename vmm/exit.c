@@ -232,6 +232,8 @@ int exit_handle(struct vcpu *vcpu)
 	struct kvm_run *run = vcpu->run;
 
 	vcpu->c.exits++;
+	if (vcpu->rf_probe_pc && run->exit_reason != KVM_EXIT_DEBUG)
+		trap_rf_probe_check(vcpu);
 	switch (run->exit_reason) {
 	case KVM_EXIT_IO:
 		return exit_io(vm, vcpu, run);
@@ -246,7 +248,7 @@ int exit_handle(struct vcpu *vcpu)
 		return atomic_load(&vm->stop_reason) ? 1 : 0;
 	case KVM_EXIT_DEBUG:
 		vcpu->c.exits_debug++;
-		return pvm_fixup_hit(vcpu);
+		return debug_exit(vcpu);
 	case KVM_EXIT_HLT:
 		return exit_halt(vcpu);
 	case KVM_EXIT_SHUTDOWN:

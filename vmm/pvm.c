@@ -46,26 +46,6 @@ int pvm_fixup_setup(struct vmm *vm)
 	return 0;
 }
 
-int pvm_fixup_arm(struct vcpu *vcpu)
-{
-	struct kvm_guest_debug dbg;
-
-	if (!vcpu->vm->pvm.enabled)
-		return 0;
-	memset(&dbg, 0, sizeof(dbg));
-	dbg.control = KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_USE_HW_BP;
-	dbg.arch.debugreg[0] = vcpu->vm->pvm.pf_entry_kva;
-	dbg.arch.debugreg[7] = 0x1 | 0x400; /* L0, execute, 1 byte; bit 10 reads as 1 */
-	if (ioctl(vcpu->fd, KVM_SET_GUEST_DEBUG, &dbg) < 0) {
-		int err = -errno;
-
-		pr_err("vCPU %u: KVM_SET_GUEST_DEBUG: %s", vcpu->index, hvp_strerror(err));
-		return err;
-	}
-	vcpu->debug_armed = true;
-	return 0;
-}
-
 static int read_syscall_msrs(struct vcpu *vcpu, uint64_t *star, uint64_t *lstar, uint64_t *sfmask)
 {
 	struct {

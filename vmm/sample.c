@@ -14,7 +14,6 @@
 
 #define MSR_KERNEL_GS_BASE 0xc0000102
 #define IDENT_SLOTS 4096        /* direct-mapped; a collision only re-emits a record */
-#define THREAD_SIZE_X86_64 16384 /* kernel stack size (THREAD_SIZE, no KASAN) */
 
 struct ident_thread {
 	int32_t pid;
@@ -150,35 +149,39 @@ static void count_stop(struct vcpu *vcpu, enum hvp_walk_stop why, bool user)
 }
 
 /*
- * The user registers saved at kernel entry: struct pt_regs at the top of the task's kernel
- * stack (task->stack + THREAD_SIZE - sizeof(pt_regs); x86-64 has no top padding), offsets from
- * BTF. Return: 0 when they describe CPL3 state.
+ * The user part of a kernel-mode sample of a user thread. Deferred: mark the thread and leave
+ * the walk to its return to user (the sample carries the mark's cookie); eager, or when no mark
+ * is free: walk now. @entry: the user registers of the kernel entry if already known (SYSCALL
+ * caught at CPL3), else they are read from pt_regs.
  */
-static int user_regs_at_entry(struct vmm *vm, const struct gi_paging *pg, uint64_t task,
-			      uint64_t *ip, uint64_t *sp, uint64_t *bp)
+static void user_part_of_kernel_sample(struct vcpu *vcpu, struct hvp_sample *s, uint64_t task,
+				       const struct gi_paging *pg, const struct user_regs *entry)
 {
-	const struct gi_layout *l = gi_layout(vm->gi);
-	uint64_t stack, regs_kva, cs;
-	uint8_t buf[512];
+	struct vmm *vm = vcpu->vm;
+	struct user_regs ur;
+	enum hvp_walk_stop why;
+	unsigned int n = 0;
+	bool is_new;
 
-	if (l->pt_regs_size == UINT32_MAX || l->pt_regs_size == 0 || l->pt_regs_size > sizeof(buf) ||
-	    l->pt_regs_ip + 8 > l->pt_regs_size || l->pt_regs_sp + 8 > l->pt_regs_size ||
-	    l->pt_regs_bp + 8 > l->pt_regs_size || l->pt_regs_cs + 8 > l->pt_regs_size)
-		return -ENODATA;
-	if (gi_read_gva(&vm->gmem, pg, task + l->task_stack, &stack, sizeof(stack)) != 0)
-		return -EFAULT;
-	if (!is_kernel_va(stack) || (stack & (THREAD_SIZE_X86_64 - 1)))
-		return -EBADMSG;
-	regs_kva = stack + THREAD_SIZE_X86_64 - l->pt_regs_size;
-	if (gi_read_gva(&vm->gmem, pg, regs_kva, buf, l->pt_regs_size) != 0)
-		return -EFAULT;
-	memcpy(&cs, buf + l->pt_regs_cs, 8);
-	if ((cs & 3) != 3)
-		return -ENOENT;
-	memcpy(ip, buf + l->pt_regs_ip, 8);
-	memcpy(sp, buf + l->pt_regs_sp, 8);
-	memcpy(bp, buf + l->pt_regs_bp, 8);
-	return 0;
+	if (entry)
+		ur = *entry;
+	else if (user_regs_at_entry(vm, pg, task, &ur) != 0) {
+		vcpu->c.dropped_no_regs++;
+		return;
+	}
+	if (vm->callchain == VMM_CALLCHAIN_DEFERRED) {
+		s->cookie = marks_take(vcpu, task, s->pid, pg, &ur, &is_new);
+		if (s->cookie) {
+			s->user_stop = HVP_WALK_DEFERRED;
+			s->n_user = 0;
+			return;
+		}
+	}
+	why = gi_unwind_user(&vm->gmem, pg, ur.ip, ur.sp, ur.bp, s->user_ips, HVP_MAX_CALLCHAIN,
+			     &n);
+	s->n_user = (uint16_t)n;
+	s->user_stop = (uint8_t)why;
+	count_stop(vcpu, why, true);
 }
 
 void sample_take(struct vcpu *vcpu)
@@ -245,11 +248,11 @@ void sample_take(struct vcpu *vcpu)
 		s->n_kernel = 1;
 		s->kernel_stop = HVP_WALK_END;
 		vcpu->c.samples_kernel++;
-		why = gi_unwind_user(&vm->gmem, &gr.pg, regs->rcx, regs->rsp, regs->rbp,
-				     s->user_ips, HVP_MAX_CALLCHAIN, &n);
-		s->n_user = (uint16_t)n;
-		s->user_stop = (uint8_t)why;
-		count_stop(vcpu, why, true);
+		if (task && !(s->flags & HVP_SAMPLE_KTHREAD)) {
+			struct user_regs ur = { regs->rcx, regs->rsp, regs->rbp };
+
+			user_part_of_kernel_sample(vcpu, s, task, &gr.pg, &ur);
+		}
 	} else if (s->cpl == 3) {
 		why = gi_unwind_user(&vm->gmem, &gr.pg, regs->rip, regs->rsp, regs->rbp,
 				     s->user_ips, HVP_MAX_CALLCHAIN, &n);
@@ -266,21 +269,12 @@ void sample_take(struct vcpu *vcpu)
 		s->kernel_stop = (uint8_t)why;
 		count_stop(vcpu, why, false);
 		vcpu->c.samples_kernel++;
-		/* Eager user part: the registers saved at kernel entry (pt_regs). */
-		if (task && !(s->flags & HVP_SAMPLE_KTHREAD)) {
-			uint64_t uip, usp, ubp;
-
-			if (user_regs_at_entry(vm, &gr.pg, task, &uip, &usp, &ubp) == 0) {
-				why = gi_unwind_user(&vm->gmem, &gr.pg, uip, usp, ubp, s->user_ips,
-						     HVP_MAX_CALLCHAIN, &n);
-				s->n_user = (uint16_t)n;
-				s->user_stop = (uint8_t)why;
-				count_stop(vcpu, why, true);
-			}
-		}
+		if (task && !(s->flags & HVP_SAMPLE_KTHREAD))
+			user_part_of_kernel_sample(vcpu, s, task, &gr.pg, NULL);
 	}
 
 	vcpu->c.samples++;
+	marks_expire(vcpu, t0);
 	if (sink->sample && sink->sample(sink->ctx, s) != 0) {
 		vcpu->c.samples_sink_errors++;
 		vmm_end(vm, HVP_END_ERROR, -1, "the recording could not be written");

@@ -26,7 +26,9 @@ const char *const vmm_counter_names[] = {
 	"pf_steps", "emulation_int3", "emulation_fwait", "io_unhandled", "mmio_unhandled",
 	"kernel_walk_fault", "kernel_walk_bad_fp", "kernel_walk_depth", "user_walk_fault",
 	"user_walk_bad_fp", "user_walk_depth", "task_invalid", "threads", "processes",
-	"sample_ns_total",
+	"sample_ns_total", "marks", "marks_reused", "resolved_at_return", "resolved_from_ptregs",
+	"resolved_stale", "dropped_table_full", "dropped_exited", "dropped_no_regs", "traps_hit",
+	"traps_no_mark", "traps_to_kernel", "trap_ns_total", "traps_armed_at_end", "guest_db_dropped",
 };
 _Static_assert(sizeof(vmm_counter_names) / sizeof(vmm_counter_names[0]) == VMM_N_COUNTERS,
 	       "one name per counter");
@@ -56,6 +58,11 @@ const char *vmm_counter_name(enum vmm_counter_kind kind)
 enum vmm_counter_kind vmm_counter_kind(const struct vmm *vm)
 {
 	return vm->counter;
+}
+
+const char *vmm_callchain_mode_name(const struct vmm *vm)
+{
+	return vm->callchain == VMM_CALLCHAIN_DEFERRED ? "deferred" : "eager";
 }
 
 const char *vmm_strategy(const struct vmm *vm)
@@ -168,6 +175,9 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 	vm->cfg = *cfg;
 	vm->kvm_fd = vm->vm_fd = -1;
 	pthread_mutex_init(&vm->end_lock, NULL);
+	marks_init(&vm->marks);
+	vm->callchain = cfg->callchain_mode;
+	vm->mark_timeout_ns = cfg->mark_timeout_ns ? cfg->mark_timeout_ns : 100000000ull;
 	err = sampler_install_signals();
 	if (err)
 		goto err_destroy;
@@ -200,6 +210,7 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 		goto err_destroy;
 	err = check_cap(vm, KVM_CAP_SYNC_REGS, "KVM_CAP_SYNC_REGS", false);
 	vm->sync_regs = err > 0;
+	vm->sregs2 = check_cap(vm, KVM_CAP_SREGS2, "KVM_CAP_SREGS2", false) > 0;
 	vm->is_pvm = host_is_pvm(vm);
 
 	vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
@@ -267,6 +278,9 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 	err = pvm_fixup_setup(vm);
 	if (err)
 		goto err_destroy;
+	err = traps_setup(vm);
+	if (err)
+		goto err_destroy;
 	err = sampler_probe(vm);
 	if (err)
 		goto err_destroy;
@@ -295,10 +309,12 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 		if (err)
 			goto err_destroy;
 	}
-	snprintf(vm->strategy, sizeof(vm->strategy), "%s, regs=%s, syscall-fixup=%s",
+	snprintf(vm->strategy, sizeof(vm->strategy),
+		 "%s, regs=%s, syscall-fixup=%s, user-callchains=%s%s",
 		 vm->is_pvm ? "pvm" : "hardware virtualization",
 		 vm->sync_regs ? "sync-regs read, ioctl write" : "ioctl",
-		 vm->pvm.enabled ? "breakpoint-on-#PF" : "none");
+		 vm->pvm.enabled ? "breakpoint-on-#PF" : "none", vmm_callchain_mode_name(vm),
+		 vm->callchain == VMM_CALLCHAIN_DEFERRED ? " (breakpoints on sysretq/iretq)" : "");
 	*out = vm;
 	return 0;
 
@@ -336,7 +352,7 @@ static void *vcpu_thread(void *arg)
 			hvp_strerror(err));
 		return NULL;
 	}
-	err = pvm_fixup_arm(vcpu);
+	err = vcpu_debug_update(vcpu);
 	if (!err)
 		err = sampler_open_vcpu(vm, vcpu);
 	if (err) {
@@ -349,10 +365,15 @@ static void *vcpu_thread(void *arg)
 		const struct timespec zero = { 0, 0 };
 		int r;
 
+		if (vcpu_debug_update(vcpu) != 0) {
+			vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: cannot set its breakpoints",
+				vcpu->index);
+			break;
+		}
 		{
 			if (vcpu->regs_dirty && ioctl(vcpu->fd, KVM_SET_REGS, &vcpu->regs) < 0)
 				break;
-			if (vcpu->sregs_dirty && ioctl(vcpu->fd, KVM_SET_SREGS, &vcpu->sregs) < 0)
+			if (vcpu->sregs_dirty && vcpu_put_sregs(vcpu) != 0)
 				break;
 			vcpu->regs_dirty = vcpu->sregs_dirty = false;
 		}
@@ -384,6 +405,16 @@ static void *vcpu_thread(void *arg)
 	}
 	sampler_close_vcpu(vcpu);
 	return NULL;
+}
+
+/* What is left when the vCPUs have stopped: pending marks resolved from the registers saved at
+ * kernel entry, and no breakpoint left armed (each vCPU's are cleared and checked). */
+static void run_epilogue(struct vmm *vm)
+{
+	if (vm->n_vcpus && vm->cfg.sink && vm->gi)
+		marks_flush(vm, &vm->vcpus[0]);
+	for (unsigned int i = 0; i < vm->n_vcpus; i++)
+		vcpu_debug_disarm(&vm->vcpus[i]);
 }
 
 int vmm_run(struct vmm *vm, struct vmm_result *res)
@@ -426,6 +457,7 @@ int vmm_run(struct vmm *vm, struct vmm_result *res)
 			vm->vcpus[i].thread_started = false;
 		}
 	}
+	run_epilogue(vm);
 	res->reason = atomic_load(&vm->stop_reason);
 	res->exit_status = vm->exit_status;
 	res->runtime_ns = vmm_now_ns() - vm->t_start_ns;
@@ -471,6 +503,7 @@ void vmm_destroy(struct vmm *vm)
 	if (vm->kvm_fd >= 0)
 		close(vm->kvm_fd);
 	ram_destroy(&vm->ram);
+	marks_destroy(&vm->marks);
 	free(vm->cmdline);
 	pthread_mutex_destroy(&vm->end_lock);
 	free(vm);

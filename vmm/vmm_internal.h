@@ -129,12 +129,17 @@ struct vcpu {
 	int perf_fd;
 	uint64_t percpu_base;   /* per-CPU base (kernel GS) seen on this vCPU, 0 until known */
 	bool debug_armed;
+	uint64_t dr7_applied;    /* DR7 as last given to KVM_SET_GUEST_DEBUG */
+	uint64_t rf_probe_pc;    /* a trap hit resumed with RF set, to see if RF works */
+	bool stepping;           /* single-stepping over a disarmed iretq back to kernel mode */
+	bool step_applied;
 	struct vmm_counters c;  /* this vCPU's counters, summed at the end */
 	/* register access without KVM_CAP_SYNC_REGS: copies and dirty flags */
 	struct kvm_regs regs;
 	struct kvm_sregs sregs;
 	bool regs_valid, sregs_valid, regs_dirty, sregs_dirty;
 	struct hvp_sample sample; /* scratch for building a sample */
+	struct hvp_user_stack ustack; /* scratch for a USER_STACK record */
 	/* the last exits, for post-mortems of guest failures (with sync regs only) */
 	struct {
 		uint32_t reason;
@@ -156,6 +161,59 @@ struct pvm_fixup {
 	bool step_is_cld;
 };
 
+/* ---------------------------------------------------------------- marks (marks.c) */
+
+/*
+ * A mark: a guest thread sampled in the kernel whose user stack is still to be walked, keyed by
+ * the thread (task GVA + pid), never by vCPU: the thread may return to user on another vCPU.
+ * All samples of one stay in the kernel share its cookie.
+ */
+#define MARKS_MAX 512
+
+struct mark {
+	uint64_t task;
+	int32_t pid;
+	uint32_t vcpu;
+	uint64_t cookie;
+	struct gi_paging pg; /* translation of the thread's process at the sample */
+	uint64_t entry_ip; /* user registers saved at kernel entry (pt_regs), the fallback */
+	uint64_t entry_sp;
+	uint64_t entry_bp;
+	uint64_t t_ns;     /* host time of the first sample */
+	bool used;
+};
+
+struct marks {
+	pthread_mutex_t lock;
+	struct mark slot[MARKS_MAX];
+	unsigned int n_used;
+	unsigned int scan_next; /* round-robin position of the timeout scan */
+	atomic_uint pending;    /* == n_used, readable without the lock */
+	uint64_t next_cookie;
+};
+
+/* The user registers a walk starts from. */
+struct user_regs {
+	uint64_t ip, sp, bp;
+};
+
+/* ---------------------------------------------------------------- return-to-user traps (trap.c) */
+
+enum trap_step {
+	TRAP_STEP_UNKNOWN = 0, /* not probed yet: the first hit tries RFLAGS.RF */
+	TRAP_STEP_RF = 1,      /* RF steps over the breakpoint (VMX/SVM) */
+	TRAP_STEP_COMPLETE = 2,/* RF is ignored (PVM): hvprof completes sysretq/iretq itself */
+};
+
+struct traps {
+	bool available;       /* exit sites found and breakpoints usable */
+	bool verified;        /* the sites' bytes were checked in guest memory */
+	uint64_t sysret_kva;  /* sysretq on the syscall exit path */
+	uint64_t iret_kva;    /* iretq of native_irq_return_iret */
+	uint64_t star;        /* MSR_STAR, read at the first sysretq completion */
+	atomic_int step;      /* enum trap_step */
+};
+
 /* ---------------------------------------------------------------- the VM */
 
 struct vmm {
@@ -175,9 +233,14 @@ struct vmm {
 	unsigned int maxphyaddr;
 	enum vmm_counter_kind counter;
 	bool sync_regs;
+	bool sregs2;
 	struct pvm_fixup pvm;
 	bool is_pvm;
-	char strategy[128];
+	char strategy[192];
+	enum vmm_callchain_mode callchain;
+	uint64_t mark_timeout_ns;
+	struct marks marks;
+	struct traps traps;
 	uint64_t t_start_ns;
 
 	/* the outcome: first writer wins */
@@ -205,6 +268,8 @@ int vcpu_get_regs(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **
 /* Registers to modify: ioctl copies; call vcpu_mark_regs_dirty() after changing them. */
 int vcpu_get_regs_rw(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs) __must_check;
 void vcpu_mark_regs_dirty(struct vcpu *vcpu, bool regs, bool sregs);
+/* Write vcpu->sregs back (KVM_SET_SREGS2 when available: no interrupt re-injection). */
+int vcpu_put_sregs(struct vcpu *vcpu) __must_check;
 
 /* exit.c: handle the exit in vcpu->run; returns 0 to continue, 1 to stop, -errno on error. */
 int exit_handle(struct vcpu *vcpu) __must_check;
@@ -228,9 +293,42 @@ void kaslr_check(struct vcpu *vcpu, const struct kvm_sregs *sregs);
 int ident_cache_create(struct vmm *vm) __must_check;
 void ident_cache_destroy(struct vmm *vm);
 
+/* marks.c */
+void marks_init(struct marks *m);
+void marks_destroy(struct marks *m);
+/*
+ * A kernel-mode sample of a user thread: join its mark or create one. Return: the cookie
+ * (> 0), or 0 when the table is full (the caller walks eagerly).
+ */
+uint64_t marks_take(struct vcpu *vcpu, uint64_t task, int32_t pid, const struct gi_paging *pg,
+		    const struct user_regs *entry, bool *is_new);
+/* The thread @task/@pid is about to return to user with @ur: resolve its mark, if any. */
+void marks_resolve_at_return(struct vcpu *vcpu, uint64_t task, int32_t pid,
+			     const struct gi_paging *pg, const struct user_regs *ur);
+/* Resolve marks older than the timeout (at most a few per call) from their entry registers. */
+void marks_expire(struct vcpu *vcpu, uint64_t now_ns);
+/* At the end of the run: resolve every pending mark from its entry registers. */
+void marks_flush(struct vmm *vm, struct vcpu *vcpu);
+
+/* trap.c */
+int traps_setup(struct vmm *vm) __must_check;
+/* Apply the debug registers this vCPU should have now (PVM fix-up, exit-site traps). */
+int vcpu_debug_update(struct vcpu *vcpu) __must_check;
+/* Disarm every breakpoint of @vcpu (end of run). */
+void vcpu_debug_disarm(struct vcpu *vcpu);
+/* KVM_EXIT_DEBUG: dispatch to the PVM fix-up or a trap. */
+int debug_exit(struct vcpu *vcpu) __must_check;
+/* Any other exit while an RF probe is pending: RF worked if the guest moved on. */
+void trap_rf_probe_check(struct vcpu *vcpu);
+/* Read a user walk start from pt_regs of @task (registers saved at kernel entry). */
+int user_regs_at_entry(struct vmm *vm, const struct gi_paging *pg, uint64_t task,
+		       struct user_regs *ur) __must_check;
+/* Walk @ur's user stack and emit a USER_STACK record for @cookie. */
+void emit_user_stack(struct vcpu *vcpu, uint64_t cookie, int32_t pid, const struct gi_paging *pg,
+		     const struct user_regs *ur);
+
 /* pvm.c */
 int pvm_fixup_setup(struct vmm *vm) __must_check;
-int pvm_fixup_arm(struct vcpu *vcpu) __must_check;
 int pvm_fixup_hit(struct vcpu *vcpu) __must_check;
 
 #endif /* HVPROF_VMM_INTERNAL_H */

@@ -41,6 +41,12 @@ enum vmm_counter_kind {
 	VMM_COUNTER_CPU_CLOCK = 2, /* PERF_COUNT_SW_CPU_CLOCK of the vCPU thread */
 };
 
+/* How the user part of a kernel-mode sample is taken. */
+enum vmm_callchain_mode {
+	VMM_CALLCHAIN_DEFERRED = 0, /* mark the thread, walk its user stack at its return to user */
+	VMM_CALLCHAIN_EAGER = 1,    /* walk at sample time from the user registers in pt_regs */
+};
+
 /**
  * struct vmm_config - what to boot and how to sample. Zero-initialise, then set fields.
  * @kernel: host path of a vmlinux ELF (PT_LOADs at their physical addresses, entered at its
@@ -56,6 +62,10 @@ enum vmm_counter_kind {
  *   vmlinux also locates the #PF entry for the PVM SYSCALL fix-up.
  * @sink: receives the records (required when @sample_hz > 0).
  * @force_counter: VMM_COUNTER_NONE to probe (cycles, else cpu-clock), or one to insist on.
+ * @callchain_mode: enum vmm_callchain_mode. Deferred falls back to eager where the host
+ *   cannot trap the guest's return to user (no hardware breakpoints or no exit sites found).
+ * @mark_timeout_ns: a mark not resolved at return to user within this long is resolved from
+ *   the registers saved at kernel entry (0: 100 ms).
  */
 struct vmm_config {
 	const char *kernel;
@@ -71,6 +81,8 @@ struct vmm_config {
 	const char *btf;
 	const struct vmm_sink *sink;
 	enum vmm_counter_kind force_counter;
+	enum vmm_callchain_mode callchain_mode;
+	uint64_t mark_timeout_ns;
 };
 
 #define VMM_MAX_VCPUS 64
@@ -121,6 +133,21 @@ struct vmm_counters {
 	uint64_t threads;
 	uint64_t processes;
 	uint64_t sample_ns_total; /* host ns spent building samples (regs to sink) */
+	/* deferred user callchains */
+	uint64_t marks;                /* kernel entries marked (one cookie each) */
+	uint64_t marks_reused;         /* samples that joined an existing mark's cookie */
+	uint64_t resolved_at_return;   /* user stack walked at the return to user */
+	uint64_t resolved_from_ptregs; /* timed out or at stop: walked from pt_regs of entry */
+	uint64_t resolved_stale;       /* returned with other user registers: walked from entry */
+	uint64_t dropped_table_full;   /* no free mark: walked eagerly instead */
+	uint64_t dropped_exited;       /* the task was gone when the mark was resolved */
+	uint64_t dropped_no_regs;      /* no user registers at entry could be read */
+	uint64_t traps_hit;            /* return-to-user breakpoint hits */
+	uint64_t traps_no_mark;        /* hits whose thread had no mark */
+	uint64_t traps_to_kernel;      /* iretq hits returning to kernel mode */
+	uint64_t trap_ns_total;        /* host ns spent in trap handling */
+	uint64_t traps_armed_at_end;   /* vCPUs still armed after the run (must be 0) */
+	uint64_t guest_db_dropped;     /* #DB of our breakpoints KVM had queued for the guest */
 };
 
 extern const char *const vmm_counter_names[];
@@ -157,6 +184,9 @@ enum vmm_counter_kind vmm_counter_kind(const struct vmm *vm);
 
 /** vmm_counter_name - "cycles", "cpu-clock" or "none". */
 const char *vmm_counter_name(enum vmm_counter_kind kind);
+
+/** vmm_callchain_mode_name - "deferred" or "eager" (the mode in effect after vmm_create). */
+const char *vmm_callchain_mode_name(const struct vmm *vm);
 
 /** vmm_strategy - one line saying how this host is driven (e.g. "pvm: syscall-fixup=bp"). */
 const char *vmm_strategy(const struct vmm *vm);
