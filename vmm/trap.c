@@ -73,7 +73,7 @@ static uint64_t wanted_dr7(struct vcpu *vcpu)
 	if (vm->pvm.enabled)
 		dr7 |= DR7_L0;
 	if (vm->traps.available && atomic_load(&vm->marks.pending))
-		dr7 |= DR7_L1 | (vcpu->stepping ? 0 : DR7_L2);
+		dr7 |= DR7_L1 | DR7_L2;
 	return dr7;
 }
 
@@ -83,9 +83,8 @@ static int set_guest_debug(struct vcpu *vcpu, uint64_t dr7)
 	struct kvm_guest_debug dbg;
 
 	memset(&dbg, 0, sizeof(dbg));
-	if (dr7 || vcpu->stepping) {
-		dbg.control = KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_USE_HW_BP |
-			      (vcpu->stepping ? KVM_GUESTDBG_SINGLESTEP : 0);
+	if (dr7) {
+		dbg.control = KVM_GUESTDBG_ENABLE | KVM_GUESTDBG_USE_HW_BP;
 		dbg.arch.debugreg[0] = vm->pvm.pf_entry_kva;
 		dbg.arch.debugreg[1] = vm->traps.sysret_kva;
 		dbg.arch.debugreg[2] = vm->traps.iret_kva;
@@ -98,8 +97,7 @@ static int set_guest_debug(struct vcpu *vcpu, uint64_t dr7)
 		return err;
 	}
 	vcpu->dr7_applied = dr7;
-	vcpu->step_applied = vcpu->stepping;
-	vcpu->debug_armed = dr7 != 0 || vcpu->stepping;
+	vcpu->debug_armed = dr7 != 0;
 	return 0;
 }
 
@@ -107,8 +105,7 @@ int vcpu_debug_update(struct vcpu *vcpu)
 {
 	uint64_t dr7 = wanted_dr7(vcpu);
 
-	if (dr7 == vcpu->dr7_applied && vcpu->stepping == vcpu->step_applied &&
-	    (vcpu->debug_armed || !dr7))
+	if (dr7 == vcpu->dr7_applied && (vcpu->debug_armed || !dr7))
 		return 0;
 	return set_guest_debug(vcpu, dr7);
 }
@@ -264,6 +261,14 @@ static int trap_hit(struct vcpu *vcpu, bool is_sysret)
 			goto fail;
 		to_user = (frame[1] & 3) == 3;
 		ur = (struct user_regs){ frame[0], frame[3], regs->rbp };
+		if (hvp_log_enabled(HVP_LOG_DEBUG, LOG_VMM)) {
+			uint64_t orig_ax = 0;
+
+			if (gi_read_gva(&vm->gmem, &pg, regs->rsp - 8, &orig_ax, 8) != 0)
+				orig_ax = 0;
+			pr_debug(LOG_VMM, "vCPU %u: iretq orig_ax 0x%llx", vcpu->index,
+				 (unsigned long long)orig_ax);
+		}
 		pr_debug(LOG_VMM, "vCPU %u: iretq at rsp 0x%llx: rip 0x%llx cs 0x%llx rflags 0x%llx "
 			 "rsp 0x%llx ss 0x%llx", vcpu->index, (unsigned long long)regs->rsp,
 			 (unsigned long long)frame[0], (unsigned long long)frame[1],
@@ -271,9 +276,13 @@ static int trap_hit(struct vcpu *vcpu, bool is_sysret)
 			 (unsigned long long)frame[4]);
 	}
 
-	if (vcpu->rf_probe_pc == regs->rip) {
-		/* The same breakpoint again right after resuming with RF: RF is ignored here. */
-		atomic_store(&vm->traps.step, TRAP_STEP_COMPLETE);
+	if (vcpu->rf_probe_pc == regs->rip && vcpu->rf_probe_rsp == regs->rsp) {
+		/* The same breakpoint again, with no other exit, right after resuming with RF:
+		 * RF did not step over it. Seen on PVM for iretq back to kernel mode while RF
+		 * worked for other hits, so one failure makes completion the rule from now on. */
+		if (atomic_exchange(&vm->traps.step, TRAP_STEP_COMPLETE) != TRAP_STEP_COMPLETE)
+			pr_info("RFLAGS.RF does not step over breakpoints here: sysretq/iretq are "
+				"completed by hvprof");
 		vcpu->rf_probe_pc = 0;
 		vcpu->c.traps_hit--; /* counted at the first exit */
 	} else if (to_user) {
@@ -294,25 +303,22 @@ static int trap_hit(struct vcpu *vcpu, bool is_sysret)
 
 	switch (atomic_load(&vm->traps.step)) {
 	case TRAP_STEP_UNKNOWN:
+	case TRAP_STEP_RF:
+		/* Resume with RF; if the very next exit is this breakpoint again, RF failed. */
 		regs->rflags |= RFLAGS_RF;
 		vcpu_mark_regs_dirty(vcpu, true, false);
 		vcpu->rf_probe_pc = regs->rip;
-		break;
-	case TRAP_STEP_RF:
-		regs->rflags |= RFLAGS_RF;
-		vcpu_mark_regs_dirty(vcpu, true, false);
+		vcpu->rf_probe_rsp = regs->rsp;
 		break;
 	default:
-		if (!is_sysret && !to_user) {
-			/* Back to kernel mode: single-step the iretq with its breakpoint off; the
-			 * step ends at the next kernel instruction, where it is re-armed. */
-			vcpu->stepping = true;
-			break;
-		}
 		err = is_sysret ? complete_sysret(vcpu, regs, sregs)
 				: complete_iret(vcpu, regs, sregs, &pg, frame);
 		if (err)
 			goto fail;
+		pr_debug(LOG_VMM, "vCPU %u: completed %s: rip 0x%llx rsp 0x%llx cs 0x%x ss 0x%x "
+			 "rflags 0x%llx", vcpu->index, is_sysret ? "sysretq" : "iretq",
+			 (unsigned long long)regs->rip, (unsigned long long)regs->rsp,
+			 sregs->cs.selector, sregs->ss.selector, (unsigned long long)regs->rflags);
 	}
 	vcpu->c.trap_ns_total += vmm_now_ns() - t0;
 	return 0;
@@ -325,33 +331,14 @@ fail:
 void trap_rf_probe_check(struct vcpu *vcpu)
 {
 	struct kvm_regs *regs;
+	int unknown = TRAP_STEP_UNKNOWN;
 
 	if (!vcpu->rf_probe_pc || vcpu_get_regs(vcpu, &regs, NULL) != 0)
 		return;
-	if (regs->rip != vcpu->rf_probe_pc) {
-		/* The guest moved past the breakpoint: RF stepped over it. */
-		atomic_store(&vcpu->vm->traps.step, TRAP_STEP_RF);
+	if (regs->rip != vcpu->rf_probe_pc || regs->rsp != vcpu->rf_probe_rsp) {
+		/* The guest moved past the breakpoint: RF stepped over it (this time). */
+		atomic_compare_exchange_strong(&vcpu->vm->traps.step, &unknown, TRAP_STEP_RF);
 		vcpu->rf_probe_pc = 0;
-	}
-}
-
-/*
- * A breakpoint that is ours must not also reach the guest: if KVM queued the #DB for the guest
- * as well (seen on PVM), drop it, or the guest's #DB handler runs and its iretq hits the trap
- * again, forever.
- */
-static void drop_guest_db(struct vcpu *vcpu)
-{
-	struct kvm_vcpu_events ev;
-
-	if (ioctl(vcpu->fd, KVM_GET_VCPU_EVENTS, &ev) < 0)
-		return;
-	if ((ev.exception.injected || ev.exception.pending) && ev.exception.nr == 1) {
-		ev.exception.injected = 0;
-		ev.exception.pending = 0;
-		ev.flags = 0;
-		if (ioctl(vcpu->fd, KVM_SET_VCPU_EVENTS, &ev) == 0)
-			vcpu->c.guest_db_dropped++;
 	}
 }
 
@@ -360,17 +347,12 @@ int debug_exit(struct vcpu *vcpu)
 	struct vmm *vm = vcpu->vm;
 	uint64_t pc = vcpu->run->debug.arch.pc;
 
-	drop_guest_db(vcpu);
-	if (vcpu->stepping && (vcpu->run->debug.arch.dr6 & (1u << 14))) {
-		/* The single-step over a kernel-bound iretq ended (DR6.BS): re-arm and resume;
-		 * a breakpoint at this instruction fires when it runs. */
-		vcpu->stepping = false;
-		return 0;
-	}
 	if (vm->pvm.enabled && pc == vm->pvm.pf_entry_kva) {
 		trap_rf_probe_check(vcpu);
 		return pvm_fixup_hit(vcpu);
 	}
+	if (vcpu->rf_probe_pc && pc != vcpu->rf_probe_pc)
+		trap_rf_probe_check(vcpu);
 	if (vm->traps.available && (pc == vm->traps.sysret_kva || pc == vm->traps.iret_kva)) {
 		if (!vm->traps.verified) {
 			struct kvm_sregs *sregs;

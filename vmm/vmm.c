@@ -28,7 +28,7 @@ const char *const vmm_counter_names[] = {
 	"user_walk_bad_fp", "user_walk_depth", "task_invalid", "threads", "processes",
 	"sample_ns_total", "marks", "marks_reused", "resolved_at_return", "resolved_from_ptregs",
 	"resolved_stale", "dropped_table_full", "dropped_exited", "dropped_no_regs", "traps_hit",
-	"traps_no_mark", "traps_to_kernel", "trap_ns_total", "traps_armed_at_end", "guest_db_dropped",
+	"traps_no_mark", "traps_to_kernel", "trap_ns_total", "traps_armed_at_end",
 };
 _Static_assert(sizeof(vmm_counter_names) / sizeof(vmm_counter_names[0]) == VMM_N_COUNTERS,
 	       "one name per counter");
@@ -411,6 +411,17 @@ static void *vcpu_thread(void *arg)
  * kernel entry, and no breakpoint left armed (each vCPU's are cleared and checked). */
 static void run_epilogue(struct vmm *vm)
 {
+	if (vm->n_vcpus && hvp_log_enabled(HVP_LOG_DEBUG, LOG_EXIT)) {
+		struct vcpu *v = &vm->vcpus[0];
+
+		for (unsigned int i = 0; i < ARRAY_SIZE(v->trail); i++) {
+			unsigned int t = (v->trail_next + i) % ARRAY_SIZE(v->trail);
+
+			pr_debug(LOG_EXIT, "vCPU 0 trail: reason %u rip 0x%llx cs 0x%x rsp 0x%llx",
+				 v->trail[t].reason, (unsigned long long)v->trail[t].rip,
+				 v->trail[t].cs, (unsigned long long)v->trail[t].rsp);
+		}
+	}
 	if (vm->n_vcpus && vm->cfg.sink && vm->gi)
 		marks_flush(vm, &vm->vcpus[0]);
 	for (unsigned int i = 0; i < vm->n_vcpus; i++)

@@ -131,8 +131,7 @@ struct vcpu {
 	bool debug_armed;
 	uint64_t dr7_applied;    /* DR7 as last given to KVM_SET_GUEST_DEBUG */
 	uint64_t rf_probe_pc;    /* a trap hit resumed with RF set, to see if RF works */
-	bool stepping;           /* single-stepping over a disarmed iretq back to kernel mode */
-	bool step_applied;
+	uint64_t rf_probe_rsp;
 	struct vmm_counters c;  /* this vCPU's counters, summed at the end */
 	/* register access without KVM_CAP_SYNC_REGS: copies and dirty flags */
 	struct kvm_regs regs;
@@ -201,7 +200,7 @@ struct user_regs {
 
 enum trap_step {
 	TRAP_STEP_UNKNOWN = 0, /* not probed yet: the first hit tries RFLAGS.RF */
-	TRAP_STEP_RF = 1,      /* RF steps over the breakpoint (VMX/SVM) */
+	TRAP_STEP_RF = 1,      /* RF stepped over every hit so far (VMX/SVM) */
 	TRAP_STEP_COMPLETE = 2,/* RF is ignored (PVM): hvprof completes sysretq/iretq itself */
 };
 

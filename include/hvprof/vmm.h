@@ -147,7 +147,6 @@ struct vmm_counters {
 	uint64_t traps_to_kernel;      /* iretq hits returning to kernel mode */
 	uint64_t trap_ns_total;        /* host ns spent in trap handling */
 	uint64_t traps_armed_at_end;   /* vCPUs still armed after the run (must be 0) */
-	uint64_t guest_db_dropped;     /* #DB of our breakpoints KVM had queued for the guest */
 };
 
 extern const char *const vmm_counter_names[];
