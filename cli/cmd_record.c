@@ -25,7 +25,8 @@ static const char record_usage[] =
 	"  -o, --output FILE   recording to write (default hvprof.data; an existing one\n"
 	"                      is kept as FILE.old)\n"
 	"  --callchain-mode M  user part of kernel samples: deferred (walk at the thread's\n"
-	"                      return to user; default) or eager (walk at once from pt_regs)\n"
+	"                      return to user; default), eager (walk at once from pt_regs)\n"
+	"                      or both (deferred, with the eager walk kept as a cross-check)\n"
 	"\nguest options:\n" GUEST_OPTIONS_HELP;
 
 static int sink_sample(void *ctx, const struct hvp_sample *s)
@@ -173,8 +174,11 @@ int cmd_record(int argc, char **argv)
 				mode = VMM_CALLCHAIN_DEFERRED;
 			} else if (!strcmp(optarg, "eager")) {
 				mode = VMM_CALLCHAIN_EAGER;
+			} else if (!strcmp(optarg, "both")) {
+				mode = VMM_CALLCHAIN_BOTH;
 			} else {
-				cli_error("--callchain-mode '%s': want deferred or eager", optarg);
+				cli_error("--callchain-mode '%s': want deferred, eager or both",
+					  optarg);
 				status = EXIT_USAGE;
 				goto out;
 			}

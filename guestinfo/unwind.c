@@ -144,6 +144,25 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 	}
 }
 
+/*
+ * A return address must point into a mapped page that may be executed: NX (bit 63, honoured
+ * when EFER.NXE) clear at every level (SDM vol. 3A, 4.6). Stack garbage mostly fails this.
+ */
+static bool is_executable(const struct gmem *mem, const struct gi_paging *pg, uint64_t va)
+{
+	struct pgwalk_trace trace;
+	uint64_t gpa;
+
+	if (gi_gva_to_gpa(mem, pg, va, &gpa, NULL, &trace) != 0)
+		return false;
+	if (!(pg->efer & (1ull << 11)))
+		return true;
+	for (unsigned int i = 0; i < trace.levels && i < PGWALK_MAX_LEVELS; i++)
+		if (trace.entry[i] & (1ull << 63))
+			return false;
+	return true;
+}
+
 enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging *pg, uint64_t rip,
 				  uint64_t rsp, uint64_t rbp, uint64_t *ips, unsigned int max,
 				  unsigned int *n)
@@ -177,10 +196,10 @@ enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging
 			return gi_fault_stop(err);
 		if (frame[1] == 0)
 			return HVP_WALK_END;
-		if (!gi_is_user_gva(pg, frame[1]))
-			return HVP_WALK_BAD_FP;
 		if (*n >= max)
 			return HVP_WALK_DEPTH;
+		if (!gi_is_user_gva(pg, frame[1]) || !is_executable(mem, pg, frame[1]))
+			return HVP_WALK_BAD_FP;
 		/* SAFETY: *n < max, the caller's capacity of @ips. */
 		ips[(*n)++] = frame[1];
 		prev_fp = fp;

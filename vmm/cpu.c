@@ -31,6 +31,17 @@
 #define CPUID7_EBX_SMAP (1u << 20)
 #define CPUID7_EBX_AVX2 (1u << 5)
 #define CPUID7_EDX_FSRM (1u << 4)
+/* KVM paravirtual features (CPUID 0x40000001 EAX, Documentation/virt/kvm/x86/cpuid.rst) that
+ * an SMP guest would use in place of native IPIs. On PVM hosts the hypercall behind PV IPIs
+ * (KVM_HC_SEND_IPI) never completed: a 2-vCPU boot hung in kvm_hypercall4 from
+ * native_smp_send_reschedule with the runqueue lock held, the AP spinning on it. PV sched
+ * yield and PV unhalt are hypercalls too; PV TLB flush defers flushes of preempted vCPUs to the
+ * host. Hidden, the guest uses plain IPIs through the in-kernel local APIC. */
+#define KVM_CPUID_FEATURES_LEAF 0x40000001u
+#define KVM_FEATURE_PV_UNHALT_BIT (1u << 7)
+#define KVM_FEATURE_PV_TLB_FLUSH_BIT (1u << 9)
+#define KVM_FEATURE_PV_SEND_IPI_BIT (1u << 11)
+#define KVM_FEATURE_PV_SCHED_YIELD_BIT (1u << 13)
 
 int cpu_setup_cpuid(struct vmm *vm)
 {
@@ -66,6 +77,10 @@ int cpu_setup_cpuid(struct vmm *vm)
 			break;
 		case 0xd: /* XSAVE state enumeration: nothing, since XSAVE is hidden */
 			e->eax = e->ebx = e->ecx = e->edx = 0;
+			break;
+		case KVM_CPUID_FEATURES_LEAF:
+			e->eax &= ~(KVM_FEATURE_PV_UNHALT_BIT | KVM_FEATURE_PV_TLB_FLUSH_BIT |
+				    KVM_FEATURE_PV_SEND_IPI_BIT | KVM_FEATURE_PV_SCHED_YIELD_BIT);
 			break;
 		case 0x80000008:
 			if ((e->eax & 0xff) >= 32 && (e->eax & 0xff) <= 52)

@@ -13,6 +13,8 @@
 
 #define MARKS_EXPIRE_PER_CALL 4 /* slots looked at per sample: bounded work */
 
+static void emit_saved_entry_walk(struct vcpu *vcpu, const struct mark *mk);
+
 void marks_init(struct marks *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -42,17 +44,50 @@ static void release(struct marks *m, struct mark *mk)
 	atomic_store(&m->pending, m->n_used);
 }
 
+/* Record @entry as the mark's entry registers and walk the user stack from them now. */
+static void set_entry(struct vcpu *vcpu, struct mark *mk, const struct gi_paging *pg,
+		      const struct user_regs *entry)
+{
+	unsigned int n = 0;
+
+	mk->pg = *pg;
+	mk->entry_ip = entry->ip;
+	mk->entry_sp = entry->sp;
+	mk->entry_bp = entry->bp;
+	mk->entry_known = true;
+	/* bounded: at most HVP_MAX_CALLCHAIN frames, each a bounded page walk */
+	mk->entry_stop = (uint8_t)gi_unwind_user(&vcpu->vm->gmem, pg, entry->ip, entry->sp,
+						 entry->bp, mk->entry_ips, HVP_MAX_CALLCHAIN, &n);
+	mk->n_entry = (uint16_t)n;
+}
+
 uint64_t marks_take(struct vcpu *vcpu, uint64_t task, int32_t pid, const struct gi_paging *pg,
-		    const struct user_regs *entry, bool *is_new)
+		    const struct user_regs *entry, bool entry_known, bool *is_new)
 {
 	struct marks *m = &vcpu->vm->marks;
-	struct mark *mk;
+	struct mark *mk, old;
 	uint64_t cookie = 0;
 	bool first;
 
 	*is_new = false;
 	pthread_mutex_lock(&m->lock);
 	mk = find(m, task, pid);
+	if (mk && entry_known && !mk->entry_known) {
+		/* marked in the entry code: this later sample knows the entry's registers */
+		set_entry(vcpu, mk, pg, entry);
+	} else if (mk && entry_known &&
+		   (mk->entry_ip != entry->ip || mk->entry_sp != entry->sp)) {
+		/* Same stay in the kernel, other user registers: execve set up the new program
+		 * (or the mark outlived an unseen return). The old mark ends with its walk; this
+		 * sample starts a new one. */
+		old = *mk;
+		release(m, mk);
+		pthread_mutex_unlock(&m->lock);
+		emit_saved_entry_walk(vcpu, &old);
+		vcpu->c.resolved_stale++;
+		pthread_mutex_lock(&m->lock);
+		mk = NULL;
+	}
 	if (mk) {
 		cookie = mk->cookie;
 		vcpu->c.marks_reused++;
@@ -62,10 +97,19 @@ uint64_t marks_take(struct vcpu *vcpu, uint64_t task, int32_t pid, const struct 
 		if (m->slot[i].used)
 			continue;
 		mk = &m->slot[i];
-		*mk = (struct mark){ .task = task, .pid = pid, .vcpu = vcpu->index,
-				     .cookie = m->next_cookie++, .pg = *pg,
-				     .entry_ip = entry->ip, .entry_sp = entry->sp,
-				     .entry_bp = entry->bp, .t_ns = vmm_now_ns(), .used = true };
+		mk->task = task;
+		mk->pid = pid;
+		mk->vcpu = vcpu->index;
+		mk->cookie = m->next_cookie++;
+		mk->t_ns = vmm_now_ns();
+		mk->used = true;
+		mk->pg = *pg;
+		mk->n_entry = 0;
+		mk->entry_stop = HVP_WALK_LOST;
+		mk->entry_known = false;
+		mk->entry_ip = mk->entry_sp = mk->entry_bp = 0;
+		if (entry_known)
+			set_entry(vcpu, mk, pg, entry);
 		first = m->n_used++ == 0;
 		atomic_store(&m->pending, m->n_used);
 		cookie = mk->cookie;
@@ -111,16 +155,34 @@ void marks_resolve_at_return(struct vcpu *vcpu, uint64_t task, int32_t pid,
 	pthread_mutex_unlock(&m->lock);
 
 	/* The registers about to be restored are those saved at the kernel entry we marked,
-	 * unless that entry ended unseen (another vCPU had not armed yet) or a signal frame was
-	 * set up: then the entry's own registers tell the call path of the marked samples. */
-	if (ur->ip == copy.entry_ip && ur->sp == copy.entry_sp) {
+	 * unless that entry ended unseen (another vCPU had not armed yet), a signal frame was set
+	 * up, or execve replaced the address space: then the walk made when the mark was taken
+	 * tells the call path of the marked samples. */
+	if (!copy.entry_known || (ur->ip == copy.entry_ip && ur->sp == copy.entry_sp)) {
 		emit_user_stack(vcpu, copy.cookie, pid, pg, ur);
 		vcpu->c.resolved_at_return++;
 	} else {
-		struct user_regs entry = { copy.entry_ip, copy.entry_sp, copy.entry_bp };
-
-		emit_user_stack(vcpu, copy.cookie, pid, &copy.pg, &entry);
+		emit_saved_entry_walk(vcpu, &copy);
 		vcpu->c.resolved_stale++;
+	}
+}
+
+/* The walk made when the mark was taken, as the mark's USER_STACK record. */
+static void emit_saved_entry_walk(struct vcpu *vcpu, const struct mark *mk)
+{
+	struct vmm *vm = vcpu->vm;
+	struct hvp_user_stack *u = &vcpu->ustack;
+
+	u->time_ns = vmm_now_ns() - vm->t_start_ns;
+	u->cookie = mk->cookie;
+	u->pid = mk->pid;
+	u->vcpu = vcpu->index;
+	u->stop = mk->entry_stop;
+	u->n_user = mk->n_entry;
+	memcpy(u->user_ips, mk->entry_ips, mk->n_entry * sizeof(u->user_ips[0]));
+	if (vm->cfg.sink->user_stack && vm->cfg.sink->user_stack(vm->cfg.sink->ctx, u) != 0) {
+		vcpu->c.samples_sink_errors++;
+		vmm_end(vm, HVP_END_ERROR, -1, "the recording could not be written");
 	}
 }
 
@@ -140,6 +202,17 @@ static void resolve_from_entry(struct vmm *vm, struct vcpu *vcpu, const struct m
 			vm->cfg.sink->user_stack(vm->cfg.sink->ctx, &u);
 		return;
 	}
+	if (!mk->entry_known && user_regs_at_entry(vm, &mk->pg, mk->task, &entry) != 0) {
+		struct hvp_user_stack u = { .time_ns = vmm_now_ns() - vm->t_start_ns,
+					    .cookie = mk->cookie, .pid = mk->pid,
+					    .vcpu = vcpu->index, .stop = HVP_WALK_LOST };
+
+		vcpu->c.dropped_no_regs++;
+		if (vm->cfg.sink->user_stack)
+			vm->cfg.sink->user_stack(vm->cfg.sink->ctx, &u);
+		return;
+	}
+	/* the thread is still in the kernel: pt_regs is complete now, and so is its memory */
 	emit_user_stack(vcpu, mk->cookie, mk->pid, &mk->pg, &entry);
 	vcpu->c.resolved_from_ptregs++;
 }

@@ -149,6 +149,24 @@ static void count_stop(struct vcpu *vcpu, enum hvp_walk_stop why, bool user)
 }
 
 /*
+ * In the kernel's entry code, before the C handler runs, pt_regs at the top of the task stack
+ * may still hold the user registers of the previous kernel entry. The exit paths read a complete
+ * pt_regs, so they are not in the window.
+ */
+static bool in_entry_window(const struct vmm *vm, uint64_t rip)
+{
+	const struct entry_window *w = &vm->entry_window;
+
+	if (rip < w->text_start || rip >= w->text_end)
+		return false;
+	if (rip >= w->exit1_start && rip < w->exit1_end)
+		return false;
+	if (rip >= w->exit2_start && rip < w->exit2_end)
+		return false;
+	return true;
+}
+
+/*
  * The user part of a kernel-mode sample of a user thread. Deferred: mark the thread and leave
  * the walk to its return to user (the sample carries the mark's cookie); eager, or when no mark
  * is free: walk now. @entry: the user registers of the kernel entry if already known (SYSCALL
@@ -161,17 +179,25 @@ static void user_part_of_kernel_sample(struct vcpu *vcpu, struct hvp_sample *s, 
 	struct user_regs ur;
 	enum hvp_walk_stop why;
 	unsigned int n = 0;
-	bool is_new;
+	bool is_new, known = true;
 
 	if (entry)
 		ur = *entry;
 	else if (user_regs_at_entry(vm, pg, task, &ur) != 0) {
-		vcpu->c.dropped_no_regs++;
+		vcpu->c.user_regs_unreadable++;
 		return;
+	} else if (in_entry_window(vm, s->rip)) {
+		known = false;
 	}
-	if (vm->callchain == VMM_CALLCHAIN_DEFERRED) {
-		s->cookie = marks_take(vcpu, task, s->pid, pg, &ur, &is_new);
-		if (s->cookie) {
+	if (vm->callchain != VMM_CALLCHAIN_EAGER) {
+		s->cookie = marks_take(vcpu, task, s->pid, pg, &ur, known, &is_new);
+		if (s->cookie && !known) {
+			/* the eager walk would read a stale pt_regs: only the return tells */
+			s->user_stop = HVP_WALK_DEFERRED;
+			s->n_user = 0;
+			return;
+		}
+		if (s->cookie && vm->callchain == VMM_CALLCHAIN_DEFERRED) {
 			s->user_stop = HVP_WALK_DEFERRED;
 			s->n_user = 0;
 			return;
@@ -182,6 +208,8 @@ static void user_part_of_kernel_sample(struct vcpu *vcpu, struct hvp_sample *s, 
 	s->n_user = (uint16_t)n;
 	s->user_stop = (uint8_t)why;
 	count_stop(vcpu, why, true);
+	if (s->cookie) /* both: the eager walk stays in the sample as a cross-check */
+		s->user_stop = HVP_WALK_DEFERRED;
 }
 
 void sample_take(struct vcpu *vcpu)

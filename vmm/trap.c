@@ -35,9 +35,29 @@ int traps_setup(struct vmm *vm)
 	const struct symtab *st;
 	uint64_t kva;
 
-	if (vm->callchain != VMM_CALLCHAIN_DEFERRED || !vm->gi)
+	if (!vm->gi)
 		return 0;
 	st = gi_symtab(vm->gi);
+	{
+		struct entry_window *w = &vm->entry_window;
+		uint64_t a, b;
+
+		if (symtab_find(st, "__entry_text_start", &w->text_start) != 0 ||
+		    symtab_find(st, "__entry_text_end", &w->text_end) != 0)
+			w->text_start = w->text_end = 0;
+		if (symtab_find(st, "syscall_return_via_sysret", &a) == 0 &&
+		    symtab_find(st, "entry_SYSRETQ_end", &b) == 0) {
+			w->exit1_start = a;
+			w->exit1_end = b;
+		}
+		if (symtab_find(st, "swapgs_restore_regs_and_return_to_usermode", &a) == 0 &&
+		    symtab_find(st, "native_irq_return_iret", &b) == 0) {
+			w->exit2_start = a;
+			w->exit2_end = b + 2;
+		}
+	}
+	if (vm->callchain == VMM_CALLCHAIN_EAGER)
+		return 0;
 	if (symtab_find(st, "entry_SYSRETQ_end", &kva) == 0)
 		vm->traps.sysret_kva = kva - 3; /* sysretq is 48 0f 07 */
 	if (symtab_find(st, "native_irq_return_iret", &kva) == 0)

@@ -29,6 +29,7 @@ const char *const vmm_counter_names[] = {
 	"sample_ns_total", "marks", "marks_reused", "resolved_at_return", "resolved_from_ptregs",
 	"resolved_stale", "dropped_table_full", "dropped_exited", "dropped_no_regs", "traps_hit",
 	"traps_no_mark", "traps_to_kernel", "trap_ns_total", "traps_armed_at_end",
+	"user_regs_unreadable",
 };
 _Static_assert(sizeof(vmm_counter_names) / sizeof(vmm_counter_names[0]) == VMM_N_COUNTERS,
 	       "one name per counter");
@@ -62,7 +63,9 @@ enum vmm_counter_kind vmm_counter_kind(const struct vmm *vm)
 
 const char *vmm_callchain_mode_name(const struct vmm *vm)
 {
-	return vm->callchain == VMM_CALLCHAIN_DEFERRED ? "deferred" : "eager";
+	return vm->callchain == VMM_CALLCHAIN_DEFERRED ? "deferred"
+	       : vm->callchain == VMM_CALLCHAIN_BOTH   ? "both"
+						      : "eager";
 }
 
 const char *vmm_strategy(const struct vmm *vm)
@@ -314,7 +317,7 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 		 vm->is_pvm ? "pvm" : "hardware virtualization",
 		 vm->sync_regs ? "sync-regs read, ioctl write" : "ioctl",
 		 vm->pvm.enabled ? "breakpoint-on-#PF" : "none", vmm_callchain_mode_name(vm),
-		 vm->callchain == VMM_CALLCHAIN_DEFERRED ? " (breakpoints on sysretq/iretq)" : "");
+		 vm->callchain != VMM_CALLCHAIN_EAGER ? " (breakpoints on sysretq/iretq)" : "");
 	*out = vm;
 	return 0;
 
@@ -399,6 +402,21 @@ static void *vcpu_thread(void *arg)
 			vcpu->trail[t].rsp = vcpu->run->s.regs.regs.rsp;
 			vcpu->trail[t].rcx = vcpu->run->s.regs.regs.rcx;
 			vcpu->trail[t].cs = vcpu->run->s.regs.sregs.cs.selector;
+		}
+		if (getenv("HVP_APDBG") && vcpu->index != 0 && vcpu->c.exits < 400) {
+			struct kvm_mp_state mps = { 0 };
+			struct kvm_regs rr;
+			struct kvm_sregs ss;
+
+			ioctl(vcpu->fd, KVM_GET_MP_STATE, &mps);
+			ioctl(vcpu->fd, KVM_GET_REGS, &rr);
+			ioctl(vcpu->fd, KVM_GET_SREGS, &ss);
+			pr_info("APDBG vCPU %u t=%.3f exit %u mp %u rip 0x%llx cs 0x%x base 0x%llx cr0 0x%llx efer 0x%llx io port 0x%x mmio 0x%llx",
+				vcpu->index, (double)(vmm_now_ns() - vm->t_start_ns) / 1e9,
+				vcpu->run->exit_reason, mps.mp_state, (unsigned long long)rr.rip,
+				ss.cs.selector, (unsigned long long)ss.cs.base,
+				(unsigned long long)ss.cr0, (unsigned long long)ss.efer,
+				vcpu->run->io.port, (unsigned long long)vcpu->run->mmio.phys_addr);
 		}
 		if (exit_handle(vcpu) != 0)
 			break;

@@ -178,8 +178,15 @@ struct mark {
 	uint64_t entry_ip; /* user registers saved at kernel entry (pt_regs), the fallback */
 	uint64_t entry_sp;
 	uint64_t entry_bp;
+	bool entry_known;  /* false: marked in the kernel entry code, before pt_regs was complete */
 	uint64_t t_ns;     /* host time of the first sample */
 	bool used;
+	/* the walk from the entry registers made when the mark was taken: the answer when the
+	 * return shows other registers (execve replaced the address space, a signal frame was
+	 * set up, or the entry ended unseen) */
+	uint8_t entry_stop;
+	uint16_t n_entry;
+	uint64_t entry_ips[HVP_MAX_CALLCHAIN];
 };
 
 struct marks {
@@ -202,6 +209,13 @@ enum trap_step {
 	TRAP_STEP_UNKNOWN = 0, /* not probed yet: the first hit tries RFLAGS.RF */
 	TRAP_STEP_RF = 1,      /* RF stepped over every hit so far (VMX/SVM) */
 	TRAP_STEP_COMPLETE = 2,/* RF is ignored (PVM): hvprof completes sysretq/iretq itself */
+};
+
+/* Kernel entry code where pt_regs may still hold the previous entry's user registers. */
+struct entry_window {
+	uint64_t text_start, text_end;     /* __entry_text_start.. __entry_text_end */
+	uint64_t exit1_start, exit1_end;   /* syscall_return_via_sysret..entry_SYSRETQ_end */
+	uint64_t exit2_start, exit2_end;   /* swapgs_restore_regs_and_return_to_usermode..iretq */
 };
 
 struct traps {
@@ -240,6 +254,7 @@ struct vmm {
 	uint64_t mark_timeout_ns;
 	struct marks marks;
 	struct traps traps;
+	struct entry_window entry_window;
 	uint64_t t_start_ns;
 
 	/* the outcome: first writer wins */
@@ -300,7 +315,7 @@ void marks_destroy(struct marks *m);
  * (> 0), or 0 when the table is full (the caller walks eagerly).
  */
 uint64_t marks_take(struct vcpu *vcpu, uint64_t task, int32_t pid, const struct gi_paging *pg,
-		    const struct user_regs *entry, bool *is_new);
+		    const struct user_regs *entry, bool entry_known, bool *is_new);
 /* The thread @task/@pid is about to return to user with @ur: resolve its mark, if any. */
 void marks_resolve_at_return(struct vcpu *vcpu, uint64_t task, int32_t pid,
 			     const struct gi_paging *pg, const struct user_regs *ur);

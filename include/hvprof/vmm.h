@@ -45,6 +45,8 @@ enum vmm_counter_kind {
 enum vmm_callchain_mode {
 	VMM_CALLCHAIN_DEFERRED = 0, /* mark the thread, walk its user stack at its return to user */
 	VMM_CALLCHAIN_EAGER = 1,    /* walk at sample time from the user registers in pt_regs */
+	VMM_CALLCHAIN_BOTH = 2,     /* deferred, and the eager walk kept in the sample as a
+				     * cross-check (docs/recording-format.md, SAMPLE) */
 };
 
 /**
@@ -141,12 +143,13 @@ struct vmm_counters {
 	uint64_t resolved_stale;       /* returned with other user registers: walked from entry */
 	uint64_t dropped_table_full;   /* no free mark: walked eagerly instead */
 	uint64_t dropped_exited;       /* the task was gone when the mark was resolved */
-	uint64_t dropped_no_regs;      /* no user registers at entry could be read */
+	uint64_t dropped_no_regs;      /* a mark whose entry registers could not be read */
 	uint64_t traps_hit;            /* return-to-user breakpoint hits */
 	uint64_t traps_no_mark;        /* hits whose thread had no mark */
 	uint64_t traps_to_kernel;      /* iretq hits returning to kernel mode */
 	uint64_t trap_ns_total;        /* host ns spent in trap handling */
 	uint64_t traps_armed_at_end;   /* vCPUs still armed after the run (must be 0) */
+	uint64_t user_regs_unreadable; /* kernel samples of user threads without pt_regs (no user part) */
 };
 
 extern const char *const vmm_counter_names[];

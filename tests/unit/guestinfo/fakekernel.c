@@ -84,9 +84,13 @@ int fakekernel_init(struct fakekernel *fk, unsigned int stack_pages)
 		if (fakemem_map(&fk->fm, FK_IRQ_STACK + i * 4096, FK_IRQ_STACK_GPA + i * 4096, 4096,
 				0) ||
 		    fakemem_map(&fk->fm, FK_USER_STACK + i * 4096, FK_USER_STACK_GPA + i * 4096,
-				4096, FPTE_US))
+				4096, FPTE_US | FPTE_NX))
 			goto fail;
 	}
+	for (unsigned int i = 0; i < 2; i++)
+		if (fakemem_map(&fk->fm, FK_USER_TEXT + i * 4096, FK_USER_TEXT_GPA + i * 4096, 4096,
+				FPTE_US))
+			goto fail;
 
 	task = fk_kva(FK_TASK_GPA);
 	fk->task_kva = task;

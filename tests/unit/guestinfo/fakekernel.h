@@ -31,6 +31,8 @@
 /* The user stack: four pages, 8 MiB and more below the top of the user half. */
 #define FK_USER_STACK 0x00007fffe0000000ull
 #define FK_USER_STACK_GPA 0x500000ull
+#define FK_USER_TEXT 0x0000000000400000ull /* user text, executable, 2 pages */
+#define FK_USER_TEXT_GPA 0x520000ull
 
 #define FK_PID 1234
 #define FK_TGID 1230

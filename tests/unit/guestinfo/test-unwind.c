@@ -296,6 +296,21 @@ static int u_cycle(struct ufixture *f)
 	return uchain(&f->fk, U + 0x3000, 3) || fk_frame(&f->fk, U + 0x3040, U + 0x3020, URET(3));
 }
 
+/* A return address into the (NX) stack: garbage, not code. */
+static int u_ret_nx(struct ufixture *f)
+{
+	f->rbp = U + 0x3000;
+	return fk_frame(&f->fk, U + 0x3000, U + 0x3020, URET(1)) ||
+	       fk_frame(&f->fk, U + 0x3020, 0, U + 0x100);
+}
+
+/* A return address into an unmapped user page. */
+static int u_ret_unmapped(struct ufixture *f)
+{
+	f->rbp = U + 0x3000;
+	return fk_frame(&f->fk, U + 0x3000, 0, 0x7000000ull);
+}
+
 static int u_unmapped(struct ufixture *f)
 {
 	/* Above the four mapped pages, still within 8 MiB of rsp. */
@@ -358,6 +373,8 @@ static const struct urow urows[] = {
 	{ "frame 8 MiB above rsp", u_far_above_rsp, HVP_WALK_END, 2 },
 	{ "misaligned rbp", u_misaligned, HVP_WALK_BAD_FP, 1 },
 	{ "return address in the kernel", u_kernel_ret, HVP_WALK_BAD_FP, 2 },
+	{ "return address into a no-execute (stack) page", u_ret_nx, HVP_WALK_BAD_FP, 2 },
+	{ "return address into an unmapped page", u_ret_unmapped, HVP_WALK_BAD_FP, 1 },
 };
 
 static int run_urow(const struct urow *row)

@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: MIT
+"""A minimal reader of hvprof recordings (docs/recording-format.md) for tests: it checks the
+frame and CRC of every record and returns the ones the tests look at."""
+import struct
+import zlib
+
+MAGIC = b"HVPROF\x00\x01"
+
+
+def read(path):
+    data = open(path, "rb").read()
+    if data[:8] != MAGIC:
+        raise ValueError(f"{path}: bad magic")
+    header_size = struct.unpack_from("<I", data, 12)[0]
+    off = header_size
+    out = {"samples": [], "user_stacks": {}, "counters": {}, "meta": {}, "threads": {}}
+    while off + 12 <= len(data):
+        rtype, size = struct.unpack_from("<II", data, off)
+        if size < 12 or off + size > len(data):
+            raise ValueError(f"{path}: bad record at {off}")
+        crc = struct.unpack_from("<I", data, off + size - 4)[0]
+        if zlib.crc32(data[off:off + size - 4]) != crc:
+            raise ValueError(f"{path}: CRC mismatch at {off}")
+        p = off + 8
+        if rtype == 1:
+            kl, vl = struct.unpack_from("<II", data, p)
+            key = data[p + 8:p + 8 + kl].decode()
+            out["meta"][key] = data[p + 8 + kl:p + 8 + kl + vl].decode(errors="replace")
+        elif rtype == 2:
+            (t, vcpu, cpl, flags, kstop, ustop, rip, cr3, task, pid, tgid, cookie, period,
+             nk, nu) = struct.unpack_from("<QIBBBBQQQiiQQHH", data, p)
+            ips = struct.unpack_from(f"<{nk + nu}Q", data, p + 72)
+            out["samples"].append(dict(vcpu=vcpu, cpl=cpl, flags=flags, kstop=kstop,
+                                       ustop=ustop, rip=rip, pid=pid, tgid=tgid, cookie=cookie,
+                                       kips=ips[:nk], uips=ips[nk:]))
+        elif rtype == 3:
+            t, task, pid, tgid, kthread = struct.unpack_from("<QQiiB", data, p)
+            comm = data[p + 28:p + 44].split(b"\0")[0].decode(errors="replace")
+            out["threads"][pid] = dict(kthread=kthread, comm=comm, tgid=tgid)
+        elif rtype == 5:
+            t, cookie, pid, vcpu, stop, nu = struct.unpack_from("<QQiIBxH", data, p)
+            ips = struct.unpack_from(f"<{nu}Q", data, p + 32)
+            out["user_stacks"][cookie] = dict(pid=pid, stop=stop, uips=ips)
+        elif rtype == 6:
+            value, nl = struct.unpack_from("<QI", data, p)
+            out["counters"][data[p + 12:p + 12 + nl].decode()] = value
+        off += size
+    return out
