@@ -403,21 +403,6 @@ static void *vcpu_thread(void *arg)
 			vcpu->trail[t].rcx = vcpu->run->s.regs.regs.rcx;
 			vcpu->trail[t].cs = vcpu->run->s.regs.sregs.cs.selector;
 		}
-		if (getenv("HVP_APDBG") && vcpu->index != 0 && vcpu->c.exits < 400) {
-			struct kvm_mp_state mps = { 0 };
-			struct kvm_regs rr;
-			struct kvm_sregs ss;
-
-			ioctl(vcpu->fd, KVM_GET_MP_STATE, &mps);
-			ioctl(vcpu->fd, KVM_GET_REGS, &rr);
-			ioctl(vcpu->fd, KVM_GET_SREGS, &ss);
-			pr_info("APDBG vCPU %u t=%.3f exit %u mp %u rip 0x%llx cs 0x%x base 0x%llx cr0 0x%llx efer 0x%llx io port 0x%x mmio 0x%llx",
-				vcpu->index, (double)(vmm_now_ns() - vm->t_start_ns) / 1e9,
-				vcpu->run->exit_reason, mps.mp_state, (unsigned long long)rr.rip,
-				ss.cs.selector, (unsigned long long)ss.cs.base,
-				(unsigned long long)ss.cr0, (unsigned long long)ss.efer,
-				vcpu->run->io.port, (unsigned long long)vcpu->run->mmio.phys_addr);
-		}
 		if (exit_handle(vcpu) != 0)
 			break;
 	}
