@@ -27,6 +27,8 @@ static const char record_usage[] =
 	"  --callchain-mode M  user part of kernel samples: deferred (walk at the thread's\n"
 	"                      return to user; default), eager (walk at once from pt_regs)\n"
 	"                      or both (deferred, with the eager walk kept as a cross-check)\n"
+	"  --bare-exits        benchmarking: exit at the sampling rate and record nothing\n"
+	"                      (the floor that bench/overhead.py compares hvprof with)\n"
 	"\nguest options:\n" GUEST_OPTIONS_HELP;
 
 static int sink_sample(void *ctx, const struct hvp_sample *s)
@@ -132,6 +134,7 @@ int cmd_record(int argc, char **argv)
 					      { "freq", required_argument, NULL, 'F' },
 					      { "output", required_argument, NULL, 'o' },
 					      { "callchain-mode", required_argument, NULL, 'm' },
+					      { "bare-exits", no_argument, NULL, 'B' },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
 	struct recfile_writer *w = NULL;
@@ -144,8 +147,11 @@ int cmd_record(int argc, char **argv)
 	const char *output = "hvprof.data";
 	unsigned long freq = DEFAULT_FREQ;
 	enum vmm_callchain_mode mode = VMM_CALLCHAIN_DEFERRED;
+	bool bare = false;
 	int c, err, fd = -1, status = EXIT_ERROR;
+	struct timespec ts_start, ts_run;
 
+	clock_gettime(CLOCK_MONOTONIC, &ts_start);
 	guest_opts_init(&g);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "F:o:h", opts, NULL)) != -1) {
@@ -168,6 +174,9 @@ int cmd_record(int argc, char **argv)
 			break;
 		case 'o':
 			output = optarg;
+			break;
+		case 'B':
+			bare = true;
 			break;
 		case 'm':
 			if (!strcmp(optarg, "deferred")) {
@@ -221,6 +230,7 @@ int cmd_record(int argc, char **argv)
 	cfg.console_fd = STDOUT_FILENO;
 	cfg.sample_hz = (unsigned int)freq;
 	cfg.callchain_mode = mode;
+	cfg.bare_exits = bare;
 	sink = (struct vmm_sink){ .sample = sink_sample, .thread = sink_thread,
 				  .process = sink_process, .user_stack = sink_user_stack,
 				  .ctx = w };
@@ -239,6 +249,7 @@ int cmd_record(int argc, char **argv)
 	}
 
 	cli_stop_on_signals(vm);
+	clock_gettime(CLOCK_MONOTONIC, &ts_run);
 	err = vmm_run(vm, &res);
 	cli_stop_on_signals(NULL);
 	if (err) {
@@ -264,6 +275,11 @@ int cmd_record(int argc, char **argv)
 		err = recfile_write_counter(w, "runtime_ns", res.runtime_ns);
 	if (!err)
 		err = recfile_write_counter(w, "first_user_ns", res.first_user_ns);
+	if (!err) /* from the command's start to the guest's: files, KVM set-up, kernel load */
+		err = recfile_write_counter(
+			w, "startup_ns",
+			(uint64_t)((ts_run.tv_sec - ts_start.tv_sec) * 1000000000ll +
+				   (ts_run.tv_nsec - ts_start.tv_nsec)));
 	if (!err)
 		err = recfile_write_end(w, (enum hvp_end_reason)res.reason,
 					res.reason == HVP_END_EXIT_DEVICE ? res.exit_status : 0);

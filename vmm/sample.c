@@ -225,8 +225,12 @@ void sample_take(struct vcpu *vcpu)
 	unsigned int n;
 	enum hvp_walk_stop why;
 
+	uint64_t t1, t2, t3, t4;
+
 	if (!vm->gi || !sink || vcpu_get_regs(vcpu, &regs, &sregs) != 0)
 		return;
+	t1 = vmm_now_ns();
+	vcpu->c.sample_ns_regs += t1 - t0;
 	if ((sregs->cs.selector & 3) == 0)
 		kaslr_check(vcpu, sregs);
 	s->time_ns = t0 - vm->t_start_ns;
@@ -265,6 +269,9 @@ void sample_take(struct vcpu *vcpu)
 		vcpu->c.samples_no_task++;
 		task = 0;
 	}
+	t2 = vmm_now_ns();
+	vcpu->c.sample_ns_identity += t2 - t1;
+	t3 = t2;
 
 	if (s->cpl == 3 && is_kernel_va(regs->rip)) {
 		/* CPL3 with RIP in the kernel: a SYSCALL caught between the instruction and the
@@ -297,15 +304,21 @@ void sample_take(struct vcpu *vcpu)
 		s->kernel_stop = (uint8_t)why;
 		count_stop(vcpu, why, false);
 		vcpu->c.samples_kernel++;
+		t3 = vmm_now_ns();
+		vcpu->c.sample_ns_kernel_unwind += t3 - t2;
 		if (task && !(s->flags & HVP_SAMPLE_KTHREAD))
 			user_part_of_kernel_sample(vcpu, s, task, &gr.pg, NULL);
 	}
 
 	vcpu->c.samples++;
 	marks_expire(vcpu, t0);
+	t4 = vmm_now_ns();
+	vcpu->c.sample_ns_user += t4 - t3;
 	if (sink->sample && sink->sample(sink->ctx, s) != 0) {
 		vcpu->c.samples_sink_errors++;
 		vmm_end(vm, HVP_END_ERROR, -1, "the recording could not be written");
 	}
-	vcpu->c.sample_ns_total += vmm_now_ns() - t0;
+	t1 = vmm_now_ns();
+	vcpu->c.sample_ns_write += t1 - t4;
+	vcpu->c.sample_ns_total += t1 - t0;
 }

@@ -29,7 +29,8 @@ const char *const vmm_counter_names[] = {
 	"sample_ns_total", "marks", "marks_reused", "resolved_at_return", "resolved_from_ptregs",
 	"resolved_stale", "dropped_table_full", "dropped_exited", "dropped_no_regs", "traps_hit",
 	"traps_no_mark", "traps_to_kernel", "trap_ns_total", "traps_armed_at_end",
-	"user_regs_unreadable",
+	"user_regs_unreadable", "sample_ns_regs", "sample_ns_identity", "sample_ns_kernel_unwind",
+	"sample_ns_user", "sample_ns_write",
 };
 _Static_assert(sizeof(vmm_counter_names) / sizeof(vmm_counter_names[0]) == VMM_N_COUNTERS,
 	       "one name per counter");

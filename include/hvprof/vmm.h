@@ -66,6 +66,8 @@ enum vmm_callchain_mode {
  * @force_counter: VMM_COUNTER_NONE to probe (cycles, else cpu-clock), or one to insist on.
  * @callchain_mode: enum vmm_callchain_mode. Deferred falls back to eager where the host
  *   cannot trap the guest's return to user (no hardware breakpoints or no exit sites found).
+ * @bare_exits: benchmarking only: the counter makes the vCPUs exit at @sample_hz, and each
+ *   exit does nothing else (no registers, no sample): the floor hvprof's cost is compared to.
  * @mark_timeout_ns: a mark not resolved at return to user within this long is resolved from
  *   the registers saved at kernel entry (0: 100 ms).
  */
@@ -85,6 +87,7 @@ struct vmm_config {
 	enum vmm_counter_kind force_counter;
 	enum vmm_callchain_mode callchain_mode;
 	uint64_t mark_timeout_ns;
+	bool bare_exits;
 };
 
 #define VMM_MAX_VCPUS 64
@@ -150,6 +153,12 @@ struct vmm_counters {
 	uint64_t trap_ns_total;        /* host ns spent in trap handling */
 	uint64_t traps_armed_at_end;   /* vCPUs still armed after the run (must be 0) */
 	uint64_t user_regs_unreadable; /* kernel samples of user threads without pt_regs (no user part) */
+	/* where a sample's host time goes (ns, summed; sample_ns_total is the whole) */
+	uint64_t sample_ns_regs;       /* reading registers */
+	uint64_t sample_ns_identity;   /* current task, pid/comm, THREAD/PROCESS records */
+	uint64_t sample_ns_kernel_unwind; /* kernel callchain */
+	uint64_t sample_ns_user;       /* user part: mark or eager walk */
+	uint64_t sample_ns_write;      /* the sink (recording) */
 };
 
 extern const char *const vmm_counter_names[];
