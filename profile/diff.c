@@ -277,8 +277,11 @@ int profile_diff_compute(const struct profile_stacks *base, const struct profile
 		profile_diff_free(d);
 		return err;
 	}
-	qsort(d->reg, d->n_reg, sizeof(*d->reg), cmp_entry);
-	qsort(d->imp, d->n_imp, sizeof(*d->imp), cmp_entry);
+	/* qsort's array must not be NULL, even for 0 elements (C11 7.22.5p1): none reported. */
+	if (d->n_reg)
+		qsort(d->reg, d->n_reg, sizeof(*d->reg), cmp_entry);
+	if (d->n_imp)
+		qsort(d->imp, d->n_imp, sizeof(*d->imp), cmp_entry);
 	*out = d;
 	return 0;
 }

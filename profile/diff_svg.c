@@ -119,8 +119,9 @@ static int dlayout(struct dtree *t)
 		struct dnode *n = &t->n[i];
 		uint64_t x = n->x;
 
-		qsort_r(t->children + n->first_child, n->n_children, sizeof(uint32_t), cmp_dchild,
-			t);
+		if (n->n_children > 1) /* children may be NULL (no child anywhere): no NULL + 0 */
+			qsort_r(t->children + n->first_child, n->n_children, sizeof(uint32_t),
+				cmp_dchild, t);
 		for (uint32_t c = 0; c < n->n_children; c++) {
 			struct dnode *ch = &t->n[t->children[n->first_child + c]];
 

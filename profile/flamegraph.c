@@ -138,8 +138,9 @@ static int layout(const struct profile *p, struct tree *t)
 		struct fnode *n = &t->n[i];
 		uint64_t x = n->x;
 
-		qsort_r(t->children + n->first_child, n->n_children, sizeof(uint32_t), cmp_child,
-			ctx);
+		if (n->n_children > 1) /* children may be NULL (no child anywhere): no NULL + 0 */
+			qsort_r(t->children + n->first_child, n->n_children, sizeof(uint32_t),
+				cmp_child, ctx);
 		for (uint32_t c = 0; c < n->n_children; c++) {
 			struct fnode *ch = &t->n[t->children[n->first_child + c]];
 

@@ -119,7 +119,8 @@ int profile_folded(const struct profile *p, const struct profile_sink *sink)
 	}
 	if (err)
 		goto out;
-	qsort(lines, n_lines, sizeof(*lines), cmp_line);
+	if (n_lines > 1) /* qsort's array may not be NULL, even for 0 elements */
+		qsort(lines, n_lines, sizeof(*lines), cmp_line);
 
 	ob = malloc(sizeof(*ob));
 	if (!ob) {

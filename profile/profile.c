@@ -695,7 +695,8 @@ static int symbolize_all(struct loader *ld, struct symbolizer *sym)
 	/* SAFETY: every kept sample's lstack is a raw index < ld->raw.n (set by add_raw). */
 	for (size_t i = 0; i < p->n_samples; i++)
 		p->samples[i].lstack = raw2l[p->samples[i].lstack];
-	qsort(p->samples, p->n_samples, sizeof(*p->samples), cmp_psample);
+	if (p->n_samples > 1) /* qsort's array may not be NULL, even for 0 elements */
+		qsort(p->samples, p->n_samples, sizeof(*p->samples), cmp_psample);
 out:
 	free(raw2l);
 	free(lkey);

@@ -195,7 +195,8 @@ static int add_children(const struct profile *p, const enum sort_key *ks, int nk
 			key_of(p, ks, nk, k[0], comm, UINT32_MAX, kr[0].k);
 			n = 1;
 		}
-		qsort(kr, n, sizeof(*kr), cmp_keyrow);
+		if (n > 1) /* qsort's array may not be NULL, even for 0 elements */
+			qsort(kr, n, sizeof(*kr), cmp_keyrow);
 		for (size_t j = 0; j < n && !err; j++) {
 			size_t idx;
 
@@ -402,7 +403,8 @@ int profile_report(const struct profile *p, const struct profile_report_options 
 		}
 	}
 	sort_ctx = (struct sort_ctx){ .keys = ks, .n_keys = nk, .children = children };
-	qsort_r(rows, n_rows, sizeof(*rows), cmp_row, &sort_ctx);
+	if (n_rows > 1) /* qsort_r's array may not be NULL, even for 0 elements */
+		qsort_r(rows, n_rows, sizeof(*rows), cmp_row, &sort_ctx);
 	if (max_rows && n_rows > max_rows)
 		n_rows = max_rows;
 	if (format == PROFILE_REPORT_JSON) {

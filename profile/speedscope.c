@@ -103,7 +103,8 @@ int profile_speedscope(const struct profile *p, const struct profile_sink *sink)
 		}
 		comms[idx].weight += w;
 	}
-	qsort_r(comms, n_comms, sizeof(*comms), cmp_comm, (void *)p);
+	if (n_comms > 1) /* qsort_r's array may not be NULL, even for 0 elements */
+		qsort_r(comms, n_comms, sizeof(*comms), cmp_comm, (void *)p);
 
 	outbuf_init(ob, sink);
 	outbuf_puts(ob, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared by the fuzz targets: the libFuzzer entry point, a guest-RAM reader over a byte
+ * buffer, a sink that discards output, and FUZZ_CHECK for the invariants a target asserts.
+ * A target is built twice: with libFuzzer (-Dfuzz=true, clang) and as a regression runner
+ * (standalone.c) that feeds every file of its committed corpus to the same entry point.
+ */
+#ifndef HVPROF_FUZZ_H
+#define HVPROF_FUZZ_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hvprof/gmem.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/*
+ * FUZZ_CHECK - an invariant of the code under test. A violation is a bug: say which and abort,
+ * so libFuzzer keeps the input and the regression runner fails.
+ */
+#define FUZZ_CHECK(expr)                                                                 \
+	do {                                                                             \
+		if (!(expr)) {                                                           \
+			fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__,     \
+				__LINE__, #expr);                                        \
+			abort();                                                         \
+		}                                                                        \
+	} while (0)
+
+/* FUZZ_LOG - what an input did, printed when FUZZ_VERBOSE is set (to check that seeds go deep). */
+#define FUZZ_LOG(...)                                  \
+	do {                                           \
+		if (getenv("FUZZ_VERBOSE"))            \
+			fprintf(stderr, __VA_ARGS__);  \
+	} while (0)
+
+/* Guest RAM [0, len) in a buffer; every read is counted (the per-walk work bound). */
+struct fuzz_ram {
+	const uint8_t *bytes;
+	size_t len;
+	uint64_t reads;
+};
+
+static inline int fuzz_ram_read(void *ctx, uint64_t gpa, void *dst, size_t len)
+{
+	struct fuzz_ram *r = ctx;
+
+	r->reads++;
+	/* The gmem contract: -ERANGE when any byte of [gpa, gpa + len) is outside RAM. */
+	if (gpa > r->len || len > r->len - gpa)
+		return -ERANGE;
+	memcpy(dst, r->bytes + gpa, len);
+	return 0;
+}
+
+static inline uint64_t fuzz_get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+#endif /* HVPROF_FUZZ_H */
