@@ -274,6 +274,43 @@ static int is_elf(const char *path)
 	return n == 4 && !memcmp(magic, "\177ELF", 4);
 }
 
+/*
+ * The image's command line for @cpus vCPUs, allocated. The default image boots with `nolapic`
+ * (8259 PIC + PIT tick), the fastest uniprocessor boot on PVM hosts; but `nolapic` also makes
+ * Linux use only its first CPU. With more than one vCPU the word becomes `nolapic_timer`: the
+ * local APICs stay on for IPIs and INIT/SIPI, and the tick stays on the PIT, through the IOAPIC
+ * and broadcast to the other CPUs, because the LAPIC timer storms or hangs on PVM hosts
+ * (docs/smp-on-pvm.md). Other words, and --append, are left as they are.
+ */
+static char *image_cmdline_for_cpus(const char *cmdline, unsigned int cpus)
+{
+	static const char word[] = "nolapic", smp_word[] = "nolapic_timer";
+	size_t len = strlen(cmdline), n = 0, start = 0;
+	char *out;
+
+	out = malloc(2 * len + 1); /* each replaced word at most doubles: 13 < 2 * 7 bytes */
+	if (!out)
+		return NULL;
+	while (start <= len) {
+		size_t end = start + strcspn(cmdline + start, " ");
+		bool match = cpus > 1 && end - start == sizeof(word) - 1 &&
+			     !memcmp(cmdline + start, word, sizeof(word) - 1);
+
+		if (match) {
+			memcpy(out + n, smp_word, sizeof(smp_word) - 1);
+			n += sizeof(smp_word) - 1;
+		} else {
+			memcpy(out + n, cmdline + start, end - start);
+			n += end - start;
+		}
+		if (end < len)
+			out[n++] = ' ';
+		start = end + 1;
+	}
+	out[n] = '\0';
+	return out;
+}
+
 int guest_opts_finish(struct guest_opts *g)
 {
 	static char dflt[PATH_MAX];
@@ -332,6 +369,14 @@ int guest_opts_finish(struct guest_opts *g)
 			cli_error("cannot add files to the initramfs: %s", hvp_strerror(err));
 			return err;
 		}
+	}
+	if (g->m_cmdline && !g->base_cmdline) {
+		char *c = image_cmdline_for_cpus(g->m_cmdline, g->cpus);
+
+		if (!c)
+			return -ENOMEM;
+		free(g->m_cmdline);
+		g->m_cmdline = c;
 	}
 	if (g->run_cmd && asprintf(&cmd, " hvprof_run=\"%s\"", g->run_cmd) < 0)
 		return -ENOMEM;

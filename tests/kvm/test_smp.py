@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Integration test of SMP guests (issue 4, item 5), one boot of the default image with 2 vCPUs:
+the guest brings up its AP (the image's `nolapic` becomes `nolapic_timer`, docs/smp-on-pvm.md),
+hvprof-demo starts pinned to CPU 0 and is moved to CPU 1 with taskset while it runs, and the
+recording shows:
+- both vCPUs sampled, the demo sampled on each of them;
+- the demo's functions by name (burn_a, burn_b, ask_kernel_path_one under syscall_phase);
+- deferred user stacks of the demo walked on another vCPU than the kernel sample's (the thread
+  was marked on one vCPU and returned to user on the other), and nothing left armed.
+
+usage: test_smp.py HVPROF
+Exit: 0 all checks passed, 1 a check failed, 77 skipped (no /dev/kvm or no default image).
+"""
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hvprec  # noqa: E402
+
+HVPROF = sys.argv[1]
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
+def image_dir():
+    if os.environ.get("HVPROF_IMAGE"):
+        return os.environ["HVPROF_IMAGE"]
+    cache = os.environ.get("HVPROF_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hvprof")
+    return os.path.join(cache, "images", "default")
+
+
+def user_stack_vcpus(path):
+    """cookie -> vCPU that walked the USER_STACK record (hvprec checked the frames and CRCs)."""
+    data = open(path, "rb").read()
+    off, out = struct.unpack_from("<I", data, 12)[0], {}
+    while off + 12 <= len(data):
+        rtype, size = struct.unpack_from("<II", data, off)
+        if rtype == 5:
+            cookie, _pid, vcpu = struct.unpack_from("<QiI", data, off + 16)
+            out[cookie] = vcpu
+        off += size
+    return out
+
+
+if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+    skip("/dev/kvm is missing or not accessible")
+if not os.path.isfile(os.path.join(image_dir(), "manifest")):
+    skip(f"no default image at {image_dir()} (build it with images/build-image.sh)")
+
+work = tempfile.mkdtemp(prefix="hvprof-smp-")
+data = os.path.join(work, "smp.data")
+# The demo starts pinned to CPU 0 and is moved to CPU 1 once, a little later (each process the
+# shell starts costs a second or two of emulated kernel time on PVM hosts, so one sleep and one
+# taskset land within the demo's ~5 s). Its start alone may migrate it: the shell may fork it
+# on CPU 1, and taskset's sched_setaffinity then moves it while it is in the kernel.
+run = "taskset 1 /bin/hvprof-demo 2 2 & p=$!; sleep 1; taskset -p 2 $p >/dev/null; wait $p"
+cmd = [HVPROF, "record", "--cpus", "2", "-F", "1000", "-o", data, "--run", run,
+       "--duration", "300"]
+print("running:", " ".join(cmd), flush=True)
+rec = subprocess.run(cmd, capture_output=True, text=True, timeout=500)
+console, summary = rec.stdout, rec.stderr
+print(console)
+print(summary)
+
+failures = 0
+
+
+def check(name, ok, detail=""):
+    global failures
+    print(f"{'ok' if ok else 'FAIL'}: {name}{(' - ' + detail) if detail else ''}", flush=True)
+    if not ok:
+        failures += 1
+
+
+check("record exits 0", rec.returncode == 0, f"status {rec.returncode}")
+check("guest ran the demo and reported status 0",
+      "hvprof-init: exit status 0" in console and "guest exited with status 0" in summary)
+if not os.path.exists(data):
+    print("no recording")
+    sys.exit(1)
+r = hvprec.read(data)
+cmdline = r["meta"].get("cmdline", "")
+check("recording says 2 vCPUs", r["meta"].get("vcpus") == "2", r["meta"].get("vcpus", "?"))
+check("image command line: nolapic_timer instead of nolapic",
+      "nolapic_timer" in cmdline.split() and "nolapic" not in cmdline.split(), cmdline)
+
+per_vcpu = [sum(1 for s in r["samples"] if s["vcpu"] == v) for v in (0, 1)]
+check("both vCPUs produced samples (the AP ran guest code)",
+      min(per_vcpu) >= 100, f"vCPU 0: {per_vcpu[0]}, vCPU 1: {per_vcpu[1]}")
+
+pidm = re.search(r"hvprof-demo: pid (\d+)", console)
+demo = int(pidm.group(1)) if pidm else -1
+demo_on = [sum(1 for s in r["samples"] if s["tgid"] == demo and s["vcpu"] == v) for v in (0, 1)]
+check("the demo was sampled on both vCPUs (taskset moved it)",
+      min(demo_on) >= 50, f"pid {demo}: vCPU 0: {demo_on[0]}, vCPU 1: {demo_on[1]}")
+
+code = subprocess.run([HVPROF, "flamegraph", "-i", data, "--format", "folded"],
+                      capture_output=True, text=True, timeout=120)
+stacks = []
+for line in code.stdout.splitlines():
+    stack, _, count = line.rpartition(" ")
+    stacks.append((stack.split(";"), int(count)))
+demo_stacks = [(s, c) for s, c in stacks if s[0] == "hvprof-demo"]
+burn_a = sum(c for s, c in demo_stacks if "burn_a" in s)
+burn_b = sum(c for s, c in demo_stacks if "burn_b" in s)
+sysk = sum(c for s, c in demo_stacks
+           if "syscall_phase" in s and "ask_kernel_path_one" in s and s[-1].endswith("_[k]"))
+check("folded export works", code.returncode == 0 and stacks, code.stderr.strip())
+check("the demo's functions appear by name (burn_a, burn_b)", burn_a >= 50 and burn_b >= 20,
+      f"burn_a {burn_a}, burn_b {burn_b}")
+check("kernel samples of the syscall phase sit on syscall_phase;ask_kernel_path_one",
+      sysk >= 50, f"{sysk} samples")
+
+walked_on = user_stack_vcpus(data)
+deferred = [s for s in r["samples"] if s["tgid"] == demo and s["cookie"] and
+            s["cookie"] in walked_on]
+crossed = sum(1 for s in deferred if walked_on[s["cookie"]] != s["vcpu"])
+check("deferred user stacks of the demo resolved at return", len(deferred) >= 50,
+      f"{len(deferred)} samples")
+check("a thread marked on one vCPU and returning on the other was caught", crossed >= 1,
+      f"{crossed} of {len(deferred)} deferred samples walked on the other vCPU")
+check("no breakpoint armed after the run", r["counters"].get("traps_armed_at_end", 0) == 0,
+      str(r["counters"].get("traps_armed_at_end")))
+
+print(f"{failures} check(s) failed" if failures else "all checks passed")
+sys.exit(1 if failures else 0)
