@@ -30,7 +30,7 @@ const char *const vmm_counter_names[] = {
 	"resolved_stale", "dropped_table_full", "dropped_exited", "dropped_no_regs", "traps_hit",
 	"traps_no_mark", "traps_to_kernel", "trap_ns_total", "traps_armed_at_end",
 	"user_regs_unreadable", "sample_ns_regs", "sample_ns_identity", "sample_ns_kernel_unwind",
-	"sample_ns_user", "sample_ns_write",
+	"sample_ns_user", "sample_ns_write", "vcpu_cpu_ns",
 };
 _Static_assert(sizeof(vmm_counter_names) / sizeof(vmm_counter_names[0]) == VMM_N_COUNTERS,
 	       "one name per counter");
@@ -408,6 +408,12 @@ static void *vcpu_thread(void *arg)
 			break;
 	}
 	sampler_close_vcpu(vcpu);
+	{
+		struct timespec ts;
+
+		if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+			vcpu->c.vcpu_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
 	return NULL;
 }
 
