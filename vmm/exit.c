@@ -98,8 +98,7 @@ static unsigned int emulation_bytes(struct vcpu *vcpu, uint8_t *bytes, unsigned 
 			return n;
 	}
 	if (vcpu_get_regs(vcpu, &regs, &sregs) == 0) {
-		struct gi_paging pg = { .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
-					.efer = sregs->efer, .maxphyaddr = vcpu->vm->maxphyaddr };
+		struct gi_paging pg = vcpu_paging(vcpu->vm, sregs);
 
 		for (n = max; n > 0; n--)
 			if (gi_read_gva(&vcpu->vm->gmem, &pg, regs->rip, bytes, n) == 0)
@@ -139,8 +138,7 @@ static void dump_stack_words(struct vcpu *vcpu, const struct kvm_regs *regs)
 		(unsigned long long)regs->rflags, sregs->cs.selector,
 		(unsigned long long)sregs->cr2, (unsigned long long)sregs->cr3);
 	{
-		struct gi_paging pg = { .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
-					.efer = sregs->efer, .maxphyaddr = vcpu->vm->maxphyaddr };
+		struct gi_paging pg = vcpu_paging(vcpu->vm, sregs);
 
 		/* up to the end of the stack's page: IST stacks are followed by guard pages */
 		len = 4096 - (regs->rsp & 4095);

@@ -36,8 +36,7 @@ void kaslr_check(struct vcpu *vcpu, const struct kvm_sregs *sregs)
 	m.e.index = MSR_LSTAR;
 	if (ioctl(vcpu->fd, KVM_GET_MSRS, &m) != 1 || m.e.data == 0)
 		return;
-	pg = (struct gi_paging){ .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
-				 .efer = sregs->efer, .maxphyaddr = vm->maxphyaddr };
+	pg = vcpu_paging(vm, sregs);
 	err = gi_kaslr_slide_from_lstar(vm->gi, &vm->gmem, &pg, m.e.data, &slide);
 	if (err == -EFAULT || err == -ERANGE) {
 		/* Not mapped through this CR3 (a user CR3 under PTI), or LSTAR not final yet. */

@@ -138,8 +138,7 @@ int pvm_fixup_hit(struct vcpu *vcpu)
 	err = vcpu_get_regs_rw(vcpu, &regs, &sregs);
 	if (err)
 		goto fail;
-	pg = (struct gi_paging){ .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
-				 .efer = sregs->efer, .maxphyaddr = vm->maxphyaddr };
+	pg = vcpu_paging(vm, sregs);
 	err = gi_read_gva(&vm->gmem, &pg, regs->rsp, frame, sizeof(frame));
 	if (err == 0 && frame[0] == PF_ERR_SYSCALL_QUIRK && frame[2] == USER_CS &&
 	    frame[5] == USER_SS && frame[1] == sregs->cr2) {

@@ -253,8 +253,7 @@ void sample_take(struct vcpu *vcpu)
 	gr.cpl = s->cpl;
 	gr.gs_base = sregs->gs.base;
 	gr.kernel_gs_base = kernel_gs_base(vcpu, sregs, s->cpl);
-	gr.pg = (struct gi_paging){ .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
-				    .efer = sregs->efer, .maxphyaddr = vm->maxphyaddr };
+	gr.pg = vcpu_paging(vm, sregs);
 
 	if (gi_current_task(vm->gi, &vm->gmem, &gr, &task) == 0 &&
 	    gi_task_identity(vm->gi, &vm->gmem, &gr.pg, task, &thr, &mm) == 0) {

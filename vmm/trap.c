@@ -271,8 +271,7 @@ static int trap_hit(struct vcpu *vcpu, bool is_sysret)
 	err = vcpu_get_regs_rw(vcpu, &regs, &sregs);
 	if (err)
 		goto fail;
-	pg = (struct gi_paging){ .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
-				 .efer = sregs->efer, .maxphyaddr = vm->maxphyaddr };
+	pg = vcpu_paging(vm, sregs);
 	if (is_sysret) {
 		ur = (struct user_regs){ regs->rcx, regs->rsp, regs->rbp };
 	} else {
@@ -380,9 +379,7 @@ int debug_exit(struct vcpu *vcpu)
 
 			if (vcpu_get_regs(vcpu, NULL, &sregs) != 0)
 				return 1;
-			pg = (struct gi_paging){ .cr0 = sregs->cr0, .cr3 = sregs->cr3,
-						 .cr4 = sregs->cr4, .efer = sregs->efer,
-						 .maxphyaddr = vm->maxphyaddr };
+			pg = vcpu_paging(vm, sregs);
 			if (!sites_verified(vcpu, &pg)) {
 				vmm_end(vm, HVP_END_ERROR, -1,
 					"the return-to-user sites 0x%llx/0x%llx do not hold "

@@ -270,6 +270,13 @@ struct vmm {
 };
 
 uint64_t vmm_now_ns(void);
+
+/* The translation state of a vCPU, from its segment/control registers. */
+static inline struct gi_paging vcpu_paging(const struct vmm *vm, const struct kvm_sregs *sregs)
+{
+	return (struct gi_paging){ .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
+				   .efer = sregs->efer, .maxphyaddr = vm->maxphyaddr };
+}
 /* Record the end of the run (first caller wins) and kick every vCPU out of KVM_RUN. */
 void vmm_end(struct vmm *vm, int reason, int exit_status, const char *fmt, ...) __printf(4, 5);
 void vmm_kick_all(struct vmm *vm);
