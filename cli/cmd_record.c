@@ -210,11 +210,6 @@ int cmd_record(int argc, char **argv)
 	}
 	if (guest_opts_finish(&g) != 0)
 		goto out;
-	if (!g.vmlinux) {
-		cli_error("record needs the guest kernel as an ELF vmlinux with symbols "
-			  "(--kernel %s is not one)", g.kernel);
-		goto out;
-	}
 	/* The output is opened before the guest starts: a bad path fails in a second, not
 	 * after the run. */
 	if (open_output(output, &fd) != 0)

@@ -261,19 +261,6 @@ static const char *default_image_dir(char *buf, size_t len)
 	return buf;
 }
 
-static int is_elf(const char *path)
-{
-	unsigned char magic[4];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return 0;
-	n = read(fd, magic, 4);
-	close(fd);
-	return n == 4 && !memcmp(magic, "\177ELF", 4);
-}
-
 /*
  * The image's command line for @cpus vCPUs, allocated. The default image boots with `nolapic`
  * (8259 PIC + PIT tick), the fastest uniprocessor boot on PVM hosts; but `nolapic` also makes
@@ -352,9 +339,11 @@ int guest_opts_finish(struct guest_opts *g)
 		return err;
 	}
 	/* Symbols and BTF: the kernel itself when it is an ELF with a symtab, else the image's. */
-	g->vmlinux = is_elf(g->kernel) ? g->kernel : NULL;
+	/* guestinfo reads symbols and BTF from a vmlinux, or from the kallsyms tables and .BTF
+	 * embedded in a compressed bzImage (stock kernels) */
+	g->vmlinux = g->kernel;
 	g->btf = g->m_btf;
-	if (!cli_same_file(g->kernel, g->m_kernel) && g->m_btf && g->vmlinux)
+	if (!cli_same_file(g->kernel, g->m_kernel) && g->m_btf)
 		g->btf = NULL; /* another kernel: the image's BTF does not describe it */
 
 	initrd = g->initrd ? g->initrd : g->dom ? NULL : g->m_initrd; /* a domain's: none */

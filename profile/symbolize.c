@@ -4,6 +4,7 @@
 #define pr_fmt(fmt) "symbolize: " fmt
 
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -183,9 +184,11 @@ static int parse_adds(struct symbolizer *s)
 	return 0;
 }
 
-static int open_symtab(const char *path, const char *what, struct symtab **st)
+/* The kernel may be a vmlinux, a System.map or kallsyms copy, or a stock bzImage (its embedded
+ * kallsyms); executables are ELF files. */
+static int open_symtab(const char *path, const char *what, bool kernel, struct symtab **st)
 {
-	int err = symtab_open_elf(path, st);
+	int err = kernel ? symtab_open_kernel(path, st, NULL) : symtab_open_elf(path, st);
 
 	if (err)
 		pr_warn("no symbols for %s from %s: %s", what, path, hvp_strerror(err));
@@ -201,20 +204,20 @@ static void open_kernel(struct symbolizer *s, const struct sym_config *cfg)
 	if (slide)
 		s->kernel_slide = strtoull(slide, NULL, 0);
 	if (cfg->vmlinux) {
-		(void)open_symtab(cfg->vmlinux, "the kernel", &s->kernel);
+		(void)open_symtab(cfg->vmlinux, "the kernel", true, &s->kernel);
 		return;
 	}
 	if (cfg->symfs) {
 		symfs_vmlinux = path_join(cfg->symfs, "vmlinux");
 		if (symfs_vmlinux && access(symfs_vmlinux, R_OK) == 0) {
-			(void)open_symtab(symfs_vmlinux, "the kernel", &s->kernel);
+			(void)open_symtab(symfs_vmlinux, "the kernel", true, &s->kernel);
 			free(symfs_vmlinux);
 			return;
 		}
 		free(symfs_vmlinux);
 	}
 	if (meta && meta[0])
-		(void)open_symtab(meta, "the kernel", &s->kernel);
+		(void)open_symtab(meta, "the kernel", true, &s->kernel);
 	else
 		pr_warn("no kernel image named (META kernel, --vmlinux or --symfs): kernel frames "
 			"stay unresolved");
@@ -345,7 +348,7 @@ static int get_dso(struct symbolizer *s, uint32_t exe_id, struct dso **out)
 			"unresolved", exe);
 		return 0;
 	}
-	if (open_symtab(d->host_path, exe, &d->st) == 0) {
+	if (open_symtab(d->host_path, exe, false, &d->st) == 0) {
 		symtab_elf_info(d->st, &d->e_type, &d->text_vaddr);
 		return profile_mapping_note(s->p, d->short_name, exe, symtab_build_id(d->st));
 	}

@@ -229,6 +229,11 @@ void sample_take(struct vcpu *vcpu)
 
 	if (!vm->gi || !sink || vcpu_get_regs(vcpu, &regs, &sregs) != 0)
 		return;
+	if (!(sregs->efer & (1ull << 10))) {
+		/* not in long mode yet (an AP before its startup IPI): no guest to sample */
+		vcpu->c.samples_not_long_mode++;
+		return;
+	}
 	t1 = vmm_now_ns();
 	vcpu->c.sample_ns_regs += t1 - t0;
 	if ((sregs->cs.selector & 3) == 0)

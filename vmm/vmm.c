@@ -30,7 +30,7 @@ const char *const vmm_counter_names[] = {
 	"resolved_stale", "dropped_table_full", "dropped_exited", "dropped_no_regs", "traps_hit",
 	"traps_no_mark", "traps_to_kernel", "trap_ns_total", "traps_armed_at_end",
 	"user_regs_unreadable", "sample_ns_regs", "sample_ns_identity", "sample_ns_kernel_unwind",
-	"sample_ns_user", "sample_ns_write", "vcpu_cpu_ns",
+	"sample_ns_user", "sample_ns_write", "vcpu_cpu_ns", "samples_not_long_mode",
 };
 _Static_assert(sizeof(vmm_counter_names) / sizeof(vmm_counter_names[0]) == VMM_N_COUNTERS,
 	       "one name per counter");
@@ -267,10 +267,14 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 		struct gi_config gc = { .vmlinux = cfg->vmlinux, .btf = cfg->btf };
 
 		err = gi_open(&gc, &vm->gi);
-		if (err) {
+		if (err && cfg->sample_hz) {
 			pr_err("cannot read the guest kernel %s: %s", cfg->vmlinux, hvp_strerror(err));
 			goto err_destroy;
 		}
+		if (err) /* only booting: the guest runs, without what needs its symbols */
+			pr_warn("no symbols or BTF from the guest kernel %s: %s", cfg->vmlinux,
+				hvp_strerror(err));
+		vm->gi = err ? NULL : vm->gi;
 	} else if (cfg->sample_hz) {
 		pr_err("sampling needs the guest kernel's vmlinux (symbols and BTF)");
 		err = -EINVAL;

@@ -160,6 +160,7 @@ struct vmm_counters {
 	uint64_t sample_ns_user;       /* user part: mark or eager walk */
 	uint64_t sample_ns_write;      /* the sink (recording) */
 	uint64_t vcpu_cpu_ns;          /* CPU time of the vCPU threads: what cpu-clock counts */
+	uint64_t samples_not_long_mode;/* counter overflows before the vCPU reached long mode */
 };
 
 extern const char *const vmm_counter_names[];
