@@ -16,7 +16,9 @@ The per-sample breakdown comes from the VMM's own counters (sample_ns_*, trap_ns
 Report side: the meson benchmark `report-export` (1 M samples, 10 k stacks). Boot: time to the
 first user-mode sample, and the recording's start-up cost (startup_ns).
 
-usage: bench/overhead.py [--build DIR] [--json FILE] [--cpus N] [--quick]
+With 2 vCPUs only the 1 kHz configurations run, to keep the benchmark under 15 minutes.
+
+usage: bench/overhead.py [--build DIR] [--json FILE] [--cpus LIST] [--quick]
 """
 import argparse
 import json
@@ -65,36 +67,13 @@ def boot(hvprof, args, cpus, work):
     return res
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
-    ap.add_argument("--json", default=os.path.join(HERE, "results", "overhead.json"))
-    ap.add_argument("--cpus", type=int, default=1)
-    ap.add_argument("--quick", action="store_true", help="1 kHz only")
-    a = ap.parse_args()
-    hvprof = os.path.join(a.build, "cli", "hvprof")
-    rates = [1000] if a.quick else [100, 1000, 4000]
-    work = tempfile.mkdtemp(prefix="hvprof-bench-")
-    results = {"machine": {"host": platform.node(), "kernel": platform.release(),
-                           "cpus": os.cpu_count(),
-                           "kvm": "pvm" if os.path.exists("/sys/module/kvm_pvm") else "kvm"},
-               "vcpus": a.cpus, "configs": {}}
-
-    def step(name, args):
-        print(f"bench: {name} ...", flush=True)
-        results["configs"][name] = boot(hvprof, args, a.cpus, work)
-
-    step("unprofiled", ["run"])
-    for hz in rates:
-        step(f"bare@{hz}", ["record", "-F", str(hz), "--bare-exits"])
-        step(f"deferred@{hz}", ["record", "-F", str(hz), "--callchain-mode", "deferred"])
-        if hz >= 1000:
-            step(f"eager@{hz}", ["record", "-F", str(hz), "--callchain-mode", "eager"])
-    base = results["configs"]["unprofiled"]["runtimes"]
+def table_rows(configs, ncpu):
+    """Ratios and per-sample costs of the configurations of one vCPU count."""
+    base = configs["unprofiled"]["runtimes"]
 
     rows = []
-    for name, res in results["configs"].items():
-        row = {"config": name}
+    for name, res in configs.items():
+        row = {"config": name, "vcpus": ncpu}
         for kind in ("cpu", "syscall"):
             t = res["runtimes"].get(kind)
             row[f"{kind}_ratio"] = t / base[kind] if t and base.get(kind) else None
@@ -107,7 +86,7 @@ def main():
                 t = res["runtimes"].get(kind)
                 if t and base.get(kind):
                     # samples during one timed run: rate x run time (CPU-clock counter)
-                    row[f"{kind}_cost_us"] = (t - base[kind]) / (hz * t * a.cpus) * 1e6
+                    row[f"{kind}_cost_us"] = (t - base[kind]) / (hz * t * ncpu) * 1e6
             if not name.startswith("bare"):
                 for part in ("regs", "identity", "kernel_unwind", "user", "write"):
                     row[f"ns_{part}"] = c.get(f"sample_ns_{part}", 0) / n_s
@@ -120,13 +99,45 @@ def main():
         rows.append(row)
     for row in rows:
         if row["config"].startswith(("deferred", "eager")):
-            bare = next((r for r in rows if r["config"] == "bare@" + row["config"].split("@")[1]),
-                        None)
+            bare = next((r for r in rows if r["config"] == "bare@" + row["config"].split("@")[1]
+                        and r["vcpus"] == row["vcpus"]), None)
             for kind in ("cpu", "syscall"):
                 hv, fl = row.get(f"{kind}_cost_us"), bare and bare.get(f"{kind}_cost_us")
                 if hv is not None and fl and fl > 0:
                     row[f"{kind}_floor_ratio"] = hv / fl
-    results["rows"] = rows
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--json", default=os.path.join(HERE, "results", "overhead.json"))
+    ap.add_argument("--cpus", default="1,2", help="vCPU counts, e.g. 1,2")
+    ap.add_argument("--quick", action="store_true", help="1 kHz only")
+    a = ap.parse_args()
+    hvprof = os.path.join(a.build, "cli", "hvprof")
+    work = tempfile.mkdtemp(prefix="hvprof-bench-")
+    results = {"machine": {"host": platform.node(), "kernel": platform.release(),
+                           "cpus": os.cpu_count(),
+                           "kvm": "pvm" if os.path.exists("/sys/module/kvm_pvm") else "kvm"},
+               "configs": {}, "rows": []}
+    for ncpu in [int(x) for x in a.cpus.split(",") if x]:
+        rates = [1000] if a.quick or ncpu > 1 else [100, 1000, 4000]
+        configs = {}
+
+        def step(name, args):
+            print(f"bench: {ncpu} vCPU {name} ...", flush=True)
+            configs[name] = boot(hvprof, args, ncpu, work)
+
+        step("unprofiled", ["run"])
+        for hz in rates:
+            step(f"bare@{hz}", ["record", "-F", str(hz), "--bare-exits"])
+            step(f"deferred@{hz}", ["record", "-F", str(hz), "--callchain-mode", "deferred"])
+            if hz >= 1000:
+                step(f"eager@{hz}", ["record", "-F", str(hz), "--callchain-mode", "eager"])
+        results["configs"][f"{ncpu}vcpu"] = configs
+        results["rows"] += table_rows(configs, ncpu)
+    rows = results["rows"]
 
     r = subprocess.run(["meson", "test", "-C", a.build, "--benchmark", "--verbose",
                         "report-export"], capture_output=True, text=True, timeout=900)
@@ -137,12 +148,12 @@ def main():
         return fmt.format(v) if isinstance(v, (int, float)) else "-"
 
     print(f"\nhvprof overhead on {results['machine']['host']} ({results['machine']['kvm']}, "
-          f"{results['machine']['cpus']} host CPUs), {a.cpus} vCPU(s); ratios within this run")
-    print(f"{'config':14} {'cpu x':>7} {'sys x':>7} {'cpu us/s':>9} {'sys us/s':>9} "
+          f"{results['machine']['cpus']} host CPUs); ratios within this run")
+    print(f"{'vCPUs':5} {'config':14} {'cpu x':>7} {'sys x':>7} {'cpu us':>9} {'sys us':>9} "
           f"{'floor cpu':>9} {'floor sys':>9} {'regs':>6} {'ident':>6} {'kunw':>6} "
           f"{'user':>6} {'write':>6} {'trap us':>7}")
     for row in rows:
-        print(f"{row['config']:14} {f(row.get('cpu_ratio'), '{:.3f}'):>7} "
+        print(f"{row['vcpus']:5} {row['config']:14} {f(row.get('cpu_ratio'), '{:.3f}'):>7} "
               f"{f(row.get('syscall_ratio'), '{:.3f}'):>7} "
               f"{f(row.get('cpu_cost_us'), '{:.1f}'):>9} {f(row.get('syscall_cost_us'), '{:.1f}'):>9} "
               f"{f(row.get('cpu_floor_ratio'), '{:.2f}'):>9} "
@@ -155,7 +166,7 @@ def main():
     if boots:
         print(f"boot to first user sample: median {statistics.median(boots):.1f} s; "
               f"record start-up: median {statistics.median(starts):.0f} ms")
-    print("columns: x = workload runtime profiled/unprofiled; us/s... = cost per sample in us "
+    print("columns: x = workload runtime profiled/unprofiled; cpu/sys us = cost per sample in us "
           "(from runtimes); floor = hvprof cost / bare-exit cost per sample; regs..write = "
           "VMM ns per sample by stage (counters); trap us = VMM time per trap hit")
     print("report side (1 M samples, 10 k stacks):")
