@@ -40,7 +40,7 @@ def read(path):
         elif rtype == 5:
             t, cookie, pid, vcpu, stop, nu = struct.unpack_from("<QQiIBxH", data, p)
             ips = struct.unpack_from(f"<{nu}Q", data, p + 32)
-            out["user_stacks"][cookie] = dict(pid=pid, stop=stop, uips=ips)
+            out["user_stacks"][cookie] = dict(pid=pid, vcpu=vcpu, stop=stop, uips=ips)
         elif rtype == 6:
             value, nl = struct.unpack_from("<QI", data, p)
             out["counters"][data[p + 12:p + 12 + nl].decode()] = value

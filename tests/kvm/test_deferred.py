@@ -19,24 +19,11 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hvprec  # noqa: E402
+import hvtest  # noqa: E402
+from hvtest import image_dir  # noqa: E402
 
 HVPROF = sys.argv[1]
-
-
-def image_dir():
-    if os.environ.get("HVPROF_IMAGE"):
-        return os.environ["HVPROF_IMAGE"]
-    cache = os.environ.get("HVPROF_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hvprof")
-    return os.path.join(cache, "images", "default")
-
-
-if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-    print("SKIP: /dev/kvm is missing or not accessible")
-    sys.exit(77)
-if not os.path.isfile(os.path.join(image_dir(), "manifest")):
-    print(f"SKIP: no default image at {image_dir()} (build it with images/build-image.sh)")
-    sys.exit(77)
+hvtest.require_vm()
 
 work = tempfile.mkdtemp(prefix="hvprof-deferred-")
 data = os.path.join(work, "paths.data")
@@ -46,13 +33,8 @@ print("running:", " ".join(cmd), flush=True)
 rec = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
 print(rec.stdout)
 print(rec.stderr)
-failures = 0
-
-
-def check(name, ok, detail=""):
-    global failures
-    print(f"{'ok' if ok else 'FAIL'}: {name}{(' - ' + detail) if detail else ''}", flush=True)
-    failures += not ok
+checks = hvtest.Checks()
+check = checks.check
 
 
 check("record exits 0 and the guest reports status 0",
@@ -145,5 +127,4 @@ check("most marks resolve at the return to user (>= 90%)",
 if c.get("traps_hit"):
     print(f"trap cost: {c.get('trap_ns_total', 0) / c['traps_hit'] / 1000:.1f} us of VMM time per hit")
 
-print(f"{failures} check(s) failed" if failures else "all checks passed")
-sys.exit(1 if failures else 0)
+checks.finish()

@@ -12,26 +12,12 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hvprec  # noqa: E402
+import hvtest  # noqa: E402
+
 HVPROF, MYBENCH = sys.argv[1], sys.argv[2]
-
-
-def skip(why):
-    print(f"SKIP: {why}")
-    sys.exit(77)
-
-
-def image_dir():
-    if os.environ.get("HVPROF_IMAGE"):
-        return os.environ["HVPROF_IMAGE"]
-    cache = os.environ.get("HVPROF_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hvprof")
-    return os.path.join(cache, "images", "default")
-
-
-if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-    skip("/dev/kvm is missing or not accessible")
-if not os.path.isfile(os.path.join(image_dir(), "manifest")):
-    skip(f"no default image at {image_dir()} (build it with images/build-image.sh)")
+hvtest.require_vm()
 
 work = tempfile.mkdtemp(prefix="hvprof-kvm-")
 data = os.path.join(work, "demo.data")
@@ -43,19 +29,12 @@ console, summary = rec.stdout, rec.stderr
 print(console)
 print(summary)
 
-failures = 0
-
-
-def check(name, ok, detail=""):
-    global failures
-    print(f"{'ok' if ok else 'FAIL'}: {name}{(' - ' + detail) if detail else ''}", flush=True)
-    if not ok:
-        failures += 1
+checks = hvtest.Checks()
+check = checks.check
 
 
 def hv(*args):
-    r = subprocess.run([HVPROF, *args], capture_output=True, text=True, timeout=120)
-    return r.returncode, r.stdout, r.stderr
+    return hvtest.hv(HVPROF, *args)
 
 
 check("record exits 0", rec.returncode == 0, f"status {rec.returncode}")
@@ -68,8 +47,6 @@ check("workload printed its ground truth", truth is not None and pidm is not Non
 
 # The cpu-clock counter counts the vCPU thread's CPU time (not wall time, which a busy host
 # stretches): samples per second of vCPU CPU time must match -F.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import hvprec  # noqa: E402
 cnt = hvprec.read(data)["counters"] if os.path.exists(data) else {}
 rate = cnt.get("samples", 0) / (cnt.get("vcpu_cpu_ns", 0) / 1e9) if cnt.get("vcpu_cpu_ns") else 0
 check("1000 samples per second of vCPU time (within 10%)", 900 <= rate <= 1100, f"{rate:.0f}/s")
@@ -131,5 +108,4 @@ body = open(svg, encoding="utf-8").read() if os.path.exists(svg) else ""
 check("SVG flamegraph written with the demo's functions",
       code == 0 and body.startswith("<?xml") and "burn_a" in body and "mybench_render" in body)
 
-print(f"{failures} check(s) failed" if failures else "all checks passed")
-sys.exit(1 if failures else 0)
+checks.finish()

@@ -14,47 +14,23 @@ Exit: 0 all checks passed, 1 a check failed, 77 skipped (no /dev/kvm or no defau
 """
 import os
 import re
-import struct
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hvprec  # noqa: E402
+import hvtest  # noqa: E402
 
 HVPROF = sys.argv[1]
 
 
-def skip(why):
-    print(f"SKIP: {why}")
-    sys.exit(77)
-
-
-def image_dir():
-    if os.environ.get("HVPROF_IMAGE"):
-        return os.environ["HVPROF_IMAGE"]
-    cache = os.environ.get("HVPROF_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hvprof")
-    return os.path.join(cache, "images", "default")
-
-
 def user_stack_vcpus(path):
-    """cookie -> vCPU that walked the USER_STACK record (hvprec checked the frames and CRCs)."""
-    data = open(path, "rb").read()
-    off, out = struct.unpack_from("<I", data, 12)[0], {}
-    while off + 12 <= len(data):
-        rtype, size = struct.unpack_from("<II", data, off)
-        if rtype == 5:
-            cookie, _pid, vcpu = struct.unpack_from("<QiI", data, off + 16)
-            out[cookie] = vcpu
-        off += size
-    return out
+    """cookie -> vCPU that walked the USER_STACK record."""
+    return {cookie: us["vcpu"] for cookie, us in hvprec.read(path)["user_stacks"].items()}
 
 
-if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-    skip("/dev/kvm is missing or not accessible")
-if not os.path.isfile(os.path.join(image_dir(), "manifest")):
-    skip(f"no default image at {image_dir()} (build it with images/build-image.sh)")
+hvtest.require_vm()
 
 work = tempfile.mkdtemp(prefix="hvprof-smp-")
 data = os.path.join(work, "smp.data")
@@ -71,14 +47,8 @@ console, summary = rec.stdout, rec.stderr
 print(console)
 print(summary)
 
-failures = 0
-
-
-def check(name, ok, detail=""):
-    global failures
-    print(f"{'ok' if ok else 'FAIL'}: {name}{(' - ' + detail) if detail else ''}", flush=True)
-    if not ok:
-        failures += 1
+checks = hvtest.Checks()
+check = checks.check
 
 
 check("record exits 0", rec.returncode == 0, f"status {rec.returncode}")
@@ -131,5 +101,4 @@ check("a thread marked on one vCPU and returning on the other was caught", cross
 check("no breakpoint armed after the run", r["counters"].get("traps_armed_at_end", 0) == 0,
       str(r["counters"].get("traps_armed_at_end")))
 
-print(f"{failures} check(s) failed" if failures else "all checks passed")
-sys.exit(1 if failures else 0)
+checks.finish()

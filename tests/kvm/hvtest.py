@@ -1,0 +1,49 @@
+# SPDX-License-Identifier: MIT
+"""What the integration tests that boot a guest share: where the default image is, the skip
+rule (exit 77 with the reason printed), named checks, and running hvprof."""
+import os
+import subprocess
+import sys
+
+
+def image_dir():
+    """$HVPROF_IMAGE, else the default image where images/build-image.sh puts it."""
+    if os.environ.get("HVPROF_IMAGE"):
+        return os.environ["HVPROF_IMAGE"]
+    cache = os.environ.get("HVPROF_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hvprof")
+    return os.path.join(cache, "images", "default")
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
+def require_vm():
+    """Skip (77) unless /dev/kvm is usable and the default image is built."""
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        skip("/dev/kvm is missing or not accessible")
+    if not os.path.isfile(os.path.join(image_dir(), "manifest")):
+        skip(f"no default image at {image_dir()} (build it with images/build-image.sh)")
+
+
+class Checks:
+    """Named checks: each prints ok/FAIL with a detail; finish() exits 1 if any failed."""
+
+    def __init__(self):
+        self.failures = 0
+
+    def check(self, name, ok, detail=""):
+        print(f"{'ok' if ok else 'FAIL'}: {name}{(' - ' + detail) if detail else ''}", flush=True)
+        self.failures += not ok
+
+    def finish(self):
+        print(f"{self.failures} check(s) failed" if self.failures else "all checks passed")
+        sys.exit(1 if self.failures else 0)
+
+
+def hv(hvprof, *args, timeout=120):
+    """Run hvprof with @args: (status, stdout, stderr)."""
+    r = subprocess.run([hvprof, *args], capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
