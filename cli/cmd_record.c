@@ -246,7 +246,8 @@ int cmd_record(int argc, char **argv)
 	cli_stop_on_signals(vm);
 	clock_gettime(CLOCK_MONOTONIC, &ts_run);
 	err = vmm_run(vm, &res);
-	cli_stop_on_signals(NULL);
+	/* The handlers stay until the recording is closed: a second Ctrl-C while the counters
+	 * and the END record are written must not kill hvprof and cut the file short. */
 	if (err) {
 		cli_error("cannot run the guest: %s", hvp_strerror(err));
 		res.reason = HVP_END_ERROR;
@@ -304,6 +305,7 @@ int cmd_record(int argc, char **argv)
 			output);
 	}
 out:
+	cli_stop_on_signals(NULL);
 	if (w)
 		if (recfile_writer_close(w)) { /* already failing: the first error is reported */ }
 	if (fd >= 0)
