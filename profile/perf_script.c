@@ -43,10 +43,61 @@ static void script_name(struct outbuf *ob, const char *s)
 	outbuf_write(ob, run, (size_t)(s - run));
 }
 
+/* A growable byte arena, written through a profile_sink. */
+struct arena {
+	char *data;
+	size_t len, cap;
+};
+
+static int arena_write(void *ctx, const void *buf, size_t len)
+{
+	struct arena *a = ctx;
+
+	if (a->len + len > a->cap) {
+		size_t cap = a->cap ? a->cap : 1 << 16;
+		char *d;
+
+		while (cap < a->len + len)
+			cap *= 2;
+		d = realloc(a->data, cap);
+		if (!d)
+			return -ENOMEM;
+		a->data = d;
+		a->cap = cap;
+	}
+	memcpy(a->data + a->len, buf, len);
+	a->len += len;
+	return 0;
+}
+
+/* The frame lines of one distinct located stack, leaf first, as perf script prints them. */
+static void format_frames(const struct profile *p, struct outbuf *ob, const uint64_t *k,
+			  uint32_t len)
+{
+	/* SAFETY: k[LSTACK_KEY_LOCS] is the comm's loc (not a frame line); the others are loc
+	 * ids < p->n_locs, written leaf first. */
+	for (uint32_t j = len; j-- > LSTACK_KEY_LOCS + 1;) {
+		const struct loc *l = &p->locs[k[j]];
+		const struct frame *f = &p->frames[l->frame];
+
+		outbuf_printf(ob, "\t%16" PRIx64 " ", l->ip);
+		script_name(ob, strpool_get(&p->strs, f->name));
+		if (l->sym_off != UINT64_MAX)
+			outbuf_printf(ob, "+0x%" PRIx64, l->sym_off);
+		outbuf_puts(ob, " (");
+		script_name(ob, strpool_get(&p->strs, f->dso));
+		outbuf_puts(ob, ")\n");
+	}
+	outbuf_puts(ob, "\n");
+}
+
 int profile_perf_script(const struct profile *p, const struct profile_sink *sink)
 {
+	struct arena arena = { 0 };
+	struct profile_sink to_arena = { .write = arena_write, .ctx = &arena };
+	struct outbuf *ob, *fb;
 	const char *event;
-	struct outbuf *ob;
+	size_t *blk = NULL; /* per distinct located stack: its frame lines in the arena, + 1 */
 	int err;
 
 	if (!p || !sink || !sink->write)
@@ -57,8 +108,12 @@ int profile_perf_script(const struct profile *p, const struct profile_sink *sink
 	if (!event || !event[0])
 		event = "cpu-clock";
 	ob = malloc(sizeof(*ob));
-	if (!ob)
-		return -ENOMEM;
+	fb = malloc(sizeof(*fb));
+	blk = calloc(p->lstacks.n ? p->lstacks.n : 1, 2 * sizeof(*blk));
+	if (!ob || !fb || !blk) {
+		err = -ENOMEM;
+		goto out;
+	}
 	outbuf_init(ob, sink);
 	for (size_t i = 0; i < p->n_samples && !ob->err; i++) {
 		const struct psample *s = &p->samples[i];
@@ -74,23 +129,26 @@ int profile_perf_script(const struct profile *p, const struct profile_sink *sink
 					  sizeof(comm)),
 			      (int32_t)sk[1], (int32_t)sk[0], s->vcpu, s->time_ns / 1000000000u,
 			      s->time_ns / 1000u % 1000000u, s->period, event);
-		/* SAFETY: k[LSTACK_KEY_LOCS] is the comm's loc (not a frame line); the others are
-		 * loc ids < p->n_locs, written leaf first. */
-		for (uint32_t j = len; j-- > LSTACK_KEY_LOCS + 1;) {
-			const struct loc *l = &p->locs[k[j]];
-			const struct frame *f = &p->frames[l->frame];
+		/* The frame lines depend only on the located stack: formatted once each (memory
+		 * grows with distinct stacks), then copied. */
+		if (!blk[2 * s->lstack]) {
+			size_t start = arena.len;
 
-			outbuf_printf(ob, "\t%16" PRIx64 " ", l->ip);
-			script_name(ob, strpool_get(&p->strs, f->name));
-			if (l->sym_off != UINT64_MAX)
-				outbuf_printf(ob, "+0x%" PRIx64, l->sym_off);
-			outbuf_puts(ob, " (");
-			script_name(ob, strpool_get(&p->strs, f->dso));
-			outbuf_puts(ob, ")\n");
+			outbuf_init(fb, &to_arena);
+			format_frames(p, fb, k, len);
+			err = outbuf_flush(fb);
+			if (err)
+				goto out;
+			blk[2 * s->lstack] = start + 1;
+			blk[2 * s->lstack + 1] = arena.len - start;
 		}
-		outbuf_puts(ob, "\n");
+		outbuf_write(ob, arena.data + blk[2 * s->lstack] - 1, blk[2 * s->lstack + 1]);
 	}
 	err = outbuf_flush(ob);
+out:
+	free(arena.data);
+	free(blk);
+	free(fb);
 	free(ob);
 	return err;
 }
