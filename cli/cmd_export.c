@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-// hvprof export: load a recording and write it in a format other tools read (folded, svg,
-// speedscope, pprof, perf-script; docs/export-formats.md).
+// hvprof export and hvprof flamegraph: load a recording and write it in a format other tools
+// read (folded, svg, speedscope, pprof, perf-script; docs/export-formats.md).
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,22 @@ static void export_usage(void)
 	       "  docs/export-formats.md describes each format and what reads it.\n");
 }
 
-int cmd_export(int argc, char **argv)
+/* What `export` and `flamegraph` differ in. */
+struct export_mode {
+	const char *cmd;
+	const char *default_format; /* NULL: --format is required */
+	bool svg_or_folded_only;
+	void (*usage)(void);
+};
+
+static void flamegraph_usage(void)
+{
+	printf("usage: hvprof flamegraph [-i FILE] [-o FILE] [--format svg|folded] [--title T]\n"
+	       "                         [--symfs DIR] [--vmlinux FILE]\n"
+	       "  default output: flamegraph.svg (svg) or stdout (folded)\n");
+}
+
+static int export_main(int argc, char **argv, const struct export_mode *m)
 {
 	static const struct option opts[] = {
 		{ "input", required_argument, NULL, 'i' },
@@ -44,7 +60,7 @@ int cmd_export(int argc, char **argv)
 	};
 	struct profile_options po = { .size = sizeof(po) };
 	struct profile_flamegraph_options fo = { .size = sizeof(fo) };
-	const char *input = "hvprof.data", *output = NULL, *format = NULL;
+	const char *input = "hvprof.data", *output = NULL, *format = m->default_format;
 	struct profile *p = NULL;
 	struct profile_sink out;
 	char errbuf[512] = "";
@@ -72,14 +88,14 @@ int cmd_export(int argc, char **argv)
 			po.symfs = optarg;
 			break;
 		case 'h':
-			export_usage();
+			m->usage();
 			return EXIT_OK;
 		default:
 			return EXIT_USAGE;
 		}
 	}
 	if (optind < argc) {
-		cli_error("export: unexpected argument '%s'", argv[optind]);
+		cli_error("%s: unexpected argument '%s'", m->cmd, argv[optind]);
 		return EXIT_USAGE;
 	}
 	if (!format) {
@@ -89,11 +105,18 @@ int cmd_export(int argc, char **argv)
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(formats); i++)
 		known |= !strcmp(format, formats[i]);
+	if (m->svg_or_folded_only && strcmp(format, "svg") && strcmp(format, "folded")) {
+		cli_error("--format '%s': want svg or folded ('hvprof export' writes the others)",
+			  format);
+		return EXIT_USAGE;
+	}
 	if (!known) {
 		cli_error("--format '%s': want folded, svg, speedscope, pprof or perf-script",
 			  format);
 		return EXIT_USAGE;
 	}
+	if (!output && m->svg_or_folded_only && !strcmp(format, "svg"))
+		output = "flamegraph.svg";
 	if (output && !strcmp(output, "-"))
 		output = NULL;
 	if (!output && !strcmp(format, "pprof") && isatty(STDOUT_FILENO)) {
@@ -138,4 +161,18 @@ int cmd_export(int argc, char **argv)
 	if (output)
 		fprintf(stderr, "hvprof: wrote %s (%s)\n", output, format);
 	return EXIT_OK;
+}
+
+int cmd_export(int argc, char **argv)
+{
+	static const struct export_mode m = { "export", NULL, false, export_usage };
+
+	return export_main(argc, argv, &m);
+}
+
+int cmd_flamegraph(int argc, char **argv)
+{
+	static const struct export_mode m = { "flamegraph", "svg", true, flamegraph_usage };
+
+	return export_main(argc, argv, &m);
 }

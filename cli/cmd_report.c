@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// hvprof report and hvprof flamegraph: load a recording and write a table, an SVG or folded stacks.
+// hvprof report: load a recording and write a perf-like table (or JSON).
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -139,92 +139,5 @@ int cmd_report(int argc, char **argv)
 		cli_error("cannot write the report: %s", hvp_strerror(err));
 		return EXIT_ERROR;
 	}
-	return EXIT_OK;
-}
-
-int cmd_flamegraph(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{ "input", required_argument, NULL, 'i' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "format", required_argument, NULL, 'f' },
-		{ "title", required_argument, NULL, 't' },
-		{ "symfs", required_argument, NULL, 1 },
-		{ "vmlinux", required_argument, NULL, 'k' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct profile_options po = { .size = sizeof(po) };
-	struct profile_flamegraph_options fo = { .size = sizeof(fo) };
-	struct profile *p = NULL;
-	struct profile_sink out;
-	const char *input = "hvprof.data", *output = NULL, *format = "svg";
-	int c, err, fd = STDOUT_FILENO;
-
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "i:o:f:t:k:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'i':
-			input = optarg;
-			break;
-		case 'o':
-			output = optarg;
-			break;
-		case 'f':
-			format = optarg;
-			break;
-		case 't':
-			fo.title = optarg;
-			break;
-		case 'k':
-			po.vmlinux = optarg;
-			break;
-		case 1:
-			po.symfs = optarg;
-			break;
-		case 'h':
-			printf("usage: hvprof flamegraph [-i FILE] [-o FILE] [--format svg|folded] "
-			       "[--title T] [--symfs DIR] [--vmlinux FILE]\n"
-			       "  default output: flamegraph.svg (svg) or stdout (folded)\n");
-			return EXIT_OK;
-		default:
-			return EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
-		cli_error("flamegraph: unexpected argument '%s'", argv[optind]);
-		return EXIT_USAGE;
-	}
-	if (strcmp(format, "svg") && strcmp(format, "folded")) {
-		cli_error("--format '%s': want svg or folded", format);
-		return EXIT_USAGE;
-	}
-	if (!output && !strcmp(format, "svg"))
-		output = "flamegraph.svg";
-	if (load(input, &po, &p) != 0)
-		return EXIT_ERROR;
-	if (output && strcmp(output, "-")) {
-		fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd < 0) {
-			err = -errno;
-			cli_error("cannot create %s: %s", output, hvp_strerror(err));
-			profile_free(p);
-			return EXIT_ERROR;
-		}
-	}
-	out = profile_sink_fd(fd);
-	if (!strcmp(format, "svg"))
-		err = profile_flamegraph(p, &fo, &out);
-	else
-		err = profile_folded(p, &out);
-	profile_free(p);
-	if (fd != STDOUT_FILENO && close(fd) != 0 && !err)
-		err = -errno;
-	if (err) {
-		cli_error("cannot write %s: %s", output ? output : "the output", hvp_strerror(err));
-		return EXIT_ERROR;
-	}
-	if (output && strcmp(output, "-"))
-		fprintf(stderr, "hvprof: wrote %s\n", output);
 	return EXIT_OK;
 }
