@@ -70,6 +70,47 @@ static int arena_write(void *ctx, const void *buf, size_t len)
 	return 0;
 }
 
+/* Decimal digits of @v, at least @min_digits (zero-padded), at @out; returns the length. */
+static size_t put_u64(char *out, uint64_t v, unsigned int min_digits)
+{
+	char tmp[20];
+	size_t n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v || n < min_digits);
+	for (size_t i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	return n;
+}
+
+/* "[cpu] secs.usecs: period event:\n" without printf (it runs once per sample). */
+static size_t sample_line(char *out, size_t cap, uint32_t vcpu, uint64_t time_ns, uint64_t period,
+			  const char *event)
+{
+	size_t n = 0, elen = strlen(event);
+
+	if (elen > cap - 80)
+		elen = cap - 80; /* 80 bytes cover the numbers and punctuation */
+	out[n++] = '[';
+	n += put_u64(out + n, vcpu, 3);
+	out[n++] = ']';
+	out[n++] = ' ';
+	n += put_u64(out + n, time_ns / 1000000000u, 1);
+	out[n++] = '.';
+	n += put_u64(out + n, time_ns / 1000u % 1000000u, 6);
+	out[n++] = ':';
+	out[n++] = ' ';
+	n += put_u64(out + n, period, 1);
+	out[n++] = ' ';
+	memcpy(out + n, event, elen);
+	n += elen;
+	out[n++] = ':';
+	out[n++] = '\n';
+	return n;
+}
+
 /* The frame lines of one distinct located stack, leaf first, as perf script prints them. */
 static void format_frames(const struct profile *p, struct outbuf *ob, const uint64_t *k,
 			  uint32_t len)
@@ -97,7 +138,8 @@ int profile_perf_script(const struct profile *p, const struct profile_sink *sink
 	struct profile_sink to_arena = { .write = arena_write, .ctx = &arena };
 	struct outbuf *ob, *fb;
 	const char *event;
-	size_t *blk = NULL; /* per distinct located stack: its frame lines in the arena, + 1 */
+	size_t *blk = NULL; /* per distinct located stack: offset + 1 and length of its header
+			     * prefix and of its frame lines in the arena */
 	int err;
 
 	if (!p || !sink || !sink->write)
@@ -109,7 +151,7 @@ int profile_perf_script(const struct profile *p, const struct profile_sink *sink
 		event = "cpu-clock";
 	ob = malloc(sizeof(*ob));
 	fb = malloc(sizeof(*fb));
-	blk = calloc(p->lstacks.n ? p->lstacks.n : 1, 2 * sizeof(*blk));
+	blk = calloc(p->lstacks.n ? p->lstacks.n : 1, 4 * sizeof(*blk));
 	if (!ob || !fb || !blk) {
 		err = -ENOMEM;
 		goto out;
@@ -117,32 +159,44 @@ int profile_perf_script(const struct profile *p, const struct profile_sink *sink
 	outbuf_init(ob, sink);
 	for (size_t i = 0; i < p->n_samples && !ob->err; i++) {
 		const struct psample *s = &p->samples[i];
-		uint32_t len, slen;
-		const uint64_t *k = seqtab_key(&p->lstacks, s->lstack, &len);
-		const uint64_t *sk = seqtab_key(&p->stacks, k[0], &slen);
-		char comm[64];
+		size_t *b = &blk[4 * (size_t)s->lstack];
+		char line[128];
+		size_t n;
 
-		/* "comm pid/tid [cpu] secs.usecs: period event:" (pid = tgid, tid = pid). */
-		outbuf_printf(ob, "%s %" PRId32 "/%" PRId32 " [%03" PRIu32 "] %" PRIu64 ".%06" PRIu64
-				  ": %" PRIu64 " %s:\n",
-			      script_comm(frame_name(p, (uint32_t)sk[STACK_KEY_FRAMES]), comm,
-					  sizeof(comm)),
-			      (int32_t)sk[1], (int32_t)sk[0], s->vcpu, s->time_ns / 1000000000u,
-			      s->time_ns / 1000u % 1000000u, s->period, event);
-		/* The frame lines depend only on the located stack: formatted once each (memory
-		 * grows with distinct stacks), then copied. */
-		if (!blk[2 * s->lstack]) {
+		/* "comm pid/tid " and the frame lines depend only on the located stack: formatted
+		 * once each (memory grows with distinct stacks), then copied per sample. */
+		if (!b[0]) {
+			uint32_t len, slen;
+			const uint64_t *k = seqtab_key(&p->lstacks, s->lstack, &len);
+			const uint64_t *sk = seqtab_key(&p->stacks, k[0], &slen);
+			char comm[64];
 			size_t start = arena.len;
 
+			outbuf_init(fb, &to_arena);
+			/* pid = tgid, tid = pid, as perf script prints them */
+			outbuf_printf(fb, "%s %" PRId32 "/%" PRId32 " ",
+				      script_comm(frame_name(p, (uint32_t)sk[STACK_KEY_FRAMES]), comm,
+						  sizeof(comm)),
+				      (int32_t)sk[1], (int32_t)sk[0]);
+			err = outbuf_flush(fb);
+			if (err)
+				goto out;
+			b[0] = start + 1;
+			b[1] = arena.len - start;
+			start = arena.len;
 			outbuf_init(fb, &to_arena);
 			format_frames(p, fb, k, len);
 			err = outbuf_flush(fb);
 			if (err)
 				goto out;
-			blk[2 * s->lstack] = start + 1;
-			blk[2 * s->lstack + 1] = arena.len - start;
+			b[2] = start + 1;
+			b[3] = arena.len - start;
 		}
-		outbuf_write(ob, arena.data + blk[2 * s->lstack] - 1, blk[2 * s->lstack + 1]);
+		/* "[cpu] secs.usecs: period event:" */
+		n = sample_line(line, sizeof(line), s->vcpu, s->time_ns, s->period, event);
+		outbuf_write(ob, arena.data + b[0] - 1, b[1]);
+		outbuf_write(ob, line, n);
+		outbuf_write(ob, arena.data + b[2] - 1, b[3]);
 	}
 	err = outbuf_flush(ob);
 out:
