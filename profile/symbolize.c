@@ -190,7 +190,11 @@ static int open_symtab(const char *path, const char *what, bool kernel, struct s
 {
 	int err = kernel ? symtab_open_kernel(path, st, NULL) : symtab_open_elf(path, st);
 
-	if (err)
+	/* a stripped executable (no .symtab nor .dynsym) is normal, e.g. Debian's busybox: say it
+	 * with -v; a missing or unreadable file is worth a warning */
+	if (err == -ENODATA)
+		pr_info("no symbols for %s in %s (stripped)", what, path);
+	else if (err)
 		pr_warn("no symbols for %s from %s: %s", what, path, hvp_strerror(err));
 	return err;
 }
