@@ -198,8 +198,8 @@ static void resolve_from_entry(struct vmm *vm, struct vcpu *vcpu, const struct m
 					    .vcpu = vcpu->index, .stop = HVP_WALK_LOST };
 
 		vcpu->c.dropped_exited++;
-		if (vm->cfg.sink->user_stack)
-			vm->cfg.sink->user_stack(vm->cfg.sink->ctx, &u);
+		if (vm->cfg.sink->user_stack && vm->cfg.sink->user_stack(vm->cfg.sink->ctx, &u))
+			vcpu->c.samples_sink_errors++;
 		return;
 	}
 	if (!mk->entry_known && user_regs_at_entry(vm, &mk->pg, mk->task, &entry) != 0) {
@@ -208,8 +208,8 @@ static void resolve_from_entry(struct vmm *vm, struct vcpu *vcpu, const struct m
 					    .vcpu = vcpu->index, .stop = HVP_WALK_LOST };
 
 		vcpu->c.dropped_no_regs++;
-		if (vm->cfg.sink->user_stack)
-			vm->cfg.sink->user_stack(vm->cfg.sink->ctx, &u);
+		if (vm->cfg.sink->user_stack && vm->cfg.sink->user_stack(vm->cfg.sink->ctx, &u))
+			vcpu->c.samples_sink_errors++;
 		return;
 	}
 	/* the thread is still in the kernel: pt_regs is complete now, and so is its memory */
