@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fuzz_ram ram;
 	struct gmem mem = { fuzz_ram_read, &ram };
-	struct gi_paging pg;
+	struct gi_paging pg = { 0 };
 	static uint8_t buf[65536];
 	unsigned int read_len;
 	uint8_t mode;

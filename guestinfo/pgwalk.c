@@ -66,6 +66,21 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 		return -EINVAL;
 	if (trace)
 		trace->levels = 0;
+	if (pg->cache && !trace && pg->cache->epoch) {
+		struct pgwalk_cache *c = pg->cache;
+		/* SAFETY: the slot index is reduced modulo PGWALK_CACHE_SLOTS. */
+		unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
+
+		if (c->slot[i].epoch == c->epoch && c->slot[i].cr3 == pg->cr3 &&
+		    c->slot[i].cr4 == pg->cr4 && c->slot[i].gva_page == (gva & ~0xfffull)) {
+			c->hits++;
+			*gpa = c->slot[i].gpa_page | (gva & 0xfff);
+			if (page_size)
+				*page_size = c->slot[i].page_size;
+			return 0;
+		}
+		c->misses++;
+	}
 
 	/* Long mode = CR0.PG and EFER.LMA (which implies CR4.PAE); nothing else is supported. */
 	if (!(pg->cr0 & CR0_PG) || !(pg->efer & EFER_LMA) || !(pg->cr4 & CR4_PAE))
@@ -149,6 +164,17 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 		*gpa = base;
 		if (page_size)
 			*page_size = size;
+		if (pg->cache && !trace && pg->cache->epoch) {
+			struct pgwalk_cache *c = pg->cache;
+			unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
+
+			c->slot[i].epoch = c->epoch;
+			c->slot[i].cr3 = pg->cr3;
+			c->slot[i].cr4 = pg->cr4;
+			c->slot[i].gva_page = gva & ~0xfffull;
+			c->slot[i].gpa_page = base & ~0xfffull;
+			c->slot[i].page_size = size;
+		}
 		return 0;
 	}
 	/* Not reached: level 1 always returns. */

@@ -51,6 +51,7 @@ static void set_entry(struct vcpu *vcpu, struct mark *mk, const struct gi_paging
 	unsigned int n = 0;
 
 	mk->pg = *pg;
+	mk->pg.cache = NULL; /* the cache is the sampling vCPU's own: not for later, other threads */
 	mk->entry_ip = entry->ip;
 	mk->entry_sp = entry->sp;
 	mk->entry_bp = entry->bp;
@@ -104,6 +105,7 @@ uint64_t marks_take(struct vcpu *vcpu, uint64_t task, int32_t pid, const struct 
 		mk->t_ns = vmm_now_ns();
 		mk->used = true;
 		mk->pg = *pg;
+		mk->pg.cache = NULL;
 		mk->n_entry = 0;
 		mk->entry_stop = HVP_WALK_LOST;
 		mk->entry_known = false;

@@ -259,6 +259,10 @@ void sample_take(struct vcpu *vcpu)
 	gr.gs_base = sregs->gs.base;
 	gr.kernel_gs_base = kernel_gs_base(vcpu, sregs, s->cpl);
 	gr.pg = vcpu_paging(vm, sregs);
+	/* The vCPU is stopped while its sample is taken: its page tables' translations hold for
+	 * the whole sample (other vCPUs' changes within these microseconds are not seen). */
+	pgwalk_cache_invalidate(&vcpu->tcache);
+	gr.pg.cache = &vcpu->tcache;
 
 	if (gi_current_task(vm->gi, &vm->gmem, &gr, &task) == 0 &&
 	    gi_task_identity(vm->gi, &vm->gmem, &gr.pg, task, &thr, &mm) == 0) {

@@ -31,6 +31,7 @@ const char *const vmm_counter_names[] = {
 	"traps_no_mark", "traps_to_kernel", "trap_ns_total", "traps_armed_at_end",
 	"user_regs_unreadable", "sample_ns_regs", "sample_ns_identity", "sample_ns_kernel_unwind",
 	"sample_ns_user", "sample_ns_write", "vcpu_cpu_ns", "samples_not_long_mode",
+	"tcache_hits", "tcache_misses",
 };
 _Static_assert(sizeof(vmm_counter_names) / sizeof(vmm_counter_names[0]) == VMM_N_COUNTERS,
 	       "one name per counter");
@@ -412,6 +413,8 @@ static void *vcpu_thread(void *arg)
 			break;
 	}
 	sampler_close_vcpu(vcpu);
+	vcpu->c.tcache_hits = vcpu->tcache.hits;
+	vcpu->c.tcache_misses = vcpu->tcache.misses;
 	{
 		struct timespec ts;
 

@@ -139,6 +139,7 @@ struct vcpu {
 	bool regs_valid, sregs_valid, regs_dirty, sregs_dirty;
 	struct hvp_sample sample; /* scratch for building a sample */
 	struct hvp_user_stack ustack; /* scratch for a USER_STACK record */
+	struct pgwalk_cache tcache;   /* this vCPU's translations, invalidated at each sample */
 	/* the last exits, for post-mortems of guest failures (with sync regs only) */
 	struct {
 		uint32_t reason;

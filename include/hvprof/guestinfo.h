@@ -33,13 +33,46 @@ extern "C" {
  * @cr0, @cr3, @cr4, @efer: control registers (CR3 may carry PCID bits: masked when CR4.PCIDE).
  * @maxphyaddr: physical address width in bits (CPUID 0x80000008 EAX[7:0]); 0 means 52.
  */
+struct pgwalk_cache;
+
 struct gi_paging {
 	uint64_t cr0;
 	uint64_t cr3;
 	uint64_t cr4;
 	uint64_t efer;
 	unsigned int maxphyaddr;
+	/* optional: translations remembered until pgwalk_cache_invalidate(); NULL: none. The
+	 * cache belongs to one thread (one vCPU): never share a gi_paging that points to it. */
+	struct pgwalk_cache *cache;
 };
+
+#define PGWALK_CACHE_SLOTS 64
+
+/**
+ * struct pgwalk_cache - GVA->GPA translations of 4 KiB slices, direct-mapped, valid for one
+ * epoch. Callers invalidate it whenever the guest may have changed its page tables (hvprof: at
+ * every sample, since the vCPU is stopped while a sample is taken). Zero-initialise before use.
+ * @hits/@misses: counters.
+ */
+struct pgwalk_cache {
+	uint64_t epoch;
+	uint64_t hits;
+	uint64_t misses;
+	struct {
+		uint64_t epoch; /* valid when equal to the cache's epoch (which starts at 1) */
+		uint64_t cr3;
+		uint64_t cr4;
+		uint64_t gva_page;
+		uint64_t gpa_page;
+		uint64_t page_size;
+	} slot[PGWALK_CACHE_SLOTS];
+};
+
+/** pgwalk_cache_invalidate - forget every translation of @c (O(1)). */
+static inline void pgwalk_cache_invalidate(struct pgwalk_cache *c)
+{
+	c->epoch++;
+}
 
 /**
  * struct pgwalk_trace - every level a walk visited (for tests and debug output).
@@ -55,7 +88,7 @@ struct pgwalk_trace {
  * gi_gva_to_gpa - translate @gva through the page tables of @pg (4-level, or 5-level when
  * CR4.LA57; 1 GiB and 2 MiB pages; SDM vol. 3A, 4.5).
  * @page_size: out, optional: bytes of the page that maps @gva (4096, 2 MiB, 1 GiB).
- * @trace: out, optional.
+ * @trace: out, optional (a walk with a trace bypasses @pg->cache).
  * Return: 0 and *@gpa; -EINVAL non-canonical @gva (48-bit, or 57-bit with CR4.LA57), bad
  * argument or @pg->maxphyaddr outside 32..52; -EFAULT an entry is not present or has reserved
  * bits set (PS in a PML5E/PML4E, bits 20:13 of a 2 MiB PDE or 29:13 of a 1 GiB PDPTE, XD

@@ -391,11 +391,66 @@ out:
 	return ret;
 }
 
+/* The translation cache answers repeated translations, and forgets them when invalidated. */
+static int test_cache(void)
+{
+	const uint64_t gva = 0x400000;
+	struct pgwalk_cache *cache = calloc(1, sizeof(*cache));
+	struct pgwalk_trace trace;
+	struct fakemem fm;
+	uint64_t gpa = 0;
+	int ret = TEST_FAIL;
+
+	if (!cache || fakemem_init(&fm, 0))
+		goto out_free;
+	if (fakemem_map(&fm, gva, 0x200000, SZ_4K, 0))
+		goto out;
+	fm.pg.cache = cache;
+	/* epoch 0: the cache is off until the first invalidation */
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, gva + 8, &gpa, NULL, NULL) || cache->misses)
+		goto out;
+	pgwalk_cache_invalidate(cache);
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, gva + 8, &gpa, NULL, NULL) || gpa != 0x200008 ||
+	    cache->misses != 1 || cache->hits != 0)
+		goto out;
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, gva + 0x10, &gpa, NULL, NULL) || gpa != 0x200010 ||
+	    cache->hits != 1)
+		goto out;
+	/* a walk with a trace bypasses the cache */
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, gva, &gpa, NULL, &trace) || trace.levels != 4 ||
+	    cache->hits != 1)
+		goto out;
+	/* the guest remaps the page: the old translation holds until invalidated */
+	if (fakemem_map(&fm, gva, 0x300000, SZ_4K, 0))
+		goto out;
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, gva, &gpa, NULL, NULL) || gpa != 0x200000)
+		goto out;
+	pgwalk_cache_invalidate(cache);
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, gva, &gpa, NULL, NULL) || gpa != 0x300000)
+		goto out;
+	/* another CR3 never hits an entry of this one */
+	{
+		uint64_t hits = cache->hits;
+
+		fm.pg.cr3 ^= 0x1000;
+		(void)!gi_gva_to_gpa(&fm.mem, &fm.pg, gva, &gpa, NULL, NULL);
+		if (cache->hits != hits)
+			goto out;
+	}
+	ret = TEST_OK;
+out:
+	fakemem_fini(&fm);
+out_free:
+	free(cache);
+	return ret;
+}
+
 static const struct test_case tests[] = {
 	{ "pgwalk table", test_pgwalk_table },
 	{ "pgwalk bad arguments", test_pgwalk_args },
 	{ "gi_read_gva across 4K pages", test_read_gva_cross_page },
 	{ "gi_read_gva across 2M pages", test_read_gva_large_pages },
+	{ "translation cache", test_cache },
 };
 
 TEST_MAIN(tests)
