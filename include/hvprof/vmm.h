@@ -161,6 +161,8 @@ struct vmm_counters {
 	uint64_t sample_ns_write;      /* the sink (recording) */
 	uint64_t vcpu_cpu_ns;          /* CPU time of the vCPU threads: what cpu-clock counts */
 	uint64_t samples_not_long_mode;/* counter overflows before the vCPU reached long mode */
+	uint64_t tcache_hits;          /* GVA->GPA translations answered by the per-sample cache */
+	uint64_t tcache_misses;        /* ... and walked */
 };
 
 extern const char *const vmm_counter_names[];
