@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <hvprof/file.h>
 #include <hvprof/log.h> /* no pr_fmt prefix: every message starts with "domain 'NAME'" */
 
 #include "cli.h"
@@ -45,47 +46,16 @@ bool cli_same_file(const char *a, const char *b)
 
 static int read_xml_file(const char *path, char **out, size_t *len)
 {
-	struct stat st;
-	char *buf;
-	size_t done = 0;
-	int fd, err;
+	int err = hvp_read_file(path, 0, DOMAIN_XML_MAX, (void **)out, len);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		cli_error("cannot open domain XML %s: %s", path, hvp_strerror(err));
-		return err;
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > DOMAIN_XML_MAX) {
+	if (err == -EINVAL || err == -EFBIG) {
 		cli_error("domain XML %s: not a regular file of at most %u MiB", path,
 			  DOMAIN_XML_MAX >> 20);
-		close(fd);
 		return -EINVAL;
 	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (done < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + done, (size_t)st.st_size - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			err = n < 0 ? -errno : -EIO;
-			cli_error("cannot read domain XML %s: %s", path, hvp_strerror(err));
-			free(buf);
-			close(fd);
-			return err;
-		}
-		done += (size_t)n;
-	}
-	close(fd);
-	buf[done] = '\0';
-	*out = buf;
-	*len = done;
-	return 0;
+	if (err)
+		cli_error("cannot open domain XML %s: %s", path, hvp_strerror(err));
+	return err;
 }
 
 /*

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <hvprof/file.h>
 #include <hvprof/log.h>
 
 #include "cli.h"
@@ -202,45 +203,13 @@ static int read_manifest(struct guest_opts *g, const char *dir)
 
 static int read_whole(const char *path, const char *what, void **buf, size_t *len)
 {
-	struct stat st;
-	uint8_t *data;
-	size_t done = 0;
-	int fd, err;
+	int err = hvp_read_file(path, 0, SIZE_MAX - 1, buf, len);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		cli_error("cannot open %s %s: %s", what, path, hvp_strerror(err));
-		return err;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (err == -EINVAL)
 		cli_error("%s %s is not a regular file", what, path);
-		close(fd);
-		return -EINVAL;
-	}
-	data = malloc(st.st_size ? (size_t)st.st_size : 1);
-	if (!data) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (done < (size_t)st.st_size) {
-		ssize_t n = read(fd, data + done, (size_t)st.st_size - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			err = n < 0 ? -errno : -EIO;
-			cli_error("cannot read %s %s: %s", what, path, hvp_strerror(err));
-			free(data);
-			close(fd);
-			return err;
-		}
-		done += (size_t)n;
-	}
-	close(fd);
-	*buf = data;
-	*len = done;
-	return 0;
+	else if (err)
+		cli_error("cannot open %s %s: %s", what, path, hvp_strerror(err));
+	return err;
 }
 
 static const char *default_image_dir(char *buf, size_t len)

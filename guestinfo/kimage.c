@@ -19,6 +19,7 @@
 #include <zstd.h>
 
 #include <hvprof/guestinfo.h>
+#include <hvprof/file.h>
 #include <hvprof/log.h>
 
 #include "kimage_internal.h"
@@ -52,51 +53,13 @@ static uint32_t kimage_get32(const uint8_t *p)
 
 static int kimage_read_file(const char *path, uint8_t **buf, size_t *len)
 {
-	struct stat st;
-	uint8_t *data;
-	size_t done = 0;
-	int fd, err;
+	int err = hvp_read_file(path, 1, KIMAGE_MAX_FILE, (void **)buf, len);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		pr_debug(LOG_KSYM, "open %s: %s", path, hvp_strerror(err));
-		return err;
-	}
-	if (fstat(fd, &st) != 0) {
-		err = -errno;
-		goto err_close;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || (uint64_t)st.st_size > KIMAGE_MAX_FILE) {
-		pr_debug(LOG_KSYM, "%s: not a regular file of 1 byte to 512 MiB", path);
-		err = -EBADMSG;
-		goto err_close;
-	}
-	data = malloc((size_t)st.st_size);
-	if (!data) {
-		err = -ENOMEM;
-		goto err_close;
-	}
-	while (done < (size_t)st.st_size) {
-		ssize_t n = read(fd, data + done, (size_t)st.st_size - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			err = n < 0 ? -errno : -EIO;
-			free(data);
-			goto err_close;
-		}
-		done += (size_t)n;
-	}
-	close(fd);
-	*buf = data;
-	*len = done;
-	return 0;
-
-err_close:
-	close(fd);
-	return err;
+	if (err)
+		pr_debug(LOG_KSYM, "%s: %s", path,
+			 err == -EFBIG || err == -EINVAL ? "not a regular file of 1 byte to 512 MiB"
+							 : hvp_strerror(err));
+	return err == -EFBIG || err == -EINVAL ? -EBADMSG : err;
 }
 
 /* Grow @out to at least @need bytes (doubling); bounded by KIMAGE_MAX_PAYLOAD. */

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <hvprof/file.h>
 #include <hvprof/log.h>
 
 #include "vmm_internal.h"
@@ -20,55 +21,16 @@
 #define E820_RAM 1
 #define E820_RESERVED 2
 
+/* The kernel file: at least 1 KiB (a boot sector and setup header), at most 1 GiB. */
 static int read_file(const char *path, uint8_t **buf, size_t *len)
 {
-	struct stat st;
-	uint8_t *data;
-	size_t done = 0;
-	int fd, err;
+	int err = hvp_read_file(path, 1024, 1ull << 30, (void **)buf, len);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		pr_err("cannot open kernel %s: %s", path, hvp_strerror(err));
-		return err;
-	}
-	if (fstat(fd, &st) < 0) {
-		err = -errno;
-		pr_err("cannot stat kernel %s: %s", path, hvp_strerror(err));
-		goto err_close;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_size < 1024) {
+	if (err == -EFBIG || err == -EINVAL)
 		pr_err("kernel %s is not a regular file of a plausible size", path);
-		err = -EBADMSG;
-		goto err_close;
-	}
-	data = malloc(st.st_size);
-	if (!data) {
-		err = -ENOMEM;
-		goto err_close;
-	}
-	while (done < (size_t)st.st_size) {
-		ssize_t n = read(fd, data + done, st.st_size - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			err = n < 0 ? -errno : -EIO;
-			pr_err("cannot read kernel %s: %s", path, hvp_strerror(err));
-			free(data);
-			goto err_close;
-		}
-		done += n;
-	}
-	close(fd);
-	*buf = data;
-	*len = done;
-	return 0;
-
-err_close:
-	close(fd);
-	return err;
+	else if (err)
+		pr_err("cannot open kernel %s: %s", path, hvp_strerror(err));
+	return err == -EFBIG || err == -EINVAL ? -EBADMSG : err;
 }
 
 static uint16_t get16(const uint8_t *p)
