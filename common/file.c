@@ -60,3 +60,25 @@ err_close:
 	close(fd);
 	return err;
 }
+
+int hvp_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			int err = -errno;
+
+			if (err == -EINTR)
+				continue;
+			return err;
+		}
+		if (n == 0)
+			return -EIO; /* write(2) of a non-zero length never returns 0 unless it failed */
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}

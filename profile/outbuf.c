@@ -8,29 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <hvprof/file.h>
+
 #include "profile_internal.h"
 
 static int fd_write(void *ctx, const void *buf, size_t len)
 {
-	int fd = (int)(intptr_t)ctx;
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			int err = -errno;
-
-			if (err == -EINTR)
-				continue;
-			return err;
-		}
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
+	return hvp_write_all((int)(intptr_t)ctx, buf, len);
 }
 
 struct profile_sink profile_sink_fd(int fd)

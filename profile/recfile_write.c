@@ -12,6 +12,8 @@
 #include <hvprof/log.h>
 #include <hvprof/profile.h>
 
+#include <hvprof/file.h>
+
 #include "recfile_internal.h"
 
 struct recfile_writer {
@@ -25,28 +27,6 @@ struct recfile_writer {
 };
 
 /* write(2) all of @len, retrying EINTR and short writes. Return 0 or -errno. */
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			int err = -errno;
-
-			if (err == -EINTR)
-				continue;
-			return err;
-		}
-		if (n == 0)
-			return -EIO; /* write(2) of a non-zero length never returns 0 unless it failed */
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Caller holds w->lock. */
 static int flush_locked(struct recfile_writer *w)
 {
@@ -56,7 +36,7 @@ static int flush_locked(struct recfile_writer *w)
 		return w->err;
 	if (!w->used)
 		return 0;
-	err = write_all(w->fd, w->buf, w->used);
+	err = hvp_write_all(w->fd, w->buf, w->used);
 	if (err) {
 		w->err = err;
 		pr_err("write of %zu bytes at offset %llu to fd %d failed: %s; the recording stops here",
@@ -89,7 +69,7 @@ int recfile_writer_open(int fd, struct recfile_writer **out)
 	put_bytes(&p, RECFILE_MAGIC, RECFILE_MAGIC_LEN);
 	put_u32(&p, RECFILE_VERSION);
 	put_u32(&p, RECFILE_HEADER_SIZE);
-	err = write_all(fd, hdr, sizeof(hdr));
+	err = hvp_write_all(fd, hdr, sizeof(hdr));
 	if (err) {
 		pr_err("write of the file header to fd %d failed: %s", fd, hvp_strerror(err));
 		goto err_destroy_lock;

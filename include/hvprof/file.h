@@ -23,6 +23,12 @@ extern "C" {
 int hvp_read_file(const char *path, size_t min_size, size_t max_size, void **buf, size_t *len)
 	__must_check;
 
+/**
+ * hvp_write_all - write all @len bytes of @buf to @fd, retrying on EINTR and short writes.
+ * Return: 0; the -errno of write(2) (-ENOSPC, -EPIPE, -EFBIG...); -EIO if write returned 0.
+ */
+int hvp_write_all(int fd, const void *buf, size_t len) __must_check;
+
 #ifdef __cplusplus
 }
 #endif
