@@ -45,7 +45,11 @@ struct guest_opts {
 	double duration_s;
 	struct vmm_initramfs_file *adds;
 	size_t n_adds;
+	enum vmm_kaslr kaslr;   /* --kaslr */
+	uint64_t kaslr_slide;
+	const char *vmlinux_opt; /* --vmlinux */
 	/* from the image manifest */
+	char *m_bzimage;
 	char *m_kernel, *m_initrd, *m_btf, *m_rootfs, *m_cmdline, *m_kernel_version;
 	/* built */
 	char *cmdline;
@@ -75,11 +79,16 @@ struct guest_opts {
 	{ "domain", required_argument, NULL, 1010 },                    \
 	{ "connect", required_argument, NULL, 1011 },                   \
 	{ "domain-xml", required_argument, NULL, 1012 },                \
-	{ "strict", no_argument, NULL, 1013 }
+	{ "strict", no_argument, NULL, 1013 },                          \
+	{ "kaslr", required_argument, NULL, 1014 },                     \
+	{ "vmlinux", required_argument, NULL, 1015 }
 
 #define GUEST_OPTIONS_HELP                                                                      \
 	"  --image DIR         guest image (default: $HVPROF_IMAGE, else the default image)\n"  \
 	"  --kernel FILE       kernel to boot (vmlinux ELF or bzImage)\n"                     \
+	"  --vmlinux FILE      kernel symbols and BTF from FILE instead of the booted kernel\n" \
+	"  --kaslr MODE        auto (random slide for a relocatable bzImage, as a real boot),\n" \
+	"                      off, or a slide in bytes (0x..., multiple of 2 MiB)\n"          \
 	"  --initrd FILE       initramfs (newc cpio)\n"                                       \
 	"  --append ARGS       more kernel command line\n"                                    \
 	"  --mem MIB           guest RAM (default 256)\n"                                     \

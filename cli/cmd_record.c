@@ -262,8 +262,27 @@ int cmd_record(int argc, char **argv)
 	{
 		uint64_t slide; /* profile/symbolize.c subtracts it from kernel ips */
 
+		struct vmm_kaslr_info ki;
+
 		if (vmm_kernel_slide(vm, &slide) == 0)
 			err = meta_u64(w, "kernel_slide", slide);
+		if (!err && vmm_kaslr_info(vm, &ki) == 0) {
+			char text[256];
+
+			/* docs/recording-format.md: kaslr, kaslr_check, kaslr_relocations */
+			if (ki.relocated)
+				snprintf(text, sizeof(text), "relocated by hvprof to slide 0x%llx",
+					 (unsigned long long)ki.placed_slide);
+			else if (ki.placed)
+				snprintf(text, sizeof(text), "link address");
+			else
+				snprintf(text, sizeof(text), "chosen by the guest");
+			err = recfile_write_meta(w, "kaslr", text);
+			err = err ?: recfile_write_meta(w, "kaslr_check",
+							vmm_kaslr_check_name(ki.check));
+			if (!err && ki.relocated)
+				err = meta_u64(w, "kaslr_relocations", ki.n_relocs);
+		}
 	}
 	for (size_t i = 0; i < VMM_N_COUNTERS && !err; i++)
 		err = recfile_write_counter(w, vmm_counter_names[i], ((uint64_t *)&cnt)[i]);

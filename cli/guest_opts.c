@@ -121,6 +121,32 @@ int guest_opt_parse(struct guest_opts *g, int code, const char *arg)
 	case 1013:
 		g->strict = 1;
 		return 0;
+	case 1014: {
+		char *end;
+
+		if (!strcmp(arg, "auto")) {
+			g->kaslr = VMM_KASLR_AUTO;
+			return 0;
+		}
+		if (!strcmp(arg, "off")) {
+			g->kaslr = VMM_KASLR_OFF;
+			return 0;
+		}
+		errno = 0;
+		g->kaslr_slide = strtoull(arg, &end, 0);
+		if (errno || end == arg || *end || arg[0] == '-' || g->kaslr_slide % (2u << 20) ||
+		    g->kaslr_slide >= (1ull << 30)) {
+			cli_error("--kaslr '%s': want auto, off, or a slide in bytes: a multiple of "
+				  "2 MiB (0x200000) below 1 GiB",
+				  arg);
+			return -EINVAL;
+		}
+		g->kaslr = VMM_KASLR_SLIDE;
+		return 0;
+	}
+	case 1015:
+		g->vmlinux_opt = arg;
+		return 0;
 	default:
 		return -ENOENT;
 	}
@@ -170,6 +196,8 @@ static int read_manifest(struct guest_opts *g, const char *dir)
 			format = atoi(val);
 		else if (!strcmp(line, "kernel"))
 			dst = &g->m_kernel;
+		else if (!strcmp(line, "bzimage"))
+			dst = &g->m_bzimage;
 		else if (!strcmp(line, "initrd"))
 			dst = &g->m_initrd;
 		else if (!strcmp(line, "btf"))
@@ -311,8 +339,18 @@ int guest_opts_finish(struct guest_opts *g)
 	/* guestinfo reads symbols and BTF from a vmlinux, or from the kallsyms tables and .BTF
 	 * embedded in a compressed bzImage (stock kernels) */
 	g->vmlinux = g->kernel;
+	if (g->m_bzimage && cli_same_file(g->kernel, g->m_bzimage))
+		g->vmlinux = g->m_kernel; /* the image's bzImage: its vmlinux has the symbols */
+	if (g->vmlinux_opt) {
+		if (access(g->vmlinux_opt, R_OK) != 0) {
+			err = -errno;
+			cli_error("--vmlinux %s: %s", g->vmlinux_opt, hvp_strerror(err));
+			return err;
+		}
+		g->vmlinux = g->vmlinux_opt;
+	}
 	g->btf = g->m_btf;
-	if (!cli_same_file(g->kernel, g->m_kernel) && g->m_btf)
+	if (!cli_same_file(g->vmlinux, g->m_kernel) && g->m_btf)
 		g->btf = NULL; /* another kernel: the image's BTF does not describe it */
 
 	initrd = g->initrd ? g->initrd : g->dom ? NULL : g->m_initrd; /* a domain's: none */
@@ -360,6 +398,8 @@ void guest_opts_to_config(const struct guest_opts *g, struct vmm_config *cfg)
 	cfg->duration_ns = (uint64_t)(g->duration_s * 1e9);
 	cfg->vmlinux = g->vmlinux;
 	cfg->btf = g->btf;
+	cfg->kaslr = g->kaslr;
+	cfg->kaslr_slide = g->kaslr_slide;
 }
 
 void guest_opts_free(struct guest_opts *g)
@@ -368,6 +408,7 @@ void guest_opts_free(struct guest_opts *g)
 		free((char *)g->adds[i].host_path);
 	free(g->adds);
 	free(g->m_kernel);
+	free(g->m_bzimage);
 	free(g->m_initrd);
 	free(g->m_btf);
 	free(g->m_rootfs);

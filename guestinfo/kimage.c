@@ -413,6 +413,22 @@ const uint8_t *gi_kimage_elf(const struct gi_kimage *img, size_t *len)
 	return img ? img->elf : NULL;
 }
 
+int gi_kimage_relocs(const struct gi_kimage *img, const void **tail, size_t *len)
+{
+	size_t n;
+
+	if (!img || !tail || !len)
+		return -EINVAL;
+	if (!img->payload || img->elf_len >= img->payload_len)
+		return -ENODATA;
+	n = img->payload_len - img->elf_len;
+	if (n % 4)
+		return -EBADMSG;
+	*tail = img->payload + img->elf_len;
+	*len = n;
+	return 0;
+}
+
 bool gi_kimage_is_bzimage(const struct gi_kimage *img)
 {
 	return img && img->payload;

@@ -88,8 +88,8 @@ if [ ! -f "$kbuild/.hvprof-ready" ]; then
 		fi
 	done < "$here/kernel/config.fragment"
 	[ "$bad" = 0 ] || die "the kernel configuration lost options (see above)"
-	log "building vmlinux (a few minutes)"
-	make -s -C "$tree" O="$kbuild" -j"$(nproc)" vmlinux
+	log "building vmlinux and bzImage (a few minutes)"
+	make -s -C "$tree" O="$kbuild" -j"$(nproc)" vmlinux bzImage
 	touch "$kbuild/.hvprof-ready"
 fi
 
@@ -97,6 +97,7 @@ fi
 rm -rf "$img.tmp"
 mkdir -p "$img.tmp/rootfs"/{bin,sbin,etc,proc,sys,dev,tmp,root,usr/bin,usr/sbin}
 cp "$kbuild/vmlinux" "$img.tmp/vmlinux"
+cp "$kbuild/arch/x86/boot/bzImage" "$img.tmp/bzImage"
 cp "$kbuild/System.map" "$img.tmp/System.map"
 cp "$kbuild/.config" "$img.tmp/config"
 log "encoding BTF with pahole"
@@ -121,6 +122,7 @@ kver=$(make -s -C "$tree" O="$kbuild" kernelversion 2>/dev/null || echo 6.1)
 	echo "format=1"
 	echo "name=default"
 	echo "kernel=vmlinux"
+	echo "bzimage=bzImage"
 	echo "initrd=initramfs.cpio"
 	echo "btf=vmlinux.btf"
 	echo "system_map=System.map"
@@ -132,7 +134,7 @@ kver=$(make -s -C "$tree" O="$kbuild" kernelversion 2>/dev/null || echo 6.1)
 	echo "busybox_version=$bb_ver"
 	echo "gcc_version=$gcc_ver"
 	echo "inputs_sha256=$img_key"
-	for f in vmlinux vmlinux.btf initramfs.cpio System.map; do
+	for f in vmlinux bzImage vmlinux.btf initramfs.cpio System.map; do
 		echo "sha256.$f=$(sha256sum "$img.tmp/$f" | cut -d' ' -f1)"
 	done
 } > "$img.tmp/manifest"

@@ -57,6 +57,7 @@ int bzimage_parse(const uint8_t *buf, size_t len, struct bzimage_info *out)
 	bi.xloadflags = get16(buf + 0x236);
 	bi.pref_address = (uint64_t)get32(buf + 0x258) | (uint64_t)get32(buf + 0x25c) << 32;
 	bi.init_size = get32(buf + 0x260);
+	bi.kernel_alignment = get32(buf + 0x230);
 	if (bi.payload_off >= len)
 		return -EBADMSG;
 	if (!(bi.xloadflags & XLF_KERNEL_64))
@@ -173,19 +174,123 @@ static int load_bzimage(struct vmm_ram *ram, const char *path, const uint8_t *bu
 	return 0;
 }
 
+/* Whether @cmdline holds the word @opt (the decompressor's cmdline_find_option_bool). */
+static bool cmdline_has_word(const char *cmdline, const char *opt)
+{
+	size_t n = strlen(opt);
+
+	for (const char *p = cmdline; p && (p = strstr(p, opt)) != NULL; p += n) {
+		if ((p == cmdline || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' '))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * KASLR for a kernel whose bzImage payload hvprof decompressed: choose the virtual slide as the
+ * decompressor's choose_random_location() does (physical placement stays at the link address:
+ * the x86-64 decompressor randomizes the two independently) and apply the payload's relocation
+ * table (handle_relocations()), then tell the kernel with KASLR_FLAG, which also turns on its
+ * memory-region randomization (page_offset_base, vmalloc_base, vmemmap_base).
+ */
+static int apply_kaslr(struct vmm_ram *ram, const struct vmm_config *cfg, const char *path,
+		       const struct gi_kimage *img, const struct bzimage_info *bz,
+		       struct boot_params *bp, struct boot_info *bi)
+{
+	const uint64_t kmap = 0xffffffff80000000ull; /* __START_KERNEL_map */
+	uint64_t image_size = bi->kernel_end - bi->kernel_start, slide = 0, rnd = 0;
+	uint64_t align = bz->kernel_alignment, load_kva = kmap + bi->kernel_start;
+	struct gi_krelocs r;
+	const void *tail;
+	size_t tail_len;
+	uint8_t *hva;
+	int err;
+
+	bi->slide_known = true;
+	bi->slide = 0;
+	if (cfg->kaslr == VMM_KASLR_OFF)
+		return 0;
+	if (cfg->kaslr == VMM_KASLR_AUTO && cmdline_has_word(cfg->cmdline, "nokaslr"))
+		return 0;
+	err = gi_kimage_relocs(img, &tail, &tail_len);
+	if (err == 0)
+		err = gi_krelocs_parse(tail, tail_len, &r);
+	if (err == -ENODATA) {
+		if (cfg->kaslr == VMM_KASLR_SLIDE && cfg->kaslr_slide) {
+			pr_err("kernel %s: --kaslr 0x%llx needs a relocatable kernel, and this one "
+			       "carries no relocation table (CONFIG_RANDOMIZE_BASE off)",
+			       path, (unsigned long long)cfg->kaslr_slide);
+			return -EINVAL;
+		}
+		pr_debug(LOG_VMM, "kernel %s: no relocation table: runs at its link address", path);
+		return 0;
+	}
+	if (err) {
+		pr_err("kernel %s: the KASLR relocation table after the vmlinux is malformed (%s)",
+		       path, hvp_strerror(err));
+		return -EBADMSG;
+	}
+	if (bz->init_size > image_size)
+		image_size = bz->init_size;
+	if (align < (2u << 20) || (align & (align - 1)))
+		align = 2u << 20; /* CONFIG_PHYSICAL_ALIGN's default; the header's is not usable */
+	if (cfg->kaslr == VMM_KASLR_SLIDE) {
+		uint64_t end;
+
+		slide = cfg->kaslr_slide;
+		if (slide % align || __builtin_add_overflow(bi->kernel_start + image_size, slide, &end) ||
+		    end > GI_KERNEL_IMAGE_SIZE) {
+			pr_err("kernel %s: --kaslr 0x%llx: want a multiple of 0x%llx that keeps the "
+			       "%llu-byte image below 1 GiB (at most 0x%llx)",
+			       path, (unsigned long long)slide, (unsigned long long)align,
+			       (unsigned long long)image_size,
+			       (unsigned long long)((GI_KERNEL_IMAGE_SIZE - bi->kernel_start -
+						     image_size) / align * align));
+			return -EINVAL;
+		}
+	} else {
+		if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+			err = -errno;
+			pr_err("getrandom: %s", hvp_strerror(err));
+			return err;
+		}
+		err = gi_kaslr_pick_slide(load_kva, image_size, align, rnd, &slide);
+		if (err) {
+			pr_err("kernel %s: no room for KASLR (%llu-byte image): %s", path,
+			       (unsigned long long)image_size, hvp_strerror(err));
+			return err;
+		}
+	}
+	hva = ram_gpa_to_hva(ram, bi->kernel_start, bi->kernel_end - bi->kernel_start);
+	if (!hva)
+		return -ERANGE; /* load_elf placed it there */
+	err = gi_krelocs_apply(&r, hva, load_kva, bi->kernel_end - bi->kernel_start, slide);
+	if (err) {
+		pr_err("kernel %s: a KASLR relocation names a field outside the kernel image", path);
+		return -EBADMSG;
+	}
+	bi->slide = slide;
+	bi->slide_applied = true;
+	bi->n_relocs = r.n32 + r.ninv32 + r.n64;
+	bp->hdr.loadflags |= KASLR_FLAG;
+	return 0;
+}
+
 /*
  * A bzImage whose payload hvprof can decompress (xz, zstd, gzip; guestinfo's kimage) is
  * decompressed on the host and its vmlinux ELF loaded directly: the in-guest decompressor runs
  * emulated on PVM hosts (an xz payload had not finished after 300 s) and costs seconds even on
- * VMX/SVM. Consequence: the guest's own decompressor never runs, so it applies no KASLR
- * (the kernel runs at its link address: slide 0) and hvprof's setup header is the one for an
- * ELF. Other payloads (lz4, lzo, ...) take the plain bzImage path, where the guest decompresses
- * (and randomizes) itself.
+ * VMX/SVM. hvprof then does the decompressor's other job too: KASLR (apply_kaslr), so the
+ * guest's kernel is placed as a real boot would place it. Other payloads (lz4, lzo, ...) take
+ * the plain bzImage path, where the guest decompresses and randomizes itself (slide unknown
+ * until the guest runs: found from MSR_LSTAR).
  */
-static int load_bzimage_host(struct vmm_ram *ram, const char *path, const uint8_t *buf, size_t len,
-			     struct boot_params *bp, struct boot_info *bi)
+static int load_bzimage_host(struct vmm_ram *ram, const struct vmm_config *cfg, const char *path,
+			     const uint8_t *buf, size_t len, struct boot_params *bp,
+			     struct boot_info *bi)
 {
 	struct gi_kimage *img = NULL;
+	struct bzimage_info bz;
 	const uint8_t *elf;
 	size_t elf_len;
 	int err;
@@ -195,6 +300,12 @@ static int load_bzimage_host(struct vmm_ram *ram, const char *path, const uint8_
 		pr_info("kernel %s: payload not decompressed on the host (%s): the guest "
 			"decompresses it",
 			path, hvp_strerror(err));
+		if (cfg->kaslr == VMM_KASLR_SLIDE) {
+			pr_err("kernel %s: --kaslr with a slide needs a payload hvprof decompresses "
+			       "(xz, zstd, gzip); the guest's decompressor chooses its own",
+			       path);
+			return -ENOTSUP;
+		}
 		return load_bzimage(ram, path, buf, len, bp, bi);
 	}
 	if (err) {
@@ -202,10 +313,16 @@ static int load_bzimage_host(struct vmm_ram *ram, const char *path, const uint8_
 		return err;
 	}
 	elf = gi_kimage_elf(img, &elf_len);
-	pr_info("kernel %s: %s payload decompressed on the host (%zu bytes of vmlinux), booted "
-		"as an ELF without KASLR",
-		path, gi_kimage_compression(img), elf_len);
 	err = load_elf(ram, path, elf, elf_len, bi);
+	if (!err && bzimage_parse(buf, len, &bz) != 0)
+		memset(&bz, 0, sizeof(bz));
+	if (!err)
+		err = apply_kaslr(ram, cfg, path, img, &bz, bp, bi);
+	if (!err)
+		pr_info("kernel %s: %s payload decompressed on the host (%zu bytes of vmlinux), "
+			"%s",
+			path, gi_kimage_compression(img), elf_len,
+			bi->slide_applied ? "relocated for KASLR" : "at its link address");
 	gi_kimage_free(img);
 	return err;
 }
@@ -264,10 +381,19 @@ int boot_load(struct vmm_ram *ram, const struct vmm_config *cfg, struct boot_inf
 	err = read_file(cfg->kernel, &buf, &len);
 	if (err)
 		goto out;
-	if (len >= 4 && memcmp(buf, "\177ELF", 4) == 0)
+	if (len >= 4 && memcmp(buf, "\177ELF", 4) == 0) {
 		err = load_elf(ram, cfg->kernel, buf, len, bi);
-	else
-		err = load_bzimage_host(ram, cfg->kernel, buf, len, bp, bi);
+		/* Nothing relocates a vmlinux entered directly: it runs at its link address. */
+		bi->slide_known = true;
+		if (!err && cfg->kaslr == VMM_KASLR_SLIDE && cfg->kaslr_slide) {
+			pr_err("kernel %s: --kaslr 0x%llx needs the kernel's bzImage (a vmlinux ELF "
+			       "carries no KASLR relocation table)",
+			       cfg->kernel, (unsigned long long)cfg->kaslr_slide);
+			err = -EINVAL;
+		}
+	} else {
+		err = load_bzimage_host(ram, cfg, cfg->kernel, buf, len, bp, bi);
+	}
 	if (err)
 		goto out;
 

@@ -157,6 +157,8 @@ static bool in_entry_window(const struct vmm *vm, uint64_t rip)
 {
 	const struct entry_window *w = &vm->entry_window;
 
+	if (!atomic_load_explicit(&vm->sites_ready, memory_order_acquire))
+		return false; /* addresses not slid yet: the slide is unknown (kaslr.c) */
 	if (rip < w->text_start || rip >= w->text_end)
 		return false;
 	if (rip >= w->exit1_start && rip < w->exit1_end)

@@ -90,6 +90,9 @@ static uint64_t wanted_dr7(struct vcpu *vcpu)
 	struct vmm *vm = vcpu->vm;
 	uint64_t dr7 = 0;
 
+	/* Until the KASLR slide is known the sites' addresses are not final (kaslr.c). */
+	if (!atomic_load_explicit(&vm->sites_ready, memory_order_acquire))
+		return 0;
 	if (vm->pvm.enabled)
 		dr7 |= DR7_L0;
 	if (vm->traps.available && atomic_load(&vm->marks.pending))
@@ -366,6 +369,11 @@ int debug_exit(struct vcpu *vcpu)
 	struct vmm *vm = vcpu->vm;
 	uint64_t pc = vcpu->run->debug.arch.pc;
 
+	if (!atomic_load_explicit(&vm->sites_ready, memory_order_acquire)) {
+		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: debug exit at 0x%llx before any breakpoint "
+			"was set", vcpu->index, (unsigned long long)pc);
+		return 1;
+	}
 	if (vm->pvm.enabled && pc == vm->pvm.pf_entry_kva) {
 		trap_rf_probe_check(vcpu);
 		return pvm_fixup_hit(vcpu);

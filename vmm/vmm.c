@@ -290,6 +290,7 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 	err = traps_setup(vm);
 	if (err)
 		goto err_destroy;
+	kaslr_setup(vm);
 	err = sampler_probe(vm);
 	if (err)
 		goto err_destroy;

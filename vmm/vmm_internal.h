@@ -72,6 +72,10 @@ struct boot_info {
 	uint64_t kernel_start; /* lowest GPA the kernel occupies */
 	uint64_t kernel_end;   /* one past the highest */
 	bool is_bzimage;
+	bool slide_known;      /* the kernel's virtual KASLR slide is known before it runs */
+	bool slide_applied;    /* hvprof relocated the kernel itself (bzImage decompressed here) */
+	uint64_t slide;        /* bytes; valid when slide_known */
+	size_t n_relocs;       /* relocations applied (0 when none) */
 };
 
 /*
@@ -87,6 +91,7 @@ struct bzimage_info {
 	uint32_t payload_off;  /* file offset of the protected-mode kernel */
 	uint64_t pref_address;
 	uint32_t init_size;
+	uint32_t kernel_alignment; /* physical alignment the kernel needs (and KASLR's slot size) */
 	uint16_t xloadflags;
 };
 int bzimage_parse(const uint8_t *buf, size_t len, struct bzimage_info *out) __must_check;
@@ -256,6 +261,10 @@ struct vmm {
 	struct marks marks;
 	struct traps traps;
 	struct entry_window entry_window;
+	/* KASLR (kaslr.c): trap/entry-window addresses include the slide once sites_ready */
+	atomic_bool sites_ready;
+	atomic_int kaslr_check;    /* enum vmm_kaslr_check */
+	uint64_t kaslr_detected;   /* written before kaslr_check leaves PENDING */
 	uint64_t t_start_ns;
 
 	/* the outcome: first writer wins */
@@ -310,8 +319,14 @@ extern int vmm_sig_kick;
 /* sample.c */
 void sample_take(struct vcpu *vcpu);
 
-/* kaslr.c: find the KASLR slide from MSR_LSTAR (kernel-mode samples, until known). */
+/* kaslr.c: the KASLR slide. kaslr_setup: before the vCPUs start (slide known: rebase the
+ * trap sites now). kaslr_check: from a kernel-mode sample until decided (find or confirm the
+ * slide from MSR_LSTAR). kaslr_poll: the same from any exit (reads the registers itself).
+ * kaslr_sites_rebase: move the trap and entry-window addresses by the slide, then publish. */
+void kaslr_setup(struct vmm *vm);
 void kaslr_check(struct vcpu *vcpu, const struct kvm_sregs *sregs);
+void kaslr_poll(struct vcpu *vcpu);
+void kaslr_sites_rebase(struct vmm *vm, uint64_t slide);
 int ident_cache_create(struct vmm *vm) __must_check;
 void ident_cache_destroy(struct vmm *vm);
 

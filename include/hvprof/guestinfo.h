@@ -217,6 +217,72 @@ int gi_kimage_read_kva(const struct gi_kimage *img, uint64_t kva, void *dst, siz
  */
 int gi_kimage_btf(const struct gi_kimage *img, const void **data, size_t *size) __must_check;
 
+/**
+ * gi_kimage_relocs - the KASLR relocation table that follows the vmlinux ELF in a bzImage
+ * payload (vmlinux.relocs; owned by @img). Parse it with gi_krelocs_parse().
+ * Return: 0 and *@tail, *@len (bytes, a multiple of 4); -ENODATA an ELF file, or a payload with
+ * nothing after the ELF (a kernel built without CONFIG_RANDOMIZE_BASE); -EBADMSG a tail that
+ * is not whole 32-bit entries; -EINVAL.
+ */
+int gi_kimage_relocs(const struct gi_kimage *img, const void **tail, size_t *len) __must_check;
+
+/* ---------------------------------------------------------------- KASLR relocations (krelocs.c) */
+
+/* KERNEL_IMAGE_SIZE of a CONFIG_RANDOMIZE_BASE x86-64 kernel (page_64_types.h): the image and
+ * its slide stay within 1 GiB above __START_KERNEL_map. */
+#define GI_KERNEL_IMAGE_SIZE (1ull << 30)
+
+/**
+ * struct gi_krelocs - the three lists of a parsed vmlinux.relocs (pointers into the caller's
+ * table, 32-bit little-endian entries: each the link-time kernel address of a field,
+ * sign-extended to 64 bits). @r32: 32-bit fields that get += slide; @rinv32: 32-bit fields
+ * that get -= slide (references from per-CPU data to the kernel image); @r64: 64-bit fields
+ * that get += slide.
+ */
+struct gi_krelocs {
+	const uint8_t *r32, *rinv32, *r64;
+	size_t n32, ninv32, n64;
+};
+
+/**
+ * gi_krelocs_parse - split a relocation table (@tail, @len bytes) written by
+ * arch/x86/tools/relocs into its lists. Layout (arch/x86/boot/compressed/misc.c,
+ * handle_relocations): 0, 64-bit entries, 0, inverse 32-bit entries, 0, 32-bit entries, read
+ * from the end backwards. The table is hostile input: no entry is followed past its bounds.
+ * Return: 0; -EBADMSG a missing terminator or bytes before the first one; -ENODATA no
+ * relocations at all; -EINVAL @len not a multiple of 4, or NULL arguments.
+ */
+int gi_krelocs_parse(const void *tail, size_t len, struct gi_krelocs *out) __must_check;
+
+/**
+ * gi_krelocs_check - whether every field of @r lies inside the image buffer that holds the
+ * kernel from link-time address @image_kva for @image_len bytes.
+ * Return: 0; -ERANGE a field outside; -EINVAL.
+ */
+int gi_krelocs_check(const struct gi_krelocs *r, uint64_t image_kva, size_t image_len)
+	__must_check;
+
+/**
+ * gi_krelocs_apply - relocate the loaded kernel in @image (its bytes from link-time address
+ * @image_kva, @image_len bytes, e.g. guest RAM from the lowest PT_LOAD's GPA) for a virtual
+ * @slide in bytes, as the decompressor does when KASLR moves only the virtual address.
+ * All fields are checked first: on an error nothing was changed.
+ * Return: 0; -ERANGE a field outside the image; -EINVAL.
+ */
+int gi_krelocs_apply(const struct gi_krelocs *r, uint8_t *image, uint64_t image_kva,
+		     size_t image_len, uint64_t slide) __must_check;
+
+/**
+ * gi_kaslr_pick_slide - a virtual KASLR slide as the decompressor's find_random_virt_addr()
+ * picks it: (@random mod slots) * @align, where slots are the @align-aligned positions that
+ * keep the image (@image_size bytes from link-time address @load_kva) inside
+ * GI_KERNEL_IMAGE_SIZE. Slot 0 (slide 0) is one of them, as in the kernel.
+ * @align: the setup header's kernel_alignment (a power of two; 2 MiB by default).
+ * Return: 0; -ERANGE the image alone does not fit; -EINVAL.
+ */
+int gi_kaslr_pick_slide(uint64_t load_kva, uint64_t image_size, uint64_t align, uint64_t random,
+			uint64_t *slide) __must_check;
+
 /* ---------------------------------------------------------------- kernel symbols (ksym.c) */
 
 /* Where a kernel symbol table came from, in hvprof's order of preference. */

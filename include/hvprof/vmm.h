@@ -50,6 +50,20 @@ enum vmm_callchain_mode {
 };
 
 /**
+ * enum vmm_kaslr - KASLR for a kernel booted from a bzImage whose payload hvprof decompresses
+ * (the kernel's own decompressor, which would randomize it, does not run; see
+ * docs/kaslr.md).
+ * @VMM_KASLR_AUTO: as a real boot: a random virtual slide when the kernel carries a
+ *   relocation table (CONFIG_RANDOMIZE_BASE) and the command line does not say nokaslr.
+ * @VMM_KASLR_OFF: the link address. @VMM_KASLR_SLIDE: the given slide.
+ */
+enum vmm_kaslr {
+	VMM_KASLR_AUTO = 0,
+	VMM_KASLR_OFF,
+	VMM_KASLR_SLIDE,
+};
+
+/**
  * struct vmm_config - what to boot and how to sample. Zero-initialise, then set fields.
  * @kernel: host path of a vmlinux ELF (PT_LOADs at their physical addresses, entered at its
  *   64-bit entry) or a bzImage (boot protocol 2.12+, 64-bit entry at load address + 0x200).
@@ -70,6 +84,8 @@ enum vmm_callchain_mode {
  *   exit does nothing else (no registers, no sample): the floor hvprof's cost is compared to.
  * @mark_timeout_ns: a mark not resolved at return to user within this long is resolved from
  *   the registers saved at kernel entry (0: 100 ms).
+ * @kaslr/@kaslr_slide: where a relocatable kernel from a bzImage that hvprof decompresses is
+ *   placed (enum vmm_kaslr; @kaslr_slide in bytes for VMM_KASLR_SLIDE).
  */
 struct vmm_config {
 	const char *kernel;
@@ -88,6 +104,8 @@ struct vmm_config {
 	enum vmm_callchain_mode callchain_mode;
 	uint64_t mark_timeout_ns;
 	bool bare_exits;
+	enum vmm_kaslr kaslr;
+	uint64_t kaslr_slide;
 };
 
 #define VMM_MAX_VCPUS 64
@@ -212,6 +230,36 @@ const char *vmm_strategy(const struct vmm *vm);
  * the kernel yet, no symbols, or the image does not match the guest); -EINVAL.
  */
 int vmm_kernel_slide(const struct vmm *vm, uint64_t *slide) __must_check;
+
+/* Outcome of the MSR_LSTAR check of the KASLR slide (struct vmm_kaslr_info.check). */
+enum vmm_kaslr_check {
+	KASLR_CHECK_PENDING = 0, /* no kernel-mode look at MSR_LSTAR yet */
+	KASLR_CHECK_CONFIRMED,   /* the slide hvprof placed the kernel at, seen in the guest */
+	KASLR_CHECK_FOUND,       /* the guest chose the slide; found from MSR_LSTAR */
+	KASLR_CHECK_MISMATCH,    /* the guest runs at another slide than hvprof placed it */
+	KASLR_CHECK_FAILED,      /* MSR_LSTAR does not point at this image's entry_SYSCALL_64 */
+};
+
+/**
+ * struct vmm_kaslr_info - where the guest kernel runs, and how hvprof knows (vmm/kaslr.c).
+ * @placed: hvprof placed the kernel (a vmlinux at its link address, or a bzImage it
+ *   decompressed): @placed_slide is where, in bytes. @relocated: hvprof applied the image's
+ *   KASLR relocation table (@n_relocs entries) for a non-zero or requested slide.
+ * @check: enum vmm_kaslr_check; @detected_slide valid for CONFIRMED, FOUND and MISMATCH.
+ * @slide_known/@slide: the slide kernel symbols are looked up with.
+ */
+struct vmm_kaslr_info {
+	bool placed, relocated, slide_known;
+	uint64_t placed_slide, detected_slide, slide;
+	size_t n_relocs;
+	int check;
+};
+
+/** vmm_kaslr_info - fill @out (any time; final after vmm_run). Return: 0; -EINVAL. */
+int vmm_kaslr_info(const struct vmm *vm, struct vmm_kaslr_info *out) __must_check;
+
+/** vmm_kaslr_check_name - a phrase for enum vmm_kaslr_check (static string). */
+const char *vmm_kaslr_check_name(int check);
 
 /**
  * struct vmm_initramfs_file - one host file to put into the guest's initramfs.

@@ -20,6 +20,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hvprec  # noqa: E402
 import hvtest  # noqa: E402
+import pathstats  # noqa: E402
 from hvtest import image_dir  # noqa: E402
 
 HVPROF = sys.argv[1]
@@ -42,38 +43,22 @@ check("record exits 0 and the guest reports status 0",
 truth = re.findall(r"hvprof-truth: paths alpha=(\d+) beta=(\d+)", rec.stdout)
 check("both workload phases printed their truth", len(truth) == 2, str(truth))
 
-r = subprocess.run([HVPROF, "flamegraph", "-i", data, "--format", "folded"],
-                   capture_output=True, text=True, timeout=120)
-stacks = []
-for line in r.stdout.splitlines():
-    stack, _, count = line.rpartition(" ")
-    stacks.append((stack.split(";"), int(count)))
-
-# The mix phase: comm hvprof-paths, kernel samples whose user part reaches make_the_call.
-mix_k = [(s, c) for s, c in stacks if s[0] == "hvprof-paths" and s[-1].endswith("_[k]")]
-in_call = [(s, c) for s, c in mix_k if "make_the_call" in s]
-alpha = sum(c for s, c in in_call if "path_alpha" in s and "alpha_middle" in s)
-beta = sum(c for s, c in in_call if "path_beta" in s and "beta_middle" in s)
-syscall_k = sum(c for s, c in mix_k if any(f.startswith("__x64_sys_getppid") for f in s))
-named = sum(c for s, c in mix_k if any(f.startswith("__x64_sys_getppid") for f in s)
-            and "make_the_call" in s and ("path_alpha" in s or "path_beta" in s))
+stacks = pathstats.folded(HVPROF, data)
+st = pathstats.paths(stacks)
 check("getppid kernel samples name their user call path (>= 99%)",
-      syscall_k >= 50 and named >= 0.99 * syscall_k, f"{named}/{syscall_k}")
-if alpha + beta:
-    share = 100.0 * alpha / (alpha + beta)
+      st["getppid"] >= 50 and st["named"] >= 0.99 * st["getppid"],
+      f"{st['named']}/{st['getppid']}")
+if st["share"] is not None:
     check("kernel samples split 75:25 between path_alpha and path_beta (within 5 points)",
-          abs(share - 75.0) <= 5.0, f"alpha {share:.1f}% ({alpha}+{beta} samples)")
+          abs(st["share"] - 75.0) <= 5.0,
+          f"alpha {st['share']:.1f}% ({st['alpha']}+{st['beta']} samples)")
 else:
     check("kernel samples on the two paths", False, "none")
-lost = sum(c for s, c in mix_k if any(f.startswith("[user stack lost") for f in s))
 check("few kernel samples of the workload lost their user stack (< 2%)",
-      lost <= 0.02 * max(1, sum(c for _, c in mix_k)), f"{lost} lost")
+      st["lost"] <= 0.02 * max(1, st["kernel"]), f"{st['lost']} lost")
 
 # Threads: each thread uses only its own path.
-wrong = sum(c for s, c in stacks if (s[0] == "paths-alpha" and "path_beta" in s)
-            or (s[0] == "paths-beta" and "path_alpha" in s))
-mine = sum(c for s, c in stacks if (s[0] == "paths-alpha" and "path_alpha" in s)
-           or (s[0] == "paths-beta" and "path_beta" in s))
+wrong, mine = pathstats.threads(stacks)
 check("threads: no sample carries the other thread's path", wrong == 0 and mine > 50,
       f"{wrong} wrong, {mine} right")
 
