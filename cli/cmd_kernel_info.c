@@ -85,7 +85,13 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 		json_str(f, d->sites[i].symbol);
 		fprintf(f, ", \"offset\": %llu}", (unsigned long long)d->sites[i].sym_off);
 	}
-	fputs("],\n \"missing\": [", f);
+	fprintf(f, "],\n \"kaslr_relocations\": ");
+	if (d->has_relocs)
+		fprintf(f, "{\"64\": %zu, \"inverse32\": %zu, \"32\": %zu}", d->n_relocs64,
+			d->n_relocs_inv32, d->n_relocs32);
+	else
+		fputs("null", f);
+	fputs(",\n \"missing\": [", f);
 	{
 		const char *p = d->missing;
 		bool first = true;
@@ -144,6 +150,13 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		       gi_exit_kind_name(d->sites[i].kind),
 		       d->sites[i].symbol[0] ? d->sites[i].symbol : "?",
 		       (unsigned long long)d->sites[i].sym_off);
+	if (d->has_relocs)
+		printf("KASLR:         relocation table of %zu entries (64-bit %zu, inverse 32-bit "
+		       "%zu, 32-bit %zu): hvprof places it at a random slide (--kaslr)\n",
+		       d->n_relocs64 + d->n_relocs_inv32 + d->n_relocs32, d->n_relocs64,
+		       d->n_relocs_inv32, d->n_relocs32);
+	else if (!strcmp(d->format, "ELF"))
+		printf("KASLR:         none (a vmlinux runs at its link address)\n");
 	printf("missing:       %s\n", d->missing[0] ? d->missing : "nothing");
 }
 

@@ -137,6 +137,22 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 	if (st && (symtab_find(st, "entry_SYSCALL_64", &addr) != 0))
 		kinfo_missing(d, "entry_SYSCALL_64 (the KASLR slide cannot be found from MSR_LSTAR)");
 
+	if (gi_kimage_is_bzimage(img)) {
+		struct gi_krelocs r;
+		const void *tail;
+		size_t tail_len;
+
+		if (gi_kimage_relocs(img, &tail, &tail_len) == 0 &&
+		    gi_krelocs_parse(tail, tail_len, &r) == 0) {
+			d->has_relocs = true;
+			d->n_relocs64 = r.n64;
+			d->n_relocs_inv32 = r.ninv32;
+			d->n_relocs32 = r.n32;
+		} else {
+			kinfo_missing(d, "a KASLR relocation table (hvprof boots it at its link "
+					 "address)");
+		}
+	}
 	err = gi_exit_sites(st, kinfo_read, img, NULL, 0, 0, d->sites, GI_KINFO_MAX_SITES, &n);
 	if (err == -ENOMEM)
 		goto out;

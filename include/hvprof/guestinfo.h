@@ -634,6 +634,10 @@ struct gi_kernel_desc {
 	char current_task[64];
 	struct gi_exit_site sites[GI_KINFO_MAX_SITES];
 	size_t n_sites;
+	/* KASLR relocation table after the vmlinux in a bzImage payload (gi_krelocs_parse):
+	 * whether there is one, and its three lists' lengths */
+	bool has_relocs;
+	size_t n_relocs64, n_relocs_inv32, n_relocs32;
 	char missing[512];
 };
 
