@@ -235,9 +235,10 @@ int exit_handle(struct vcpu *vcpu)
 	switch (run->exit_reason) {
 	case KVM_EXIT_IO:
 		/* A slide the guest chose must be known before its first system call (the PVM
-		 * fix-up and the traps wait for it): console output is a frequent chance. */
-		if (!vm->boot.slide_known)
-			kaslr_poll(vcpu);
+		 * fix-up and the traps wait for it), and one hvprof chose is confirmed even
+		 * without samples (`run`): console output is a frequent chance. A relaxed load
+		 * once decided. */
+		kaslr_poll(vcpu);
 		return exit_io(vm, vcpu, run);
 	case KVM_EXIT_MMIO:
 		return exit_mmio(vm, vcpu, run);

@@ -125,8 +125,9 @@ void kaslr_check(struct vcpu *vcpu, const struct kvm_sregs *sregs)
 	}
 	if (slide == vm->boot.slide) {
 		if (kaslr_decide(vm, KASLR_CHECK_CONFIRMED))
-			pr_debug(LOG_VMM, "vCPU %u: MSR_LSTAR confirms the KASLR slide 0x%llx",
-				 vcpu->index, (unsigned long long)slide);
+			pr_info("vCPU %u: MSR_LSTAR 0x%llx confirms the KASLR slide 0x%llx",
+				vcpu->index, (unsigned long long)m.e.data,
+				(unsigned long long)slide);
 		return;
 	}
 	if (!kaslr_decide(vm, KASLR_CHECK_MISMATCH))
