@@ -278,8 +278,13 @@ int cmd_record(int argc, char **argv)
 			else
 				snprintf(text, sizeof(text), "chosen by the guest");
 			err = recfile_write_meta(w, "kaslr", text);
-			err = err ?: recfile_write_meta(w, "kaslr_check",
-							vmm_kaslr_check_name(ki.check));
+			snprintf(text, sizeof(text), "%s%s", vmm_kaslr_check_name(ki.check),
+				 ki.check == KASLR_CHECK_PENDING || ki.check == KASLR_CHECK_FAILED
+					 ? ""
+				 : ki.idt > 0 ? " and the IDT"
+				 : ki.idt < 0 ? " (the IDT's #PF gate disagrees)"
+					      : " (IDT not readable)");
+			err = err ?: recfile_write_meta(w, "kaslr_check", text);
 			if (!err && ki.relocated)
 				err = meta_u64(w, "kaslr_relocations", ki.n_relocs);
 		}

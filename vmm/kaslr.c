@@ -59,6 +59,22 @@ void kaslr_setup(struct vmm *vm)
 			(unsigned long long)vm->boot.slide, vm->boot.n_relocs);
 }
 
+/*
+ * A second witness: the guest IDT's #PF gate must point at asm_exc_page_fault + @slide.
+ * 1 agrees, -1 disagrees, 0 cannot tell (no symbol, no IDT loaded yet, gate unreadable).
+ */
+static int idt_witness(struct vmm *vm, const struct gi_paging *pg,
+		       const struct kvm_sregs *sregs, uint64_t slide, uint64_t *gate)
+{
+	uint64_t pf;
+
+	if (symtab_find(gi_symtab(vm->gi), "asm_exc_page_fault", &pf) != 0 ||
+	    gi_idt_gate(&vm->gmem, pg, sregs->idt.base, sregs->idt.limit, GI_VEC_PAGE_FAULT,
+			gate) != 0)
+		return 0;
+	return *gate == pf + slide ? 1 : -1;
+}
+
 /* Decide the outcome once (first vCPU wins); false when another vCPU already did. */
 static bool kaslr_decide(struct vmm *vm, int outcome)
 {
@@ -114,20 +130,31 @@ void kaslr_check(struct vcpu *vcpu, const struct kvm_sregs *sregs)
 		return;
 	}
 	vm->kaslr_detected = slide;
+	{
+		uint64_t gate = 0;
+
+		vm->kaslr_idt = idt_witness(vm, &pg, sregs, slide, &gate);
+		if (vm->kaslr_idt < 0)
+			pr_warn("vCPU %u: the IDT's #PF gate 0x%llx is not asm_exc_page_fault at "
+				"slide 0x%llx (MSR_LSTAR and the kernel text agree on it)",
+				vcpu->index, (unsigned long long)gate, (unsigned long long)slide);
+	}
 	if (!vm->boot.slide_known) {
 		if (!kaslr_decide(vm, KASLR_CHECK_FOUND))
 			return;
 		gi_set_kaslr_slide(vm->gi, slide);
 		kaslr_sites_rebase(vm, slide);
-		pr_info("vCPU %u: KASLR slide 0x%llx found from MSR_LSTAR 0x%llx", vcpu->index,
-			(unsigned long long)slide, (unsigned long long)m.e.data);
+		pr_info("vCPU %u: KASLR slide 0x%llx found from MSR_LSTAR 0x%llx%s", vcpu->index,
+			(unsigned long long)slide, (unsigned long long)m.e.data,
+			vm->kaslr_idt > 0 ? " and the IDT" : "");
 		return;
 	}
 	if (slide == vm->boot.slide) {
 		if (kaslr_decide(vm, KASLR_CHECK_CONFIRMED))
-			pr_info("vCPU %u: MSR_LSTAR 0x%llx confirms the KASLR slide 0x%llx",
+			pr_info("vCPU %u: MSR_LSTAR 0x%llx confirms the KASLR slide 0x%llx%s",
 				vcpu->index, (unsigned long long)m.e.data,
-				(unsigned long long)slide);
+				(unsigned long long)slide,
+				vm->kaslr_idt > 0 ? " (the IDT's #PF gate agrees)" : "");
 		return;
 	}
 	if (!kaslr_decide(vm, KASLR_CHECK_MISMATCH))
@@ -172,6 +199,7 @@ int vmm_kaslr_info(const struct vmm *vm, struct vmm_kaslr_info *out)
 	out->n_relocs = vm->boot.n_relocs;
 	out->check = atomic_load((atomic_int *)&vm->kaslr_check);
 	out->detected_slide = vm->kaslr_detected;
+	out->idt = vm->kaslr_idt;
 	out->slide_known = vmm_kernel_slide(vm, &out->slide) == 0;
 	return 0;
 }

@@ -265,6 +265,7 @@ struct vmm {
 	atomic_bool sites_ready;
 	atomic_int kaslr_check;    /* enum vmm_kaslr_check */
 	uint64_t kaslr_detected;   /* written before kaslr_check leaves PENDING */
+	int kaslr_idt;             /* the IDT's #PF gate: 1 agrees, -1 not, 0 unknown (ditto) */
 	uint64_t t_start_ns;
 
 	/* the outcome: first writer wins */

@@ -226,6 +226,23 @@ int gi_kimage_btf(const struct gi_kimage *img, const void **data, size_t *size) 
  */
 int gi_kimage_relocs(const struct gi_kimage *img, const void **tail, size_t *len) __must_check;
 
+/* ---------------------------------------------------------------- interrupt descriptor table (idt.c) */
+
+/* Exception vectors hvprof looks at (Intel SDM Vol. 3A, Table 6-1). */
+#define GI_VEC_PAGE_FAULT 14
+
+/**
+ * gi_idt_gate - the handler GVA of gate @vector (0..255) of the guest IDT at @idt_base (GVA)
+ * with @idt_limit (IDTR.limit: offset of its last byte), read through @pg: a 16-byte 64-bit
+ * interrupt or trap gate (Intel SDM Vol. 3A, 6.14.1).
+ * Return: 0 and *@target; -ENOENT gate not present; -EBADMSG not an interrupt/trap gate, or a
+ * non-canonical handler; -ERANGE the gate is beyond the limit, or the IDT address is not
+ * canonical; errors of gi_read_gva (-EFAULT not mapped); -EINVAL.
+ * Thread-safety: reentrant; only reads through @mem.
+ */
+int gi_idt_gate(const struct gmem *mem, const struct gi_paging *pg, uint64_t idt_base,
+		uint16_t idt_limit, unsigned int vector, uint64_t *target) __must_check;
+
 /* ---------------------------------------------------------------- KASLR relocations (krelocs.c) */
 
 /* KERNEL_IMAGE_SIZE of a CONFIG_RANDOMIZE_BASE x86-64 kernel (page_64_types.h): the image and

@@ -246,6 +246,8 @@ enum vmm_kaslr_check {
  *   decompressed): @placed_slide is where, in bytes. @relocated: hvprof applied the image's
  *   KASLR relocation table (@n_relocs entries) for a non-zero or requested slide.
  * @check: enum vmm_kaslr_check; @detected_slide valid for CONFIRMED, FOUND and MISMATCH.
+ * @idt: the second witness of that check: the guest IDT's #PF gate is asm_exc_page_fault at
+ *   the detected slide (1), is not (-1), or could not be read (0).
  * @slide_known/@slide: the slide kernel symbols are looked up with.
  */
 struct vmm_kaslr_info {
@@ -253,6 +255,7 @@ struct vmm_kaslr_info {
 	uint64_t placed_slide, detected_slide, slide;
 	size_t n_relocs;
 	int check;
+	int idt;
 };
 
 /** vmm_kaslr_info - fill @out (any time; final after vmm_run). Return: 0; -EINVAL. */

@@ -4,8 +4,9 @@
 payload) booted twice with the hvprof-paths workload: once at its link address (--kaslr off),
 once relocated by hvprof to a random slide. The recording with KASLR must name kernel
 functions and guest threads exactly as the one without:
-- the slide hvprof applied is confirmed from MSR_LSTAR in the running guest, and the guest
-  really ran there (kernel sample RIPs are slid);
+- the slide hvprof applied is confirmed in the running guest by two witnesses (MSR_LSTAR with
+  the kernel text bytes, and the IDT's #PF gate), and the guest really ran there (kernel
+  sample RIPs are slid);
 - kernel samples resolve to symbols as often, and the workload's kernel samples land in the
   same kernel functions;
 - the ground truth of deferred callchains holds (getppid samples name their user path, the
@@ -88,10 +89,10 @@ check("without KASLR: link address, slide 0 confirmed from MSR_LSTAR",
       meta0.get("kaslr") == "link address" and int(meta0.get("kernel_slide", "-1"), 0) == 0
       and meta0.get("kaslr_check", "").startswith("confirmed"),
       f"{meta0.get('kaslr')}, {meta0.get('kernel_slide')}, {meta0.get('kaslr_check')}")
-check("with KASLR: relocated by hvprof, and MSR_LSTAR confirms the slide",
+check("with KASLR: relocated by hvprof, and MSR_LSTAR and the IDT's #PF gate confirm the slide",
       meta1.get("kaslr") == f"relocated by hvprof to slide 0x{SLIDE:x}"
       and int(meta1.get("kernel_slide", "-1"), 0) == SLIDE
-      and meta1.get("kaslr_check", "").startswith("confirmed")
+      and meta1.get("kaslr_check", "") == "confirmed from MSR_LSTAR and the IDT"
       and int(meta1.get("kaslr_relocations", "0")) > 10000,
       f"{meta1.get('kaslr')}, {meta1.get('kernel_slide')}, {meta1.get('kaslr_check')}, "
       f"{meta1.get('kaslr_relocations')} relocations")
