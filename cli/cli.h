@@ -49,7 +49,7 @@ struct guest_opts {
 	uint64_t kaslr_slide;
 	const char *vmlinux_opt; /* --vmlinux */
 	/* from the image manifest */
-	char *m_bzimage;
+	char *m_bzimage, *m_bzimage_lz4; /* the image's kernel as bzImages (symbols: m_kernel) */
 	char *m_kernel, *m_initrd, *m_btf, *m_rootfs, *m_cmdline, *m_kernel_version;
 	/* built */
 	char *cmdline;

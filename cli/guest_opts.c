@@ -198,6 +198,8 @@ static int read_manifest(struct guest_opts *g, const char *dir)
 			dst = &g->m_kernel;
 		else if (!strcmp(line, "bzimage"))
 			dst = &g->m_bzimage;
+		else if (!strcmp(line, "bzimage_lz4"))
+			dst = &g->m_bzimage_lz4;
 		else if (!strcmp(line, "initrd"))
 			dst = &g->m_initrd;
 		else if (!strcmp(line, "btf"))
@@ -339,7 +341,8 @@ int guest_opts_finish(struct guest_opts *g)
 	/* guestinfo reads symbols and BTF from a vmlinux, or from the kallsyms tables and .BTF
 	 * embedded in a compressed bzImage (stock kernels) */
 	g->vmlinux = g->kernel;
-	if (g->m_bzimage && cli_same_file(g->kernel, g->m_bzimage))
+	if ((g->m_bzimage && cli_same_file(g->kernel, g->m_bzimage)) ||
+	    (g->m_bzimage_lz4 && cli_same_file(g->kernel, g->m_bzimage_lz4)))
 		g->vmlinux = g->m_kernel; /* the image's bzImage: its vmlinux has the symbols */
 	if (g->vmlinux_opt) {
 		if (access(g->vmlinux_opt, R_OK) != 0) {
@@ -409,6 +412,7 @@ void guest_opts_free(struct guest_opts *g)
 	free(g->adds);
 	free(g->m_kernel);
 	free(g->m_bzimage);
+	free(g->m_bzimage_lz4);
 	free(g->m_initrd);
 	free(g->m_btf);
 	free(g->m_rootfs);

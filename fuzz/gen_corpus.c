@@ -326,6 +326,31 @@ static void syn_build(struct syn *s, int new_order)
 	}
 }
 
+/* ---------------------------------------------------------------- krelocs */
+
+/* Slide (8 bytes), image size in 16-byte units (2 bytes), then a vmlinux.relocs table. */
+static int gen_krelocs(void)
+{
+	const uint32_t k = 0x81000000u; /* the low half of LOAD_KVA: image offset 0 */
+	const uint32_t good[] = { 0, k + 0x10, k + 0x18, 0, k + 0x20, 0, k + 0x30, k + 0x34, k };
+	const uint32_t one64[] = { 0, k + 0x8, 0, 0 };
+	const uint32_t overlap[] = { 0, k + 0x4, 0, k + 0x6, 0, k + 0x5, k + 0x8 };
+	const uint32_t outside[] = { 0, k + 0x3c, 0, 0 };
+	const uint32_t no_term[] = { k + 4, k + 8, 0, k + 12 };
+	uint8_t head[10] = { 0 };
+	int err = 0;
+
+	head[3] = 0x26; /* slide 0x26000000 */
+	head[8] = 4;    /* 64-byte image */
+	err |= put_file("krelocs", "seed-three-lists", head, sizeof(head), good, sizeof(good));
+	err |= put_file("krelocs", "seed-one-64", head, sizeof(head), one64, sizeof(one64));
+	err |= put_file("krelocs", "seed-overlapping", head, sizeof(head), overlap, sizeof(overlap));
+	err |= put_file("krelocs", "seed-outside", head, sizeof(head), outside, sizeof(outside));
+	err |= put_file("krelocs", "seed-no-terminator", head, sizeof(head), no_term,
+			sizeof(no_term));
+	return err;
+}
+
 static int gen_kallsyms(void)
 {
 	static struct syn s;
@@ -436,6 +461,7 @@ int main(int argc, char **argv)
 	err |= gen_unwind();
 	err |= gen_btf();
 	err |= gen_kallsyms();
+	err |= gen_krelocs();
 	err |= gen_recfile();
 	err |= gen_folded();
 	return err ? 1 : 0;

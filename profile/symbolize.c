@@ -24,6 +24,7 @@
 
 #define KERNEL_DSO "[kernel.kallsyms]"
 #define UNKNOWN "[unknown]"
+#define EARLY_BOOT "[early boot]" /* kernel mode at an identity-mapped (lower-half) address */
 
 /* An executable: where it is on the host, and its symbols (NULL when not found/usable). */
 struct dso {
@@ -378,6 +379,10 @@ int symbolize_kernel(struct symbolizer *s, uint64_t ip, uint32_t *frame, uint64_
 		*sym_off = off;
 		return profile_frame(s->p, FRAME_KERNEL, name, KERNEL_DSO, 1, frame);
 	}
+	/* Kernel-mode code in the lower half runs identity-mapped: a bzImage's decompressor, the
+	 * kernel's startup_64 before it jumps to its high mapping, real-mode trampolines. */
+	if (ip < 0x0000800000000000ull)
+		return profile_frame(s->p, FRAME_KERNEL, EARLY_BOOT, KERNEL_DSO, 0, frame);
 	if (s->kernel)
 		return profile_frame(s->p, FRAME_KERNEL, UNKNOWN, KERNEL_DSO, 0, frame);
 	return addr_frame(s, FRAME_KERNEL, KERNEL_DSO, ip, frame);

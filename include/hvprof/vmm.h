@@ -225,9 +225,11 @@ const char *vmm_callchain_mode_name(const struct vmm *vm);
 const char *vmm_strategy(const struct vmm *vm);
 
 /**
- * vmm_kernel_slide - the guest kernel's KASLR slide, found from MSR_LSTAR at the first
- * kernel-mode samples (vmm/kaslr.c). Return: 0 and *@slide; -ENODATA not known (no sample in
- * the kernel yet, no symbols, or the image does not match the guest); -EINVAL.
+ * vmm_kernel_slide - the guest kernel's KASLR slide in bytes, the one kernel symbols are
+ * looked up with: known at boot when hvprof placed the kernel (docs/kaslr.md), else found from
+ * MSR_LSTAR once the guest has set it (vmm/kaslr.c). Return: 0 and *@slide; -ENODATA not
+ * known (the guest chose it and has not been seen in kernel mode since, no symbols, or the
+ * image does not match the guest); -EINVAL.
  */
 int vmm_kernel_slide(const struct vmm *vm, uint64_t *slide) __must_check;
 

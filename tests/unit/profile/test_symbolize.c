@@ -48,7 +48,8 @@ static int write_rec(int fd, const char *const *meta, const char *exe, const str
 	struct hvp_process pr = mk_process(10, exe, bias + t->text_vaddr,
 					   bias + t->text_vaddr + 0x100000);
 	uint64_t uips[] = { bias + t->leaf + 4, bias + t->mid + 4, 0 };
-	uint64_t kips[] = { t->leaf + 1, t->mid + 1, 0 };
+	/* kernel_too 2: the inner kernel frame is identity-mapped code no symbol covers */
+	uint64_t kips[] = { kernel_too == 2 ? 0x3f00010 : t->leaf + 1, t->mid + 1, 0 };
 	struct hvp_sample *s = malloc(sizeof(*s));
 	struct recfile_writer *w;
 	int err, close_err;
@@ -253,6 +254,11 @@ static int test_symfs_and_vmlinux(void)
 	ASSERT_EQ_INT(folded_of(meta, "/usr/bin/target", &t, 0, &opts, 1, &out), 0);
 	ASSERT_EQ_STR(out, "target;hvp_target_mid;hvp_target_leaf;hvp_target_mid_[k];"
 			   "hvp_target_leaf_[k] 1\n");
+	free(out);
+	/* A lower-half kernel-mode address no symbol covers: [early boot], not [unknown]. */
+	ASSERT_EQ_INT(folded_of(meta, "/usr/bin/target", &t, 0, &opts, 2, &out), 0);
+	ASSERT_EQ_STR(out, "target;hvp_target_mid;hvp_target_leaf;hvp_target_mid_[k];"
+			   "[early boot]_[k] 1\n");
 	free(out);
 	return TEST_OK;
 }
