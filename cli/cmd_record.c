@@ -288,6 +288,7 @@ int cmd_record(int argc, char **argv)
 			if (!err && ki.relocated)
 				err = meta_u64(w, "kaslr_relocations", ki.n_relocs);
 		}
+		err = err ?: recfile_write_meta(w, "pti", vmm_pti_name(vm));
 	}
 	for (size_t i = 0; i < VMM_N_COUNTERS && !err; i++)
 		err = recfile_write_counter(w, vmm_counter_names[i], ((uint64_t *)&cnt)[i]);

@@ -58,12 +58,14 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 		  uint64_t *page_size, struct pgwalk_trace *trace)
 {
 	unsigned int levels, maxphy, step;
-	uint64_t pa_limit_mask, table_gpa, entry = 0;
+	uint64_t pa_limit_mask, table_gpa, entry = 0, cr3;
 	uint8_t probe;
 	int err;
 
 	if (!mem || !mem->read || !pg || !gpa)
 		return -EINVAL;
+	/* Upper-half (kernel) addresses through the kernel's tables when they differ (PTI). */
+	cr3 = pg->kernel_cr3 && (gva >> 63) ? pg->kernel_cr3 : pg->cr3;
 	if (trace)
 		trace->levels = 0;
 	if (pg->cache && !trace && pg->cache->epoch) {
@@ -71,7 +73,7 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 		/* SAFETY: the slot index is reduced modulo PGWALK_CACHE_SLOTS. */
 		unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
 
-		if (c->slot[i].epoch == c->epoch && c->slot[i].cr3 == pg->cr3 &&
+		if (c->slot[i].epoch == c->epoch && c->slot[i].cr3 == cr3 &&
 		    c->slot[i].cr4 == pg->cr4 && c->slot[i].gva_page == (gva & ~0xfffull)) {
 			c->hits++;
 			*gpa = c->slot[i].gpa_page | (gva & 0xfff);
@@ -101,9 +103,9 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 	 * bits. CR3[63] is the "no flush" hint of MOV to CR3 and bits 62:MAXPHYADDR are reserved
 	 * (or LAM controls on newer CPUs); the table address is bits MAXPHYADDR-1:12.
 	 */
-	if (pg->cr3 & pa_limit_mask)
+	if (cr3 & pa_limit_mask)
 		return -ERANGE;
-	table_gpa = pg->cr3 & PTE_ADDR_MASK;
+	table_gpa = cr3 & PTE_ADDR_MASK;
 
 	/* One step per level; at most PGWALK_MAX_LEVELS reads, so a looping table terminates. */
 	for (step = 0; step < levels; step++) {
@@ -169,7 +171,7 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 			unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
 
 			c->slot[i].epoch = c->epoch;
-			c->slot[i].cr3 = pg->cr3;
+			c->slot[i].cr3 = cr3;
 			c->slot[i].cr4 = pg->cr4;
 			c->slot[i].gva_page = gva & ~0xfffull;
 			c->slot[i].gpa_page = base & ~0xfffull;

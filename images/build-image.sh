@@ -151,7 +151,7 @@ kver=$(make -s -C "$tree" O="$kbuild" kernelversion 2>/dev/null || echo 6.1)
 	echo "btf=vmlinux.btf"
 	echo "system_map=System.map"
 	echo "rootfs=rootfs"
-	echo "cmdline=console=ttyS0 earlyprintk=serial,ttyS0 nolapic noxsave clearcpuid=erms,fsrm,popcnt,smap,smep,avx,avx2,pku,rdrand,rdseed,pcid,invpcid tsc=reliable panic=-1 quiet"
+	echo "cmdline=console=ttyS0 earlyprintk=serial,ttyS0 nolapic noxsave clearcpuid=erms,fsrm,popcnt,smap,smep,avx,avx2,pku,rdrand,rdseed,pcid,invpcid tsc=reliable mitigations=off panic=-1 quiet"
 	echo "default_run=/bin/hvprof-demo"
 	echo "kernel_version=$kver"
 	echo "linux_source_version=$ksrc_ver"

@@ -240,6 +240,8 @@ void sample_take(struct vcpu *vcpu)
 	vcpu->c.sample_ns_regs += t1 - t0;
 	if ((sregs->cs.selector & 3) == 0)
 		kaslr_check(vcpu, sregs);
+	else
+		pti_probe(vcpu, sregs);
 	s->time_ns = t0 - vm->t_start_ns;
 	s->vcpu = vcpu->index;
 	s->cpl = (uint8_t)(sregs->cs.selector & 3);

@@ -274,6 +274,7 @@ static int trap_hit(struct vcpu *vcpu, bool is_sysret)
 	err = vcpu_get_regs_rw(vcpu, &regs, &sregs);
 	if (err)
 		goto fail;
+	pti_probe(vcpu, sregs); /* at sysretq/iretq CR3 is already the user one */
 	pg = vcpu_paging(vm, sregs);
 	if (is_sysret) {
 		ur = (struct user_regs){ regs->rcx, regs->rsp, regs->rbp };

@@ -266,6 +266,7 @@ struct vmm {
 	atomic_int kaslr_check;    /* enum vmm_kaslr_check */
 	uint64_t kaslr_detected;   /* written before kaslr_check leaves PENDING */
 	int kaslr_idt;             /* the IDT's #PF gate: 1 agrees, -1 not, 0 unknown (ditto) */
+	atomic_int pti;            /* enum vmm_pti (pti.c) */
 	uint64_t t_start_ns;
 
 	/* the outcome: first writer wins */
@@ -282,11 +283,23 @@ struct vmm {
 
 uint64_t vmm_now_ns(void);
 
-/* The translation state of a vCPU, from its segment/control registers. */
+/* pti.c: the guest's page-table isolation, decided once (enum vmm_pti in vm->pti). */
+#define VMM_PTI_USER_BIT (1ull << 12) /* CR3 of the user half of Linux's PGD pair */
+void pti_probe(struct vcpu *vcpu, const struct kvm_sregs *sregs);
+
+/*
+ * The translation state of a vCPU, from its segment/control registers. Under page-table
+ * isolation a user-half CR3 gets the kernel's tables for kernel addresses (pti.c).
+ */
 static inline struct gi_paging vcpu_paging(const struct vmm *vm, const struct kvm_sregs *sregs)
 {
-	return (struct gi_paging){ .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
-				   .efer = sregs->efer, .maxphyaddr = vm->maxphyaddr };
+	struct gi_paging pg = { .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
+				.efer = sregs->efer, .maxphyaddr = vm->maxphyaddr };
+
+	if ((sregs->cr3 & VMM_PTI_USER_BIT) &&
+	    atomic_load_explicit(&vm->pti, memory_order_relaxed) == VMM_PTI_ON)
+		pg.kernel_cr3 = sregs->cr3 & ~VMM_PTI_USER_BIT;
+	return pg;
 }
 /* Record the end of the run (first caller wins) and kick every vCPU out of KVM_RUN. */
 void vmm_end(struct vmm *vm, int reason, int exit_status, const char *fmt, ...) __printf(4, 5);

@@ -263,6 +263,18 @@ struct vmm_kaslr_info {
 /** vmm_kaslr_info - fill @out (any time; final after vmm_run). Return: 0; -EINVAL. */
 int vmm_kaslr_info(const struct vmm *vm, struct vmm_kaslr_info *out) __must_check;
 
+/* Page-table isolation in the guest, as hvprof found it (vmm/pti.c). */
+enum vmm_pti {
+	VMM_PTI_UNKNOWN = 0,  /* no user-mode CR3 checked yet */
+	VMM_PTI_OFF,          /* user-mode CR3s map the kernel */
+	VMM_PTI_ON,           /* they do not; the kernel's tables are CR3 - 4 KiB */
+	VMM_PTI_NOT_FOUND,    /* they do not, and CR3 - 4 KiB is not the kernel's either */
+	VMM_PTI_NOT_CHECKED,  /* no init_task symbol to check with */
+};
+
+/** vmm_pti_name - a phrase for the guest's page-table isolation state (static string). */
+const char *vmm_pti_name(const struct vmm *vm);
+
 /** vmm_kaslr_check_name - a phrase for enum vmm_kaslr_check (static string). */
 const char *vmm_kaslr_check_name(int check);
 

@@ -3,7 +3,9 @@
 """KASLR (issue 3): the test kernel (CONFIG_RANDOMIZE_BASE, relocation table in the bzImage
 payload) booted three times with the hvprof-paths workload: from its gzip bzImage at its link
 address (--kaslr off) and relocated by hvprof to a random slide, and from its LZ4 bzImage,
-which hvprof does not decompress, so the guest's own decompressor runs and chooses the slide.
+which hvprof does not decompress, so the guest's own decompressor runs and chooses the slide;
+that boot also turns page-table isolation on (pti=on), as a stock kernel on a Meltdown-era CPU
+runs: user-mode CR3s then lack the kernel, and hvprof must find the kernel's page tables.
 The recordings with KASLR must name kernel functions and guest threads exactly as the one
 without:
 - the slide hvprof applied is confirmed in the running guest by two witnesses (MSR_LSTAR with
@@ -49,10 +51,12 @@ checks = hvtest.Checks()
 check = checks.check
 
 
-def record(name, kernel, kaslr):
+def record(name, kernel, kaslr, append=None):
     data = os.path.join(work, f"{name}.data")
     cmd = [HVPROF, "record", "-F", "1000", "-o", data, "--image", IMG, "--kernel", kernel,
            "--kaslr", kaslr, "--callchain-mode", "both", "--run", RUN, "--duration", "300"]
+    if append:
+        cmd += ["--append", append]
     print("running:", " ".join(cmd), flush=True)
     rec = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
     print(rec.stderr)
@@ -84,9 +88,10 @@ def kernel_stats(stacks):
 
 print(f"KASLR slide for this run: 0x{SLIDE:x}", flush=True)
 runs = {}
-for name, kernel, kaslr in (("nokaslr", BZIMAGE, "off"), ("kaslr", BZIMAGE, f"0x{SLIDE:x}"),
-                            ("guest-kaslr", BZIMAGE_LZ4, "auto")):
-    data, rec = record(name, kernel, kaslr)
+for name, kernel, kaslr, append in (("nokaslr", BZIMAGE, "off", None),
+                                    ("kaslr", BZIMAGE, f"0x{SLIDE:x}", None),
+                                    ("guest-kaslr", BZIMAGE_LZ4, "auto", "pti=on")):
+    data, rec = record(name, kernel, kaslr, append)
     runs[name] = (data, rec, pathstats.folded(HVPROF, data))
 
 # Where the kernel ran, and how hvprof knew.
@@ -127,6 +132,16 @@ for name in runs:
     else:
         check(f"{name}: no decompressor ran (< 50 [early boot] samples)", early < 50,
               f"{early} samples")
+
+# Page-table isolation: found where it is on, and user-mode samples keep their thread.
+for name in runs:
+    pti = runs[name][1]["meta"].get("pti", "")
+    want = "on: kernel page tables at user CR3 - 4 KiB" if name == "guest-kaslr" else "off"
+    check(f"{name}: page-table isolation {want.split(':')[0]} as booted", pti == want, pti)
+    user = [s for s in runs[name][1]["samples"] if s["cpl"] == 3]
+    no_task = sum(1 for s in user if s["flags"] & 4)
+    check(f"{name}: user-mode samples name their thread (<= 2% without)",
+          len(user) >= 50 and no_task <= 0.02 * len(user), f"{no_task} of {len(user)}")
 
 # The same names with and without.
 stats = {name: kernel_stats(runs[name][2]) for name in runs}

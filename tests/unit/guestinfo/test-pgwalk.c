@@ -445,8 +445,64 @@ out_free:
 	return ret;
 }
 
+/*
+ * Page-table isolation: a PGD pair as Linux allocates it (kernel PGD at an 8 KiB-aligned GPA,
+ * user PGD 4 KiB above). The user PGD maps user memory only; the kernel PGD maps the kernel
+ * and (NX, as PTI's kernel copy does) the same user page elsewhere.
+ */
+static int test_pti_kernel_cr3(void)
+{
+	const uint64_t ugva = 0x401000, kgva = 0xffffffff81000000ull; /* distinct cache slots */
+	struct pgwalk_cache cache = { 0 };
+	struct gi_paging pg;
+	struct fakemem fm;
+	uint64_t kpgd, upgd, gpa;
+
+	ASSERT_EQ_INT(fakemem_init(&fm, 0), 0);
+	/* 8 KiB-aligned pair from the table area */
+	do
+		kpgd = fakemem_alloc_table(&fm);
+	while (kpgd & 0x1000);
+	upgd = fakemem_alloc_table(&fm);
+	ASSERT_EQ_U64(upgd, kpgd + 0x1000);
+	fm.pg.cr3 = kpgd;
+	ASSERT_EQ_INT(fakemem_map(&fm, kgva, 0x600000, 4096, 0), 0);
+	ASSERT_EQ_INT(fakemem_map(&fm, ugva, 0x700000, 4096, FPTE_US | FPTE_NX), 0);
+	fm.pg.cr3 = upgd;
+	ASSERT_EQ_INT(fakemem_map(&fm, ugva, 0x500000, 4096, FPTE_US), 0);
+	pg = fm.pg; /* the user CR3, as a vCPU in user mode has it */
+
+	/* Without the kernel's tables: the kernel is not mapped. */
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fm.mem, &pg, kgva, &gpa, NULL, NULL), -EFAULT);
+	/* With them: kernel addresses through the kernel PGD, user ones through the user PGD. */
+	pg.kernel_cr3 = upgd & ~0x1000ull;
+	for (int pass = 0; pass < 2; pass++) { /* the second pass through the cache */
+		pg.cache = pass ? &cache : NULL;
+		pgwalk_cache_invalidate(&cache);
+		for (int rep = 0; rep < 2; rep++) {
+			ASSERT_EQ_INT(gi_gva_to_gpa(&fm.mem, &pg, kgva + 8, &gpa, NULL, NULL), 0);
+			ASSERT_EQ_U64(gpa, 0x600008);
+			ASSERT_EQ_INT(gi_gva_to_gpa(&fm.mem, &pg, ugva + 8, &gpa, NULL, NULL), 0);
+			ASSERT_EQ_U64(gpa, 0x500008);
+		}
+	}
+	ASSERT_TRUE(cache.hits >= 2);
+	/* PCID bits in CR3 (CR4.PCIDE) are not address bits: bit 11 marks Linux's user PCID. */
+	pg.cache = NULL;
+	pg.cr4 |= 1ull << 17;
+	pg.cr3 = upgd | 0x801;
+	pg.kernel_cr3 = kpgd | 0x001;
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fm.mem, &pg, kgva, &gpa, NULL, NULL), 0);
+	ASSERT_EQ_U64(gpa, 0x600000);
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fm.mem, &pg, ugva, &gpa, NULL, NULL), 0);
+	ASSERT_EQ_U64(gpa, 0x500000);
+	fakemem_fini(&fm);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "pgwalk table", test_pgwalk_table },
+	{ "page-table isolation: kernel addresses through the kernel CR3", test_pti_kernel_cr3 },
 	{ "pgwalk bad arguments", test_pgwalk_args },
 	{ "gi_read_gva across 4K pages", test_read_gva_cross_page },
 	{ "gi_read_gva across 2M pages", test_read_gva_large_pages },
