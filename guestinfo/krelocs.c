@@ -46,7 +46,10 @@ int gi_krelocs_parse(const void *tail, size_t len, struct gi_krelocs *out)
 {
 	const uint8_t *tab = tail;
 	struct gi_krelocs r = { 0 };
-	size_t i, n;
+	/* In the order they are read, from the end: 32-bit, inverse 32-bit, 64-bit. */
+	const uint8_t **starts[3] = { &r.r32, &r.rinv32, &r.r64 };
+	size_t *counts[3] = { &r.n32, &r.ninv32, &r.n64 };
+	size_t i;
 	int err;
 
 	if (!tail || !out || len % 4 != 0)
@@ -58,23 +61,17 @@ int gi_krelocs_parse(const void *tail, size_t len, struct gi_krelocs *out)
 	 * 32-bit relocations down to a 0, 64-bit relocations down to a 0.
 	 */
 	i = len / 4 - 1;
-	err = walk_list(tab, &i, &n);
-	if (err || i == 0)
-		return -EBADMSG;
-	r.r32 = tab + (i + 1) * 4;
-	r.n32 = n;
-	i--;
-	err = walk_list(tab, &i, &n);
-	if (err || i == 0)
-		return -EBADMSG;
-	r.rinv32 = tab + (i + 1) * 4;
-	r.ninv32 = n;
-	i--;
-	err = walk_list(tab, &i, &n);
-	if (err)
-		return -EBADMSG;
-	r.r64 = tab + (i + 1) * 4;
-	r.n64 = n;
+	for (int l = 0; l < 3; l++) {
+		if (l) {
+			if (i == 0)
+				return -EBADMSG; /* the previous list's terminator was the first entry */
+			i--;
+		}
+		err = walk_list(tab, &i, counts[l]);
+		if (err)
+			return -EBADMSG;
+		*starts[l] = tab + (i + 1) * 4;
+	}
 	/* The 64-bit list's terminator is the table's first entry: nothing else may precede it. */
 	if (i != 0)
 		return -EBADMSG;

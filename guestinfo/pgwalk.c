@@ -64,8 +64,11 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 
 	if (!mem || !mem->read || !pg || !gpa)
 		return -EINVAL;
-	/* Upper-half (kernel) addresses through the kernel's tables when they differ (PTI). */
-	cr3 = pg->kernel_cr3 && (gva >> 63) ? pg->kernel_cr3 : pg->cr3;
+	/* Each half through its own tables when they differ (PTI): see struct gi_paging. */
+	if (gva >> 63)
+		cr3 = pg->kernel_cr3 ? pg->kernel_cr3 : pg->cr3;
+	else
+		cr3 = pg->user_cr3 ? pg->user_cr3 : pg->cr3;
 	if (trace)
 		trace->levels = 0;
 	if (pg->cache && !trace && pg->cache->epoch) {

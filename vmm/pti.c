@@ -16,10 +16,10 @@
 #include "vmm_internal.h"
 
 /*
- * At a user-mode sample (or a trap at the return to user) while undecided: if this CR3 maps
- * init_task (the slid symbol), the guest does not isolate: PTI off. If not, and CR3 has bit 12
- * set, CR3 with bit 12 cleared must map an init_task that checks out as pid 0 "swapper":
- * PTI on. Needs the KASLR slide (waits for it) and the init_task symbol.
+ * At a user-mode sample (or a trap at the return to user) while undecided: if the CR3 of a
+ * vCPU in user mode maps init_task (the slid symbol), the guest does not isolate: PTI off. If
+ * not, and CR3 has bit 12 set, CR3 with bit 12 cleared must map an init_task that checks out
+ * as pid 0 "swapper": PTI on. Needs the KASLR slide (waits for it) and the init_task symbol.
  */
 void pti_probe(struct vcpu *vcpu, const struct kvm_sregs *sregs)
 {
@@ -40,6 +40,10 @@ void pti_probe(struct vcpu *vcpu, const struct kvm_sregs *sregs)
 	pg = vcpu_paging(vm, sregs);
 	err = gi_gva_to_gpa(&vm->gmem, &pg, init_task, &gpa, NULL, NULL);
 	if (err == 0) {
+		/* Only a CR3 the vCPU runs user code on tells: in kernel mode (an iretq back to
+		 * the kernel, say) it is the kernel's own. */
+		if ((sregs->cs.selector & 3) != 3)
+			return;
 		if (atomic_compare_exchange_strong(&vm->pti, &unknown, VMM_PTI_OFF))
 			pr_debug(LOG_VMM, "user-mode CR3 0x%llx maps the kernel: no page-table "
 				 "isolation", (unsigned long long)sregs->cr3);

@@ -274,7 +274,9 @@ static int trap_hit(struct vcpu *vcpu, bool is_sysret)
 	err = vcpu_get_regs_rw(vcpu, &regs, &sregs);
 	if (err)
 		goto fail;
-	pti_probe(vcpu, sregs); /* at sysretq/iretq CR3 is already the user one */
+	/* Under PTI, CR3 is already the user one here (not at an iretq back to the kernel, where
+	 * the probe decides nothing). */
+	pti_probe(vcpu, sregs);
 	pg = vcpu_paging(vm, sregs);
 	if (is_sysret) {
 		ur = (struct user_regs){ regs->rcx, regs->rsp, regs->rbp };

@@ -289,16 +289,21 @@ void pti_probe(struct vcpu *vcpu, const struct kvm_sregs *sregs);
 
 /*
  * The translation state of a vCPU, from its segment/control registers. Under page-table
- * isolation a user-half CR3 gets the kernel's tables for kernel addresses (pti.c).
+ * isolation each half of the address space goes through its half of the PGD pair (pti.c):
+ * kernel addresses through the kernel's, user addresses through the user's (where user code
+ * is executable), whichever of the two the vCPU is on.
  */
 static inline struct gi_paging vcpu_paging(const struct vmm *vm, const struct kvm_sregs *sregs)
 {
 	struct gi_paging pg = { .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
 				.efer = sregs->efer, .maxphyaddr = vm->maxphyaddr };
 
-	if ((sregs->cr3 & VMM_PTI_USER_BIT) &&
-	    atomic_load_explicit(&vm->pti, memory_order_relaxed) == VMM_PTI_ON)
-		pg.kernel_cr3 = sregs->cr3 & ~VMM_PTI_USER_BIT;
+	if (atomic_load_explicit(&vm->pti, memory_order_relaxed) == VMM_PTI_ON) {
+		if (sregs->cr3 & VMM_PTI_USER_BIT)
+			pg.kernel_cr3 = sregs->cr3 & ~VMM_PTI_USER_BIT;
+		else
+			pg.user_cr3 = sregs->cr3 | VMM_PTI_USER_BIT;
+	}
 	return pg;
 }
 /* Record the end of the run (first caller wins) and kick every vCPU out of KVM_RUN. */

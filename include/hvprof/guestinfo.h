@@ -32,9 +32,10 @@ extern "C" {
  * struct gi_paging - the vCPU state that defines GVA->GPA translation.
  * @cr0, @cr3, @cr4, @efer: control registers (CR3 may carry PCID bits: masked when CR4.PCIDE).
  * @maxphyaddr: physical address width in bits (CPUID 0x80000008 EAX[7:0]); 0 means 52.
- * @kernel_cr3: optional: the page tables for upper-half (kernel) addresses when they are not
- *   @cr3's: under page-table isolation a user-mode CR3 maps little of the kernel (the caller
- *   derives the kernel's, e.g. gi_pti_kernel_cr3()). 0: @cr3 for every address.
+ * @kernel_cr3/@user_cr3: optional: the page tables for upper-half (kernel) and lower-half
+ *   (user) addresses when they are not @cr3's. Under page-table isolation a user-mode CR3 maps
+ *   little of the kernel, and a kernel-mode CR3 maps user memory NX (so user code does not
+ *   look executable there): the caller gives the other half of the pair. 0: @cr3.
  */
 struct pgwalk_cache;
 
@@ -45,6 +46,7 @@ struct gi_paging {
 	uint64_t efer;
 	unsigned int maxphyaddr;
 	uint64_t kernel_cr3;
+	uint64_t user_cr3;
 	/* optional: translations remembered until pgwalk_cache_invalidate(); NULL: none. The
 	 * cache belongs to one thread (one vCPU): never share a gi_paging that points to it. */
 	struct pgwalk_cache *cache;

@@ -86,6 +86,13 @@ def kernel_stats(stacks):
     return total, unresolved, {f: 100.0 * c / n for f, c in leaves.items()}
 
 
+# A slide cannot be applied to a vmlinux ELF (no relocation table): a clear error, no boot.
+r = subprocess.run([HVPROF, "run", "--image", IMG, "--kaslr", "0x200000", "--duration", "5"],
+                   capture_output=True, text=True, timeout=60)
+check("--kaslr SLIDE with a vmlinux: refused before the guest starts, naming why",
+      r.returncode != 0 and "needs the kernel's bzImage" in r.stderr
+      and "Linux version" not in r.stdout, f"exit {r.returncode}: {r.stderr.strip()[:200]}")
+
 print(f"KASLR slide for this run: 0x{SLIDE:x}", flush=True)
 runs = {}
 for name, kernel, kaslr, append in (("nokaslr", BZIMAGE, "off", None),

@@ -487,6 +487,18 @@ static int test_pti_kernel_cr3(void)
 		}
 	}
 	ASSERT_TRUE(cache.hits >= 2);
+	/* On the kernel CR3 (kernel mode): user addresses reach the NX kernel copy, unless the
+	 * user half of the pair is given, as for user stack walks. */
+	pg = fm.pg;
+	pg.cr3 = kpgd;
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fm.mem, &pg, ugva, &gpa, NULL, NULL), 0);
+	ASSERT_EQ_U64(gpa, 0x700000);
+	pg.user_cr3 = kpgd | 0x1000;
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fm.mem, &pg, ugva, &gpa, NULL, NULL), 0);
+	ASSERT_EQ_U64(gpa, 0x500000);
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fm.mem, &pg, kgva, &gpa, NULL, NULL), 0);
+	ASSERT_EQ_U64(gpa, 0x600000);
+	pg = fm.pg;
 	/* PCID bits in CR3 (CR4.PCIDE) are not address bits: bit 11 marks Linux's user PCID. */
 	pg.cache = NULL;
 	pg.cr4 |= 1ull << 17;
