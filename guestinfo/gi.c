@@ -3,6 +3,7 @@
 #define pr_fmt(fmt) "gi: " fmt
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,10 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 		err = -EBADMSG;
 		goto err_close;
 	}
+	if (symtab_find(gi->st, "_sinittext", &gi->sinittext_kva) ||
+	    symtab_find(gi->st, "_einittext", &gi->einittext_kva) ||
+	    gi->sinittext_kva >= gi->einittext_kva)
+		gi->sinittext_kva = gi->einittext_kva = 0; /* optional: stacks end at init code */
 	err = gi_open_btf(gi, cfg, img);
 	if (err) {
 		pr_err("failed to read structure layouts from %s: %s",
@@ -134,6 +139,25 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 	if (symtab_find(gi->st, "entry_SYSCALL_64", &gi->entry_kva) == 0 &&
 	    gi_kimage_read_kva(img, gi->entry_kva, gi->entry_bytes, sizeof(gi->entry_bytes)) != 0)
 		gi->entry_kva = 0;
+	{
+		/* Kernels built for ORC have no frame pointers: unwind with their tables. */
+		char banner[256];
+		unsigned int major = 0, minor = 0;
+
+		if (gi_kimage_linux_banner(img, banner, sizeof(banner)) == 0)
+			sscanf(banner, "Linux version %u.%u", &major, &minor);
+		err = gi_orc_load(img, gi_orc_layout_for(major, minor), &gi->orc);
+		if (err == -ENOMEM)
+			goto err_close;
+		if (err && err != -ENODATA)
+			pr_warn("%s: ORC tables unusable (%s): kernel stacks by frame pointers",
+				cfg->vmlinux, hvp_strerror(err));
+		if (gi->orc)
+			pr_info("%s: %zu ORC entries (%s): kernel stacks unwound with them",
+				cfg->vmlinux, gi_orc_count(gi->orc),
+				gi_orc_layout_name(gi_orc_layout_for(major, minor)));
+		err = 0;
+	}
 	if (gi_exit_sites(gi->st, gi_read_image, img, NULL, 0, 0, gi->sites, GI_MAX_EXIT_SITES,
 			  &n) == 0)
 		gi->n_sites = n < GI_MAX_EXIT_SITES ? n : GI_MAX_EXIT_SITES;
@@ -249,7 +273,13 @@ void gi_close(struct gi *gi)
 	if (!gi)
 		return;
 	symtab_free(gi->st);
+	gi_orc_free(gi->orc);
 	free(gi);
+}
+
+const char *gi_kernel_unwinder(const struct gi *gi)
+{
+	return gi && gi->orc ? "orc" : "frame pointers";
 }
 
 const struct symtab *gi_symtab(const struct gi *gi)

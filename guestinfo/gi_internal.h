@@ -27,6 +27,7 @@
  * @src: where the symbols came from. @sites/@n_sites: return-to-user sites (link-time).
  * @entry_kva: entry_SYSCALL_64 (link-time, 0 if unknown); @entry_bytes: its first bytes.
  * @slide: KASLR slide, read and written with __atomic builtins (set once per guest).
+ * @orc: the kernel's ORC tables when it has them (kernel stacks are unwound with them).
  */
 #define GI_MAX_EXIT_SITES 16
 struct gi {
@@ -42,12 +43,28 @@ struct gi {
 	uint8_t entry_bytes[8];
 	uint64_t slide;
 	int slide_state; /* enum gi_slide_state, __atomic builtins */
+	struct gi_orc *orc; /* ORC tables (kernels without frame pointers), or NULL */
+	uint64_t sinittext_kva, einittext_kva; /* [_sinittext, _einittext), 0/0 if unknown */
 };
+
 
 /* The slide, read atomically (see struct gi). */
 static inline uint64_t gi_slide(const struct gi *gi)
 {
 	return __atomic_load_n(&gi->slide, __ATOMIC_RELAXED);
+}
+
+/*
+ * Whether runtime address @ip is kernel code a stack may return into: [_stext, _etext) or the
+ * init text [_sinittext, _einittext) (start_kernel and every __init function during boot).
+ */
+static inline bool gi_in_kernel_text(const struct gi *gi, uint64_t ip)
+{
+	uint64_t slide = gi_slide(gi);
+
+	return (ip >= gi->stext_kva + slide && ip < gi->etext_kva + slide) ||
+	       (gi->einittext_kva && ip >= gi->sinittext_kva + slide &&
+		ip < gi->einittext_kva + slide);
 }
 
 /**

@@ -50,6 +50,8 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 		*n = 0;
 	if (!gi || !mem || !regs || !ips || !n || max == 0)
 		return HVP_WALK_NONE;
+	if (gi->orc)
+		return gi_unwind_kernel_orc(gi, mem, regs, ips, max, n);
 	l = &gi->layout;
 	pg = &regs->pg;
 	ips[0] = regs->rip;
@@ -132,7 +134,7 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 		}
 		if (ret == 0)
 			return HVP_WALK_END;
-		if (ret < gi->stext_kva + gi_slide(gi) || ret >= gi->etext_kva + gi_slide(gi))
+		if (!gi_in_kernel_text(gi, ret))
 			return HVP_WALK_BAD_FP;
 		if (*n >= max)
 			return HVP_WALK_DEPTH;

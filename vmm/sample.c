@@ -262,6 +262,11 @@ void sample_take(struct vcpu *vcpu)
 	gr.cpl = s->cpl;
 	gr.gs_base = sregs->gs.base;
 	gr.kernel_gs_base = kernel_gs_base(vcpu, sregs, s->cpl);
+	gr.r10 = regs->r10; /* where ORC may find the caller's stack (entry code, alignment) */
+	gr.r13 = regs->r13;
+	gr.rdx = regs->rdx;
+	gr.rdi = regs->rdi;
+	gr.have_scratch = true;
 	gr.pg = vcpu_paging(vm, sregs);
 	/* The vCPU is stopped while its sample is taken: its page tables' translations hold for
 	 * the whole sample (other vCPUs' changes within these microseconds are not seen). */

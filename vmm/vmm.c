@@ -320,11 +320,12 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 			goto err_destroy;
 	}
 	snprintf(vm->strategy, sizeof(vm->strategy),
-		 "%s, regs=%s, syscall-fixup=%s, user-callchains=%s%s",
+		 "%s, regs=%s, syscall-fixup=%s, user-callchains=%s%s, kernel-callchains=%s",
 		 vm->is_pvm ? "pvm" : "hardware virtualization",
 		 vm->sync_regs ? "sync-regs read, ioctl write" : "ioctl",
 		 vm->pvm.enabled ? "breakpoint-on-#PF" : "none", vmm_callchain_mode_name(vm),
-		 vm->callchain != VMM_CALLCHAIN_EAGER ? " (breakpoints on sysretq/iretq)" : "");
+		 vm->callchain != VMM_CALLCHAIN_EAGER ? " (breakpoints on sysretq/iretq)" : "",
+		 gi_kernel_unwinder(vm->gi));
 	*out = vm;
 	return 0;
 

@@ -255,7 +255,7 @@ struct vmm {
 	bool sregs2;
 	struct pvm_fixup pvm;
 	bool is_pvm;
-	char strategy[192];
+	char strategy[256];
 	enum vmm_callchain_mode callchain;
 	uint64_t mark_timeout_ns;
 	struct marks marks;

@@ -564,6 +564,9 @@ struct gi_regs {
 	uint64_t kernel_gs_base;
 	uint8_t cpl;
 	struct gi_paging pg;
+	/* optional, for ORC unwinding (gi_unwind_kernel_orc): set @have_scratch with them */
+	uint64_t r10, r13, rdx, rdi;
+	bool have_scratch;
 };
 
 /**
@@ -611,6 +614,91 @@ int gi_process_info(const struct gi *gi, const struct gmem *mem, const struct gi
 enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 				    const struct gi_regs *regs, uint64_t task, uint64_t *ips,
 				    unsigned int max, unsigned int *n);
+
+/* ---------------------------------------------------------------- ORC unwind tables (orc.c) */
+
+/* The bit-field layout of struct orc_entry, which changed twice (orc_types.h). */
+enum gi_orc_layout {
+	GI_ORC_LAYOUT_6_1 = 1, /* sp_reg:4 bp_reg:4 type:2 end:1; CALL 0, REGS 1, REGS_PARTIAL 2 */
+	GI_ORC_LAYOUT_6_3,     /* ... type:2 signal:1 end:1 */
+	GI_ORC_LAYOUT_6_4,     /* ... type:3 signal:1; UNDEFINED 0, END 1, CALL 2, REGS 3, PARTIAL 4 */
+};
+
+/* An entry's type, the same for every layout. */
+enum gi_orc_type {
+	GI_ORC_UNDEFINED = 0, /* no unwind data here */
+	GI_ORC_END,           /* the outermost frame (a kernel thread's, or the entry's) */
+	GI_ORC_CALL,          /* a call frame: the return address is just below the CFA */
+	GI_ORC_REGS,          /* a full pt_regs at the CFA (interrupt or exception entry) */
+	GI_ORC_REGS_PARTIAL,  /* an iret frame at the CFA */
+};
+
+/**
+ * struct gi_orc_entry - one decoded struct orc_entry: how to find the caller's stack pointer
+ * (@sp_reg ORC_REG_* + @sp_offset bytes) and frame pointer (@bp_reg + @bp_offset), and
+ * @type; @signal: the frame is an interrupted context (look up its ip, not ip - 1).
+ */
+struct gi_orc_entry {
+	int16_t sp_offset, bp_offset;
+	uint8_t sp_reg, bp_reg;
+	enum gi_orc_type type;
+	bool signal;
+};
+
+struct gi_orc;
+
+/** gi_orc_layout_for - the layout of Linux @major.@minor. */
+enum gi_orc_layout gi_orc_layout_for(unsigned int major, unsigned int minor);
+
+/** gi_orc_layout_name - a phrase for @l (static string). */
+const char *gi_orc_layout_name(enum gi_orc_layout l);
+
+/**
+ * gi_orc_load - the ORC tables of @img (sections .orc_unwind_ip: s32 per entry, relative to
+ * the entry's own address; .orc_unwind: 6-byte struct orc_entry in @layout), at link-time
+ * addresses. Free with gi_orc_free().
+ * Return: 0; -ENODATA no ORC sections (a kernel built with frame pointers); -EBADMSG sizes
+ * that do not match, more than 4 Mi entries, or addresses out of order; -ENOMEM; -EINVAL.
+ */
+int gi_orc_load(const struct gi_kimage *img, enum gi_orc_layout layout, struct gi_orc **out)
+	__must_check;
+
+/**
+ * gi_orc_new - tables from decoded entries (tests, other sources): @n entries starting at
+ * link-time @ips (ascending), copied. Return: 0; -EBADMSG out of order; -EINVAL; -ENOMEM.
+ */
+int gi_orc_new(const uint64_t *ips, const struct gi_orc_entry *e, size_t n, struct gi_orc **out)
+	__must_check;
+
+/** gi_orc_free - free @orc (NULL is fine). */
+void gi_orc_free(struct gi_orc *orc);
+
+/** gi_orc_count - number of entries. */
+size_t gi_orc_count(const struct gi_orc *orc);
+
+/**
+ * gi_orc_find - the entry covering link-time address @kva (the last one starting at or below
+ * it; binary search). Return: 0 and *@out; -ENOENT below the first entry; -EINVAL.
+ */
+int gi_orc_find(const struct gi_orc *orc, uint64_t kva, struct gi_orc_entry *out) __must_check;
+
+/**
+ * gi_unwind_kernel_orc - kernel callchain from @regs (CPL 0) by the kernel's ORC tables (loaded
+ * by gi_open when the image has them), innermost first (ips[0] = rip), as unwind_orc.c walks:
+ * call frames, pt_regs and iret frames of interrupt and exception entries (the walk ends at
+ * one that interrupted user mode). Every step is checked: stack reads 8-byte aligned kernel
+ * addresses, a call frame's SP above the previous one, at most 4 stack switches, every ip in
+ * kernel text. The first frame's scratch registers come from @regs (have_scratch).
+ * Return: enum hvp_walk_stop; *@n frames (>= 1); HVP_WALK_NONE and *@n = 0 without ORC data or
+ * on bad arguments.
+ */
+enum hvp_walk_stop gi_unwind_kernel_orc(const struct gi *gi, const struct gmem *mem,
+					const struct gi_regs *regs, uint64_t *ips,
+					unsigned int max, unsigned int *n);
+
+/** gi_kernel_unwinder - "orc" when gi_open found ORC tables (gi_unwind_kernel uses them),
+ * else "frame pointers" (static string). */
+const char *gi_kernel_unwinder(const struct gi *gi);
 
 /**
  * gi_unwind_user - user callchain by frame pointers from @rip/@rbp, innermost first, reading

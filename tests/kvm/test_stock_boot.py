@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: MIT
 """Integration test: Debian's stock kernel (tests/fixtures/get-stock-kernel.sh) boots under hvprof.
 
-On every host: `hvprof run --kernel <stock vmlinuz>` (xz payload decompressed on the host, the
+On every host: `hvprof record --kernel <stock vmlinuz>` (xz payload decompressed on the host, the
 vmlinux ELF booted directly, relocated by hvprof to a random KASLR slide) must print its first
 console line ("Linux version 6.1...") within 60 s, and MSR_LSTAR must confirm the slide; the
-guest is then stopped (SIGINT; --duration 150 at most). On VMX/SVM hosts it also boots the stock kernel
+guest is then stopped (SIGINT; --duration 150 at most). The recording's kernel callchains,
+unwound with the image's ORC tables (the stock kernel has no frame pointers), must end at the
+kernel's outermost frames. On VMX/SVM hosts it also boots the stock kernel
 with the default image's initramfs to /init; on PVM hosts that part skips with the reason
 (kernel code is emulated at ~0.7 us per instruction: the stock kernel does not reach /init).
 
@@ -17,6 +19,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -45,7 +48,9 @@ is_pvm = os.path.exists("/sys/module/kvm_pvm")
 
 # The run lasts until MSR_LSTAR has confirmed the KASLR slide (the kernel sets it in
 # trap_init, ~40-60 s into an emulated boot here), at most --duration.
-cmd = [HVPROF, "-v", "run", "--kernel", vmlinuz, "--duration", "150", "--append", PVM_APPEND]
+data = os.path.join(tempfile.mkdtemp(prefix="hvprof-stock-"), "stock.data")
+cmd = [HVPROF, "-v", "record", "-F", "200", "-o", data, "--kernel", vmlinuz, "--duration", "150",
+       "--append", PVM_APPEND]
 print("running:", " ".join(cmd), flush=True)
 t0 = time.monotonic()
 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -111,6 +116,40 @@ if not placed or int(placed.group(2)) < 100000:
     failures += 1
 elif not confirmed or confirmed.group(1) != placed.group(1):
     print("FAIL: MSR_LSTAR did not confirm the slide hvprof placed the kernel at")
+    failures += 1
+
+# Kernel callchains of a kernel without frame pointers: hvprof unwinds with the image's own
+# ORC tables. During the boot every sample is in swapper's start_kernel path (or an early
+# kernel thread): the walks must end cleanly, at the kernel's outermost frames.
+if "ORC entries" not in err or "kernel stacks unwound with them" not in err:
+    print("FAIL: the stock kernel's ORC tables were not loaded")
+    failures += 1
+if os.path.exists(data):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import hvprec  # noqa: E402
+    rec = hvprec.read(data)
+    ks = [smp for smp in rec["samples"] if smp["cpl"] == 0 and smp["rip"] >= 0xffff800000000000]
+    ended = sum(1 for smp in ks if smp["kstop"] == 0)
+    r = subprocess.run([HVPROF, "flamegraph", "-i", data, "--format", "folded"],
+                       capture_output=True, text=True, timeout=120)
+    roots = ("secondary_startup_64", "x86_64_start_kernel", "start_kernel", "ret_from_fork")
+    total = rooted = deep = 0
+    for line in r.stdout.splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [f for f in stack.split(";") if f.endswith("_[k]")]
+        if not frames or frames[0] == "[early boot]_[k]":
+            continue
+        total += int(count)
+        rooted += int(count) * frames[0].startswith(roots)
+        deep += int(count) * (len(frames) >= 3)
+    print(f"ORC: {ended}/{len(ks)} kernel walks ended at the outermost frame; "
+          f"{rooted}/{total} samples rooted at {'/'.join(roots)}; {deep} with >= 3 frames")
+    if not ks or ended < 0.95 * len(ks) or total < 1000 or rooted < 0.9 * total \
+            or deep < 0.7 * total:
+        print("FAIL: kernel callchains of the stock kernel (ORC) do not reach its roots")
+        failures += 1
+else:
+    print(f"FAIL: no recording at {data}")
     failures += 1
 
 if is_pvm:
