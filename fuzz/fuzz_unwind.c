@@ -10,7 +10,9 @@
 //     unmapped memory). bit 0 clear: "raw" guest: the data is guest
 //     RAM from gpa 0 and @cr3 selects fuzzed page tables. bit 1: LA57 (raw guests only).
 //   u8 cpl; u8 rel: bit i (0 rsp, 1 rbp, 2 task, 3 gs_base) makes that value an offset into the
-//     kernel window, bit i + 4 into the user window; u8 reserved; u32 holes;
+//     kernel window, bit i + 4 into the user window; u8 orc: bit 0 set: the kernel is also
+//     walked by ORC (gi_unwind_kernel_orc) with 16 entries, one per 4 KiB of text from
+//     FZ_STEXT, decoded from the first 96 bytes of guest data; u32 holes;
 //   u64 rip, rsp, rbp, task, gs_base, kernel_gs_base, cr3.
 // Invariants: at most HVP_MAX_CALLCHAIN frames, ips[0] = rip, a known stop reason, and at most
 // FZ_KERNEL_READS / FZ_USER_READS guest-RAM reads per walk (docs/hostile-guests.md).
@@ -39,6 +41,8 @@
 #define FZ_READ8_READS (FZ_TRANSLATE_READS + 1)
 /* Kernel: task->stack, then per frame one 16-byte frame or three 8-byte pt_regs fields. */
 #define FZ_KERNEL_READS (FZ_READ16_READS + HVP_MAX_CALLCHAIN * 3 * FZ_READ8_READS)
+/* ORC: per frame at most 5 8-byte reads (indirect SP, ip, sp, cs or saved BP). */
+#define FZ_ORC_READS (HVP_MAX_CALLCHAIN * 5 * FZ_READ8_READS)
 /* User: per frame one 16-byte frame and the translation of its return address (NX check). */
 #define FZ_USER_READS (HVP_MAX_CALLCHAIN * (FZ_READ16_READS + FZ_TRANSLATE_READS))
 
@@ -179,6 +183,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_check_chain(stop, ips, n, regs.rip);
 	FUZZ_CHECK(ram.reads <= FZ_USER_READS);
 	FUZZ_LOG("user: %u frames, stop %d, %llu reads\n", n, stop, (unsigned long long)ram.reads);
+
+	if ((data[3] & 1) && size >= HDR + 16 * 6) {
+		uint64_t orc_ips[16];
+		struct gi_orc_entry ent[16];
+
+		for (int i = 0; i < 16; i++) {
+			const uint8_t *b = data + HDR + 6 * i;
+
+			orc_ips[i] = FZ_STEXT + (uint64_t)i * 4096;
+			ent[i] = (struct gi_orc_entry){
+				.sp_offset = (int16_t)(b[0] | b[1] << 8),
+				.bp_offset = (int16_t)(b[2] | b[3] << 8),
+				.sp_reg = b[4] & 15, .bp_reg = b[4] >> 4,
+				.type = (enum gi_orc_type)(b[5] % 5), .signal = b[5] >> 7 };
+		}
+		regs.r10 = fz_rel(fuzz_get64(data + 16), 1, 0); /* scratch registers: stack-ish */
+		regs.r13 = regs.rdi = regs.rdx = regs.rbp;
+		regs.have_scratch = data[3] & 2;
+		if (gi_orc_new(orc_ips, ent, 16, &gi->orc) == 0) {
+			ram.reads = 0;
+			stop = gi_unwind_kernel(gi, &mem, &regs, task, ips, HVP_MAX_CALLCHAIN, &n);
+			fz_check_chain(stop, ips, n, regs.rip);
+			FUZZ_CHECK(ram.reads <= FZ_ORC_READS);
+			for (unsigned int i = 1; i < n; i++) /* every ip after the first is text */
+				FUZZ_CHECK(ips[i] >= FZ_STEXT && ips[i] < FZ_ETEXT);
+			FUZZ_LOG("orc: %u frames, stop %d, %llu reads\n", n, stop,
+				 (unsigned long long)ram.reads);
+			gi_orc_free(gi->orc);
+			gi->orc = NULL;
+		}
+	}
 
 	/* A tiny @max must hold too. */
 	stop = gi_unwind_kernel(gi, &mem, &regs, task, ips, 1, &n);
