@@ -41,8 +41,8 @@
 #define FZ_READ8_READS (FZ_TRANSLATE_READS + 1)
 /* Kernel: task->stack, then per frame one 16-byte frame or three 8-byte pt_regs fields. */
 #define FZ_KERNEL_READS (FZ_READ16_READS + HVP_MAX_CALLCHAIN * 3 * FZ_READ8_READS)
-/* ORC: per frame at most 5 8-byte reads (indirect SP, ip, sp, cs or saved BP). */
-#define FZ_ORC_READS (HVP_MAX_CALLCHAIN * 5 * FZ_READ8_READS)
+/* ORC: per frame at most 6 8-byte reads (SP from pt_regs, indirect SP, ip, sp, cs, BP). */
+#define FZ_ORC_READS (HVP_MAX_CALLCHAIN * 6 * FZ_READ8_READS)
 /* User: per frame one 16-byte frame and the translation of its return address (NX check). */
 #define FZ_USER_READS (HVP_MAX_CALLCHAIN * (FZ_READ16_READS + FZ_TRANSLATE_READS))
 
