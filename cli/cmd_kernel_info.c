@@ -91,6 +91,11 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 			d->n_relocs_inv32, d->n_relocs32);
 	else
 		fputs("null", f);
+	fprintf(f, ",\n \"kernel_stacks\": {\"unwinder\": \"%s\", \"orc_entries\": %zu",
+		d->n_orc ? "orc" : "frame pointers", d->n_orc);
+	fputs(", \"orc_layout\": ", f);
+	json_str(f, d->n_orc ? gi_orc_layout_name(d->orc_layout) : "");
+	fputs("}", f);
 	fputs(",\n \"missing\": [", f);
 	{
 		const char *p = d->missing;
@@ -157,6 +162,11 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		       d->n_relocs_inv32, d->n_relocs32);
 	else if (!strcmp(d->format, "ELF"))
 		printf("KASLR:         none (a vmlinux runs at its link address)\n");
+	if (d->n_orc)
+		printf("kernel stacks: ORC tables, %zu entries (%s)\n", d->n_orc,
+		       gi_orc_layout_name(d->orc_layout));
+	else
+		printf("kernel stacks: frame pointers (no ORC tables)\n");
 	printf("missing:       %s\n", d->missing[0] ? d->missing : "nothing");
 }
 

@@ -153,6 +153,18 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 					 "address)");
 		}
 	}
+	{
+		unsigned int major = 0, minor = 0;
+		struct gi_orc *orc = NULL;
+
+		sscanf(d->release, "%u.%u", &major, &minor);
+		d->orc_layout = gi_orc_layout_for(major, minor);
+		err = gi_orc_load(img, d->orc_layout, &orc);
+		if (err == -ENOMEM)
+			goto out;
+		d->n_orc = gi_orc_count(orc);
+		gi_orc_free(orc);
+	}
 	err = gi_exit_sites(st, kinfo_read, img, NULL, 0, 0, d->sites, GI_KINFO_MAX_SITES, &n);
 	if (err == -ENOMEM)
 		goto out;

@@ -749,6 +749,9 @@ struct gi_kernel_desc {
 	 * whether there is one, and its three lists' lengths */
 	bool has_relocs;
 	size_t n_relocs64, n_relocs_inv32, n_relocs32;
+	/* ORC unwind tables (gi_orc_load): entries, and the entry layout used for this version */
+	size_t n_orc;
+	enum gi_orc_layout orc_layout;
 	char missing[512];
 };
 
