@@ -129,6 +129,13 @@ for name, slide in (("kaslr", SLIDE), ("guest-kaslr", guest_slide)):
     slid = sum(1 for s in ksamples if s["rip"] >= KMAP_TEXT + slide)
     check(f"{name}: the guest kernel really ran slid (>= 99% of kernel-half RIPs above _text + "
           f"0x{slide:x})", ksamples and slid >= 0.99 * len(ksamples), f"{slid}/{len(ksamples)}")
+# Kernel callchains reach the outermost frame (ret_from_fork, secondary_startup_64 through
+# start_kernel and the __init code of the boot, the entry code of system calls and faults).
+for name in runs:
+    ks = [s for s in runs[name][1]["samples"] if s["cpl"] == 0 and s["rip"] >= UPPER_HALF]
+    ended = sum(1 for s in ks if s["kstop"] == 0)
+    check(f"{name}: kernel walks end at the outermost frame (>= 95%)",
+          ks and ended >= 0.95 * len(ks), f"{ended}/{len(ks)}")
 # The guest's decompressor runs identity-mapped (lower half) before the kernel: only in the LZ4
 # boot, and shown as [early boot], not as unknown kernel code.
 for name in runs:
