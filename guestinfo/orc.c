@@ -103,6 +103,32 @@ enum gi_orc_layout gi_orc_layout_for(unsigned int major, unsigned int minor)
 	return GI_ORC_LAYOUT_6_1;
 }
 
+/* Tables for @n entries, arrays uninitialised; NULL on allocation failure. */
+static struct gi_orc *orc_alloc(size_t n)
+{
+	struct gi_orc *orc = calloc(1, sizeof(*orc));
+
+	if (!orc)
+		return NULL;
+	orc->ips = malloc(n * sizeof(*orc->ips));
+	orc->e = malloc(n * sizeof(*orc->e));
+	if (!orc->ips || !orc->e) {
+		gi_orc_free(orc);
+		return NULL;
+	}
+	orc->n = n;
+	return orc;
+}
+
+/* Lookups need ascending start addresses (the kernel sorts its tables at build time). */
+static bool orc_sorted(const uint64_t *ips, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (ips[i] < ips[i - 1])
+			return false;
+	return true;
+}
+
 int gi_orc_load(const struct gi_kimage *img, enum gi_orc_layout layout, struct gi_orc **out)
 {
 	const struct kimage_sec *sip, *sent;
@@ -118,15 +144,9 @@ int gi_orc_load(const struct gi_kimage *img, enum gi_orc_layout layout, struct g
 	n = sip->size / 4;
 	if (sip->size % 4 || sent->size != n * 6 || n == 0 || n > ORC_MAX_ENTRIES)
 		return -EBADMSG;
-	orc = calloc(1, sizeof(*orc));
+	orc = orc_alloc(n);
 	if (!orc)
 		return -ENOMEM;
-	orc->ips = malloc(n * sizeof(*orc->ips));
-	orc->e = malloc(n * sizeof(*orc->e));
-	if (!orc->ips || !orc->e) {
-		gi_orc_free(orc);
-		return -ENOMEM;
-	}
 	for (size_t i = 0; i < n; i++) {
 		int32_t rel;
 
@@ -135,14 +155,10 @@ int gi_orc_load(const struct gi_kimage *img, enum gi_orc_layout layout, struct g
 		orc->ips[i] = sip->kva + 4 * i + (uint64_t)(int64_t)rel;
 		orc->e[i] = orc_decode(sent->data + 6 * i, layout);
 	}
-	/* The kernel sorts the tables at build time (sorttable); a table out of order is not one. */
-	for (size_t i = 1; i < n; i++) {
-		if (orc->ips[i] < orc->ips[i - 1]) {
-			gi_orc_free(orc);
-			return -EBADMSG;
-		}
+	if (!orc_sorted(orc->ips, n)) {
+		gi_orc_free(orc);
+		return -EBADMSG;
 	}
-	orc->n = n;
 	orc->layout = layout;
 	*out = orc;
 	return 0;
@@ -154,21 +170,13 @@ int gi_orc_new(const uint64_t *ips, const struct gi_orc_entry *e, size_t n, stru
 
 	if (!ips || !e || !out || n == 0 || n > ORC_MAX_ENTRIES)
 		return -EINVAL;
-	for (size_t i = 1; i < n; i++)
-		if (ips[i] < ips[i - 1])
-			return -EBADMSG;
-	orc = calloc(1, sizeof(*orc));
+	if (!orc_sorted(ips, n))
+		return -EBADMSG;
+	orc = orc_alloc(n);
 	if (!orc)
 		return -ENOMEM;
-	orc->ips = malloc(n * sizeof(*orc->ips));
-	orc->e = malloc(n * sizeof(*orc->e));
-	if (!orc->ips || !orc->e) {
-		gi_orc_free(orc);
-		return -ENOMEM;
-	}
 	memcpy(orc->ips, ips, n * sizeof(*ips));
 	memcpy(orc->e, e, n * sizeof(*e));
-	orc->n = n;
 	orc->layout = GI_ORC_LAYOUT_6_4;
 	*out = orc;
 	return 0;
