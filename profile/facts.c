@@ -26,6 +26,10 @@ size_t profile_facts(const struct profile *p, char lines[][FACT_LINE], size_t ma
 	const char *image = profile_meta(p, "image");
 	const char *cmdline = profile_meta(p, "cmdline");
 	const char *mode = profile_meta(p, "callchain_mode");
+	const char *strategy = profile_meta(p, "strategy");
+	const char *kaslr = profile_meta(p, "kaslr");
+	const char *kaslr_check = profile_meta(p, "kaslr_check");
+	const char *pti = profile_meta(p, "pti");
 	size_t n = 0;
 
 #define FACT(...)                                                      \
@@ -48,6 +52,12 @@ size_t profile_facts(const struct profile *p, char lines[][FACT_LINE], size_t ma
 	if (kernel || kver)
 		FACT("Kernel: %s%s%s%s", kernel ? kernel : "", kernel && kver ? " " : "",
 		     kver ? "version " : "", kver ? kver : "");
+	if (kaslr || pti) /* docs/kaslr.md */
+		FACT("Kernel placement: KASLR %s%s%s%s; page-table isolation %s",
+		     kaslr ? kaslr : "unknown", kaslr_check ? " (" : "",
+		     kaslr_check ? kaslr_check : "", kaslr_check ? ")" : "", pti ? pti : "unknown");
+	if (strategy)
+		FACT("Strategy: %s", strategy);
 	if (vcpus)
 		FACT("vCPUs: %s", vcpus);
 	if (image)

@@ -245,7 +245,7 @@ extern const char flamegraph_svg_script[];
 
 /* ---- facts.c: the run's facts shared by the report header and the flamegraph subtitle. */
 #define FACT_LINE 320
-#define FACT_MAX 12
+#define FACT_MAX 16
 /* Fill @lines with one fact each ("Samples: 1000 (kernel 600, user 400)", ...); return how many. */
 size_t profile_facts(const struct profile *p, char lines[][FACT_LINE], size_t max);
 
