@@ -28,6 +28,7 @@ int gi_new_raw(const struct gi_layout *layout, uint64_t stext_kva, uint64_t etex
 	gi->stext_kva = stext_kva;
 	gi->etext_kva = etext_kva;
 	gi->current_task_off = current_task_off;
+	gi->slide_state = GI_SLIDE_KNOWN; /* the addresses given are the running guest's */
 	*out = gi;
 	return 0;
 }
@@ -119,6 +120,9 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 	    symtab_find(gi->st, "_einittext", &gi->einittext_kva) ||
 	    gi->sinittext_kva >= gi->einittext_kva)
 		gi->sinittext_kva = gi->einittext_kva = 0; /* optional: stacks end at init code */
+	if (symtab_find(gi->st, "__entry_text_start", &gi->entry_text_start) ||
+	    symtab_find(gi->st, "__entry_text_end", &gi->entry_text_end))
+		gi->entry_text_start = gi->entry_text_end = 0;
 	err = gi_open_btf(gi, cfg, img);
 	if (err) {
 		pr_err("failed to read structure layouts from %s: %s",

@@ -45,6 +45,7 @@ struct gi {
 	int slide_state; /* enum gi_slide_state, __atomic builtins */
 	struct gi_orc *orc; /* ORC tables (kernels without frame pointers), or NULL */
 	uint64_t sinittext_kva, einittext_kva; /* [_sinittext, _einittext), 0/0 if unknown */
+	uint64_t entry_text_start, entry_text_end; /* [__entry_text_start, __entry_text_end) */
 };
 
 
@@ -62,13 +63,18 @@ static inline bool gi_in_kernel_text(const struct gi *gi, uint64_t ip)
 {
 	uint64_t slide = gi_slide(gi);
 
+	/* Before a guest-chosen KASLR slide is known, the text may be anywhere in the range
+	 * KASLR moves it within: [__START_KERNEL_map, + KERNEL_IMAGE_SIZE of 1 GiB). */
+	if (__atomic_load_n(&gi->slide_state, __ATOMIC_ACQUIRE) == GI_SLIDE_UNKNOWN)
+		return ip >= 0xffffffff80000000ull && ip < 0xffffffff80000000ull + GI_KERNEL_IMAGE_SIZE;
 	return (ip >= gi->stext_kva + slide && ip < gi->etext_kva + slide) ||
 	       (gi->einittext_kva && ip >= gi->sinittext_kva + slide &&
 		ip < gi->einittext_kva + slide);
 }
 
 /**
- * gi_new_raw - a session from explicit values, without files (unit tests, memory dumps).
+ * gi_new_raw - a session from explicit values, without files (unit tests, memory dumps). The
+ * addresses are the running guest's: the KASLR slide is known, 0.
  * Return: 0 and *@out (free with gi_close); -EINVAL; -ENOMEM.
  */
 int gi_new_raw(const struct gi_layout *layout, uint64_t stext_kva, uint64_t etext_kva,

@@ -266,6 +266,12 @@ enum hvp_walk_stop gi_unwind_kernel_orc(const struct gi *gi, const struct gmem *
 	if (!gi || !gi->orc || !mem || !regs || !ips || !n || max == 0)
 		return HVP_WALK_NONE;
 	pg = &regs->pg;
+	ips[0] = regs->rip;
+	*n = 1;
+	/* ORC data is at link-time addresses: without the slide nothing can be looked up (a
+	 * guest-chosen slide, before the guest has set MSR_LSTAR). */
+	if (__atomic_load_n(&gi->slide_state, __ATOMIC_ACQUIRE) == GI_SLIDE_UNKNOWN)
+		return HVP_WALK_BAD_FP;
 	memset(&st, 0, sizeof(st));
 	st.ip = regs->rip;
 	st.sp = regs->rsp;

@@ -92,6 +92,10 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 		regs_frame = (fp & 1) && l->pt_regs_ip != UINT32_MAX && l->pt_regs_bp != UINT32_MAX &&
 			     l->pt_regs_cs != UINT32_MAX && l->pt_regs_size != UINT32_MAX;
 		frame_gva = regs_frame ? fp & ~1ull : fp;
+		if (*n == 1 && gi->entry_text_end && !gi_is_kernel_gva(pg, frame_gva) &&
+		    regs->rip >= gi->entry_text_start + gi_slide(gi) &&
+		    regs->rip < gi->entry_text_end + gi_slide(gi))
+			return HVP_WALK_END; /* entry code: RBP is still the user's, no kernel frame */
 		if ((frame_gva & 7) || !gi_is_kernel_gva(pg, frame_gva))
 			return HVP_WALK_BAD_FP;
 		if (gi_range_has_frame(&task_stack, frame_gva))

@@ -7,6 +7,7 @@
 #include <hvprof/guestinfo.h>
 
 #include "fakekernel.h"
+#include "gi_internal.h"
 #include "test.h"
 
 #define S FK_STACK
@@ -258,6 +259,48 @@ static int test_kernel_unwind(void)
 	return ret;
 }
 
+/*
+ * Two things the walk learns from the kernel image: the entry code (where RBP is still the
+ * user's, so a user RBP there ends the walk instead of being a bad frame), and whether the
+ * KASLR slide is known (until it is, a return address may be anywhere KASLR puts text).
+ */
+static int test_kernel_entry_and_unknown_slide(void)
+{
+	const uint64_t entry = FK_STEXT + 0x200000, far_text = 0xffffffff9a000000ull;
+	struct fakekernel fk;
+	struct gi_regs r;
+	uint64_t ips[8];
+	unsigned int n;
+
+	ASSERT_EQ_INT(fakekernel_init(&fk, 4), 0);
+	fk.gi->entry_text_start = entry;
+	fk.gi->entry_text_end = entry + 0x1000;
+	r = fk.regs;
+	r.rbp = 0x00007ffffffde000ull;
+	r.rip = entry + 0x40; /* entry_SYSCALL_64, before the kernel stack */
+	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
+		      HVP_WALK_END);
+	ASSERT_EQ_INT(n, 1);
+	r.rip = FK_STEXT + 0x40; /* the same RBP anywhere else: a bad frame pointer */
+	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
+		      HVP_WALK_BAD_FP);
+
+	/* A frame returning to text beyond _etext but inside the KASLR range. */
+	ASSERT_EQ_INT(fk_frame(&fk, S + 0x3e00, S + 0x3e40, RET(1)), 0);
+	ASSERT_EQ_INT(fk_frame(&fk, S + 0x3e40, 0, far_text), 0);
+	r.rbp = S + 0x3e00;
+	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
+		      HVP_WALK_BAD_FP); /* slide known (0): not kernel text */
+	ASSERT_EQ_INT(n, 2);
+	fk.gi->slide_state = GI_SLIDE_UNKNOWN;
+	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
+		      HVP_WALK_END);
+	ASSERT_EQ_INT(n, 3);
+	ASSERT_EQ_U64(ips[2], far_text);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
 /* ---------------------------------------------------------------- user */
 
 struct ufixture {
@@ -445,6 +488,7 @@ static int test_unwind_args(void)
 }
 
 static const struct test_case tests[] = {
+	{ "kernel unwind: entry code, unknown KASLR slide", test_kernel_entry_and_unknown_slide },
 	{ "kernel frame-pointer unwind", test_kernel_unwind },
 	{ "user frame-pointer unwind", test_user_unwind },
 	{ "bad arguments", test_unwind_args },
