@@ -134,8 +134,8 @@ for name, slide in (("kaslr", SLIDE), ("guest-kaslr", guest_slide)):
 for name in runs:
     ks = [s for s in runs[name][1]["samples"] if s["cpl"] == 0 and s["rip"] >= UPPER_HALF]
     ended = sum(1 for s in ks if s["kstop"] == 0)
-    check(f"{name}: kernel walks end at the outermost frame (>= 95%)",
-          ks and ended >= 0.95 * len(ks), f"{ended}/{len(ks)}")
+    check(f"{name}: kernel walks end at the outermost frame (>= 99%)",
+          ks and ended >= 0.99 * len(ks), f"{ended}/{len(ks)}")
 # The guest's decompressor runs identity-mapped (lower half) before the kernel: only in the LZ4
 # boot, and shown as [early boot], not as unknown kernel code.
 for name in runs:
