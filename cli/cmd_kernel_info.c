@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // hvprof kernel-info: what hvprof derives from a kernel image (glue only: guestinfo/kinfo.c
 // does the work), as text or JSON.
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -214,8 +215,13 @@ int cmd_kernel_info(int argc, char **argv)
 	}
 	err = gi_kernel_describe(kernel, btf, symbols, &d);
 	if (err) {
-		cli_error("kernel-info: %s is not a kernel hvprof can read: %s", kernel,
-			  hvp_strerror(err));
+		cli_error("kernel-info: %s: %s", kernel,
+			  err == -ENOTSUP ? "a bzImage whose payload hvprof does not decompress "
+					    "(lz4, lzo, bzip2, lzma): the guest decompresses it when "
+					    "booted; describe its vmlinux instead (record and run take "
+					    "symbols from --vmlinux)"
+					  : err == -EBADMSG ? "neither an x86-64 vmlinux ELF nor a bzImage"
+							    : hvp_strerror(err));
 		return EXIT_ERROR;
 	}
 	if (json)

@@ -77,6 +77,8 @@ static int write_meta(struct recfile_writer *w, const struct guest_opts *g, cons
 
 	err = err ?: recfile_write_meta(w, "hvprof_version", "0.1.0");
 	err = err ?: meta_path(w, "kernel", g->vmlinux ? g->vmlinux : g->kernel);
+	if (g->vmlinux && !cli_same_file(g->vmlinux, g->kernel)) /* symbols from another file */
+		err = err ?: meta_path(w, "booted_kernel", g->kernel);
 	err = err ?: meta_path(w, "btf", g->btf);
 	err = err ?: meta_path(w, "rootfs", g->m_rootfs);
 	err = err ?: meta_path(w, "image", g->image_dir);

@@ -281,9 +281,21 @@ static int kimage_bzimage_payload(struct gi_kimage *img, const char *path)
 		img->payload_len = pay_len;
 		err = 0;
 	} else {
-		pr_warn("%s: payload compression %02x %02x %02x %02x is not supported (xz, zstd, "
-			"gzip, none are)",
-			path, pay[0], pay[1], pay[2], pay[3]);
+		/* The other payloads Linux builds (arch/x86/boot/compressed/Makefile). */
+		const char *kind = !memcmp(pay, "\x02\x21\x4c\x18", 4) ? "lz4"
+				   : !memcmp(pay, "\x89LZO", 4)	    ? "lzo"
+				   : !memcmp(pay, "BZh", 3)		    ? "bzip2"
+				   : !memcmp(pay, "\x5d\x00\x00", 3)	    ? "lzma"
+									    : NULL;
+
+		if (kind)
+			pr_info("%s: %s payload: hvprof decompresses only xz, zstd and gzip on the "
+				"host",
+				path, kind);
+		else
+			pr_warn("%s: payload compression %02x %02x %02x %02x is unknown (xz, zstd, "
+				"gzip, lz4, lzo, bzip2, lzma are Linux's)",
+				path, pay[0], pay[1], pay[2], pay[3]);
 		return -ENOTSUP;
 	}
 	if (err) {

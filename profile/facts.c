@@ -22,6 +22,7 @@ size_t profile_facts(const struct profile *p, char lines[][FACT_LINE], size_t ma
 	const char *period = profile_meta(p, "period_ns");
 	const char *kernel = profile_meta(p, "kernel");
 	const char *kver = profile_meta(p, "kernel_version");
+	const char *booted = profile_meta(p, "booted_kernel");
 	const char *vcpus = profile_meta(p, "vcpus");
 	const char *image = profile_meta(p, "image");
 	const char *cmdline = profile_meta(p, "cmdline");
@@ -50,8 +51,9 @@ size_t profile_facts(const struct profile *p, char lines[][FACT_LINE], size_t ma
 	if (mode)
 		FACT("Callchains: %s", mode);
 	if (kernel || kver)
-		FACT("Kernel: %s%s%s%s", kernel ? kernel : "", kernel && kver ? " " : "",
-		     kver ? "version " : "", kver ? kver : "");
+		FACT("Kernel: %s%s%s%s%s%s", kernel ? kernel : "", kernel && kver ? " " : "",
+		     kver ? "version " : "", kver ? kver : "", booted ? ", booted from " : "",
+		     booted ? booted : "");
 	if (kaslr || pti) /* docs/kaslr.md */
 		FACT("Kernel placement: KASLR %s%s%s%s; page-table isolation %s",
 		     kaslr ? kaslr : "unknown", kaslr_check ? " (" : "",

@@ -26,8 +26,10 @@ static int read_file(const char *path, uint8_t **buf, size_t *len)
 {
 	int err = hvp_read_file(path, 1024, 1ull << 30, (void **)buf, len);
 
-	if (err == -EFBIG || err == -EINVAL)
-		pr_err("kernel %s is not a regular file of a plausible size", path);
+	if (err == -EFBIG)
+		pr_err("kernel %s: not a kernel (its size is outside 1 KiB to 1 GiB)", path);
+	else if (err == -EINVAL)
+		pr_err("kernel %s is not a regular file", path);
 	else if (err)
 		pr_err("cannot open kernel %s: %s", path, hvp_strerror(err));
 	return err == -EFBIG || err == -EINVAL ? -EBADMSG : err;
