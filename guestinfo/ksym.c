@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <hvprof/file.h>
 #include <hvprof/guestinfo.h>
 #include <hvprof/log.h>
 
@@ -130,48 +131,12 @@ err_nomem:
 	return -ENOMEM;
 }
 
+/* The map file's text (NUL-terminated); -EBADMSG for anything but a regular file that fits. */
 static int ksym_read_text(const char *path, char **buf, size_t *len)
 {
-	struct stat st;
-	size_t done = 0;
-	char *data;
-	int fd, err;
+	int err = hvp_read_file(path, 0, KSYM_MAP_MAX_FILE, (void **)buf, len);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) != 0) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > KSYM_MAP_MAX_FILE) {
-		close(fd);
-		return -EBADMSG;
-	}
-	data = malloc((size_t)st.st_size + 1);
-	if (!data) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (done < (size_t)st.st_size) {
-		ssize_t r = read(fd, data + done, (size_t)st.st_size - done);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			err = r < 0 ? -errno : -EIO;
-			free(data);
-			close(fd);
-			return err;
-		}
-		done += (size_t)r;
-	}
-	close(fd);
-	data[done] = '\0';
-	*buf = data;
-	*len = done;
-	return 0;
+	return err == -EINVAL || err == -EFBIG ? -EBADMSG : err;
 }
 
 int symtab_open_map(const char *path, struct symtab **out)

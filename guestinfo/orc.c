@@ -41,7 +41,6 @@ struct gi_orc {
 	uint64_t *ips; /* link-time address where each entry starts, ascending */
 	struct gi_orc_entry *e;
 	size_t n;
-	enum gi_orc_layout layout;
 };
 
 const char *gi_orc_layout_name(enum gi_orc_layout l)
@@ -159,7 +158,6 @@ int gi_orc_load(const struct gi_kimage *img, enum gi_orc_layout layout, struct g
 		gi_orc_free(orc);
 		return -EBADMSG;
 	}
-	orc->layout = layout;
 	*out = orc;
 	return 0;
 }
@@ -177,7 +175,6 @@ int gi_orc_new(const uint64_t *ips, const struct gi_orc_entry *e, size_t n, stru
 		return -ENOMEM;
 	memcpy(orc->ips, ips, n * sizeof(*ips));
 	memcpy(orc->e, e, n * sizeof(*e));
-	orc->layout = GI_ORC_LAYOUT_6_4;
 	*out = orc;
 	return 0;
 }

@@ -29,23 +29,10 @@ HVPROF = sys.argv[1]
 END_REASONS = {1: "exit", 2: "reset", 3: "shutdown", 4: "duration", 5: "signal", 6: "error"}
 
 
-def skip(why):
-    print(f"SKIP: {why}")
-    sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kvm"))
+import hvtest  # noqa: E402
 
-
-def image_dir():
-    if os.environ.get("HVPROF_IMAGE"):
-        return os.environ["HVPROF_IMAGE"]
-    cache = os.environ.get("HVPROF_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hvprof")
-    return os.path.join(cache, "images", "default")
-
-
-if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-    skip("/dev/kvm is missing or not accessible")
-if not os.path.isfile(os.path.join(image_dir(), "manifest")):
-    skip(f"no default image at {image_dir()} (build it with images/build-image.sh)")
+hvtest.require_vm()
 
 failures = 0
 
