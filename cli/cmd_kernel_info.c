@@ -220,7 +220,8 @@ int cmd_kernel_info(int argc, char **argv)
 					    "(lz4, lzo, bzip2, lzma): the guest decompresses it when "
 					    "booted; describe its vmlinux instead (record and run take "
 					    "symbols from --vmlinux)"
-					  : err == -EBADMSG ? "neither an x86-64 vmlinux ELF nor a bzImage"
+					  : err == -EBADMSG ? "neither an x86-64 vmlinux ELF nor a bzImage "
+							      "whose payload decompresses"
 							    : hvp_strerror(err));
 		return EXIT_ERROR;
 	}

@@ -9,14 +9,11 @@
 
 #include <hvprof/guestinfo.h>
 
+#include "pgwalk_internal.h"
+
 #define GATE_SIZE 16
 #define GATE_TYPE_INTR 0xe
 #define GATE_TYPE_TRAP 0xf
-
-static bool canonical(uint64_t va)
-{
-	return va < 0x0000800000000000ull || va >= 0xffff800000000000ull;
-}
 
 int gi_idt_gate(const struct gmem *mem, const struct gi_paging *pg, uint64_t idt_base,
 		uint16_t idt_limit, unsigned int vector, uint64_t *target)
@@ -32,7 +29,8 @@ int gi_idt_gate(const struct gmem *mem, const struct gi_paging *pg, uint64_t idt
 	off = (uint64_t)vector * GATE_SIZE;
 	if ((uint64_t)idt_limit < off + GATE_SIZE - 1)
 		return -ERANGE;
-	if (__builtin_add_overflow(idt_base, off, &gva) || !canonical(idt_base) || !canonical(gva))
+	if (__builtin_add_overflow(idt_base, off, &gva) || !pgwalk_gva_is_canonical(pg, idt_base) ||
+	    !pgwalk_gva_is_canonical(pg, gva))
 		return -ERANGE;
 	err = gi_read_gva(mem, pg, gva, g, sizeof(g));
 	if (err)
@@ -45,7 +43,7 @@ int gi_idt_gate(const struct gmem *mem, const struct gi_paging *pg, uint64_t idt
 	*target = (uint64_t)g[0] | (uint64_t)g[1] << 8 | (uint64_t)g[6] << 16 |
 		  (uint64_t)g[7] << 24 | (uint64_t)g[8] << 32 | (uint64_t)g[9] << 40 |
 		  (uint64_t)g[10] << 48 | (uint64_t)g[11] << 56;
-	if (!canonical(*target))
+	if (!pgwalk_gva_is_canonical(pg, *target)) /* 48- or 57-bit, as the guest pages */
 		return -EBADMSG;
 	return 0;
 }

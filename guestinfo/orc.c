@@ -275,8 +275,6 @@ enum hvp_walk_stop gi_unwind_kernel_orc(const struct gi *gi, const struct gmem *
 	st.bp = regs->rbp;
 	st.signal = true; /* a sample interrupts the kernel at @ip itself */
 	st.vcpu = regs;
-	ips[0] = st.ip;
-	*n = 1;
 
 	while (*n < max) {
 		struct gi_orc_entry e;

@@ -246,10 +246,10 @@ int exit_handle(struct vcpu *vcpu)
 		vcpu->c.exits_intr++;
 		if (atomic_load(&vm->stop_reason))
 			return 1;
-		if (vm->cfg.sample_hz && !vm->cfg.bare_exits)
-			sample_take(vcpu);
-		else if (vm->cfg.bare_exits)
+		if (vm->cfg.bare_exits)
 			vcpu->c.samples++; /* an exit at the sampling rate, nothing more */
+		else if (vm->cfg.sample_hz)
+			sample_take(vcpu);
 		return atomic_load(&vm->stop_reason) ? 1 : 0;
 	case KVM_EXIT_DEBUG:
 		vcpu->c.exits_debug++;

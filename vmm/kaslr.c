@@ -167,13 +167,24 @@ void kaslr_check(struct vcpu *vcpu, const struct kvm_sregs *sregs)
 		(unsigned long long)vm->boot.slide, (unsigned long long)slide);
 }
 
+/* At most one look per vCPU per this many ns from I/O exits: early boot writes the console
+ * a byte per exit, and each look costs a KVM_GET_MSRS (and without sync-regs a GET_SREGS). */
+#define KASLR_POLL_INTERVAL_NS 1000000ull
+
 void kaslr_poll(struct vcpu *vcpu)
 {
 	struct kvm_sregs *sregs;
+	uint64_t now;
 
 	if (atomic_load_explicit(&vcpu->vm->kaslr_check, memory_order_relaxed) !=
 		    KASLR_CHECK_PENDING ||
-	    !vcpu->vm->gi || vcpu_get_regs(vcpu, NULL, &sregs) != 0 || (sregs->cs.selector & 3))
+	    !vcpu->vm->gi)
+		return;
+	now = vmm_now_ns();
+	if (now - vcpu->kaslr_poll_ns < KASLR_POLL_INTERVAL_NS)
+		return;
+	vcpu->kaslr_poll_ns = now;
+	if (vcpu_get_regs(vcpu, NULL, &sregs) != 0 || (sregs->cs.selector & 3))
 		return;
 	kaslr_check(vcpu, sregs);
 }

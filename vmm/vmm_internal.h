@@ -133,6 +133,7 @@ struct vcpu {
 	pid_t tid;
 	int perf_fd;
 	uint64_t percpu_base;   /* per-CPU base (kernel GS) seen on this vCPU, 0 until known */
+	uint64_t kaslr_poll_ns; /* last MSR_LSTAR look from an I/O exit (kaslr_poll) */
 	bool debug_armed;
 	uint64_t dr7_applied;    /* DR7 as last given to KVM_SET_GUEST_DEBUG */
 	uint64_t rf_probe_pc;    /* a trap hit resumed with RF set, to see if RF works */
