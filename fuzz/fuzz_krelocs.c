@@ -5,7 +5,8 @@
 // 8-9 the image size in 16-byte units, the rest the table (truncated to whole entries).
 // Invariants: a parsed table's lists lie inside the input and account for all of it; apply
 // succeeds exactly when check does, changes nothing on failure, and never changes a byte that
-// no field covers; a table of one field moves it by exactly the slide.
+// no field covers; a table of one field moves it by exactly the slide (64-bit and 32-bit
+// fields up, inverse 32-bit fields down).
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -85,6 +86,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			memcpy(&before, orig + ((uint64_t)(int64_t)e - LOAD_KVA), 8);
 			memcpy(&after, img + ((uint64_t)(int64_t)e - LOAD_KVA), 8);
 			FUZZ_CHECK(after == before + slide);
+		} else if (r.n64 + r.ninv32 + r.n32 == 1) {
+			/* one 32-bit field: += slide, or -= slide for the inverse list */
+			int32_t e;
+			uint32_t before, after;
+
+			memcpy(&e, r.n32 ? r.r32 : r.rinv32, 4);
+			memcpy(&before, orig + ((uint64_t)(int64_t)e - LOAD_KVA), 4);
+			memcpy(&after, img + ((uint64_t)(int64_t)e - LOAD_KVA), 4);
+			FUZZ_CHECK(after == (uint32_t)(r.n32 ? before + slide : before - slide));
 		}
 	}
 	free(img);

@@ -337,6 +337,8 @@ static int gen_krelocs(void)
 	const uint32_t overlap[] = { 0, k + 0x4, 0, k + 0x6, 0, k + 0x5, k + 0x8 };
 	const uint32_t outside[] = { 0, k + 0x3c, 0, 0 };
 	const uint32_t no_term[] = { k + 4, k + 8, 0, k + 12 };
+	const uint32_t one32[] = { 0, 0, 0, k + 0x8 };
+	const uint32_t one_inv[] = { 0, 0, k + 0x8, 0 };
 	uint8_t head[10] = { 0 };
 	int err = 0;
 
@@ -348,6 +350,8 @@ static int gen_krelocs(void)
 	err |= put_file("krelocs", "seed-outside", head, sizeof(head), outside, sizeof(outside));
 	err |= put_file("krelocs", "seed-no-terminator", head, sizeof(head), no_term,
 			sizeof(no_term));
+	err |= put_file("krelocs", "seed-one-32", head, sizeof(head), one32, sizeof(one32));
+	err |= put_file("krelocs", "seed-one-inverse", head, sizeof(head), one_inv, sizeof(one_inv));
 	return err;
 }
 

@@ -126,9 +126,12 @@ check("guest-chosen KASLR: found from MSR_LSTAR and the IDT, a multiple of 2 MiB
 UPPER_HALF = 0xffff800000000000
 for name, slide in (("kaslr", SLIDE), ("guest-kaslr", guest_slide)):
     ksamples = [s for s in runs[name][1]["samples"] if s["cpl"] == 0 and s["rip"] >= UPPER_HALF]
-    slid = sum(1 for s in ksamples if s["rip"] >= KMAP_TEXT + slide)
-    check(f"{name}: the guest kernel really ran slid (>= 99% of kernel-half RIPs above _text + "
-          f"0x{slide:x})", ksamples and slid >= 0.99 * len(ksamples), f"{slid}/{len(ksamples)}")
+    # Within [_text + slide, + 64 MiB): the whole ~30 MiB image, init text included. Both
+    # bounds hold only for the right slide, so this checks the slide even when it is 0.
+    slid = sum(1 for s in ksamples if KMAP_TEXT + slide <= s["rip"] < KMAP_TEXT + slide + (64 << 20))
+    check(f"{name}: the guest kernel really ran slid (>= 99% of kernel-half RIPs within 64 MiB "
+          f"above _text + 0x{slide:x})", ksamples and slid >= 0.99 * len(ksamples),
+          f"{slid}/{len(ksamples)}")
 # Kernel callchains reach the outermost frame (ret_from_fork, secondary_startup_64 through
 # start_kernel and the __init code of the boot, the entry code of system calls and faults).
 for name in runs:
@@ -170,10 +173,10 @@ for name in ("kaslr", "guest-kaslr"):
     top1 = sorted(lv1, key=lambda f: -lv1[f])[:5]
     print(f"workload kernel leaves, {name}:", [(f, round(lv1[f], 1)) for f in top1])
     check(f"{name}: the workload's top kernel functions without KASLR are there (>= 1% each)",
-          all(lv1.get(f, 0) >= 1.0 for f in top0),
+          len(top0) >= 3 and all(lv1.get(f, 0) >= 1.0 for f in top0),
           str([(f, round(lv1.get(f, 0), 1)) for f in top0]))
     check(f"{name}: and the other way round",
-          all(lv0.get(f, 0) >= 1.0 for f in top1),
+          len(top1) >= 3 and all(lv0.get(f, 0) >= 1.0 for f in top1),
           str([(f, round(lv0.get(f, 0), 1)) for f in top1]))
 for name in runs:
     threads = {t["comm"] for t in runs[name][1]["threads"].values()}

@@ -123,6 +123,7 @@ static int test_apply(void)
 	ASSERT_TRUE(memcmp(img, orig, sizeof(img)) == 0);
 	ASSERT_EQ_INT(gi_krelocs_parse(below, sizeof(below), &r), 0);
 	ASSERT_EQ_INT(gi_krelocs_apply(&r, img, LOAD_KVA, sizeof(img), slide), -ERANGE);
+	ASSERT_TRUE(memcmp(img, orig, sizeof(img)) == 0);
 	/* A load address that is no kernel address. */
 	ASSERT_EQ_INT(gi_krelocs_apply(&r, img, 0x1000000, sizeof(img), slide), -EINVAL);
 	return TEST_OK;
@@ -231,7 +232,7 @@ static int check_real(const char *path, const char *what)
 	ASSERT_EQ_INT(gi_krelocs_parse(tail, tail_len, &r), 0);
 	printf("# %s: %zu 64-bit, %zu inverse 32-bit, %zu 32-bit relocations\n", what, r.n64,
 	       r.ninv32, r.n32);
-	ASSERT_TRUE(r.n32 > 10000 && r.n64 > 1000);
+	ASSERT_TRUE(r.n32 > 10000 && r.n64 > 1000 && r.ninv32 > 100);
 	elf = gi_kimage_elf(img, &elf_len);
 	ASSERT_EQ_INT(load_image(elf, elf_len, &image, &img_len), 0);
 	ASSERT_EQ_INT(gi_krelocs_check(&r, LOAD_KVA, img_len), 0);
@@ -257,10 +258,16 @@ static int check_real(const char *path, const char *what)
 	{
 		const uint64_t slide = 0x12600000;
 		uint64_t kva = (uint64_t)(int64_t)(int32_t)get32(r.r64);
+		uint64_t k32 = (uint64_t)(int64_t)(int32_t)get32(r.r32);
+		uint64_t kinv = (uint64_t)(int64_t)(int32_t)get32(r.rinv32);
 		uint64_t before = get64(image + (kva - LOAD_KVA));
+		uint32_t before32 = get32(image + (k32 - LOAD_KVA));
+		uint32_t before_inv = get32(image + (kinv - LOAD_KVA));
 
 		ASSERT_EQ_INT(gi_krelocs_apply(&r, image, LOAD_KVA, img_len, slide), 0);
 		ASSERT_EQ_U64(get64(image + (kva - LOAD_KVA)), before + slide);
+		ASSERT_EQ_U64(get32(image + (k32 - LOAD_KVA)), (uint32_t)(before32 + slide));
+		ASSERT_EQ_U64(get32(image + (kinv - LOAD_KVA)), (uint32_t)(before_inv - slide));
 	}
 	free(image);
 	gi_kimage_free(img);
