@@ -45,11 +45,6 @@ double diff_z_crit(size_t tested)
 	return hi > PROFILE_DIFF_Z ? hi : PROFILE_DIFF_Z;
 }
 
-#define OPT(opts, field, def)                                                                  \
-	((opts) && (opts)->size >= offsetof(__typeof__(*(opts)), field) + sizeof((opts)->field) \
-		 ? (opts)->field                                                               \
-		 : (def))
-
 /*
  * Joint tables: one key space for both sides (names interned once); the seqtab's count holds
  * the BASE samples and its period the NEW samples.

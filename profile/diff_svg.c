@@ -162,11 +162,6 @@ static void diff_color(const struct dtree *t, const struct dnode *n, uint64_t mi
 		snprintf(buf, len, "rgb(%d,%d,255)", (int)(230 * (1 - v)), (int)(230 * (1 - v)));
 }
 
-#define OPT(opts, field, def)                                                                  \
-	((opts) && (opts)->size >= offsetof(__typeof__(*(opts)), field) + sizeof((opts)->field) \
-		 ? (opts)->field                                                               \
-		 : (def))
-
 int profile_diff_flamegraph(const struct profile_stacks *base, const struct profile_stacks *new_,
 			    const struct profile_diff_svg_options *opts,
 			    const struct profile_sink *sink)

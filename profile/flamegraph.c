@@ -344,11 +344,6 @@ static void write_frame(struct outbuf *ob, const struct profile *p, const struct
 	outbuf_printf(ob, "<text x=\"%.2f\" y=\"%.1f\"></text></g>\n", x + 3, y + FRAME_H - 4.5);
 }
 
-#define OPT(opts, field, def)                                                                  \
-	((opts) && (opts)->size >= offsetof(__typeof__(*(opts)), field) + sizeof((opts)->field) \
-		 ? (opts)->field                                                               \
-		 : (def))
-
 int profile_flamegraph(const struct profile *p, const struct profile_flamegraph_options *opts,
 		       const struct profile_sink *sink)
 {

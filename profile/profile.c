@@ -721,11 +721,6 @@ static void copy_err(char *errbuf, size_t errbuf_len, const char *name, const ch
 		snprintf(errbuf, errbuf_len, "%s: %s: %s", name, what, hvp_strerror(err));
 }
 
-#define OPT(opts, field, def)                                                                  \
-	((opts) && (opts)->size >= offsetof(__typeof__(*(opts)), field) + sizeof((opts)->field) \
-		 ? (opts)->field                                                               \
-		 : (def))
-
 static int load(struct recfile_reader *r, const char *name, const struct profile_options *opts,
 		struct profile **out, char *errbuf, size_t errbuf_len)
 {

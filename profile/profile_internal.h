@@ -9,6 +9,17 @@
 #include <hvprof/compiler.h>
 #include <hvprof/profile.h>
 
+/*
+ * Option @field of the options struct @opts, which carries its size (libbpf's OPTS_GET): the
+ * field when @opts is non-NULL and its size covers the field (a caller built against an older
+ * header passes a smaller struct), else @def. A macro because it serves every options struct;
+ * @opts is evaluated more than once, so pass a plain pointer.
+ */
+#define OPT(opts, field, def)                                                                  \
+	((opts) && (opts)->size >= offsetof(__typeof__(*(opts)), field) + sizeof((opts)->field) \
+		 ? (opts)->field                                                               \
+		 : (def))
+
 static inline uint64_t mix64(uint64_t x)
 {
 	/* The finalizer of MurmurHash3: every input bit affects every output bit. */

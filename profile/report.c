@@ -110,11 +110,6 @@ static int cmp_row(const void *a, const void *b, void *arg)
 	return 0;
 }
 
-#define OPT(opts, field, def)                                                                  \
-	((opts) && (opts)->size >= offsetof(__typeof__(*(opts)), field) + sizeof((opts)->field) \
-		 ? (opts)->field                                                               \
-		 : (def))
-
 /* The innermost frame of stack @i, or UINT32_MAX when it has none besides the comm. */
 static uint32_t leaf_of(const struct profile *p, size_t i, uint64_t *pid, uint32_t *comm)
 {
