@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Private to profile/: the containers (strpool, u64map, seqtab) and the loaded profile. */
+/* Private to profile/: the loaded profile, and what its passes and exporters share. */
 #ifndef HVPROF_PROFILE_INTERNAL_H
 #define HVPROF_PROFILE_INTERNAL_H
 
@@ -8,6 +8,8 @@
 
 #include <hvprof/compiler.h>
 #include <hvprof/profile.h>
+
+#include "containers_internal.h"
 
 /*
  * Option @field of the options struct @opts, which carries its size (libbpf's OPTS_GET): the
@@ -19,74 +21,6 @@
 	((opts) && (opts)->size >= offsetof(__typeof__(*(opts)), field) + sizeof((opts)->field) \
 		 ? (opts)->field                                                               \
 		 : (def))
-
-static inline uint64_t mix64(uint64_t x)
-{
-	/* The finalizer of MurmurHash3: every input bit affects every output bit. */
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
-/* ---- strpool.c: interned NUL-terminated strings, identified by a dense uint32_t id. */
-struct strpool {
-	char **strs;
-	uint32_t n, cap;
-	uint32_t *slots; /* id + 1, 0 = empty; power-of-two size */
-	uint64_t *hashes;
-	size_t nslots;
-};
-
-int strpool_intern(struct strpool *sp, const char *s, size_t len, uint32_t *id) __must_check;
-static inline const char *strpool_get(const struct strpool *sp, uint32_t id)
-{
-	return sp->strs[id];
-}
-void strpool_free(struct strpool *sp);
-
-/* ---- u64map.c: uint64_t -> uint64_t hash map (linear probing, backward-shift delete). */
-struct u64map {
-	uint64_t *keys;
-	uint64_t *vals;
-	uint8_t *used;
-	size_t cap, n; /* cap: power of two or 0 */
-};
-
-int u64map_put(struct u64map *m, uint64_t key, uint64_t val) __must_check;
-int u64map_get(const struct u64map *m, uint64_t key, uint64_t *val) __must_check;
-void u64map_del(struct u64map *m, uint64_t key);
-void u64map_free(struct u64map *m);
-
-/* ---- aggregate.c: counts and periods per distinct sequence of uint64_t (a stack key). */
-struct seqtab_entry {
-	uint64_t key_off; /* into arena */
-	uint32_t key_len;
-	uint64_t hash;
-	uint64_t count;
-	uint64_t period;
-};
-
-struct seqtab {
-	struct seqtab_entry *e;
-	size_t n, cap;
-	uint64_t *arena;
-	size_t arena_len, arena_cap;
-	uint32_t *slots; /* entry index + 1, 0 = empty */
-	size_t nslots;
-};
-
-/* Add @count/@period to the entry of @key (created if new); *@idx: its index (optional). */
-int seqtab_add(struct seqtab *st, const uint64_t *key, uint32_t len, uint64_t count,
-	       uint64_t period, size_t *idx) __must_check;
-static inline const uint64_t *seqtab_key(const struct seqtab *st, size_t idx, uint32_t *len)
-{
-	*len = st->e[idx].key_len;
-	return st->arena + st->e[idx].key_off;
-}
-void seqtab_free(struct seqtab *st);
 
 /* ---- the loaded profile (profile.c) */
 enum frame_kind {
