@@ -7,13 +7,6 @@
 
 #include "profile_internal.h"
 
-const char *frame_name(const struct profile *p, uint32_t id)
-{
-	if (id == UINT32_MAX)
-		return "[unknown]";
-	return strpool_get(&p->strs, p->frames[id].name);
-}
-
 size_t profile_facts(const struct profile *p, char lines[][FACT_LINE], size_t max)
 {
 	const struct profile_stats *st = &p->stats;

@@ -22,7 +22,7 @@
 		 ? (opts)->field                                                               \
 		 : (def))
 
-/* ---- the loaded profile (profile.c) */
+/* ---- model.c: the loaded profile */
 enum frame_kind {
 	FRAME_COMM = 0,   /* the root of a stack: the thread's comm */
 	FRAME_USER = 1,
@@ -72,7 +72,10 @@ struct mapping {
 	uint64_t start, limit;
 };
 
-/* One kept sample (profile_options.keep_samples): @lstack indexes profile.lstacks. */
+/*
+ * One kept sample (profile_options.keep_samples): @lstack indexes profile.lstacks (from the
+ * loader to symbolize_pass(), the index of the sample's raw stack in raw_stacks.stacks).
+ */
 struct psample {
 	uint64_t time_ns;
 	uint64_t period;
@@ -114,16 +117,74 @@ struct profile {
 	char *read_error;
 };
 
-/* Intern a frame; *@id its index in p->frames. */
+/*
+ * Intern the frame (@kind, @name, @dso); @resolved: it names a symbol (kept from the first time
+ * the frame is interned). *@id: its index in p->frames. Return: 0, or -ENOMEM.
+ */
 int profile_frame(struct profile *p, enum frame_kind kind, const char *name, const char *dso,
 		  int resolved, uint32_t *id) __must_check;
 
 /*
+ * The mapping of the DSO name of strpool id @dso_id; a new one has the DSO name as its path,
+ * no build-id and no address range yet. *@idx: its index in p->mappings. Return: 0, or -ENOMEM.
+ */
+int profile_mapping_of(struct profile *p, uint32_t dso_id, uint32_t *idx) __must_check;
+
+/*
  * Record that frames of DSO name @dso come from the file @path with @build_id ("" none); a
- * later note for the same DSO name replaces the path and build-id.
+ * later note for the same DSO name replaces the path and build-id. Return: 0, or -ENOMEM.
  */
 int profile_mapping_note(struct profile *p, const char *dso, const char *path,
 			 const char *build_id) __must_check;
+
+/* Append the META pair (@key, @value), copied; a key may repeat. Return: 0, or -ENOMEM. */
+int profile_add_meta(struct profile *p, const char *key, const char *value) __must_check;
+
+/* Set counter @name (copied) to @value, replacing an earlier value. Return: 0, or -ENOMEM. */
+int profile_set_counter(struct profile *p, const char *name, uint64_t value) __must_check;
+
+/* The display name of frame @id ("[unknown]" for UINT32_MAX), owned by @p. */
+const char *frame_name(const struct profile *p, uint32_t id);
+
+/*
+ * ---- load.c -> symbolize_pass.c: the raw samples. A raw stack's key is RAW_FIXED values
+ * [comm strpool id, pid, tgid, image index + 1 (0: none), lost (RAW_LOST_*), n_kernel, n_user]
+ * then n_kernel kernel ips and n_user user ips, each innermost first; count and period are
+ * those of its samples.
+ */
+enum raw_key {
+	RAW_COMM,
+	RAW_PID,     /* (uint64_t)(int64_t) pid */
+	RAW_TGID,    /* (uint64_t)(int64_t) tgid */
+	RAW_IMAGE,
+	RAW_LOST,
+	RAW_N_KERNEL,
+	RAW_N_USER,
+	RAW_FIXED,   /* the number of the fields above: the first ip's index */
+};
+#define RAW_MAX (RAW_FIXED + 2 * HVP_MAX_CALLCHAIN)
+
+/* Why a sample shows "[user stack lost: ...]" (RAW_LOST; 0: not lost). */
+#define RAW_LOST_NONE 0
+#define RAW_LOST_DROPPED 1   /* the sample says HVP_WALK_LOST, or its USER_STACK does */
+#define RAW_LOST_NO_RECORD 2 /* deferred, and no USER_STACK with its cookie and pid in the file */
+#define RAW_LOST_STOP 0x100  /* | enum hvp_walk_stop: the USER_STACK has no frame */
+
+struct raw_stacks {
+	struct seqtab stacks; /* key as above */
+	struct seqtab images; /* key [exe strpool id, start_code, end_code] (GVAs) */
+};
+
+struct sym_config;
+
+/*
+ * Symbolize every raw stack of @raw with a symbolizer made from @cfg: aggregate the stacks of
+ * frames and of locations into @p (p->stacks, p->lstacks, p->locs, mappings' ranges), point the
+ * kept samples at their location stacks and sort them by time, and fill the stacks, frames and
+ * unresolved statistics. @raw stays the caller's. Return: 0, -ENOMEM, or the symbolizer's error.
+ */
+int symbolize_pass(struct profile *p, const struct raw_stacks *raw, const struct sym_config *cfg)
+	__must_check;
 
 /* ---- symbolize.c: IPs to frames, with per-file symtab caches. */
 struct symbolizer;
@@ -193,9 +254,5 @@ extern const char flamegraph_svg_script[];
 #define FACT_MAX 16
 /* Fill @lines with one fact each ("Samples: 1000 (kernel 600, user 400)", ...); return how many. */
 size_t profile_facts(const struct profile *p, char lines[][FACT_LINE], size_t max);
-
-/* ---- names shared by the exporters */
-/* The display name of frame @id ("[unknown]" for UINT32_MAX). */
-const char *frame_name(const struct profile *p, uint32_t id);
 
 #endif /* HVPROF_PROFILE_INTERNAL_H */

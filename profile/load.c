@@ -1,0 +1,485 @@
+// SPDX-License-Identifier: MIT
+// Loading a recording: records to raw samples. Tracks the comm per pid and the executable per
+// tgid, joins deferred user stacks to kernel samples by cookie, and aggregates raw stacks;
+// symbolize_pass.c then turns the distinct raw stacks into the profile's stacks.
+#define pr_fmt(fmt) "profile: " fmt
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hvprof/log.h>
+#include <hvprof/profile.h>
+
+#include "profile_internal.h"
+
+/* A deferred kernel sample waiting for the USER_STACK with its cookie. */
+struct pending {
+	struct pending *next;
+	int32_t pid, tgid;
+	uint32_t comm;
+	uint32_t vcpu;
+	uint64_t time_ns;
+	uint64_t period;
+	uint16_t n_kernel;
+	uint64_t ips[];
+};
+
+/* A USER_STACK that came before any sample with its cookie (kept in case one follows). */
+struct early_us {
+	struct early_us *next;
+	int32_t pid;
+	uint8_t stop;
+	uint16_t n_user;
+	int claimed;
+	uint64_t ips[];
+};
+
+struct loader {
+	struct profile *p;
+	struct u64map comm_of_pid;   /* pid -> comm strpool id */
+	struct u64map image_of_tgid; /* tgid -> image index in raw.images */
+	struct raw_stacks raw;
+	struct u64map pending;       /* cookie -> struct pending * (list head) */
+	struct u64map early;         /* cookie -> struct early_us * (list head) */
+	int keep_samples;
+	uint64_t key[RAW_MAX];
+};
+
+static int thread_comm(struct loader *ld, int32_t pid, uint8_t flags, uint32_t *comm)
+{
+	char buf[32];
+	uint64_t val;
+
+	if (!u64map_get(&ld->comm_of_pid, (uint64_t)(int64_t)pid, &val)) {
+		*comm = (uint32_t)val;
+		return 0;
+	}
+	/* No THREAD record for it: perf's convention, ":PID". */
+	if (pid < 0 || (flags & HVP_SAMPLE_NO_TASK))
+		snprintf(buf, sizeof(buf), "[unknown]");
+	else
+		snprintf(buf, sizeof(buf), ":%" PRId32, pid);
+	return strpool_intern(&ld->p->strs, buf, strlen(buf), comm);
+}
+
+static uint64_t image_of(struct loader *ld, int32_t tgid)
+{
+	uint64_t val;
+
+	if (u64map_get(&ld->image_of_tgid, (uint64_t)(int64_t)tgid, &val))
+		return 0;
+	return val + 1;
+}
+
+/* Keep one sample (keep_samples): @raw is its raw stack index until symbolize_pass(). */
+static int keep_sample(struct profile *p, uint64_t time_ns, uint32_t vcpu, uint64_t period,
+		       size_t raw)
+{
+	if (p->n_samples == p->cap_samples) {
+		size_t cap = p->cap_samples ? 2 * p->cap_samples : 4096;
+		struct psample *ns = realloc(p->samples, cap * sizeof(*ns));
+
+		if (!ns)
+			return -ENOMEM;
+		p->samples = ns;
+		p->cap_samples = cap;
+	}
+	p->samples[p->n_samples++] = (struct psample){ .time_ns = time_ns, .period = period,
+						       .lstack = (uint32_t)raw, .vcpu = vcpu };
+	return 0;
+}
+
+/* Aggregate one resolved sample into the raw table. */
+static int add_raw(struct loader *ld, uint32_t comm, int32_t pid, int32_t tgid, uint64_t image,
+		   uint64_t lost, const uint64_t *kips, unsigned int n_kernel, const uint64_t *uips,
+		   unsigned int n_user, uint64_t period, uint64_t time_ns, uint32_t vcpu)
+{
+	uint64_t *k = ld->key;
+	size_t idx;
+	int err;
+
+	/* SAFETY: n_kernel, n_user <= HVP_MAX_CALLCHAIN (checked by the reader). */
+	k[RAW_COMM] = comm;
+	k[RAW_PID] = (uint64_t)(int64_t)pid;
+	k[RAW_TGID] = (uint64_t)(int64_t)tgid;
+	k[RAW_IMAGE] = image;
+	k[RAW_LOST] = lost;
+	k[RAW_N_KERNEL] = n_kernel;
+	k[RAW_N_USER] = n_user;
+	if (n_kernel) /* kips/uips may be NULL when their count is 0 */
+		memcpy(k + RAW_FIXED, kips, n_kernel * sizeof(*k));
+	if (n_user)
+		memcpy(k + RAW_FIXED + n_kernel, uips, n_user * sizeof(*k));
+	if (lost != RAW_LOST_NONE)
+		ld->p->stats.lost_user++;
+	err = seqtab_add(&ld->raw.stacks, k, RAW_FIXED + n_kernel + n_user, 1, period, &idx);
+	if (err || !ld->keep_samples)
+		return err;
+	return keep_sample(ld->p, time_ns, vcpu, period, idx);
+}
+
+/* RAW_LOST of a sample joined to a USER_STACK of @n_user frames whose walk ended at @stop. */
+static uint64_t user_lost(uint16_t n_user, uint8_t stop)
+{
+	if (n_user)
+		return RAW_LOST_NONE;
+	return stop == HVP_WALK_LOST ? RAW_LOST_DROPPED : RAW_LOST_STOP | stop;
+}
+
+static int on_thread(struct loader *ld, const struct hvp_thread *t)
+{
+	uint32_t comm;
+	int err;
+
+	err = strpool_intern(&ld->p->strs, t->comm, strlen(t->comm), &comm);
+	if (err)
+		return err;
+	return u64map_put(&ld->comm_of_pid, (uint64_t)(int64_t)t->pid, comm);
+}
+
+static int on_process(struct loader *ld, const struct hvp_process *pr)
+{
+	uint64_t key[3];
+	uint32_t exe;
+	size_t idx;
+	int err;
+
+	err = strpool_intern(&ld->p->strs, pr->exe, strlen(pr->exe), &exe);
+	if (err)
+		return err;
+	key[0] = exe;
+	key[1] = pr->start_code;
+	key[2] = pr->end_code;
+	err = seqtab_add(&ld->raw.images, key, 3, 1, 0, &idx);
+	if (err)
+		return err;
+	return u64map_put(&ld->image_of_tgid, (uint64_t)(int64_t)pr->tgid, idx);
+}
+
+static int join_early(struct loader *ld, const struct hvp_sample *s, uint32_t comm, int *joined)
+{
+	struct early_us *e;
+	uint64_t val;
+
+	*joined = 0;
+	if (u64map_get(&ld->early, s->cookie, &val))
+		return 0;
+	for (e = (struct early_us *)(uintptr_t)val; e; e = e->next) {
+		if (e->pid != s->pid)
+			continue;
+		e->claimed = 1;
+		*joined = 1;
+		ld->p->stats.joined++;
+		return add_raw(ld, comm, s->pid, s->tgid, image_of(ld, s->tgid),
+			       user_lost(e->n_user, e->stop), s->kernel_ips, s->n_kernel, e->ips,
+			       e->n_user, s->period, s->time_ns, s->vcpu);
+	}
+	return 0;
+}
+
+static int on_sample(struct loader *ld, const struct hvp_sample *s)
+{
+	struct profile_stats *st = &ld->p->stats;
+	struct pending *pd;
+	uint64_t image = image_of(ld, s->tgid), val;
+	uint32_t comm;
+	int err, joined;
+
+	st->samples++;
+	st->period_total += s->period;
+	if (s->cpl == 3)
+		st->user_samples++;
+	else
+		st->kernel_samples++;
+	if (s->flags & HVP_SAMPLE_KTHREAD)
+		st->kthread_samples++;
+	err = thread_comm(ld, s->pid, s->flags, &comm);
+	if (err)
+		return err;
+
+	if (s->user_stop == HVP_WALK_LOST)
+		return add_raw(ld, comm, s->pid, s->tgid, image, RAW_LOST_DROPPED, s->kernel_ips,
+			       s->n_kernel, NULL, 0, s->period, s->time_ns, s->vcpu);
+	if (s->user_stop != HVP_WALK_DEFERRED)
+		return add_raw(ld, comm, s->pid, s->tgid, image, RAW_LOST_NONE, s->kernel_ips,
+			       s->n_kernel, s->user_ips, s->n_user, s->period, s->time_ns,
+			       s->vcpu);
+
+	st->deferred++;
+	err = join_early(ld, s, comm, &joined);
+	if (err || joined)
+		return err;
+	pd = malloc(sizeof(*pd) + s->n_kernel * sizeof(pd->ips[0]));
+	if (!pd)
+		return -ENOMEM;
+	pd->pid = s->pid;
+	pd->tgid = s->tgid;
+	pd->comm = comm;
+	pd->period = s->period;
+	pd->time_ns = s->time_ns;
+	pd->vcpu = s->vcpu;
+	pd->n_kernel = s->n_kernel;
+	memcpy(pd->ips, s->kernel_ips, s->n_kernel * sizeof(pd->ips[0]));
+	pd->next = u64map_get(&ld->pending, s->cookie, &val) ? NULL
+							    : (struct pending *)(uintptr_t)val;
+	err = u64map_put(&ld->pending, s->cookie, (uint64_t)(uintptr_t)pd);
+	if (err)
+		free(pd);
+	return err;
+}
+
+static int keep_early(struct loader *ld, const struct hvp_user_stack *u)
+{
+	struct early_us *e;
+	uint64_t val;
+	int err;
+
+	e = malloc(sizeof(*e) + u->n_user * sizeof(e->ips[0]));
+	if (!e)
+		return -ENOMEM;
+	e->pid = u->pid;
+	e->stop = u->stop;
+	e->n_user = u->n_user;
+	e->claimed = 0;
+	memcpy(e->ips, u->user_ips, u->n_user * sizeof(e->ips[0]));
+	e->next = u64map_get(&ld->early, u->cookie, &val) ? NULL
+							  : (struct early_us *)(uintptr_t)val;
+	err = u64map_put(&ld->early, u->cookie, (uint64_t)(uintptr_t)e);
+	if (err)
+		free(e);
+	return err;
+}
+
+static int on_user_stack(struct loader *ld, const struct hvp_user_stack *u)
+{
+	struct pending *pd, *next, *keep = NULL;
+	uint64_t val, lost, image;
+	int matched = 0, err = 0;
+
+	if (u64map_get(&ld->pending, u->cookie, &val))
+		return keep_early(ld, u);
+	lost = user_lost(u->n_user, u->stop);
+	for (pd = (struct pending *)(uintptr_t)val; pd; pd = next) {
+		next = pd->next;
+		if (pd->pid != u->pid || err) {
+			pd->next = keep;
+			keep = pd;
+			continue;
+		}
+		/* The executable as of the return to user (an exec may have happened since). */
+		image = image_of(ld, pd->tgid);
+		err = add_raw(ld, pd->comm, pd->pid, pd->tgid, image, lost, pd->ips, pd->n_kernel,
+			      u->user_ips, u->n_user, pd->period, pd->time_ns, pd->vcpu);
+		ld->p->stats.joined++;
+		matched = 1;
+		free(pd);
+	}
+	if (keep)
+		err = err ? err : u64map_put(&ld->pending, u->cookie, (uint64_t)(uintptr_t)keep);
+	else
+		u64map_del(&ld->pending, u->cookie);
+	if (err)
+		return err;
+	return matched ? 0 : keep_early(ld, u);
+}
+
+static int on_record(struct loader *ld, const struct recfile_record *rec)
+{
+	struct profile *p = ld->p;
+
+	switch (rec->type) {
+	case RECFILE_META:
+		return profile_add_meta(p, rec->meta.key, rec->meta.value);
+	case RECFILE_SAMPLE:
+		return on_sample(ld, &rec->sample);
+	case RECFILE_THREAD:
+		return on_thread(ld, &rec->thread);
+	case RECFILE_PROCESS:
+		return on_process(ld, &rec->process);
+	case RECFILE_USER_STACK:
+		return on_user_stack(ld, &rec->user_stack);
+	case RECFILE_COUNTER:
+		return profile_set_counter(p, rec->counter.name, rec->counter.value);
+	case RECFILE_END:
+		p->stats.has_end = 1;
+		p->stats.end_reason = rec->end.reason;
+		p->stats.exit_status = rec->end.exit_status;
+		return 0;
+	}
+	return 0;
+}
+
+/* Free the lists of pending samples and early user stacks (counting unclaimed stacks). */
+static void free_lists(struct loader *ld)
+{
+	for (size_t i = 0; i < ld->pending.cap; i++) {
+		struct pending *pd, *next;
+
+		if (!ld->pending.used[i])
+			continue;
+		for (pd = (struct pending *)(uintptr_t)ld->pending.vals[i]; pd; pd = next) {
+			next = pd->next;
+			free(pd);
+		}
+	}
+	u64map_free(&ld->pending);
+	for (size_t i = 0; i < ld->early.cap; i++) {
+		struct early_us *e, *next;
+
+		if (!ld->early.used[i])
+			continue;
+		for (e = (struct early_us *)(uintptr_t)ld->early.vals[i]; e; e = next) {
+			next = e->next;
+			if (!e->claimed)
+				ld->p->stats.orphan_user_stacks++;
+			free(e);
+		}
+	}
+	u64map_free(&ld->early);
+}
+
+/* At the end of the file: deferred samples never joined are lost; unclaimed stacks orphaned. */
+static int finish_pending(struct loader *ld)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < ld->pending.cap && !err; i++) {
+		if (!ld->pending.used[i])
+			continue;
+		for (struct pending *pd = (struct pending *)(uintptr_t)ld->pending.vals[i];
+		     pd && !err; pd = pd->next)
+			err = add_raw(ld, pd->comm, pd->pid, pd->tgid, image_of(ld, pd->tgid),
+				      RAW_LOST_NO_RECORD, pd->ips, pd->n_kernel, NULL, 0,
+				      pd->period, pd->time_ns, pd->vcpu);
+	}
+	free_lists(ld);
+	return err;
+}
+
+static void loader_free(struct loader *ld)
+{
+	free_lists(ld);
+	u64map_free(&ld->comm_of_pid);
+	u64map_free(&ld->image_of_tgid);
+	seqtab_free(&ld->raw.images);
+	seqtab_free(&ld->raw.stacks);
+}
+
+static void copy_err(char *errbuf, size_t errbuf_len, const char *name, const char *what, int err)
+{
+	if (errbuf && errbuf_len)
+		snprintf(errbuf, errbuf_len, "%s: %s: %s", name, what, hvp_strerror(err));
+}
+
+static int load(struct recfile_reader *r, const char *name, const struct profile_options *opts,
+		struct profile **out, char *errbuf, size_t errbuf_len)
+{
+	struct loader ld = { 0 };
+	struct recfile_record *rec;
+	struct sym_config cfg;
+	struct profile *p;
+	int ret, err;
+
+	p = calloc(1, sizeof(*p));
+	rec = malloc(sizeof(*rec));
+	if (!p || !rec) {
+		err = -ENOMEM;
+		copy_err(errbuf, errbuf_len, name, "loading", err);
+		goto err_free;
+	}
+	ld.p = p;
+	ld.keep_samples = OPT(opts, keep_samples, 0) != 0;
+	p->kept_samples = ld.keep_samples;
+	while ((ret = recfile_reader_next(r, rec)) == 1) {
+		err = on_record(&ld, rec);
+		if (err) {
+			copy_err(errbuf, errbuf_len, name, "loading", err);
+			goto err_free;
+		}
+	}
+	if (ret < 0) {
+		if (ret == -ENOMEM) {
+			err = ret;
+			copy_err(errbuf, errbuf_len, name, "reading", err);
+			goto err_free;
+		}
+		/* Damaged or unreadable past this point: keep everything intact before it. */
+		p->read_error = strdup(recfile_reader_error(r) ? recfile_reader_error(r)
+								: hvp_strerror(ret));
+		if (!p->read_error) {
+			err = -ENOMEM;
+			copy_err(errbuf, errbuf_len, name, "loading", err);
+			goto err_free;
+		}
+		pr_warn("%s: kept %" PRIu64 " records, stopped at %s", name,
+			recfile_reader_records(r), p->read_error);
+	}
+	p->stats.records = recfile_reader_records(r);
+	err = finish_pending(&ld);
+	if (err) {
+		copy_err(errbuf, errbuf_len, name, "joining user stacks", err);
+		goto err_free;
+	}
+
+	cfg = (struct sym_config){
+		.vmlinux = OPT(opts, vmlinux, NULL),
+		.symfs = OPT(opts, symfs, NULL),
+		.rootfs = OPT(opts, rootfs, NULL),
+		.no_symbols = OPT(opts, no_symbols, 0),
+	};
+	err = symbolize_pass(p, &ld.raw, &cfg);
+	if (err) {
+		copy_err(errbuf, errbuf_len, name, "symbolizing", err);
+		goto err_free;
+	}
+	loader_free(&ld);
+	free(rec);
+	*out = p;
+	return 0;
+
+err_free:
+	loader_free(&ld);
+	free(rec);
+	profile_free(p);
+	return err;
+}
+
+int profile_load_fd(int fd, const char *name, const struct profile_options *opts,
+		    struct profile **out, char *errbuf, size_t errbuf_len)
+{
+	struct recfile_reader *r;
+	char fdname[32];
+	int err;
+
+	if (fd < 0 || !out)
+		return -EINVAL;
+	if (!name) {
+		snprintf(fdname, sizeof(fdname), "fd %d", fd);
+		name = fdname;
+	}
+	err = recfile_reader_open_fd(fd, name, &r, errbuf, errbuf_len);
+	if (err)
+		return err;
+	err = load(r, name, opts, out, errbuf, errbuf_len);
+	recfile_reader_close(r);
+	return err;
+}
+
+int profile_load(const char *path, const struct profile_options *opts, struct profile **out,
+		 char *errbuf, size_t errbuf_len)
+{
+	struct recfile_reader *r;
+	int err;
+
+	if (!path || !out)
+		return -EINVAL;
+	err = recfile_reader_open(path, &r, errbuf, errbuf_len);
+	if (err)
+		return err;
+	err = load(r, path, opts, out, errbuf, errbuf_len);
+	recfile_reader_close(r);
+	return err;
+}

@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: MIT
+// The loaded profile (profile_internal.h): interned frames, mappings, META pairs and counters,
+// and the public accessors over them. The loader (load.c) and the symbolization pass
+// (symbolize_pass.c) fill it; the exporters read it.
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hvprof/profile.h>
+
+#include "profile_internal.h"
+
+int profile_frame(struct profile *p, enum frame_kind kind, const char *name, const char *dso,
+		  int resolved, uint32_t *id)
+{
+	uint32_t name_id, dso_id;
+	uint64_t key, val;
+	int err;
+
+	err = strpool_intern(&p->strs, name, strlen(name), &name_id);
+	if (err)
+		return err;
+	err = strpool_intern(&p->strs, dso, strlen(dso), &dso_id);
+	if (err)
+		return err;
+	if (name_id >= (1u << 31) || dso_id >= (1u << 31))
+		return -ENOMEM; /* the packed key below has 31 bits for each */
+	key = (uint64_t)kind << 62 | (uint64_t)name_id << 31 | dso_id;
+	if (!u64map_get(&p->frame_ids, key, &val)) {
+		*id = (uint32_t)val;
+		return 0;
+	}
+	if (p->n_frames == p->cap_frames) {
+		size_t cap = p->cap_frames ? 2 * p->cap_frames : 256;
+		struct frame *nf = realloc(p->frames, cap * sizeof(*nf));
+
+		if (!nf)
+			return -ENOMEM;
+		p->frames = nf;
+		p->cap_frames = cap;
+	}
+	err = u64map_put(&p->frame_ids, key, p->n_frames);
+	if (err)
+		return err;
+	p->frames[p->n_frames] = (struct frame){ .name = name_id, .dso = dso_id, .kind = kind,
+						 .resolved = resolved ? 1 : 0 };
+	*id = (uint32_t)p->n_frames++;
+	return 0;
+}
+
+int profile_mapping_of(struct profile *p, uint32_t dso_id, uint32_t *idx)
+{
+	uint64_t val;
+	uint32_t empty;
+	int err;
+
+	if (!u64map_get(&p->mapping_of_dso, dso_id, &val)) {
+		*idx = (uint32_t)val;
+		return 0;
+	}
+	err = strpool_intern(&p->strs, "", 0, &empty);
+	if (err)
+		return err;
+	if (p->n_mappings == p->cap_mappings) {
+		size_t cap = p->cap_mappings ? 2 * p->cap_mappings : 16;
+		struct mapping *nm = realloc(p->mappings, cap * sizeof(*nm));
+
+		if (!nm)
+			return -ENOMEM;
+		p->mappings = nm;
+		p->cap_mappings = cap;
+	}
+	err = u64map_put(&p->mapping_of_dso, dso_id, p->n_mappings);
+	if (err)
+		return err;
+	p->mappings[p->n_mappings] = (struct mapping){ .dso = dso_id, .path = dso_id,
+						       .build_id = empty };
+	*idx = (uint32_t)p->n_mappings++;
+	return 0;
+}
+
+int profile_mapping_note(struct profile *p, const char *dso, const char *path,
+			 const char *build_id)
+{
+	uint32_t dso_id, path_id, bid_id, idx;
+	int err;
+
+	err = strpool_intern(&p->strs, dso, strlen(dso), &dso_id);
+	if (!err)
+		err = strpool_intern(&p->strs, path, strlen(path), &path_id);
+	if (!err)
+		err = strpool_intern(&p->strs, build_id, strlen(build_id), &bid_id);
+	if (!err)
+		err = profile_mapping_of(p, dso_id, &idx);
+	if (err)
+		return err;
+	p->mappings[idx].path = path_id;
+	p->mappings[idx].build_id = bid_id;
+	return 0;
+}
+
+int profile_add_meta(struct profile *p, const char *key, const char *value)
+{
+	char *k, *v;
+
+	if (p->n_meta == p->cap_meta) {
+		size_t cap = p->cap_meta ? 2 * p->cap_meta : 32;
+		struct meta_kv *nm = realloc(p->meta, cap * sizeof(*nm));
+
+		if (!nm)
+			return -ENOMEM;
+		p->meta = nm;
+		p->cap_meta = cap;
+	}
+	k = strdup(key);
+	v = strdup(value);
+	if (!k || !v) {
+		free(k);
+		free(v);
+		return -ENOMEM;
+	}
+	p->meta[p->n_meta++] = (struct meta_kv){ .key = k, .value = v };
+	return 0;
+}
+
+int profile_set_counter(struct profile *p, const char *name, uint64_t value)
+{
+	char *n;
+
+	for (size_t i = 0; i < p->n_counters; i++) {
+		if (strcmp(p->counters[i].name, name) == 0) {
+			p->counters[i].value = value;
+			return 0;
+		}
+	}
+	if (p->n_counters == p->cap_counters) {
+		size_t cap = p->cap_counters ? 2 * p->cap_counters : 16;
+		struct counter_kv *nc = realloc(p->counters, cap * sizeof(*nc));
+
+		if (!nc)
+			return -ENOMEM;
+		p->counters = nc;
+		p->cap_counters = cap;
+	}
+	n = strdup(name);
+	if (!n)
+		return -ENOMEM;
+	p->counters[p->n_counters++] = (struct counter_kv){ .name = n, .value = value };
+	return 0;
+}
+
+const char *frame_name(const struct profile *p, uint32_t id)
+{
+	if (id == UINT32_MAX)
+		return "[unknown]";
+	return strpool_get(&p->strs, p->frames[id].name);
+}
+
+void profile_free(struct profile *p)
+{
+	if (!p)
+		return;
+	strpool_free(&p->strs);
+	free(p->frames);
+	u64map_free(&p->frame_ids);
+	seqtab_free(&p->stacks);
+	free(p->locs);
+	seqtab_free(&p->lstacks);
+	free(p->mappings);
+	u64map_free(&p->mapping_of_dso);
+	free(p->samples);
+	for (size_t i = 0; i < p->n_meta; i++) {
+		free(p->meta[i].key);
+		free(p->meta[i].value);
+	}
+	free(p->meta);
+	for (size_t i = 0; i < p->n_counters; i++)
+		free(p->counters[i].name);
+	free(p->counters);
+	free(p->read_error);
+	free(p);
+}
+
+const char *profile_read_error(const struct profile *p)
+{
+	return p ? p->read_error : NULL;
+}
+
+const char *profile_meta(const struct profile *p, const char *key)
+{
+	if (!p || !key)
+		return NULL;
+	for (size_t i = p->n_meta; i-- > 0;)
+		if (strcmp(p->meta[i].key, key) == 0)
+			return p->meta[i].value;
+	return NULL;
+}
+
+int profile_meta_at(const struct profile *p, size_t idx, const char **key, const char **value)
+{
+	if (!p || idx >= p->n_meta)
+		return -ENOENT;
+	if (key)
+		*key = p->meta[idx].key;
+	if (value)
+		*value = p->meta[idx].value;
+	return 0;
+}
+
+int profile_counter(const struct profile *p, const char *name, uint64_t *value)
+{
+	if (!p || !name)
+		return -ENOENT;
+	for (size_t i = 0; i < p->n_counters; i++) {
+		if (strcmp(p->counters[i].name, name) == 0) {
+			if (value)
+				*value = p->counters[i].value;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+void profile_get_stats(const struct profile *p, struct profile_stats *out)
+{
+	if (p && out)
+		*out = p->stats;
+}
