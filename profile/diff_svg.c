@@ -11,129 +11,54 @@
 
 #include "profile_internal.h"
 
-#define FRAME_H 16
-#define PAD 10
-#define TOP 76
-#define BOTTOM 30
+#define TOP 76    /* title, subtitle, legend and controls */
+#define BOTTOM 30 /* details line */
 
-struct dnode {
-	uint32_t name; /* joint strpool id; UINT32_MAX for the root */
-	uint32_t parent, depth, first_child, n_children;
-	uint64_t count[2]; /* [0] BASE, [1] NEW samples in this subtree */
-	uint64_t x;        /* samples of the width side left of this node */
-};
-
-struct dtree {
-	struct strpool names;
-	struct dnode *n;
-	size_t len, cap;
-	struct u64map child;
-	uint32_t *children;
-	uint32_t max_depth;
-	int side; /* 0: widths from BASE, 1: from NEW */
-};
-
-static int dnode_child(struct dtree *t, uint32_t parent, uint32_t name, uint32_t *out)
+/* Add the stacks of @s on @side to @t, their frame names interned in @names (both sides'). */
+static int add_side(struct flametree *t, struct strpool *names, const struct profile_stacks *s,
+		    int side)
 {
-	uint64_t key = (uint64_t)parent << 32 | name, val;
-	int err;
+	uint64_t *ids = NULL;
+	size_t cap = 0;
+	int err = 0;
 
-	if (!u64map_get(&t->child, key, &val)) {
-		*out = (uint32_t)val;
-		return 0;
-	}
-	if (t->len == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 1024;
-		struct dnode *nn = realloc(t->n, cap * sizeof(*nn));
-
-		if (!nn)
-			return -ENOMEM;
-		t->n = nn;
-		t->cap = cap;
-	}
-	if (t->len >= UINT32_MAX - 1)
-		return -ENOMEM;
-	err = u64map_put(&t->child, key, t->len);
-	if (err)
-		return err;
-	t->n[t->len] = (struct dnode){ .name = name, .parent = parent,
-				       .depth = t->n[parent].depth + 1 };
-	if (t->n[t->len].depth > t->max_depth)
-		t->max_depth = t->n[t->len].depth;
-	*out = (uint32_t)t->len++;
-	return 0;
-}
-
-static int add_side(struct dtree *t, const struct profile_stacks *s, int side)
-{
-	for (size_t i = 0; i < s->stacks.n; i++) {
-		uint32_t len, cur = 0;
+	for (size_t i = 0; i < s->stacks.n && !err; i++) {
+		uint32_t len;
 		const uint64_t *k = seqtab_key(&s->stacks, i, &len);
-		uint64_t c = s->stacks.e[i].count;
-		int err;
 
-		t->n[0].count[side] += c;
-		for (uint32_t j = 0; j < len; j++) {
+		if (len > cap) {
+			uint64_t *nids = realloc(ids, len * sizeof(*ids));
+
+			if (!nids) {
+				err = -ENOMEM;
+				break;
+			}
+			ids = nids;
+			cap = len;
+		}
+		for (uint32_t j = 0; j < len && !err; j++) {
 			const char *nm = strpool_get(&s->names, (uint32_t)k[j]);
 			uint32_t id;
 
-			err = strpool_intern(&t->names, nm, strlen(nm), &id);
-			if (!err)
-				err = dnode_child(t, cur, id, &cur);
-			if (err)
-				return err;
-			t->n[cur].count[side] += c;
+			err = strpool_intern(names, nm, strlen(nm), &id);
+			ids[j] = id;
 		}
+		if (!err)
+			err = flametree_add(t, side, ids, len, s->stacks.e[i].count);
 	}
-	return 0;
+	free(ids);
+	return err;
 }
 
-static int cmp_dchild(const void *a, const void *b, void *arg)
+static int cmp_dchild(const struct flamenode *a, const struct flamenode *b, const void *arg)
 {
-	const struct dtree *t = arg;
+	const struct strpool *names = arg;
 
-	return strcmp(strpool_get(&t->names, t->n[*(const uint32_t *)a].name),
-		      strpool_get(&t->names, t->n[*(const uint32_t *)b].name));
-}
-
-static int dlayout(struct dtree *t)
-{
-	uint32_t *fill;
-
-	t->children = malloc(t->len * sizeof(*t->children));
-	fill = calloc(t->len, sizeof(*fill));
-	if (!t->children || !fill) {
-		free(fill);
-		return -ENOMEM;
-	}
-	for (size_t i = 1; i < t->len; i++)
-		t->n[t->n[i].parent].n_children++;
-	for (size_t i = 0, off = 0; i < t->len; i++) {
-		t->n[i].first_child = (uint32_t)off;
-		off += t->n[i].n_children;
-	}
-	for (size_t i = 1; i < t->len; i++)
-		t->children[t->n[t->n[i].parent].first_child + fill[t->n[i].parent]++] = (uint32_t)i;
-	free(fill);
-	for (size_t i = 0; i < t->len; i++) {
-		struct dnode *n = &t->n[i];
-		uint64_t x = n->x;
-
-		if (n->n_children > 1) /* children may be NULL (no child anywhere): no NULL + 0 */
-			qsort_r(t->children + n->first_child, n->n_children, sizeof(uint32_t),
-				cmp_dchild, t);
-		for (uint32_t c = 0; c < n->n_children; c++) {
-			struct dnode *ch = &t->n[t->children[n->first_child + c]];
-
-			ch->x = x;
-			x += ch->count[t->side];
-		}
-	}
-	return 0;
+	return strcmp(strpool_get(names, a->id), strpool_get(names, b->id));
 }
 
 /* Colour of a node: white when not significant, else red (grew) or blue (shrank). */
-static void diff_color(const struct dtree *t, const struct dnode *n, uint64_t min_samples,
+static void diff_color(const struct flametree *t, const struct flamenode *n, uint64_t min_samples,
 		       double z_crit, char *buf, size_t len, double *bs, double *ns, double *z)
 {
 	double B = (double)t->n[0].count[0], N = (double)t->n[0].count[1];
@@ -162,6 +87,26 @@ static void diff_color(const struct dtree *t, const struct dnode *n, uint64_t mi
 		snprintf(buf, len, "rgb(%d,%d,255)", (int)(230 * (1 - v)), (int)(230 * (1 - v)));
 }
 
+static void write_frame(struct outbuf *ob, const struct flametree *t, const struct strpool *names,
+			const struct flamenode *n, int side, unsigned int width,
+			uint64_t min_samples, double z_crit)
+{
+	const char *name = n->id == FLAMETREE_ROOT ? "all" : strpool_get(names, n->id);
+	double x, y, w, bs, ns, z;
+	char fill[48];
+
+	flamesvg_place(t, n, side, width, TOP, &x, &y, &w);
+	if (w < 0.1)
+		return;
+	diff_color(t, n, min_samples, z_crit, fill, sizeof(fill), &bs, &ns, &z);
+	flamesvg_frame_begin(ob, n->depth, name);
+	xml_escape(ob, name);
+	outbuf_printf(ob, ": BASE %.2f%% (%" PRIu64 ") \xe2\x86\x92 NEW %.2f%% (%" PRIu64
+			  "), %+.2f pp, z %.1f",
+		      100 * bs, n->count[0], 100 * ns, n->count[1], 100 * (ns - bs), z);
+	flamesvg_frame_end(ob, x, y, w, fill);
+}
+
 int profile_diff_flamegraph(const struct profile_stacks *base, const struct profile_stacks *new_,
 			    const struct profile_diff_svg_options *opts,
 			    const struct profile_sink *sink)
@@ -174,11 +119,13 @@ int profile_diff_flamegraph(const struct profile_stacks *base, const struct prof
 	uint64_t min_samples = OPT(opts, min_samples_set, 0) ? OPT(opts, min_samples, 0)
 			       : OPT(opts, min_samples, 0)   ? OPT(opts, min_samples, 0)
 							     : PROFILE_DIFF_MIN_SAMPLES;
-	struct dtree t = { 0 };
+	int side = reverse ? 0 : 1; /* the side that gives the widths */
+	struct strpool names = { 0 };
+	struct flametree t = { 0 };
 	struct outbuf *ob = NULL;
 	unsigned int height;
 	size_t tested = 0;
-	double scale, z_crit;
+	double z_crit;
 	int err;
 
 	if (!base || !new_ || !sink || !sink->write)
@@ -187,22 +134,15 @@ int profile_diff_flamegraph(const struct profile_stacks *base, const struct prof
 	new_name = new_name ? new_name : "NEW";
 	if (!width)
 		width = 1200;
-	if (width < 2 * PAD + 10)
-		width = 2 * PAD + 10;
-	t.side = reverse ? 0 : 1;
-	t.cap = 1024;
-	t.n = malloc(t.cap * sizeof(*t.n));
-	if (!t.n) {
-		err = -ENOMEM;
-		goto out;
-	}
-	t.n[0] = (struct dnode){ .name = UINT32_MAX, .parent = UINT32_MAX };
-	t.len = 1;
-	err = add_side(&t, base, 0);
+	if (width < 2 * FLAMESVG_PAD + 10)
+		width = 2 * FLAMESVG_PAD + 10;
+	err = flametree_init(&t);
 	if (!err)
-		err = add_side(&t, new_, 1);
+		err = add_side(&t, &names, base, 0);
 	if (!err)
-		err = dlayout(&t);
+		err = add_side(&t, &names, new_, 1);
+	if (!err)
+		err = flametree_layout(&t, side, cmp_dchild, &names);
 	if (err)
 		goto out;
 	/* The same noise rule as profile_diff_compute(), over the frames of this graph. */
@@ -215,22 +155,9 @@ int profile_diff_flamegraph(const struct profile_stacks *base, const struct prof
 		goto out;
 	}
 	outbuf_init(ob, sink);
-	height = TOP + (t.max_depth + 1) * FRAME_H + BOTTOM;
-	scale = (double)(width - 2 * PAD) / (double)(t.n[0].count[t.side] ? t.n[0].count[t.side] : 1);
+	height = TOP + (t.max_depth + 1) * FLAMESVG_FRAME_H + BOTTOM;
 
-	outbuf_puts(ob, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n");
-	outbuf_printf(ob,
-		      "<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%u\" "
-		      "height=\"%u\" viewBox=\"0 0 %u %u\" onload=\"init()\">\n",
-		      width, height, width, height);
-	outbuf_puts(ob, "<style type=\"text/css\">text { font-family: monospace; font-size: 12px; "
-			"fill: rgb(0,0,0); } #frames g:hover rect { stroke: black; stroke-width: 0.5; "
-			"cursor: pointer; } .ctl { cursor: pointer; }</style>\n");
-	outbuf_puts(ob, flamegraph_svg_script);
-	outbuf_printf(ob, "<rect x=\"0\" y=\"0\" width=\"%u\" height=\"%u\" fill=\"rgb(248,248,248)\"/>\n",
-		      width, height);
-	outbuf_printf(ob, "<text x=\"%u\" y=\"20\" text-anchor=\"middle\" style=\"font-size:16px\">",
-		      width / 2);
+	flamesvg_begin(ob, width, height, "rgb(248,248,248)");
 	if (title) {
 		xml_escape(ob, title);
 	} else {
@@ -247,44 +174,14 @@ int profile_diff_flamegraph(const struct profile_stacks *base, const struct prof
 			  "colour: share change BASE \xe2\x86\x92 NEW, red grew, blue shrank, white "
 			  "not significant</text>\n",
 		      width / 2, reverse ? "BASE (reverse: shows what vanished)" : "NEW");
-	outbuf_printf(ob, "<text id=\"unzoom\" class=\"ctl\" x=\"%d\" y=\"68\" "
-			  "style=\"opacity:0\">Reset Zoom</text>\n", PAD);
-	outbuf_printf(ob, "<text id=\"search\" class=\"ctl\" x=\"%u\" y=\"68\" "
-			  "text-anchor=\"end\">Search</text>\n", width - PAD);
-	outbuf_printf(ob, "<text id=\"matched\" x=\"%u\" y=\"%u\" text-anchor=\"end\"> </text>\n",
-		      width - PAD, height - 10);
-	outbuf_printf(ob, "<text id=\"details\" x=\"%d\" y=\"%u\"> </text>\n", PAD, height - 10);
-	outbuf_printf(ob, "<g id=\"frames\" data-width=\"%u\">\n", width);
-	for (size_t i = 0; i < t.len; i++) {
-		const struct dnode *n = &t.n[i];
-		const char *name = n->name == UINT32_MAX ? "all" : strpool_get(&t.names, n->name);
-		double x = PAD + (double)n->x * scale, w = (double)n->count[t.side] * scale;
-		double y = TOP + (double)(t.max_depth - n->depth) * FRAME_H, bs, ns, z;
-		char fill[48];
-
-		if (w < 0.1)
-			continue;
-		diff_color(&t, n, min_samples, z_crit, fill, sizeof(fill), &bs, &ns, &z);
-		outbuf_printf(ob, "<g data-depth=\"%u\" data-name=\"", n->depth);
-		xml_escape(ob, name);
-		outbuf_puts(ob, "\"><title>");
-		xml_escape(ob, name);
-		outbuf_printf(ob, ": BASE %.2f%% (%" PRIu64 ") \xe2\x86\x92 NEW %.2f%% (%" PRIu64
-				  "), %+.2f pp, z %.1f</title>",
-			      100 * bs, n->count[0], 100 * ns, n->count[1], 100 * (ns - bs), z);
-		outbuf_printf(ob, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
-				  "fill=\"%s\" rx=\"2\" ry=\"2\"/>",
-			      x, y, w, FRAME_H - 1, fill);
-		outbuf_printf(ob, "<text x=\"%.2f\" y=\"%.1f\"></text></g>\n", x + 3,
-			      y + FRAME_H - 4.5);
-	}
-	outbuf_puts(ob, "</g>\n</svg>\n");
+	flamesvg_controls(ob, width, height, 68);
+	for (size_t i = 0; i < t.len; i++)
+		write_frame(ob, &t, &names, &t.n[i], side, width, min_samples, z_crit);
+	flamesvg_end(ob);
 	err = outbuf_flush(ob);
 out:
 	free(ob);
-	free(t.n);
-	free(t.children);
-	u64map_free(&t.child);
-	strpool_free(&t.names);
+	flametree_free(&t);
+	strpool_free(&names);
 	return err;
 }

@@ -243,11 +243,82 @@ void json_string(struct outbuf *ob, const char *s);
 /* @v with 4 decimals, or null for NaN and infinities. */
 void json_double(struct outbuf *ob, double v);
 
-/* ---- flamegraph.c: shared with the differential flamegraph (diff_svg.c). */
+/*
+ * ---- flametree.c: the tree of both flamegraphs. Stacks are merged by prefix: a node per
+ * distinct path from the root, with the samples of its subtree per side (a plain flamegraph
+ * uses side 0; the differential one BASE 0 and NEW 1).
+ */
+#define FLAMETREE_ROOT UINT32_MAX /* the id of the root ("all") */
+
+struct flamenode {
+	uint32_t id;          /* the caller's id of the frame; FLAMETREE_ROOT for the root */
+	uint32_t parent;      /* node index; UINT32_MAX for the root */
+	uint32_t depth;       /* 0 for the root */
+	uint32_t first_child; /* index into flametree.children (flametree_layout()) */
+	uint32_t n_children;
+	uint64_t count[2];    /* samples in this subtree, per side */
+	uint64_t x;           /* samples of the laid-out side left of this node */
+};
+
+struct flametree {
+	struct flamenode *n;  /* n[0] is the root; parents come before their children */
+	size_t len, cap;
+	struct u64map child;  /* (parent << 32 | id) -> node index */
+	uint32_t *children;   /* node indices: each node's children, one sorted run */
+	uint32_t max_depth;
+};
+
+/* The order of sibling nodes in the layout (qsort_r style: < 0, 0, > 0). */
+typedef int flametree_cmp_fn(const struct flamenode *a, const struct flamenode *b,
+			     const void *arg);
+
+/* An empty tree (the root alone) in @t. Return: 0, or -ENOMEM. flametree_free() in any case. */
+int flametree_init(struct flametree *t) __must_check;
+/*
+ * Add @count samples on @side (0 or 1) of the stack @ids[0..@n) (root first; ids < 2^32) to
+ * every node on its path, creating nodes as needed. Return: 0, or -ENOMEM.
+ */
+int flametree_add(struct flametree *t, int side, const uint64_t *ids, uint32_t n, uint64_t count)
+	__must_check;
+/*
+ * Once every stack is added: order each node's children by @cmp (called with @arg) and set
+ * every node's x from the samples of @side. Return: 0, or -ENOMEM.
+ */
+int flametree_layout(struct flametree *t, int side, flametree_cmp_fn *cmp, const void *arg)
+	__must_check;
+/* Free what @t holds and leave it empty; accepts a zeroed or partly built tree. */
+void flametree_free(struct flametree *t);
+
+/* ---- flamesvg.c: the SVG both flamegraphs share (page, interaction, frame boxes). */
+#define FLAMESVG_FRAME_H 16 /* pixels per stack level */
+#define FLAMESVG_PAD 10     /* left/right margin (pixels) */
+
 /* XML text or attribute value: escape markup, replace control bytes and invalid UTF-8. */
 void xml_escape(struct outbuf *ob, const char *s);
-/* The <script> element with the interaction (hover, zoom, search, reset) of both SVGs. */
-extern const char flamegraph_svg_script[];
+/*
+ * The SVG of @width x @height pixels up to its title: XML declaration, <svg>, style, the
+ * <script> of the interaction (hover, zoom, search, reset), a background of colour @bg (CSS
+ * "rgb(r,g,b)"), and the opening tag of the title <text>, which the caller writes and closes.
+ */
+void flamesvg_begin(struct outbuf *ob, unsigned int width, unsigned int height, const char *bg);
+/*
+ * The Reset Zoom and Search controls at y = @ctl_y, the matched and details lines, and the
+ * opening tag of the frames group (flamesvg_end() closes it).
+ */
+void flamesvg_controls(struct outbuf *ob, unsigned int width, unsigned int height,
+		       unsigned int ctl_y);
+/*
+ * The box of node @n of laid-out tree @t (pixels): @x and @w scale its samples of @side to
+ * @width less the margins; @y puts the root at the bottom of the frames, which start at @top.
+ */
+void flamesvg_place(const struct flametree *t, const struct flamenode *n, int side,
+		    unsigned int width, unsigned int top, double *x, double *y, double *w);
+/* A frame's <g> up to its <title>, whose text the caller writes (escaped) next. */
+void flamesvg_frame_begin(struct outbuf *ob, uint32_t depth, const char *name);
+/* The end of the frame's <title>, its box at @x, @y, @w filled with @fill, and its label. */
+void flamesvg_frame_end(struct outbuf *ob, double x, double y, double w, const char *fill);
+/* The end of the frames group and of the SVG. */
+void flamesvg_end(struct outbuf *ob);
 
 /* ---- facts.c: the run's facts shared by the report header and the flamegraph subtitle. */
 #define FACT_LINE 320
