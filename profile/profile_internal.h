@@ -320,6 +320,48 @@ void flamesvg_frame_end(struct outbuf *ob, double x, double y, double w, const c
 /* The end of the frames group and of the SVG. */
 void flamesvg_end(struct outbuf *ob);
 
+/* ---- report_rows.c -> report.c: the rows of `report`, built and sorted. */
+enum report_key {
+	REPORT_KEY_COMM,
+	REPORT_KEY_PID,
+	REPORT_KEY_DSO,
+	REPORT_KEY_SYM,
+	REPORT_N_KEYS,
+};
+
+/* @k's name in --sort and in JSON rows ("comm", ...) and its column header ("Command", ...). */
+const char *report_key_name(enum report_key k);
+const char *report_key_header(enum report_key k);
+
+struct report_row {
+	uint64_t count;        /* samples whose innermost frame has the row's keys */
+	uint64_t weight;       /* their period, or count when the recording has no periods */
+	uint64_t child_weight; /* weight of the samples with a frame with these keys anywhere */
+	const char *col[REPORT_N_KEYS]; /* the text of each sorted-on key but pid ("[k] name" for
+					 * sym: "[k]" kernel, "[.]" user) */
+	int64_t pid;
+};
+
+struct report_rows {
+	struct report_row *rows; /* by child_weight (with children), weight, count, then keys */
+	size_t n;
+	enum report_key keys[REPORT_N_KEYS]; /* the sort keys, in --sort order */
+	int n_keys;
+	int children;            /* child_weight is filled */
+	int use_period;          /* weights are periods (ns of the clock counter) */
+	uint64_t total_weight;   /* of all rows (self weights) */
+	char **syms;             /* the owned sym texts of the rows, by creation order */
+};
+
+/*
+ * The rows of @p by the comma list @sort (NULL: "comm,dso,sym"), with children weights when
+ * @children. On success @out holds them until report_rows_free(); on error it is empty.
+ * Return: 0; -EINVAL a bad @sort; -ENOMEM.
+ */
+int report_rows_build(const struct profile *p, const char *sort, int children,
+		      struct report_rows *out) __must_check;
+void report_rows_free(struct report_rows *r);
+
 /* ---- facts.c: the run's facts shared by the report header and the flamegraph subtitle. */
 #define FACT_LINE 320
 #define FACT_MAX 16
