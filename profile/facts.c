@@ -1,13 +1,102 @@
 // SPDX-License-Identifier: MIT
 // The run's facts (META, COUNTER, END and load statistics) as short lines, for the report
-// header and the flamegraph subtitle.
+// header, the flamegraph subtitle and description, and the pprof comments.
+#include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "profile_internal.h"
 
-size_t profile_facts(const struct profile *p, char lines[][FACT_LINE], size_t max)
+/* Columns of a "Counters:" line, so that the report's "# " line fits in 100 columns. */
+#define COUNTERS_WRAP 98
+
+/* Append the owned line @line (NULL: out of memory); on failure free it and set f->err. */
+static void facts_take(struct facts *f, char *line)
+{
+	if (!f->err && !line)
+		f->err = -ENOMEM;
+	if (!f->err && f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 16;
+		char **nl = realloc(f->line, cap * sizeof(*nl));
+
+		if (nl) {
+			f->line = nl;
+			f->cap = cap;
+		} else {
+			f->err = -ENOMEM;
+		}
+	}
+	if (f->err) {
+		free(line);
+		return;
+	}
+	f->line[f->n++] = line;
+}
+
+static void __printf(2, 3) facts_add(struct facts *f, const char *fmt, ...)
+{
+	char *line;
+	va_list ap;
+	int len;
+
+	va_start(ap, fmt);
+	len = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	facts_take(f, len < 0 ? NULL : line);
+}
+
+/*
+ * Every counter, in recording order: "Counters: name=value, name=value", over as many such
+ * lines as keep each within COUNTERS_WRAP columns (a counter longer than that alone on its line).
+ */
+static void add_counters(struct facts *f, const struct profile *p)
+{
+	char *line = NULL; /* the line being filled, owned here */
+	size_t len = 0;
+
+	for (size_t i = 0; i < p->n_counters && !f->err; i++) {
+		char *item;
+		int ilen =
+		    asprintf(&item, "%s=%" PRIu64, p->counters[i].name, p->counters[i].value);
+
+		if (ilen < 0) {
+			item = NULL;
+		} else if (line && len + 2 + (size_t)ilen <= COUNTERS_WRAP) {
+			char *nl = realloc(line, len + 2 + (size_t)ilen + 1);
+
+			if (nl) {
+				memcpy(nl + len, ", ", 2);
+				memcpy(nl + len + 2, item, (size_t)ilen + 1);
+				len += 2 + (size_t)ilen;
+			} else {
+				free(line);
+			}
+			line = nl;
+		} else {
+			if (line)
+				facts_take(f, line);
+			if (asprintf(&line, "Counters: %s", item) < 0)
+				line = NULL;
+			else
+				len = strlen(line);
+		}
+		if (!item || !line) {
+			free(item);
+			free(line);
+			line = NULL;
+			facts_take(f, NULL); /* sets -ENOMEM */
+			break;
+		}
+		free(item);
+	}
+	if (line)
+		facts_take(f, line);
+}
+
+int profile_facts(const struct profile *p, struct facts *f)
 {
 	const struct profile_stats *st = &p->stats;
 	const char *counter = profile_meta(p, "counter");
@@ -24,60 +113,59 @@ size_t profile_facts(const struct profile *p, char lines[][FACT_LINE], size_t ma
 	const char *kaslr = profile_meta(p, "kaslr");
 	const char *kaslr_check = profile_meta(p, "kaslr_check");
 	const char *pti = profile_meta(p, "pti");
-	size_t n = 0;
 
-#define FACT(...)                                                      \
-	do {                                                           \
-		if (n < max)                                           \
-			snprintf(lines[n++], FACT_LINE, __VA_ARGS__);  \
-	} while (0)
-
-	FACT("Samples: %" PRIu64 " (kernel %" PRIu64 ", user %" PRIu64 ", kernel threads %" PRIu64
-	     ")",
-	     st->samples, st->kernel_samples, st->user_samples, st->kthread_samples);
-	FACT("Lost user stacks: %" PRIu64 " (deferred %" PRIu64 ", joined %" PRIu64
-	     ", orphan user-stack records %" PRIu64 ")",
-	     st->lost_user, st->deferred, st->joined, st->orphan_user_stacks);
-	FACT("Event: %s%s%s%s%s%s%s", counter ? counter : "(unknown)", freq ? ", " : "",
-	     freq ? freq : "", freq ? " Hz" : "", period ? ", period " : "", period ? period : "",
-	     period ? " ns" : "");
+	*f = (struct facts){ 0 };
+	facts_add(f,
+		  "Samples: %" PRIu64 " (kernel %" PRIu64 ", user %" PRIu64
+		  ", kernel threads %" PRIu64 ")",
+		  st->samples, st->kernel_samples, st->user_samples, st->kthread_samples);
+	facts_add(f,
+		  "Lost user stacks: %" PRIu64 " (deferred %" PRIu64 ", joined %" PRIu64
+		  ", orphan user-stack records %" PRIu64 ")",
+		  st->lost_user, st->deferred, st->joined, st->orphan_user_stacks);
+	facts_add(f, "Event: %s%s%s%s%s%s%s", counter ? counter : "(unknown)", freq ? ", " : "",
+		  freq ? freq : "", freq ? " Hz" : "", period ? ", period " : "",
+		  period ? period : "", period ? " ns" : "");
 	if (mode)
-		FACT("Callchains: %s", mode);
+		facts_add(f, "Callchains: %s", mode);
 	if (kernel || kver)
-		FACT("Kernel: %s%s%s%s%s%s", kernel ? kernel : "", kernel && kver ? " " : "",
-		     kver ? "version " : "", kver ? kver : "", booted ? ", booted from " : "",
-		     booted ? booted : "");
+		facts_add(f, "Kernel: %s%s%s%s%s%s", kernel ? kernel : "",
+			  kernel && kver ? " " : "", kver ? "version " : "", kver ? kver : "",
+			  booted ? ", booted from " : "", booted ? booted : "");
 	if (kaslr || pti) /* docs/kaslr.md */
-		FACT("Kernel placement: KASLR %s%s%s%s; page-table isolation %s",
-		     kaslr ? kaslr : "unknown", kaslr_check ? " (" : "",
-		     kaslr_check ? kaslr_check : "", kaslr_check ? ")" : "", pti ? pti : "unknown");
+		facts_add(f, "Kernel placement: KASLR %s%s%s%s; page-table isolation %s",
+			  kaslr ? kaslr : "unknown", kaslr_check ? " (" : "",
+			  kaslr_check ? kaslr_check : "", kaslr_check ? ")" : "",
+			  pti ? pti : "unknown");
 	if (strategy)
-		FACT("Strategy: %s", strategy);
+		facts_add(f, "Strategy: %s", strategy);
 	if (vcpus)
-		FACT("vCPUs: %s", vcpus);
+		facts_add(f, "vCPUs: %s", vcpus);
 	if (image)
-		FACT("Image: %s", image);
+		facts_add(f, "Image: %s", image);
 	if (cmdline)
-		FACT("Command line: %s", cmdline);
+		facts_add(f, "Command line: %s", cmdline);
 	if (st->has_end && st->end_reason == HVP_END_EXIT_DEVICE)
-		FACT("End: %s, exit status %" PRId32, recfile_end_reason_name(st->end_reason),
-		     st->exit_status);
+		facts_add(f, "End: %s, exit status %" PRId32,
+			  recfile_end_reason_name(st->end_reason), st->exit_status);
 	else if (st->has_end)
-		FACT("End: %s", recfile_end_reason_name(st->end_reason));
+		facts_add(f, "End: %s", recfile_end_reason_name(st->end_reason));
 	else
-		FACT("End: no END record (the recording was cut short)");
-	if (p->n_counters && n < max) {
-		size_t len = (size_t)snprintf(lines[n], FACT_LINE, "Counters:");
-
-		for (size_t i = 0; i < p->n_counters && len < FACT_LINE; i++)
-			len += (size_t)snprintf(lines[n] + len, FACT_LINE - len, "%s %s=%" PRIu64,
-						i ? "," : "", p->counters[i].name,
-						p->counters[i].value);
-		n++;
-	}
+		facts_add(f, "End: no END record (the recording was cut short)");
+	add_counters(f, p);
 	if (p->read_error)
-		FACT("Damaged recording: kept %" PRIu64 " records, stopped at %s", st->records,
-		     p->read_error);
-#undef FACT
-	return n;
+		facts_add(f, "Damaged recording: kept %" PRIu64 " records, stopped at %s",
+			  st->records, p->read_error);
+	if (f->err)
+		facts_free(f);
+	return f->err;
+}
+
+void facts_free(struct facts *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		free(f->line[i]);
+	free(f->line);
+	f->line = NULL;
+	f->n = f->cap = 0;
 }

@@ -105,7 +105,7 @@ static void write_frame(struct outbuf *ob, const struct profile *p, const struct
 
 /* Title, subtitle (the first facts: samples, lost, event) and every fact in a <desc>. */
 static void write_heading(struct outbuf *ob, const struct profile *p, const char *title,
-			  unsigned int width, char facts[][FACT_LINE], size_t n_facts)
+			  unsigned int width, const struct facts *facts)
 {
 	if (title) {
 		xml_escape(ob, title);
@@ -122,14 +122,14 @@ static void write_heading(struct outbuf *ob, const struct profile *p, const char
 	}
 	outbuf_puts(ob, "</text>\n");
 	outbuf_printf(ob, "<text x=\"%u\" y=\"36\" text-anchor=\"middle\">", width / 2);
-	for (size_t i = 0; i < n_facts && i < 3; i++) {
+	for (size_t i = 0; i < facts->n && i < 3; i++) {
 		if (i)
 			outbuf_puts(ob, "; ");
-		xml_escape(ob, facts[i]);
+		xml_escape(ob, facts->line[i]);
 	}
 	outbuf_puts(ob, "</text>\n<desc>");
-	for (size_t i = 0; i < n_facts; i++) {
-		xml_escape(ob, facts[i]);
+	for (size_t i = 0; i < facts->n; i++) {
+		xml_escape(ob, facts->line[i]);
 		outbuf_puts(ob, "\n");
 	}
 	outbuf_puts(ob, "</desc>\n");
@@ -141,11 +141,10 @@ int profile_flamegraph(const struct profile *p, const struct profile_flamegraph_
 	const char *title = OPT(opts, title, NULL);
 	unsigned int width = OPT(opts, width, 0);
 	double min_width = OPT(opts, min_width, 0.0);
-	char facts[FACT_MAX][FACT_LINE];
+	struct facts facts = { 0 };
 	struct flametree t = { 0 };
 	struct outbuf *ob = NULL;
 	unsigned int height;
-	size_t n_facts;
 	int err;
 
 	if (!p || !sink || !sink->write)
@@ -159,6 +158,8 @@ int profile_flamegraph(const struct profile *p, const struct profile_flamegraph_
 	err = build_tree(p, &t);
 	if (!err)
 		err = flametree_layout(&t, 0, cmp_child, p);
+	if (!err)
+		err = profile_facts(p, &facts);
 	if (err)
 		goto out;
 	ob = malloc(sizeof(*ob));
@@ -168,9 +169,8 @@ int profile_flamegraph(const struct profile *p, const struct profile_flamegraph_
 	}
 	outbuf_init(ob, sink);
 	height = TOP + (t.max_depth + 1) * FLAMESVG_FRAME_H + BOTTOM;
-	n_facts = profile_facts(p, facts, FACT_MAX);
 	flamesvg_begin(ob, width, height, "rgb(248,248,240)");
-	write_heading(ob, p, title, width, facts, n_facts);
+	write_heading(ob, p, title, width, &facts);
 	flamesvg_controls(ob, width, height, 52);
 	for (size_t i = 0; i < t.len; i++)
 		write_frame(ob, p, &t, &t.n[i], width, min_width);
@@ -178,6 +178,7 @@ int profile_flamegraph(const struct profile *p, const struct profile_flamegraph_
 	err = outbuf_flush(ob);
 out:
 	free(ob);
+	facts_free(&facts);
 	flametree_free(&t);
 	return err;
 }

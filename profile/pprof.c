@@ -117,25 +117,21 @@ static void build_free(struct pprof_build *b)
 	strpool_free(&b->st.pool);
 }
 
-static int build(const struct profile *p, struct pprof_build *b)
+/* Value types (samples; cpu ns for clock counters, else events) and the period. */
+static void build_types(const struct profile *p, struct pprof_build *b, int *err)
 {
 	const char *counter = profile_meta(p, "counter");
 	const char *period_ns = profile_meta(p, "period_ns");
 	int clock = !counter || strstr(counter, "clock");
-	char facts[FACT_MAX][FACT_LINE];
-	size_t n_funcs = 0, n_locs = 0, n_ids = 0, n_facts;
-	int err = 0;
 
-	perftools__profiles__profile__init(&b->prof);
-	(void)str_id(&b->st, "", &err); /* string_table[0] must be "" */
 	for (int i = 0; i < 2; i++) {
 		perftools__profiles__value_type__init(&b->vt[i]);
 		b->vtp[i] = &b->vt[i];
 	}
-	b->vt[0].type = str_id(&b->st, "samples", &err);
-	b->vt[0].unit = str_id(&b->st, "count", &err);
-	b->vt[1].type = str_id(&b->st, clock ? "cpu" : "events", &err);
-	b->vt[1].unit = str_id(&b->st, clock ? "nanoseconds" : "count", &err);
+	b->vt[0].type = str_id(&b->st, "samples", err);
+	b->vt[0].unit = str_id(&b->st, "count", err);
+	b->vt[1].type = str_id(&b->st, clock ? "cpu" : "events", err);
+	b->vt[1].unit = str_id(&b->st, clock ? "nanoseconds" : "count", err);
 	perftools__profiles__value_type__init(&b->period_type);
 	b->period_type.type = b->vt[1].type;
 	b->period_type.unit = b->vt[1].unit;
@@ -144,7 +140,11 @@ static int build(const struct profile *p, struct pprof_build *b)
 	b->prof.period_type = &b->period_type;
 	b->prof.period = period_ns ? strtoll(period_ns, NULL, 10) : 0;
 	b->prof.default_sample_type = b->vt[1].type;
+}
 
+/* The arrays of the messages, sized from @p (each + 1: calloc(0) may return NULL). */
+static int build_alloc(const struct profile *p, struct pprof_build *b)
+{
 	b->maps = calloc(p->n_mappings + 1, sizeof(*b->maps));
 	b->mapp = calloc(p->n_mappings + 1, sizeof(*b->mapp));
 	b->funcs = calloc(p->n_frames + 1, sizeof(*b->funcs));
@@ -159,12 +159,16 @@ static int build(const struct profile *p, struct pprof_build *b)
 	b->labelp = calloc(3 * p->lstacks.n + 1, sizeof(*b->labelp));
 	b->loc_ids = calloc(p->lstacks.arena_len + 1, sizeof(*b->loc_ids));
 	b->values = calloc(2 * p->lstacks.n + 1, sizeof(*b->values));
-	b->comments = calloc(FACT_MAX, sizeof(*b->comments));
 	if (!b->maps || !b->mapp || !b->funcs || !b->funcp || !b->locs || !b->locp || !b->lines ||
 	    !b->linep || !b->samples || !b->samplep || !b->labels || !b->labelp || !b->loc_ids ||
-	    !b->values || !b->comments)
+	    !b->values)
 		return -ENOMEM;
+	return 0;
 
+}
+
+static void build_mappings(const struct profile *p, struct pprof_build *b, int *err)
+{
 	/* Mappings: id = index + 1. */
 	for (size_t i = 0; i < p->n_mappings; i++) {
 		const struct mapping *m = &p->mappings[i];
@@ -174,13 +178,18 @@ static int build(const struct profile *p, struct pprof_build *b)
 		pm->id = i + 1;
 		pm->memory_start = m->start;
 		pm->memory_limit = m->limit;
-		pm->filename = str_id(&b->st, strpool_get(&p->strs, m->path), &err);
-		pm->build_id = str_id(&b->st, strpool_get(&p->strs, m->build_id), &err);
+		pm->filename = str_id(&b->st, strpool_get(&p->strs, m->path), err);
+		pm->build_id = str_id(&b->st, strpool_get(&p->strs, m->build_id), err);
 		pm->has_functions = 1;
 		b->mapp[i] = pm;
 	}
 	b->prof.mapping = b->mapp;
 	b->prof.n_mapping = p->n_mappings;
+}
+
+static void build_functions(const struct profile *p, struct pprof_build *b, int *err)
+{
+	size_t n_funcs = 0;
 
 	/* Functions: one per frame except the comm frames; id = frame index + 1. */
 	for (size_t i = 0; i < p->n_frames; i++) {
@@ -192,13 +201,18 @@ static int build(const struct profile *p, struct pprof_build *b)
 		pf = &b->funcs[n_funcs];
 		perftools__profiles__function__init(pf);
 		pf->id = i + 1;
-		pf->name = str_id(&b->st, strpool_get(&p->strs, f->name), &err);
+		pf->name = str_id(&b->st, strpool_get(&p->strs, f->name), err);
 		pf->system_name = pf->name;
-		pf->filename = str_id(&b->st, strpool_get(&p->strs, f->dso), &err);
+		pf->filename = str_id(&b->st, strpool_get(&p->strs, f->dso), err);
 		b->funcp[n_funcs++] = pf;
 	}
 	b->prof.function = b->funcp;
 	b->prof.n_function = n_funcs;
+}
+
+static void build_locations(const struct profile *p, struct pprof_build *b)
+{
+	size_t n_locs = 0;
 
 	/* Locations: one per loc except the comm's; id = loc index + 1, one line each. */
 	for (size_t i = 0; i < p->n_locs; i++) {
@@ -221,6 +235,11 @@ static int build(const struct profile *p, struct pprof_build *b)
 	}
 	b->prof.location = b->locp;
 	b->prof.n_location = n_locs;
+}
+
+static void build_samples(const struct profile *p, struct pprof_build *b, int *err)
+{
+	size_t n_ids = 0;
 
 	/* Samples: one per location stack, leaf first, with thread, process and comm labels. */
 	for (size_t i = 0; i < p->lstacks.n; i++) {
@@ -246,24 +265,54 @@ static int build(const struct profile *p, struct pprof_build *b)
 			perftools__profiles__label__init(&lb[j]);
 			b->labelp[3 * i + j] = &lb[j];
 		}
-		lb[0].key = str_id(&b->st, "thread", &err);
+		lb[0].key = str_id(&b->st, "thread", err);
 		lb[0].num = (int64_t)sk[0];
-		lb[1].key = str_id(&b->st, "process", &err);
+		lb[1].key = str_id(&b->st, "process", err);
 		lb[1].num = (int64_t)sk[1];
-		lb[2].key = str_id(&b->st, "comm", &err);
-		lb[2].str = str_id(&b->st, frame_name(p, (uint32_t)sk[STACK_KEY_FRAMES]), &err);
+		lb[2].key = str_id(&b->st, "comm", err);
+		lb[2].str = str_id(&b->st, frame_name(p, (uint32_t)sk[STACK_KEY_FRAMES]), err);
 		ps->label = &b->labelp[3 * i];
 		ps->n_label = 3;
 		b->samplep[i] = ps;
 	}
 	b->prof.sample = b->samplep;
 	b->prof.n_sample = p->lstacks.n;
+}
 
-	n_facts = profile_facts(p, facts, FACT_MAX);
-	for (size_t i = 0; i < n_facts; i++)
-		b->comments[i] = str_id(&b->st, facts[i], &err);
+/* The run's facts as the profile's comments. */
+static void build_comments(const struct profile *p, struct pprof_build *b, int *err)
+{
+	struct facts facts;
+
+	if (*err)
+		return;
+	*err = profile_facts(p, &facts);
+	if (*err)
+		return;
+	b->comments = calloc(facts.n + 1, sizeof(*b->comments));
+	if (!b->comments)
+		*err = -ENOMEM;
+	for (size_t i = 0; i < facts.n && !*err; i++)
+		b->comments[i] = str_id(&b->st, facts.line[i], err);
 	b->prof.comment = b->comments;
-	b->prof.n_comment = n_facts;
+	b->prof.n_comment = *err ? 0 : facts.n;
+	facts_free(&facts);
+}
+
+static int build(const struct profile *p, struct pprof_build *b)
+{
+	int err = 0;
+
+	perftools__profiles__profile__init(&b->prof);
+	(void)str_id(&b->st, "", &err); /* string_table[0] must be "" */
+	build_types(p, b, &err);
+	if (build_alloc(p, b))
+		return -ENOMEM;
+	build_mappings(p, b, &err);
+	build_functions(p, b, &err);
+	build_locations(p, b);
+	build_samples(p, b, &err);
+	build_comments(p, b, &err);
 	if (err)
 		return err;
 	b->prof.string_table = b->st.pool.strs;

@@ -362,10 +362,22 @@ int report_rows_build(const struct profile *p, const char *sort, int children,
 		      struct report_rows *out) __must_check;
 void report_rows_free(struct report_rows *r);
 
-/* ---- facts.c: the run's facts shared by the report header and the flamegraph subtitle. */
-#define FACT_LINE 320
-#define FACT_MAX 16
-/* Fill @lines with one fact each ("Samples: 1000 (kernel 600, user 400)", ...); return how many. */
-size_t profile_facts(const struct profile *p, char lines[][FACT_LINE], size_t max);
+/* ---- facts.c: the run's facts, for the report header, the flamegraph and pprof comments. */
+struct facts {
+	char **line; /* n owned NUL-terminated lines, without newlines */
+	size_t n, cap;
+	int err;     /* -ENOMEM once a line could not be added */
+};
+
+/*
+ * The facts of @p into @f, one line each, in this order: "Samples: 1000 (kernel 600, user
+ * 400, kernel threads 0)", lost user stacks, event, then as present callchain mode, kernel,
+ * kernel placement, strategy, vCPUs, image, command line; the end; every counter in recording
+ * order as "Counters: name=value, ..." lines of at most 98 columns (one counter longer than
+ * that on a line of its own); where a damaged recording stopped. Lines are not truncated.
+ * Return: 0 (@f holds the lines until facts_free()); -ENOMEM (@f is empty).
+ */
+int profile_facts(const struct profile *p, struct facts *f) __must_check;
+void facts_free(struct facts *f);
 
 #endif /* HVPROF_PROFILE_INTERNAL_H */

@@ -21,19 +21,17 @@ static int below_limit(const struct report_rows *r, const struct report_row *row
 	return min_pct > 0 && share(r, r->children ? row->child_weight : row->weight) < min_pct;
 }
 
-static void write_json(struct outbuf *ob, const struct profile *p, const struct report_rows *r,
-		       size_t n_rows, double min_pct)
+static void write_json(struct outbuf *ob, const struct profile *p, const struct facts *facts,
+		       const struct report_rows *r, size_t n_rows, double min_pct)
 {
-	char facts[FACT_MAX][FACT_LINE];
-	size_t n_facts = profile_facts(p, facts, FACT_MAX);
 	const enum report_key *ks = r->keys;
 	const char *key, *value;
 
 	outbuf_puts(ob, "{\"facts\":[");
-	for (size_t i = 0; i < n_facts; i++) {
+	for (size_t i = 0; i < facts->n; i++) {
 		if (i)
 			outbuf_puts(ob, ",");
-		json_string(ob, facts[i]);
+		json_string(ob, facts->line[i]);
 	}
 	outbuf_puts(ob, "],\"meta\":{");
 	for (size_t i = 0; !profile_meta_at(p, i, &key, &value); i++) {
@@ -42,6 +40,13 @@ static void write_json(struct outbuf *ob, const struct profile *p, const struct 
 		json_string(ob, key);
 		outbuf_puts(ob, ":");
 		json_string(ob, value);
+	}
+	outbuf_puts(ob, "},\"counters\":{");
+	for (size_t i = 0; i < p->n_counters; i++) {
+		if (i)
+			outbuf_puts(ob, ",");
+		json_string(ob, p->counters[i].name);
+		outbuf_printf(ob, ":%" PRIu64, p->counters[i].value);
 	}
 	outbuf_printf(ob, "},\"weight\":\"%s\",\"total_samples\":%" PRIu64
 			  ",\"total_weight\":%" PRIu64 ",\"lost_user_stacks\":%" PRIu64
@@ -170,16 +175,14 @@ static void write_row(struct outbuf *ob, const struct report_rows *r,
 	outbuf_puts(ob, "\n");
 }
 
-static void write_text(struct outbuf *ob, const struct profile *p, const struct report_rows *r,
+static void write_text(struct outbuf *ob, const struct facts *facts, const struct report_rows *r,
 		       size_t n_rows, double min_pct)
 {
-	char facts[FACT_MAX][FACT_LINE];
-	size_t width[REPORT_N_KEYS], samples_width, n_facts;
+	size_t width[REPORT_N_KEYS], samples_width;
 
 	column_widths(r, n_rows, &samples_width, width);
-	n_facts = profile_facts(p, facts, FACT_MAX);
-	for (size_t i = 0; i < n_facts; i++)
-		outbuf_printf(ob, "# %s\n", facts[i]);
+	for (size_t i = 0; i < facts->n; i++)
+		outbuf_printf(ob, "# %s\n", facts->line[i]);
 	outbuf_printf(ob, "# Overhead: share of the %s\n",
 		      r->use_period ? "total period" : "samples");
 	write_columns(ob, r, samples_width, width);
@@ -200,8 +203,9 @@ int profile_report(const struct profile *p, const struct profile_report_options 
 	double min_pct = OPT(opts, min_percent, 0.0);
 	int children = OPT(opts, children, 0) != 0;
 	int format = OPT(opts, format, PROFILE_REPORT_STDIO);
-	struct report_rows rows;
-	struct outbuf *ob;
+	struct facts facts = { 0 };
+	struct report_rows rows = { 0 };
+	struct outbuf *ob = NULL;
 	size_t n_rows;
 	int err;
 
@@ -210,21 +214,25 @@ int profile_report(const struct profile *p, const struct profile_report_options 
 	if (format != PROFILE_REPORT_STDIO && format != PROFILE_REPORT_JSON)
 		return -EINVAL;
 	err = report_rows_build(p, sort, children, &rows);
-	if (err)
-		return err;
-	ob = malloc(sizeof(*ob));
-	if (!ob) {
-		report_rows_free(&rows);
-		return -ENOMEM;
+	if (!err)
+		err = profile_facts(p, &facts);
+	if (!err) {
+		ob = malloc(sizeof(*ob));
+		if (!ob)
+			err = -ENOMEM;
 	}
+	if (err)
+		goto out;
 	outbuf_init(ob, sink);
 	n_rows = max_rows && rows.n > max_rows ? max_rows : rows.n;
 	if (format == PROFILE_REPORT_JSON)
-		write_json(ob, p, &rows, n_rows, min_pct);
+		write_json(ob, p, &facts, &rows, n_rows, min_pct);
 	else
-		write_text(ob, p, &rows, n_rows, min_pct);
+		write_text(ob, &facts, &rows, n_rows, min_pct);
 	err = outbuf_flush(ob);
+out:
 	free(ob);
+	facts_free(&facts);
 	report_rows_free(&rows);
 	return err;
 }

@@ -389,16 +389,18 @@ struct profile_report_options {
 /**
  * profile_report - write a `perf report --stdio`-like table of self overhead: header lines
  * (`# ...`) with the run's facts (samples, lost user stacks, counter and rate, kernel, vCPUs,
- * end reason, counters), then one row per distinct value of the sort keys over the innermost
- * frame of each sample: Overhead (share of the total period, or of samples when periods are 0;
- * 2 decimals), Samples, then one column per key: Command, Pid, Shared Object, Symbol (`[k]
- * name` kernel, `[.] name` user). Rows are sorted by overhead desc, samples desc, then the key
- * columns ascending (byte order), so output is deterministic. With @opts->children a
- * Children column comes before Overhead (renamed Self), and rows sort by children first.
- * With PROFILE_REPORT_JSON: {"facts": [...], "meta": {...}, "weight": "period"|"samples",
- * "total_samples", "total_weight", "sort": [...], "rows": [{"samples", "weight", "self",
- * "children", "comm", "pid", "dso", "sym", "kernel"}...]} with percentages as numbers (keys
- * not sorted on are absent; "children" only with @opts->children).
+ * end reason, every counter as `name=value` over `# Counters:` lines of at most 100 columns),
+ * then one row per distinct value of the sort keys over the innermost frame of each sample:
+ * Overhead (share of the total period, or of samples when periods are 0; 2 decimals), Samples,
+ * then one column per key: Command, Pid, Shared Object, Symbol (`[k] name` kernel, `[.] name`
+ * user). Rows are sorted by overhead desc, samples desc, then the key columns ascending (byte
+ * order), so output is deterministic. With @opts->children a Children column comes before
+ * Overhead (renamed Self), and rows sort by children first.
+ * With PROFILE_REPORT_JSON: {"facts": [...], "meta": {...}, "counters": {"name": value, ...},
+ * "weight": "period"|"samples", "total_samples", "total_weight", "sort": [...], "rows":
+ * [{"samples", "weight", "self", "children", "comm", "pid", "dso", "sym", "kernel"}...]} with
+ * percentages as numbers (keys not sorted on are absent; "children" only with
+ * @opts->children).
  * Return: 0; -EINVAL bad @opts->sort (see profile_sort_check), unknown format or NULL
  * arguments; -ENOMEM; the sink's error.
  */

@@ -181,7 +181,7 @@ static int test_seqtab(void)
 		k = seqtab_key(&st, idx, &len);
 		ASSERT_EQ_INT(len, i % 40);
 		ASSERT_TRUE(len == 0 || (k[0] == i * 40 && k[len - 1] == i * 40 + len - 1));
-		/* i % 40 == 0 is the empty key: entry 2 of the cases above (5), 75 adds, and ours */
+		/* i % 40 == 0 is the empty key: entry 2 (5 from the cases), 75 adds, and ours */
 		ASSERT_EQ_U64(st.e[idx].count, len ? 2 : 5 + 75 + i / 40 + 1);
 	}
 	seqtab_free(&st);

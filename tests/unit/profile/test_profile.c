@@ -2,6 +2,8 @@
 // Unit tests of loading a recording (cookie join, comm and exe tracking, lost user stacks)
 // and of its exports: folded stacks (golden), report (sorting, percentages), SVG.
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -328,6 +330,192 @@ static int test_report_header(void)
 	return TEST_OK;
 }
 
+/*
+ * The counters a recording ends with, in the order `hvprof record` writes them (the VMM's list,
+ * then runtime_ns, first_user_ns, startup_ns), plus a name of the longest length (255 bytes).
+ * Values are distinct, so a value shown next to the wrong name fails.
+ */
+static const char *const record_counters[] = {
+	"samples", "samples_user", "samples_kernel", "samples_no_task", "samples_sink_errors",
+	"exits", "exits_io", "exits_mmio", "exits_intr", "exits_debug", "syscall_fixups",
+	"pf_steps", "emulation_int3", "emulation_fwait", "io_unhandled", "mmio_unhandled",
+	"kernel_walk_fault", "kernel_walk_bad_fp", "kernel_walk_depth", "user_walk_fault",
+	"user_walk_bad_fp", "user_walk_depth", "task_invalid", "threads", "processes",
+	"sample_ns_total", "marks", "marks_reused", "resolved_at_return", "resolved_from_ptregs",
+	"resolved_stale", "dropped_table_full", "dropped_exited", "dropped_no_regs", "traps_hit",
+	"traps_no_mark", "traps_to_kernel", "trap_ns_total", "traps_armed_at_end",
+	"user_regs_unreadable", "sample_ns_regs", "sample_ns_identity", "sample_ns_kernel_unwind",
+	"sample_ns_user", "sample_ns_write", "vcpu_cpu_ns", "samples_not_long_mode",
+	"tcache_hits", "tcache_misses", "runtime_ns", "first_user_ns", "startup_ns",
+};
+#define N_RECORD_COUNTERS ARRAY_SIZE(record_counters)
+
+static uint64_t counter_value(size_t i)
+{
+	if (i == N_RECORD_COUNTERS) /* the long name */
+		return 7;
+	if (strcmp(record_counters[i], "traps_no_mark") == 0)
+		return 12345;
+	if (strcmp(record_counters[i], "tcache_misses") == 0)
+		return 987654321;
+	if (strcmp(record_counters[i], "trap_ns_total") == 0)
+		return 18446744073709551615ULL; /* UINT64_MAX: 20 digits */
+	return 1000 * i + 1;
+}
+
+/* A recording of one sample that ends with every counter of record_counters and the long one. */
+static int load_counters(struct profile **p, const char *long_name)
+{
+	static const uint64_t k1[] = { K1, 0 };
+	struct profile_options opts = { .size = sizeof(opts), .no_symbols = 1 };
+	struct recfile_writer *w;
+	int fd = mem_file(), err, close_err;
+
+	if (fd < 0)
+		return -errno;
+	err = recfile_writer_open(fd, &w);
+	if (err)
+		goto out;
+	err = recfile_write_meta(w, "counter", "cpu-clock");
+	err = err ? err : wr_sample(w, 1, 2, 2, 0, HVP_WALK_NONE, 0, HVP_SAMPLE_KTHREAD, k1, NULL);
+	/* an early value of the first counter, which the one at the end replaces in place */
+	err = err ? err : recfile_write_counter(w, "samples", 99999);
+	for (size_t i = 0; i < N_RECORD_COUNTERS && !err; i++)
+		err = recfile_write_counter(w, record_counters[i], counter_value(i));
+	err = err ? err : recfile_write_counter(w, long_name, counter_value(N_RECORD_COUNTERS));
+	err = err ? err : recfile_write_end(w, HVP_END_EXIT_DEVICE, 0);
+	close_err = recfile_writer_close(w);
+	err = err ? err : close_err;
+	if (!err && lseek(fd, 0, SEEK_SET) != 0)
+		err = -errno;
+	if (!err)
+		err = profile_load_fd(fd, "counters", &opts, p, NULL, 0);
+out:
+	close(fd);
+	return err;
+}
+
+/*
+ * Every counter of load_counters() in recording order: "name=value, name=value..." or, with
+ * @json, the "counters" member of the JSON report. Return: a malloc'ed string, or NULL.
+ */
+static char *expected_counters(const char *long_name, int json)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	if (!f)
+		return NULL;
+	if (json)
+		fputs("\"counters\":{", f);
+	for (size_t i = 0; i <= N_RECORD_COUNTERS; i++) {
+		const char *name = i < N_RECORD_COUNTERS ? record_counters[i] : long_name;
+
+		if (json)
+			fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "", name, counter_value(i));
+		else
+			fprintf(f, "%s%s=%" PRIu64, i ? ", " : "", name, counter_value(i));
+	}
+	if (json)
+		fputs("}", f);
+	if (fclose(f)) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+/*
+ * The "# Counters: " lines of a text report, one after the other and followed by the
+ * "# Overhead:" line, joined by ", "; *@n_lines their number. Each is at most 100 columns, or
+ * holds one counter alone. Return: a malloc'ed string, or NULL when the lines are not so.
+ */
+static char *counters_lines(const char *report, size_t *n_lines)
+{
+	const char *line = strstr(report, "# Counters: ");
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	*n_lines = 0;
+	if (!line)
+		return NULL;
+	f = open_memstream(&out, &len);
+	if (!f)
+		return NULL;
+	for (; strncmp(line, "# Counters: ", 12) == 0; (*n_lines)++) {
+		const char *nl = strchr(line, '\n');
+		size_t llen = nl ? (size_t)(nl - line) : 0;
+
+		if (!nl || (llen > 100 && memchr(line, ',', llen))) {
+			fprintf(stderr, "bad counters line: %.*s\n", (int)llen, line);
+			break;
+		}
+		fprintf(f, "%s%.*s", *n_lines ? ", " : "", (int)(llen - 12), line + 12);
+		line = nl + 1;
+	}
+	if (fclose(f) || strncmp(line, "# Overhead: ", 12) != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+/*
+ * report shows every counter with its value (the marks and traps counters near the end of the
+ * list were cut off): the text header over "# Counters: " lines within 100 columns, the JSON in
+ * a "counters" object and in "facts", the flamegraph in its description.
+ */
+static int test_report_counters(void)
+{
+	struct str_sink ss = { 0 }, js = { 0 }, svg = { 0 };
+	struct profile_sink sink = { .write = str_sink_write, .ctx = &ss };
+	struct profile_report_options ro = { .size = sizeof(ro), .format = PROFILE_REPORT_JSON };
+	char long_name[256], *text, *want_text, *want_json;
+	struct profile *p;
+	size_t n_lines;
+
+	memset(long_name, 'c', 255);
+	long_name[255] = '\0';
+	want_text = expected_counters(long_name, 0);
+	want_json = expected_counters(long_name, 1);
+	ASSERT_TRUE(want_text && want_json);
+	ASSERT_EQ_INT(load_counters(&p, long_name), 0);
+
+	ASSERT_EQ_INT(profile_report(p, NULL, &sink), 0);
+	text = counters_lines(ss.s, &n_lines);
+	ASSERT_EQ_STR(text, want_text); /* all, in order, "samples" with its last value */
+	ASSERT_TRUE(n_lines >= 12);     /* 53 counters, about 4 a line, the long name alone */
+	ASSERT_TRUE(strstr(ss.s, " traps_no_mark=12345,"));
+	ASSERT_TRUE(strstr(ss.s, " tcache_misses=987654321,"));
+	ASSERT_TRUE(strstr(ss.s, " trap_ns_total=18446744073709551615"));
+	ASSERT_TRUE(strstr(ss.s, "\n# Counters: " "cccccccccc"));
+	ASSERT_TRUE(!strstr(ss.s, "99999"));
+
+	sink.ctx = &js;
+	ASSERT_EQ_INT(profile_report(p, &ro, &sink), 0);
+	ASSERT_TRUE(strstr(js.s, want_json));
+	ASSERT_TRUE(strstr(js.s, "\"},\"counters\":{\"samples\":1,")); /* right after "meta" */
+	ASSERT_TRUE(strstr(js.s, ",\"traps_no_mark\":12345,"));
+	ASSERT_TRUE(strstr(js.s, ",\"tcache_misses\":987654321,"));
+	ASSERT_TRUE(strstr(js.s, "\"Counters: samples=1, samples_user=1001, "));
+	ASSERT_TRUE(strstr(js.s, " tcache_misses=987654321, "));
+
+	sink.ctx = &svg;
+	ASSERT_EQ_INT(profile_flamegraph(p, NULL, &sink), 0);
+	ASSERT_TRUE(strstr(svg.s, " traps_no_mark=12345,"));
+	ASSERT_TRUE(strstr(svg.s, " tcache_misses=987654321,"));
+	profile_free(p);
+	free(text);
+	free(want_text);
+	free(want_json);
+	free(ss.s);
+	free(js.s);
+	free(svg.s);
+	return TEST_OK;
+}
+
 struct sort_check_case {
 	const char *sort;
 	int ret;
@@ -488,6 +676,7 @@ static const struct test_case tests[] = {
 	{ "damaged tail keeps the intact part", test_damaged_tail },
 	{ "report sorting and percentages", test_report_sorting },
 	{ "report header facts", test_report_header },
+	{ "report shows every counter (text and JSON)", test_report_counters },
 	{ "sort key validation", test_sort_check },
 	{ "report max rows and min percent", test_report_limits },
 	{ "svg escaped and balanced", test_svg },
