@@ -217,147 +217,193 @@ static int copy_strs(struct recfile_reader *r, const uint8_t *a, size_t alen, co
 	return 0;
 }
 
-/* Decode a record payload whose CRC matched. Return 1 decoded, 0 unknown type, -EBADMSG. */
+/*
+ * The decoders of each record type: fill @rec from the payload @p of @plen bytes (its CRC
+ * matched). Return 1 decoded; -EBADMSG the payload does not match the type's fields; -ENOMEM.
+ */
+static int decode_meta(struct recfile_reader *r, const uint8_t *p, size_t plen,
+		       struct recfile_record *rec)
+{
+	uint32_t klen, vlen;
+	int err;
+
+	if (plen < RECFILE_META_FIXED)
+		return -EBADMSG;
+	klen = get_u32(&p);
+	vlen = get_u32(&p);
+	if ((uint64_t)klen + vlen != plen - RECFILE_META_FIXED)
+		return -EBADMSG;
+	err = copy_strs(r, p, klen, p + klen, vlen, &rec->meta.key, &rec->meta.value);
+	return err ? err : 1;
+}
+
+static int decode_sample(struct recfile_reader *r, const uint8_t *p, size_t plen,
+			 struct recfile_record *rec)
+{
+	struct hvp_sample *s = &rec->sample;
+
+	if (plen < RECFILE_SAMPLE_FIXED)
+		return -EBADMSG;
+	s->time_ns = get_u64(&p);
+	s->vcpu = get_u32(&p);
+	s->cpl = get_u8(&p);
+	s->flags = get_u8(&p);
+	s->kernel_stop = get_u8(&p);
+	s->user_stop = get_u8(&p);
+	s->rip = get_u64(&p);
+	s->cr3 = get_u64(&p);
+	s->task = get_u64(&p);
+	s->pid = (int32_t)get_u32(&p);
+	s->tgid = (int32_t)get_u32(&p);
+	s->cookie = get_u64(&p);
+	s->period = get_u64(&p);
+	s->n_kernel = get_u16(&p);
+	s->n_user = get_u16(&p);
+	(void)get_u32(&p); /* reserved */
+	/* SAFETY: both counts bounded by HVP_MAX_CALLCHAIN (the arrays' length) here. */
+	if (s->n_kernel > HVP_MAX_CALLCHAIN || s->n_user > HVP_MAX_CALLCHAIN ||
+	    plen != RECFILE_SAMPLE_FIXED + 8 * ((size_t)s->n_kernel + s->n_user))
+		return -EBADMSG;
+	for (unsigned int i = 0; i < s->n_kernel; i++)
+		s->kernel_ips[i] = get_u64(&p);
+	for (unsigned int i = 0; i < s->n_user; i++)
+		s->user_ips[i] = get_u64(&p);
+	return 1;
+}
+
+static int decode_thread(struct recfile_reader *r, const uint8_t *p, size_t plen,
+			 struct recfile_record *rec)
+{
+	struct hvp_thread *t = &rec->thread;
+
+	if (plen != RECFILE_THREAD_FIXED)
+		return -EBADMSG;
+	t->time_ns = get_u64(&p);
+	t->task = get_u64(&p);
+	t->pid = (int32_t)get_u32(&p);
+	t->tgid = (int32_t)get_u32(&p);
+	t->kthread = get_u8(&p);
+	p += 3; /* reserved */
+	memcpy(t->comm, p, HVP_COMM_LEN);
+	t->comm[HVP_COMM_LEN - 1] = '\0';
+	return 1;
+}
+
+static int decode_process(struct recfile_reader *r, const uint8_t *p, size_t plen,
+			  struct recfile_record *rec)
+{
+	struct hvp_process *pr = &rec->process;
+	uint32_t exe_len;
+
+	if (plen < RECFILE_PROCESS_FIXED)
+		return -EBADMSG;
+	pr->time_ns = get_u64(&p);
+	pr->tgid = (int32_t)get_u32(&p);
+	exe_len = get_u32(&p);
+	pr->mm = get_u64(&p);
+	pr->start_code = get_u64(&p);
+	pr->end_code = get_u64(&p);
+	/* SAFETY: exe_len <= RECFILE_EXE_MAX < sizeof(pr->exe). */
+	if (exe_len > RECFILE_EXE_MAX || plen != RECFILE_PROCESS_FIXED + exe_len)
+		return -EBADMSG;
+	memcpy(pr->exe, p, exe_len);
+	pr->exe[exe_len] = '\0';
+	return 1;
+}
+
+static int decode_user_stack(struct recfile_reader *r, const uint8_t *p, size_t plen,
+			     struct recfile_record *rec)
+{
+	struct hvp_user_stack *u = &rec->user_stack;
+
+	if (plen < RECFILE_USER_STACK_FIXED)
+		return -EBADMSG;
+	u->time_ns = get_u64(&p);
+	u->cookie = get_u64(&p);
+	u->pid = (int32_t)get_u32(&p);
+	u->vcpu = get_u32(&p);
+	u->stop = get_u8(&p);
+	(void)get_u8(&p);
+	u->n_user = get_u16(&p);
+	(void)get_u32(&p);
+	/* SAFETY: n_user bounded by HVP_MAX_CALLCHAIN, the length of user_ips. */
+	if (u->n_user > HVP_MAX_CALLCHAIN ||
+	    plen != RECFILE_USER_STACK_FIXED + 8 * (size_t)u->n_user)
+		return -EBADMSG;
+	for (unsigned int i = 0; i < u->n_user; i++)
+		u->user_ips[i] = get_u64(&p);
+	return 1;
+}
+
+static int decode_counter(struct recfile_reader *r, const uint8_t *p, size_t plen,
+			  struct recfile_record *rec)
+{
+	uint32_t nlen;
+	int err;
+
+	if (plen < RECFILE_COUNTER_FIXED)
+		return -EBADMSG;
+	rec->counter.value = get_u64(&p);
+	nlen = get_u32(&p);
+	if (nlen != plen - RECFILE_COUNTER_FIXED)
+		return -EBADMSG;
+	err = copy_strs(r, p, nlen, NULL, 0, &rec->counter.name, NULL);
+	return err ? err : 1;
+}
+
+static int decode_end(struct recfile_reader *r, const uint8_t *p, size_t plen,
+		      struct recfile_record *rec)
+{
+	if (plen != RECFILE_END_FIXED)
+		return -EBADMSG;
+	rec->end.reason = get_u32(&p);
+	rec->end.exit_status = (int32_t)get_u32(&p);
+	return 1;
+}
+
+/* Decode a record payload whose CRC matched. Return 1 decoded, 0 unknown type, -EBADMSG, -ENOMEM. */
 static int decode(struct recfile_reader *r, uint32_t type, const uint8_t *p, size_t plen,
 		  struct recfile_record *rec)
 {
 	uint64_t off = r->offset;
-	int err;
+	int ret;
 
 	memset(rec, 0, sizeof(*rec));
 	rec->type = (enum recfile_type)type;
 	rec->offset = off;
-
 	switch (type) {
-	case RECFILE_META: {
-		uint32_t klen, vlen;
-
-		if (plen < RECFILE_META_FIXED)
-			goto bad_size;
-		klen = get_u32(&p);
-		vlen = get_u32(&p);
-		if ((uint64_t)klen + vlen != plen - RECFILE_META_FIXED)
-			goto bad_size;
-		err = copy_strs(r, p, klen, p + klen, vlen, &rec->meta.key, &rec->meta.value);
-		if (err)
-			return set_error(r, err, "offset %" PRIu64 ": out of memory", off);
-		return 1;
-	}
-	case RECFILE_SAMPLE: {
-		struct hvp_sample *s = &rec->sample;
-
-		if (plen < RECFILE_SAMPLE_FIXED)
-			goto bad_size;
-		s->time_ns = get_u64(&p);
-		s->vcpu = get_u32(&p);
-		s->cpl = get_u8(&p);
-		s->flags = get_u8(&p);
-		s->kernel_stop = get_u8(&p);
-		s->user_stop = get_u8(&p);
-		s->rip = get_u64(&p);
-		s->cr3 = get_u64(&p);
-		s->task = get_u64(&p);
-		s->pid = (int32_t)get_u32(&p);
-		s->tgid = (int32_t)get_u32(&p);
-		s->cookie = get_u64(&p);
-		s->period = get_u64(&p);
-		s->n_kernel = get_u16(&p);
-		s->n_user = get_u16(&p);
-		(void)get_u32(&p); /* reserved */
-		/* SAFETY: both counts bounded by HVP_MAX_CALLCHAIN (the arrays' length) here. */
-		if (s->n_kernel > HVP_MAX_CALLCHAIN || s->n_user > HVP_MAX_CALLCHAIN ||
-		    plen != RECFILE_SAMPLE_FIXED + 8 * ((size_t)s->n_kernel + s->n_user))
-			goto bad_size;
-		for (unsigned int i = 0; i < s->n_kernel; i++)
-			s->kernel_ips[i] = get_u64(&p);
-		for (unsigned int i = 0; i < s->n_user; i++)
-			s->user_ips[i] = get_u64(&p);
-		return 1;
-	}
-	case RECFILE_THREAD: {
-		struct hvp_thread *t = &rec->thread;
-
-		if (plen != RECFILE_THREAD_FIXED)
-			goto bad_size;
-		t->time_ns = get_u64(&p);
-		t->task = get_u64(&p);
-		t->pid = (int32_t)get_u32(&p);
-		t->tgid = (int32_t)get_u32(&p);
-		t->kthread = get_u8(&p);
-		p += 3; /* reserved */
-		memcpy(t->comm, p, HVP_COMM_LEN);
-		t->comm[HVP_COMM_LEN - 1] = '\0';
-		return 1;
-	}
-	case RECFILE_PROCESS: {
-		struct hvp_process *pr = &rec->process;
-		uint32_t exe_len;
-
-		if (plen < RECFILE_PROCESS_FIXED)
-			goto bad_size;
-		pr->time_ns = get_u64(&p);
-		pr->tgid = (int32_t)get_u32(&p);
-		exe_len = get_u32(&p);
-		pr->mm = get_u64(&p);
-		pr->start_code = get_u64(&p);
-		pr->end_code = get_u64(&p);
-		/* SAFETY: exe_len <= RECFILE_EXE_MAX < sizeof(pr->exe). */
-		if (exe_len > RECFILE_EXE_MAX || plen != RECFILE_PROCESS_FIXED + exe_len)
-			goto bad_size;
-		memcpy(pr->exe, p, exe_len);
-		pr->exe[exe_len] = '\0';
-		return 1;
-	}
-	case RECFILE_USER_STACK: {
-		struct hvp_user_stack *u = &rec->user_stack;
-
-		if (plen < RECFILE_USER_STACK_FIXED)
-			goto bad_size;
-		u->time_ns = get_u64(&p);
-		u->cookie = get_u64(&p);
-		u->pid = (int32_t)get_u32(&p);
-		u->vcpu = get_u32(&p);
-		u->stop = get_u8(&p);
-		(void)get_u8(&p);
-		u->n_user = get_u16(&p);
-		(void)get_u32(&p);
-		/* SAFETY: n_user bounded by HVP_MAX_CALLCHAIN, the length of user_ips. */
-		if (u->n_user > HVP_MAX_CALLCHAIN ||
-		    plen != RECFILE_USER_STACK_FIXED + 8 * (size_t)u->n_user)
-			goto bad_size;
-		for (unsigned int i = 0; i < u->n_user; i++)
-			u->user_ips[i] = get_u64(&p);
-		return 1;
-	}
-	case RECFILE_COUNTER: {
-		uint32_t nlen;
-
-		if (plen < RECFILE_COUNTER_FIXED)
-			goto bad_size;
-		rec->counter.value = get_u64(&p);
-		nlen = get_u32(&p);
-		if (nlen != plen - RECFILE_COUNTER_FIXED)
-			goto bad_size;
-		err = copy_strs(r, p, nlen, NULL, 0, &rec->counter.name, NULL);
-		if (err)
-			return set_error(r, err, "offset %" PRIu64 ": out of memory", off);
-		return 1;
-	}
+	case RECFILE_META:
+		ret = decode_meta(r, p, plen, rec);
+		break;
+	case RECFILE_SAMPLE:
+		ret = decode_sample(r, p, plen, rec);
+		break;
+	case RECFILE_THREAD:
+		ret = decode_thread(r, p, plen, rec);
+		break;
+	case RECFILE_PROCESS:
+		ret = decode_process(r, p, plen, rec);
+		break;
+	case RECFILE_USER_STACK:
+		ret = decode_user_stack(r, p, plen, rec);
+		break;
+	case RECFILE_COUNTER:
+		ret = decode_counter(r, p, plen, rec);
+		break;
 	case RECFILE_END:
-		if (plen != RECFILE_END_FIXED)
-			goto bad_size;
-		rec->end.reason = get_u32(&p);
-		rec->end.exit_status = (int32_t)get_u32(&p);
-		return 1;
+		ret = decode_end(r, p, plen, rec);
+		break;
 	default:
 		return 0;
 	}
-
-bad_size:
-	return set_error(r, -EBADMSG,
-			 "offset %" PRIu64 ": malformed %s record (payload of %zu bytes does not "
-			 "match its fields)",
-			 off, recfile_type_name(type), plen);
+	if (ret == -ENOMEM)
+		return set_error(r, ret, "offset %" PRIu64 ": out of memory", off);
+	if (ret < 0)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": malformed %s record (payload of %zu bytes does "
+				 "not match its fields)",
+				 off, recfile_type_name(type), plen);
+	return ret;
 }
 
 int recfile_reader_next(struct recfile_reader *r, struct recfile_record *rec)
