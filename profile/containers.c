@@ -7,6 +7,22 @@
 
 #include "containers_internal.h"
 
+void *array_grow(void *arr, size_t *cap, size_t size, size_t first)
+{
+	size_t n;
+	void *na;
+
+	if (*cap > SIZE_MAX / 2)
+		return NULL;
+	n = *cap ? 2 * *cap : first;
+	if (!size || !n || n > SIZE_MAX / size)
+		return NULL;
+	na = realloc(arr, n * size);
+	if (na)
+		*cap = n;
+	return na;
+}
+
 /* ---- strpool: each distinct string is stored once and named by a dense id. */
 
 static uint64_t hash_bytes(const char *s, size_t len)
@@ -265,13 +281,11 @@ int seqtab_add(struct seqtab *st, const uint64_t *key, uint32_t len, uint64_t co
 		}
 	}
 	if (st->n == st->cap) {
-		size_t cap = st->cap ? 2 * st->cap : 512;
-		struct seqtab_entry *ne = realloc(st->e, cap * sizeof(*ne));
+		struct seqtab_entry *ne = array_grow(st->e, &st->cap, sizeof(*ne), 512);
 
 		if (!ne)
 			return -ENOMEM;
 		st->e = ne;
-		st->cap = cap;
 	}
 	if (st->arena_len + len > st->arena_cap) {
 		size_t cap = st->arena_cap ? 2 * st->arena_cap : 8192;

@@ -23,6 +23,14 @@ static inline uint64_t mix64(uint64_t x)
 	return x;
 }
 
+/*
+ * ---- array_grow: the growth of the plain arrays (elements [0, n) of capacity cap) of profile/.
+ * @arr (NULL when *@cap is 0) of *@cap elements of @size bytes, reallocated to twice as many
+ * elements, or to @first when *@cap is 0; *@cap is updated. Return: the array, or NULL for
+ * -ENOMEM (then @arr and *@cap are unchanged, and @arr is still the caller's).
+ */
+void *array_grow(void *arr, size_t *cap, size_t size, size_t first) __must_check;
+
 /* ---- strpool: interned NUL-terminated strings, identified by a dense uint32_t id. */
 struct strpool {
 	char **strs;

@@ -123,22 +123,18 @@ static int push(struct profile_diff *d, const struct profile_diff_entry *e, char
 	size_t *cap = e->delta_pp > 0 ? &d->cap_reg : &d->cap_imp;
 
 	if (d->n_names == d->cap_names) {
-		size_t nc = d->cap_names ? 2 * d->cap_names : 64;
-		char **nn = realloc(d->names, nc * sizeof(*nn));
+		char **nn = array_grow(d->names, &d->cap_names, sizeof(*nn), 64);
 
 		if (!nn)
 			return -ENOMEM;
 		d->names = nn;
-		d->cap_names = nc;
 	}
 	if (*n == *cap) {
-		size_t nc = *cap ? 2 * *cap : 64;
-		struct profile_diff_entry *na = realloc(*arr, nc * sizeof(*na));
+		struct profile_diff_entry *na = array_grow(*arr, cap, sizeof(*na), 64);
 
 		if (!na)
 			return -ENOMEM;
 		*arr = na;
-		*cap = nc;
 	}
 	d->names[d->n_names++] = name;
 	(*arr)[*n] = *e;

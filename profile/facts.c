@@ -19,15 +19,12 @@ static void facts_take(struct facts *f, char *line)
 	if (!f->err && !line)
 		f->err = -ENOMEM;
 	if (!f->err && f->n == f->cap) {
-		size_t cap = f->cap ? 2 * f->cap : 16;
-		char **nl = realloc(f->line, cap * sizeof(*nl));
+		char **nl = array_grow(f->line, &f->cap, sizeof(*nl), 16);
 
-		if (nl) {
+		if (nl)
 			f->line = nl;
-			f->cap = cap;
-		} else {
+		else
 			f->err = -ENOMEM;
-		}
 	}
 	if (f->err) {
 		free(line);

@@ -29,13 +29,11 @@ static int flametree_child(struct flametree *t, uint32_t parent, uint32_t id, ui
 		return 0;
 	}
 	if (t->len == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 1024;
-		struct flamenode *nn = realloc(t->n, cap * sizeof(*nn));
+		struct flamenode *nn = array_grow(t->n, &t->cap, sizeof(*nn), 1024);
 
 		if (!nn)
 			return -ENOMEM;
 		t->n = nn;
-		t->cap = cap;
 	}
 	if (t->len >= UINT32_MAX - 1)
 		return -ENOMEM;

@@ -48,6 +48,14 @@ struct loader {
 	uint64_t key[RAW_MAX];
 };
 
+/* The list of @cookie in @m (pending samples or early user stacks), or NULL. */
+static void *list_head(const struct u64map *m, uint64_t cookie)
+{
+	uint64_t val;
+
+	return u64map_get(m, cookie, &val) ? NULL : (void *)(uintptr_t)val;
+}
+
 static int thread_comm(struct loader *ld, int32_t pid, uint8_t flags, uint32_t *comm)
 {
 	char buf[32];
@@ -79,13 +87,11 @@ static int keep_sample(struct profile *p, uint64_t time_ns, uint32_t vcpu, uint6
 		       size_t raw)
 {
 	if (p->n_samples == p->cap_samples) {
-		size_t cap = p->cap_samples ? 2 * p->cap_samples : 4096;
-		struct psample *ns = realloc(p->samples, cap * sizeof(*ns));
+		struct psample *ns = array_grow(p->samples, &p->cap_samples, sizeof(*ns), 4096);
 
 		if (!ns)
 			return -ENOMEM;
 		p->samples = ns;
-		p->cap_samples = cap;
 	}
 	p->samples[p->n_samples++] = (struct psample){ .time_ns = time_ns, .period = period,
 						       .lstack = (uint32_t)raw, .vcpu = vcpu };
@@ -184,7 +190,7 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 {
 	struct profile_stats *st = &ld->p->stats;
 	struct pending *pd;
-	uint64_t image = image_of(ld, s->tgid), val;
+	uint64_t image = image_of(ld, s->tgid);
 	uint32_t comm;
 	int err, joined;
 
@@ -223,8 +229,7 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 	pd->vcpu = s->vcpu;
 	pd->n_kernel = s->n_kernel;
 	memcpy(pd->ips, s->kernel_ips, s->n_kernel * sizeof(pd->ips[0]));
-	pd->next = u64map_get(&ld->pending, s->cookie, &val) ? NULL
-							    : (struct pending *)(uintptr_t)val;
+	pd->next = list_head(&ld->pending, s->cookie);
 	err = u64map_put(&ld->pending, s->cookie, (uint64_t)(uintptr_t)pd);
 	if (err)
 		free(pd);
@@ -234,7 +239,6 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 static int keep_early(struct loader *ld, const struct hvp_user_stack *u)
 {
 	struct early_us *e;
-	uint64_t val;
 	int err;
 
 	e = malloc(sizeof(*e) + u->n_user * sizeof(e->ips[0]));
@@ -245,8 +249,7 @@ static int keep_early(struct loader *ld, const struct hvp_user_stack *u)
 	e->n_user = u->n_user;
 	e->claimed = 0;
 	memcpy(e->ips, u->user_ips, u->n_user * sizeof(e->ips[0]));
-	e->next = u64map_get(&ld->early, u->cookie, &val) ? NULL
-							  : (struct early_us *)(uintptr_t)val;
+	e->next = list_head(&ld->early, u->cookie);
 	err = u64map_put(&ld->early, u->cookie, (uint64_t)(uintptr_t)e);
 	if (err)
 		free(e);

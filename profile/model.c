@@ -31,13 +31,11 @@ int profile_frame(struct profile *p, enum frame_kind kind, const char *name, con
 		return 0;
 	}
 	if (p->n_frames == p->cap_frames) {
-		size_t cap = p->cap_frames ? 2 * p->cap_frames : 256;
-		struct frame *nf = realloc(p->frames, cap * sizeof(*nf));
+		struct frame *nf = array_grow(p->frames, &p->cap_frames, sizeof(*nf), 256);
 
 		if (!nf)
 			return -ENOMEM;
 		p->frames = nf;
-		p->cap_frames = cap;
 	}
 	err = u64map_put(&p->frame_ids, key, p->n_frames);
 	if (err)
@@ -62,13 +60,11 @@ int profile_mapping_of(struct profile *p, uint32_t dso_id, uint32_t *idx)
 	if (err)
 		return err;
 	if (p->n_mappings == p->cap_mappings) {
-		size_t cap = p->cap_mappings ? 2 * p->cap_mappings : 16;
-		struct mapping *nm = realloc(p->mappings, cap * sizeof(*nm));
+		struct mapping *nm = array_grow(p->mappings, &p->cap_mappings, sizeof(*nm), 16);
 
 		if (!nm)
 			return -ENOMEM;
 		p->mappings = nm;
-		p->cap_mappings = cap;
 	}
 	err = u64map_put(&p->mapping_of_dso, dso_id, p->n_mappings);
 	if (err)
@@ -104,13 +100,11 @@ int profile_add_meta(struct profile *p, const char *key, const char *value)
 	char *k, *v;
 
 	if (p->n_meta == p->cap_meta) {
-		size_t cap = p->cap_meta ? 2 * p->cap_meta : 32;
-		struct meta_kv *nm = realloc(p->meta, cap * sizeof(*nm));
+		struct meta_kv *nm = array_grow(p->meta, &p->cap_meta, sizeof(*nm), 32);
 
 		if (!nm)
 			return -ENOMEM;
 		p->meta = nm;
-		p->cap_meta = cap;
 	}
 	k = strdup(key);
 	v = strdup(value);
@@ -134,13 +128,11 @@ int profile_set_counter(struct profile *p, const char *name, uint64_t value)
 		}
 	}
 	if (p->n_counters == p->cap_counters) {
-		size_t cap = p->cap_counters ? 2 * p->cap_counters : 16;
-		struct counter_kv *nc = realloc(p->counters, cap * sizeof(*nc));
+		struct counter_kv *nc = array_grow(p->counters, &p->cap_counters, sizeof(*nc), 16);
 
 		if (!nc)
 			return -ENOMEM;
 		p->counters = nc;
-		p->cap_counters = cap;
 	}
 	n = strdup(name);
 	if (!n)

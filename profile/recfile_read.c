@@ -361,7 +361,23 @@ static int decode_end(struct recfile_reader *r, const uint8_t *p, size_t plen,
 	return 1;
 }
 
-/* Decode a record payload whose CRC matched. Return 1 decoded, 0 unknown type, -EBADMSG, -ENOMEM. */
+typedef int recfile_decode_fn(struct recfile_reader *r, const uint8_t *p, size_t plen,
+			      struct recfile_record *rec);
+
+static recfile_decode_fn *const decoders[] = {
+	[RECFILE_META] = decode_meta,
+	[RECFILE_SAMPLE] = decode_sample,
+	[RECFILE_THREAD] = decode_thread,
+	[RECFILE_PROCESS] = decode_process,
+	[RECFILE_USER_STACK] = decode_user_stack,
+	[RECFILE_COUNTER] = decode_counter,
+	[RECFILE_END] = decode_end,
+};
+
+/*
+ * Decode a record payload whose CRC matched. Return 1 decoded, 0 unknown type, -EBADMSG,
+ * -ENOMEM.
+ */
 static int decode(struct recfile_reader *r, uint32_t type, const uint8_t *p, size_t plen,
 		  struct recfile_record *rec)
 {
@@ -371,31 +387,10 @@ static int decode(struct recfile_reader *r, uint32_t type, const uint8_t *p, siz
 	memset(rec, 0, sizeof(*rec));
 	rec->type = (enum recfile_type)type;
 	rec->offset = off;
-	switch (type) {
-	case RECFILE_META:
-		ret = decode_meta(r, p, plen, rec);
-		break;
-	case RECFILE_SAMPLE:
-		ret = decode_sample(r, p, plen, rec);
-		break;
-	case RECFILE_THREAD:
-		ret = decode_thread(r, p, plen, rec);
-		break;
-	case RECFILE_PROCESS:
-		ret = decode_process(r, p, plen, rec);
-		break;
-	case RECFILE_USER_STACK:
-		ret = decode_user_stack(r, p, plen, rec);
-		break;
-	case RECFILE_COUNTER:
-		ret = decode_counter(r, p, plen, rec);
-		break;
-	case RECFILE_END:
-		ret = decode_end(r, p, plen, rec);
-		break;
-	default:
+	/* SAFETY: type < ARRAY_SIZE(decoders) before it indexes them. */
+	if (type >= ARRAY_SIZE(decoders) || !decoders[type])
 		return 0;
-	}
+	ret = decoders[type](r, p, plen, rec);
 	if (ret == -ENOMEM)
 		return set_error(r, ret, "offset %" PRIu64 ": out of memory", off);
 	if (ret < 0)

@@ -321,13 +321,11 @@ static int get_dso(struct symbolizer *s, uint32_t exe_id, struct dso **out)
 		return 0;
 	}
 	if (s->n_dsos == s->cap_dsos) {
-		size_t cap = s->cap_dsos ? 2 * s->cap_dsos : 16;
-		struct dso *nd = realloc(s->dsos, cap * sizeof(*nd));
+		struct dso *nd = array_grow(s->dsos, &s->cap_dsos, sizeof(*nd), 16);
 
 		if (!nd)
 			return -ENOMEM;
 		s->dsos = nd;
-		s->cap_dsos = cap;
 	}
 	d = &s->dsos[s->n_dsos];
 	memset(d, 0, sizeof(*d));

@@ -46,13 +46,11 @@ static int make_loc(struct profile *p, struct seqtab *loc_ids, uint32_t frame, u
 	if (idx < p->n_locs)
 		return 0;
 	if (p->n_locs == p->cap_locs) {
-		size_t cap = p->cap_locs ? 2 * p->cap_locs : 1024;
-		struct loc *nl = realloc(p->locs, cap * sizeof(*nl));
+		struct loc *nl = array_grow(p->locs, &p->cap_locs, sizeof(*nl), 1024);
 
 		if (!nl)
 			return -ENOMEM;
 		p->locs = nl;
-		p->cap_locs = cap;
 	}
 	if (p->frames[frame].kind == FRAME_USER || p->frames[frame].kind == FRAME_KERNEL) {
 		struct mapping *m;

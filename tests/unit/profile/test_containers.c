@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Unit tests of profile/'s containers (containers.c): strpool interning, u64map put/get/delete
-// (backward shift over wrapped runs), seqtab aggregation; each grown past its first size.
+// Unit tests of profile/'s containers (containers.c): array growth, strpool interning, u64map
+// put/get/delete (backward shift over wrapped runs), seqtab aggregation; each grown past its
+// first size.
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,7 +190,34 @@ static int test_seqtab(void)
 	return TEST_OK;
 }
 
+/* array_grow: @first, then doubling; a size that would overflow leaves the array as it was. */
+static int test_array_grow(void)
+{
+	size_t cap = 0, big = SIZE_MAX / 2 + 1;
+	uint64_t *a = NULL, *na;
+
+	a = array_grow(a, &cap, sizeof(*a), 16);
+	ASSERT_TRUE(a);
+	ASSERT_EQ_INT(cap, 16);
+	a[15] = 42;
+	na = array_grow(a, &cap, sizeof(*a), 16);
+	ASSERT_TRUE(na);
+	a = na;
+	ASSERT_EQ_INT(cap, 32);
+	ASSERT_EQ_U64(a[15], 42); /* contents kept */
+	/* Neither reaches malloc: 2 * big does not fit, then 2 * big * 8 does not. */
+	ASSERT_TRUE(!array_grow(a, &big, 1, 16));
+	ASSERT_EQ_U64(big, SIZE_MAX / 2 + 1);
+	big = SIZE_MAX / 16 + 1;
+	ASSERT_TRUE(!array_grow(a, &big, sizeof(*a), 16));
+	ASSERT_EQ_U64(big, SIZE_MAX / 16 + 1);
+	ASSERT_EQ_U64(a[15], 42);   /* still the caller's */
+	free(a);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
+	{ "array_grow: first size, doubling, overflow", test_array_grow },
 	{ "strpool: dense ids, lengths, growth", test_strpool },
 	{ "u64map: put, get, delete, growth", test_u64map },
 	{ "u64map: delete in runs that wrap", test_u64map_wrap },
