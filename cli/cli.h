@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdio.h>
+
+#include <hvprof/sampler.h>
 #include <hvprof/vmm.h>
 
 /* Exit statuses of hvprof (documented in docs/hvprof.1.md). */
@@ -116,6 +119,25 @@ int guest_opts_apply_domain(struct guest_opts *g);
 bool cli_same_file(const char *a, const char *b);
 /* Fill the guest part of a vmm_config (pointers into @g). */
 void guest_opts_to_config(const struct guest_opts *g, struct vmm_config *cfg);
+
+/* A running guest: the VMM, its kernel's guestinfo session (NULL without symbols), the sampler. */
+struct guest {
+	struct vmm *vm;
+	struct gi *gi;
+	struct sampler *sampler;
+};
+
+/*
+ * Create the VMM from @g, open the kernel's symbols and BTF, and put a sampler (@scfg; sample_hz
+ * 0 for only booting) on the VMM. Prints what failed. Return: 0 and *@out (free with
+ * guest_stop); -errno.
+ */
+int guest_start(const struct guest_opts *g, const struct sampler_config *scfg, int console_fd,
+		struct guest *out);
+/* Free everything guest_start made (a zeroed @gs is fine). */
+void guest_stop(struct guest *gs);
+/* The strategy line: the VMM's part and the sampler's. */
+const char *guest_strategy(const struct guest *gs, char *buf, size_t len);
 
 /* Print an error line "hvprof: ..." to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

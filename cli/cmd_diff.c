@@ -75,6 +75,42 @@ static int write_svg(const char *path, const struct profile_stacks *base,
 	return err;
 }
 
+/* BASE and NEW, named in errors as such. Return: 0; -errno (printed). */
+static int load_sides(char **paths, const struct profile_options *po,
+		      struct profile_stacks *sides[2])
+{
+	for (int i = 0; i < 2; i++) {
+		char errbuf[512] = "";
+		int err = profile_stacks_load(paths[i], po, &sides[i], errbuf, sizeof(errbuf));
+
+		if (err) {
+			cli_error("%s %s", i ? "NEW" : "BASE", errbuf[0] ? errbuf : hvp_strerror(err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* EXIT_REGRESSION (said on stderr) when a share grew by --fail-on-regression or more. */
+static int regression_status(const struct profile_diff *d, double fail_pct)
+{
+	double worst;
+
+	if (fail_pct < 0)
+		return EXIT_OK;
+	worst = profile_diff_worst_regression(d);
+	if (worst <= 0 || worst < fail_pct)
+		return EXIT_OK;
+	if (isinf(worst))
+		fprintf(stderr, "hvprof: regression: a new function appeared (BASE -> NEW)"
+				"; --fail-on-regression %.1f%%\n", fail_pct);
+	else
+		fprintf(stderr, "hvprof: regression: a function's share grew %.1f%% "
+				"(BASE -> NEW) >= --fail-on-regression %.1f%%\n",
+			worst, fail_pct);
+	return EXIT_REGRESSION;
+}
+
 int cmd_diff(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -167,15 +203,8 @@ int cmd_diff(int argc, char **argv)
 		cli_error("diff: want two files, BASE and NEW (see 'hvprof diff --help')");
 		return EXIT_USAGE;
 	}
-	for (int i = 0; i < 2; i++) {
-		char errbuf[512] = "";
-
-		err = profile_stacks_load(argv[optind + i], &po, &sides[i], errbuf, sizeof(errbuf));
-		if (err) {
-			cli_error("%s %s", i ? "NEW" : "BASE", errbuf[0] ? errbuf : hvp_strerror(err));
-			goto out;
-		}
-	}
+	if (load_sides(argv + optind, &po, sides) != 0)
+		goto out;
 	err = profile_diff_compute(sides[0], sides[1], &dopt, &d);
 	if (!err)
 		err = profile_diff_write(d, argv[optind], argv[optind + 1], json, &out);
@@ -192,21 +221,7 @@ int cmd_diff(int argc, char **argv)
 	so.reverse = 1;
 	if (svg_rev && write_svg(svg_rev, sides[0], sides[1], &so))
 		goto out;
-	status = EXIT_OK;
-	if (fail_pct >= 0) {
-		double worst = profile_diff_worst_regression(d);
-
-		if (worst > 0 && worst >= fail_pct) {
-			if (isinf(worst))
-				fprintf(stderr, "hvprof: regression: a new function appeared (BASE -> NEW)"
-						"; --fail-on-regression %.1f%%\n", fail_pct);
-			else
-				fprintf(stderr, "hvprof: regression: a function's share grew %.1f%% "
-						"(BASE -> NEW) >= --fail-on-regression %.1f%%\n",
-					worst, fail_pct);
-			status = EXIT_REGRESSION;
-		}
-	}
+	status = regression_status(d, fail_pct);
 out:
 	profile_diff_free(d);
 	profile_stacks_free(sides[0]);

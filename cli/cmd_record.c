@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hvprof/guestinfo.h>
 #include <hvprof/log.h>
 #include <hvprof/profile.h>
 
@@ -68,9 +69,10 @@ static int meta_u64(struct recfile_writer *w, const char *key, uint64_t v)
 	return recfile_write_meta(w, key, buf);
 }
 
-static int write_meta(struct recfile_writer *w, const struct guest_opts *g, const struct vmm *vm,
-		      unsigned int freq)
+static int write_meta(struct recfile_writer *w, const struct guest_opts *g,
+		      const struct guest *gs, unsigned int freq)
 {
+	const struct sampler *sm = gs->sampler;
 	char buf[PATH_MAX + 8], abs[PATH_MAX];
 	time_t now = time(NULL);
 	int err = 0;
@@ -91,16 +93,62 @@ static int write_meta(struct recfile_writer *w, const struct guest_opts *g, cons
 		err = recfile_write_meta(w, "add", buf);
 	}
 	err = err ?: recfile_write_meta(w, "cmdline", g->cmdline);
-	err = err ?: recfile_write_meta(w, "counter", vmm_counter_name(vmm_counter_kind(vm)));
+	err = err ?: recfile_write_meta(w, "counter", sampler_counter_name(sampler_counter_kind(sm)));
 	err = err ?: meta_u64(w, "frequency_hz", freq);
-	if (vmm_counter_kind(vm) == VMM_COUNTER_CPU_CLOCK)
+	if (sampler_counter_kind(sm) == SAMPLER_COUNTER_CPU_CLOCK)
 		err = err ?: meta_u64(w, "period_ns", 1000000000ull / freq);
 	err = err ?: meta_u64(w, "vcpus", g->cpus);
 	err = err ?: meta_u64(w, "mem_mib", g->mem_mib);
-	err = err ?: recfile_write_meta(w, "callchain_mode", vmm_callchain_mode_name(vm));
-	err = err ?: recfile_write_meta(w, "strategy", vmm_strategy(vm));
+	err = err ?: recfile_write_meta(w, "callchain_mode", sampler_callchain_mode_name(sm));
+	err = err ?: recfile_write_meta(w, "strategy", guest_strategy(gs, buf, sizeof(buf)));
 	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 	err = err ?: recfile_write_meta(w, "start_time", buf);
+	return err;
+}
+
+/* META kernel_slide, kaslr, kaslr_check, kaslr_relocations, pti (docs/recording-format.md). */
+static int write_kernel_meta(struct recfile_writer *w, const struct sampler *sm)
+{
+	struct sampler_kaslr_info ki;
+	char text[256];
+	uint64_t slide; /* profile/symbolize.c subtracts it from kernel ips */
+	int err = 0;
+
+	if (sampler_kernel_slide(sm, &slide) == 0)
+		err = meta_u64(w, "kernel_slide", slide);
+	if (!err && sampler_kaslr_info(sm, &ki) == 0) {
+		if (ki.relocated)
+			snprintf(text, sizeof(text), "relocated by hvprof to slide 0x%llx",
+				 (unsigned long long)ki.placed_slide);
+		else if (ki.placed)
+			snprintf(text, sizeof(text), "link address");
+		else
+			snprintf(text, sizeof(text), "chosen by the guest");
+		err = recfile_write_meta(w, "kaslr", text);
+		snprintf(text, sizeof(text), "%s%s", gi_kaslr_check_name(ki.check),
+			 ki.check == GI_KASLR_PENDING || ki.check == GI_KASLR_FAILED ? ""
+			 : ki.idt > 0 ? " and the IDT"
+			 : ki.idt < 0 ? " (the IDT's #PF gate disagrees)"
+				      : " (IDT not readable)");
+		err = err ?: recfile_write_meta(w, "kaslr_check", text);
+		if (!err && ki.relocated)
+			err = meta_u64(w, "kaslr_relocations", ki.n_relocs);
+	}
+	return err ?: recfile_write_meta(w, "pti", sampler_pti_name(sm));
+}
+
+/* The sampler's counters, then the VMM's (names from their lists). */
+static int write_counters(struct recfile_writer *w, const struct guest *gs,
+			  const struct sampler_counters *cnt)
+{
+	struct vmm_counters vc;
+	int err = 0;
+
+	vmm_get_counters(gs->vm, &vc);
+	for (size_t i = 0; i < SAMPLER_N_COUNTERS && !err; i++)
+		err = recfile_write_counter(w, sampler_counter_names[i], ((const uint64_t *)cnt)[i]);
+	for (size_t i = 0; i < VMM_N_COUNTERS && !err; i++)
+		err = recfile_write_counter(w, vmm_counter_names[i], ((const uint64_t *)&vc)[i]);
 	return err;
 }
 
@@ -130,7 +178,15 @@ static int open_output(const char *path, int *fd_out)
 	return 0;
 }
 
-int cmd_record(int argc, char **argv)
+struct record_args {
+	const char *output;
+	unsigned long freq;
+	enum sampler_callchain_mode mode;
+	bool bare;
+};
+
+/* Parse the command line into @g and @a. Return: 0; EXIT_USAGE (printed); -1 for --help. */
+static int parse_args(int argc, char **argv, struct guest_opts *g, struct record_args *a)
 {
 	static const struct option opts[] = { GUEST_LONG_OPTIONS,
 					      { "freq", required_argument, NULL, 'F' },
@@ -139,22 +195,8 @@ int cmd_record(int argc, char **argv)
 					      { "bare-exits", no_argument, NULL, 'B' },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
-	struct recfile_writer *w = NULL;
-	struct vmm_counters cnt;
-	struct vmm_config cfg;
-	struct vmm_result res;
-	struct vmm_sink sink;
-	struct guest_opts g;
-	struct vmm *vm = NULL;
-	const char *output = "hvprof.data";
-	unsigned long freq = DEFAULT_FREQ;
-	enum vmm_callchain_mode mode = VMM_CALLCHAIN_DEFERRED;
-	bool bare = false;
-	int c, err, fd = -1, status = EXIT_ERROR;
-	struct timespec ts_start, ts_run;
+	int c;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts_start);
-	guest_opts_init(&g);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "F:o:h", opts, NULL)) != -1) {
 		char *end;
@@ -162,92 +204,140 @@ int cmd_record(int argc, char **argv)
 		switch (c) {
 		case 'h':
 			fputs(record_usage, stdout);
-			guest_opts_free(&g);
-			return EXIT_OK;
+			return -1;
 		case 'F':
 			errno = 0;
-			freq = strtoul(optarg, &end, 10);
-			if (errno || *end || end == optarg || freq < 1 || freq > MAX_FREQ) {
+			a->freq = strtoul(optarg, &end, 10);
+			if (errno || *end || end == optarg || a->freq < 1 || a->freq > MAX_FREQ) {
 				cli_error("-F '%s': want a frequency from 1 to %d Hz", optarg,
 					  MAX_FREQ);
-				status = EXIT_USAGE;
-				goto out;
+				return EXIT_USAGE;
 			}
 			break;
 		case 'o':
-			output = optarg;
+			a->output = optarg;
 			break;
 		case 'B':
-			bare = true;
+			a->bare = true;
 			break;
 		case 'm':
 			if (!strcmp(optarg, "deferred")) {
-				mode = VMM_CALLCHAIN_DEFERRED;
+				a->mode = SAMPLER_CALLCHAIN_DEFERRED;
 			} else if (!strcmp(optarg, "eager")) {
-				mode = VMM_CALLCHAIN_EAGER;
+				a->mode = SAMPLER_CALLCHAIN_EAGER;
 			} else if (!strcmp(optarg, "both")) {
-				mode = VMM_CALLCHAIN_BOTH;
+				a->mode = SAMPLER_CALLCHAIN_BOTH;
 			} else {
 				cli_error("--callchain-mode '%s': want deferred, eager or both",
 					  optarg);
-				status = EXIT_USAGE;
-				goto out;
+				return EXIT_USAGE;
 			}
 			break;
 		default:
-			if (c == '?' || guest_opt_parse(&g, c, optarg) != 0) {
-				status = EXIT_USAGE;
-				goto out;
-			}
+			if (c == '?' || guest_opt_parse(g, c, optarg) != 0)
+				return EXIT_USAGE;
 		}
 	}
 	if (optind < argc) {
 		cli_error("record: unexpected argument '%s'", argv[optind]);
-		status = EXIT_USAGE;
-		goto out;
+		return EXIT_USAGE;
 	}
-	if (guest_opts_check(&g) != 0) {
-		status = EXIT_USAGE;
-		goto out;
+	return guest_opts_check(g) != 0 ? EXIT_USAGE : 0;
+}
+
+static uint64_t ns_between(const struct timespec *a, const struct timespec *b)
+{
+	return (uint64_t)((b->tv_sec - a->tv_sec) * 1000000000ll + (b->tv_nsec - a->tv_nsec));
+}
+
+/* Counters and the END record, whatever the outcome: the recording says how it ended. Closes
+ * @w. @startup_ns: from the command's start to the guest's (files, KVM set-up, kernel load). */
+static int finish_recording(struct recfile_writer *w, const struct guest *gs,
+			    const struct vmm_result *res, const struct sampler_counters *cnt,
+			    uint64_t startup_ns)
+{
+	int err;
+
+	err = write_kernel_meta(w, gs->sampler);
+	err = err ?: write_counters(w, gs, cnt);
+	err = err ?: recfile_write_counter(w, "runtime_ns", res->runtime_ns);
+	err = err ?: recfile_write_counter(w, "first_user_ns", sampler_first_user_ns(gs->sampler));
+	err = err ?: recfile_write_counter(w, "startup_ns", startup_ns);
+	err = err ?: recfile_write_end(w, (enum hvp_end_reason)res->reason,
+				       res->reason == HVP_END_EXIT_DEVICE ? res->exit_status : 0);
+	if (!err)
+		return recfile_writer_close(w);
+	if (recfile_writer_close(w)) { /* already failing: the first error is reported */ }
+	return err;
+}
+
+static void print_summary(const struct guest *gs, const struct vmm_result *res,
+			  const struct sampler_counters *cnt, const struct record_args *a)
+{
+	double secs = (double)res->runtime_ns / 1e9;
+
+	fprintf(stderr,
+		"hvprof: %llu samples (%.0f/s, %llu user, %llu kernel) in %.1f s; "
+		"counter %s at %lu Hz; no task %llu; boot to first user sample %.1f s; "
+		"written to %s\n",
+		(unsigned long long)cnt->samples, secs > 0 ? (double)cnt->samples / secs : 0.0,
+		(unsigned long long)cnt->samples_user, (unsigned long long)cnt->samples_kernel,
+		secs, sampler_counter_name(sampler_counter_kind(gs->sampler)), a->freq,
+		(unsigned long long)cnt->samples_no_task,
+		(double)sampler_first_user_ns(gs->sampler) / 1e9, a->output);
+}
+
+int cmd_record(int argc, char **argv)
+{
+	struct record_args a = { .output = "hvprof.data", .freq = DEFAULT_FREQ,
+				 .mode = SAMPLER_CALLCHAIN_DEFERRED };
+	struct recfile_writer *w = NULL;
+	struct sampler_config scfg;
+	struct sampler_counters cnt;
+	struct vmm_result res;
+	struct sampler_sink sink;
+	struct guest_opts g;
+	struct guest gs = { 0 };
+	int err, fd = -1, status = EXIT_ERROR;
+	struct timespec ts_start, ts_run;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts_start);
+	guest_opts_init(&g);
+	err = parse_args(argc, argv, &g, &a);
+	if (err) {
+		guest_opts_free(&g);
+		return err < 0 ? EXIT_OK : err;
 	}
 	if (guest_opts_finish(&g) != 0)
 		goto out;
 	/* The output is opened before the guest starts: a bad path fails in a second, not
 	 * after the run. */
-	if (open_output(output, &fd) != 0)
+	if (open_output(a.output, &fd) != 0)
 		goto out;
 	err = recfile_writer_open(fd, &w);
 	if (err) {
-		cli_error("cannot write recording %s: %s", output, hvp_strerror(err));
+		cli_error("cannot write recording %s: %s", a.output, hvp_strerror(err));
 		goto out;
 	}
 
-	memset(&cfg, 0, sizeof(cfg));
-	guest_opts_to_config(&g, &cfg);
-	cfg.console_fd = STDOUT_FILENO;
-	cfg.sample_hz = (unsigned int)freq;
-	cfg.callchain_mode = mode;
-	cfg.bare_exits = bare;
-	sink = (struct vmm_sink){ .sample = sink_sample, .thread = sink_thread,
-				  .process = sink_process, .user_stack = sink_user_stack,
-				  .ctx = w };
-	cfg.sink = &sink;
-	err = vmm_create(&cfg, &vm);
-	if (err) {
-		cli_error("cannot start the guest: %s", hvp_strerror(err));
+	sink = (struct sampler_sink){ .sample = sink_sample, .thread = sink_thread,
+				      .process = sink_process, .user_stack = sink_user_stack,
+				      .ctx = w };
+	scfg = (struct sampler_config){ .sample_hz = (unsigned int)a.freq, .sink = &sink,
+					.callchain_mode = a.mode, .bare_exits = a.bare };
+	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0)
 		goto out;
-	}
-	err = write_meta(w, &g, vm, (unsigned int)freq);
+	err = write_meta(w, &g, &gs, (unsigned int)a.freq);
 	if (!err)
 		err = recfile_writer_flush(w);
 	if (err) {
-		cli_error("cannot write recording %s: %s", output, hvp_strerror(err));
+		cli_error("cannot write recording %s: %s", a.output, hvp_strerror(err));
 		goto out;
 	}
 
-	cli_stop_on_signals(vm);
+	cli_stop_on_signals(gs.vm);
 	clock_gettime(CLOCK_MONOTONIC, &ts_run);
-	err = vmm_run(vm, &res);
+	err = vmm_run(gs.vm, &res);
 	/* The handlers stay until the recording is closed: a second Ctrl-C while the counters
 	 * and the END record are written must not kill hvprof and cut the file short. */
 	if (err) {
@@ -258,86 +348,24 @@ int cmd_record(int argc, char **argv)
 	fflush(stdout);
 	status = cli_outcome(&res);
 
-	/* Counters and the END record, whatever the outcome: the recording says how it ended. */
-	vmm_get_counters(vm, &cnt);
-	err = 0;
-	{
-		uint64_t slide; /* profile/symbolize.c subtracts it from kernel ips */
-
-		struct vmm_kaslr_info ki;
-
-		if (vmm_kernel_slide(vm, &slide) == 0)
-			err = meta_u64(w, "kernel_slide", slide);
-		if (!err && vmm_kaslr_info(vm, &ki) == 0) {
-			char text[256];
-
-			/* docs/recording-format.md: kaslr, kaslr_check, kaslr_relocations */
-			if (ki.relocated)
-				snprintf(text, sizeof(text), "relocated by hvprof to slide 0x%llx",
-					 (unsigned long long)ki.placed_slide);
-			else if (ki.placed)
-				snprintf(text, sizeof(text), "link address");
-			else
-				snprintf(text, sizeof(text), "chosen by the guest");
-			err = recfile_write_meta(w, "kaslr", text);
-			snprintf(text, sizeof(text), "%s%s", vmm_kaslr_check_name(ki.check),
-				 ki.check == KASLR_CHECK_PENDING || ki.check == KASLR_CHECK_FAILED
-					 ? ""
-				 : ki.idt > 0 ? " and the IDT"
-				 : ki.idt < 0 ? " (the IDT's #PF gate disagrees)"
-					      : " (IDT not readable)");
-			err = err ?: recfile_write_meta(w, "kaslr_check", text);
-			if (!err && ki.relocated)
-				err = meta_u64(w, "kaslr_relocations", ki.n_relocs);
-		}
-		err = err ?: recfile_write_meta(w, "pti", vmm_pti_name(vm));
-	}
-	for (size_t i = 0; i < VMM_N_COUNTERS && !err; i++)
-		err = recfile_write_counter(w, vmm_counter_names[i], ((uint64_t *)&cnt)[i]);
-	if (!err)
-		err = recfile_write_counter(w, "runtime_ns", res.runtime_ns);
-	if (!err)
-		err = recfile_write_counter(w, "first_user_ns", res.first_user_ns);
-	if (!err) /* from the command's start to the guest's: files, KVM set-up, kernel load */
-		err = recfile_write_counter(
-			w, "startup_ns",
-			(uint64_t)((ts_run.tv_sec - ts_start.tv_sec) * 1000000000ll +
-				   (ts_run.tv_nsec - ts_start.tv_nsec)));
-	if (!err)
-		err = recfile_write_end(w, (enum hvp_end_reason)res.reason,
-					res.reason == HVP_END_EXIT_DEVICE ? res.exit_status : 0);
-	if (!err)
-		err = recfile_writer_close(w);
-	else
-		if (recfile_writer_close(w)) { /* already failing: the first error is reported */ }
+	sampler_get_counters(gs.sampler, &cnt);
+	err = finish_recording(w, &gs, &res, &cnt, ns_between(&ts_start, &ts_run));
 	w = NULL;
 	if (!err && fsync(fd) != 0 && errno != EINVAL)
 		err = -errno;
 	if (err) {
-		cli_error("recording %s is incomplete: %s", output, hvp_strerror(err));
+		cli_error("recording %s is incomplete: %s", a.output, hvp_strerror(err));
 		status = EXIT_ERROR;
 		goto out;
 	}
-	{
-		double secs = (double)res.runtime_ns / 1e9;
-
-		fprintf(stderr,
-			"hvprof: %llu samples (%.0f/s, %llu user, %llu kernel) in %.1f s; "
-			"counter %s at %lu Hz; no task %llu; boot to first user sample %.1f s; "
-			"written to %s\n",
-			(unsigned long long)cnt.samples, secs > 0 ? (double)cnt.samples / secs : 0.0,
-			(unsigned long long)cnt.samples_user, (unsigned long long)cnt.samples_kernel,
-			secs, vmm_counter_name(vmm_counter_kind(vm)), freq,
-			(unsigned long long)cnt.samples_no_task, (double)res.first_user_ns / 1e9,
-			output);
-	}
+	print_summary(&gs, &res, &cnt, &a);
 out:
 	cli_stop_on_signals(NULL);
 	if (w)
 		if (recfile_writer_close(w)) { /* already failing: the first error is reported */ }
 	if (fd >= 0)
 		close(fd);
-	vmm_destroy(vm);
+	guest_stop(&gs);
 	guest_opts_free(&g);
 	return status;
 }

@@ -18,9 +18,9 @@ int cmd_run(int argc, char **argv)
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
 	struct guest_opts g;
-	struct vmm_config cfg;
+	struct sampler_config scfg = { .sample_hz = 0 }; /* no samples: only watching the guest */
 	struct vmm_result res;
-	struct vmm *vm = NULL;
+	struct guest gs = { 0 };
 	int c, err, status = EXIT_ERROR;
 
 	guest_opts_init(&g);
@@ -47,16 +47,10 @@ int cmd_run(int argc, char **argv)
 	}
 	if (guest_opts_finish(&g) != 0)
 		goto out;
-	memset(&cfg, 0, sizeof(cfg));
-	guest_opts_to_config(&g, &cfg);
-	cfg.console_fd = STDOUT_FILENO;
-	err = vmm_create(&cfg, &vm);
-	if (err) {
-		cli_error("cannot start the guest: %s", hvp_strerror(err));
+	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0)
 		goto out;
-	}
-	cli_stop_on_signals(vm);
-	err = vmm_run(vm, &res);
+	cli_stop_on_signals(gs.vm);
+	err = vmm_run(gs.vm, &res);
 	cli_stop_on_signals(NULL);
 	if (err) {
 		cli_error("cannot run the guest: %s", hvp_strerror(err));
@@ -64,7 +58,7 @@ int cmd_run(int argc, char **argv)
 	}
 	status = cli_outcome(&res);
 out:
-	vmm_destroy(vm);
+	guest_stop(&gs);
 	guest_opts_free(&g);
 	return status;
 }

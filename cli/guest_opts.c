@@ -399,8 +399,6 @@ void guest_opts_to_config(const struct guest_opts *g, struct vmm_config *cfg)
 	cfg->mem_bytes = g->mem_mib << 20;
 	cfg->cpus = g->cpus;
 	cfg->duration_ns = (uint64_t)(g->duration_s * 1e9);
-	cfg->vmlinux = g->vmlinux;
-	cfg->btf = g->btf;
 	cfg->kaslr = g->kaslr;
 	cfg->kaslr_slide = g->kaslr_slide;
 }

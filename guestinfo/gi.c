@@ -33,6 +33,29 @@ int gi_new_raw(const struct gi_layout *layout, uint64_t stext_kva, uint64_t etex
 	return 0;
 }
 
+/* The exit paths inside the entry text, and the #PF entry (see struct gi). */
+static void gi_find_exit_paths(struct gi *gi)
+{
+	uint64_t a, b;
+
+	if (symtab_find(gi->st, "syscall_return_via_sysret", &a) == 0 &&
+	    symtab_find(gi->st, "entry_SYSRETQ_end", &b) == 0) {
+		gi->exit1_start = a;
+		gi->exit1_end = b;
+	}
+	if (symtab_find(gi->st, "swapgs_restore_regs_and_return_to_usermode", &a) == 0 &&
+	    symtab_find(gi->st, "native_irq_return_iret", &b) == 0) {
+		gi->exit2_start = a;
+		gi->exit2_end = b + 2; /* iretq is 48 cf */
+	}
+	if (symtab_find(gi->st, "asm_exc_page_fault", &a) == 0) {
+		gi->pf_entry_kva = a;
+		gi->idt_pf_kva = a;
+	} else if (symtab_find(gi->st, "page_fault", &a) == 0) {
+		gi->pf_entry_kva = a;
+	}
+}
+
 static int gi_read_image(void *ctx, uint64_t kva, void *dst, size_t len)
 {
 	return gi_kimage_read_kva(ctx, kva, dst, len);
@@ -123,6 +146,7 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 	if (symtab_find(gi->st, "__entry_text_start", &gi->entry_text_start) ||
 	    symtab_find(gi->st, "__entry_text_end", &gi->entry_text_end))
 		gi->entry_text_start = gi->entry_text_end = 0;
+	gi_find_exit_paths(gi);
 	err = gi_open_btf(gi, cfg, img);
 	if (err) {
 		pr_err("failed to read structure layouts from %s: %s",

@@ -3,6 +3,7 @@
 #ifndef HVPROF_GUESTINFO_GI_INTERNAL_H
 #define HVPROF_GUESTINFO_GI_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <hvprof/guestinfo.h>
@@ -11,6 +12,7 @@
 #define GI_THREAD_SIZE (16u * 1024)
 /* include/linux/sched.h */
 #define GI_PF_KTHREAD 0x00200000u
+#define GI_PF_EXITING 0x00000004u
 /* include/linux/threads.h: PID_MAX_LIMIT on 64-bit. */
 #define GI_PID_MAX 4194304
 /* Components of an executable path followed up the dentry chain, and bytes per name. */
@@ -46,6 +48,18 @@ struct gi {
 	struct gi_orc *orc; /* ORC tables (kernels without frame pointers), or NULL */
 	uint64_t sinittext_kva, einittext_kva; /* [_sinittext, _einittext), 0/0 if unknown */
 	uint64_t entry_text_start, entry_text_end; /* [__entry_text_start, __entry_text_end) */
+	/* the two exit paths inside the entry text (link-time; 0/0 when unknown): the syscall
+	 * exit (syscall_return_via_sysret..entry_SYSRETQ_end) and the interrupt return
+	 * (swapgs_restore_regs_and_return_to_usermode..native_irq_return_iret + 2) */
+	uint64_t exit1_start, exit1_end, exit2_start, exit2_end;
+	uint64_t pf_entry_kva; /* asm_exc_page_fault (page_fault before 5.8), link-time; 0 if none */
+	/* the KASLR check (kwatch.c): __atomic builtins; detected/idt written before check */
+	int kaslr_check;        /* enum gi_kaslr_check */
+	uint64_t kaslr_detected;
+	int kaslr_idt;
+	bool placed;            /* gi_kaslr_placed() was called */
+	uint64_t placed_slide;
+	uint64_t idt_pf_kva;    /* asm_exc_page_fault for the IDT witness, 0 if none */
 };
 
 
@@ -71,6 +85,14 @@ static inline bool gi_in_kernel_text(const struct gi *gi, uint64_t ip)
 	       (gi->einittext_kva && ip >= gi->sinittext_kva + slide &&
 		ip < gi->einittext_kva + slide);
 }
+
+/*
+ * gi_task_identity_flags - gi_task_identity(), and task_struct.flags in *@task_flags (0 when the
+ * BTF lacks the field).
+ */
+int gi_task_identity_flags(const struct gi *gi, const struct gmem *mem,
+			   const struct gi_paging *pg, uint64_t task, struct hvp_thread *out,
+			   uint64_t *mm, uint32_t *task_flags) __must_check;
 
 /**
  * gi_new_raw - a session from explicit values, without files (unit tests, memory dumps). The

@@ -56,8 +56,9 @@ static bool gi_comm_valid(const char *comm, size_t len)
 	return i > 0 && i < len;
 }
 
-int gi_task_identity(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
-		     uint64_t task, struct hvp_thread *out, uint64_t *mm)
+int gi_task_identity_flags(const struct gi *gi, const struct gmem *mem,
+			   const struct gi_paging *pg, uint64_t task, struct hvp_thread *out,
+			   uint64_t *mm, uint32_t *task_flags)
 {
 	const struct gi_layout *l;
 	char comm[HVP_COMM_LEN];
@@ -110,12 +111,23 @@ int gi_task_identity(const struct gi *gi, const struct gmem *mem, const struct g
 	out->task = task;
 	out->pid = pid;
 	out->tgid = tgid;
-	out->kthread = (flags & GI_PF_KTHREAD) || mm_kva == 0;
+	/* No mm: a kernel thread, or a user-mode thread before its first execve (pid 1 in
+	 * kernel_init, made by user_mode_thread() without PF_KTHREAD). Not a user thread past
+	 * exit_mm() (PF_EXITING): its kernel samples still belong to its process. */
+	out->kthread = (flags & GI_PF_KTHREAD) || (mm_kva == 0 && !(flags & GI_PF_EXITING));
 	/* SAFETY: gi_comm_valid found a NUL at index < comm_len <= HVP_COMM_LEN. */
 	memcpy(out->comm, comm, comm_len);
 	if (mm)
 		*mm = mm_kva;
+	if (task_flags)
+		*task_flags = flags;
 	return 0;
+}
+
+int gi_task_identity(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		     uint64_t task, struct hvp_thread *out, uint64_t *mm)
+{
+	return gi_task_identity_flags(gi, mem, pg, task, out, mm, NULL);
 }
 
 /*

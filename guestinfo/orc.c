@@ -250,6 +250,112 @@ static bool orc_get_reg(const struct gmem *mem, const struct gi_paging *pg,
 	return orc_read(mem, pg, st->regs + off, v);
 }
 
+#define ORC_GO_ON (-1) /* a step's result: the walk continues */
+
+/* The caller's stack pointer of the frame @e describes (before the indirection, if any). */
+static int orc_frame_sp(const struct gmem *mem, const struct gi_paging *pg, struct orc_state *st,
+			const struct gi_orc_entry *e, uint64_t *sp)
+{
+	static const unsigned int off[] = { [REG_DX] = PTREGS_DX, [REG_DI] = PTREGS_DI,
+					    [REG_R10] = PTREGS_R10, [REG_R13] = PTREGS_R13 };
+
+	switch (e->sp_reg) {
+	case REG_SP:
+		*sp = st->sp + (uint64_t)(int64_t)e->sp_offset;
+		return ORC_GO_ON;
+	case REG_BP:
+		*sp = st->bp + (uint64_t)(int64_t)e->sp_offset;
+		return ORC_GO_ON;
+	case REG_SP_INDIRECT:
+		if (!orc_read(mem, pg, st->sp, sp))
+			return HVP_WALK_FAULT;
+		*sp += (uint64_t)(int64_t)e->sp_offset;
+		return ORC_GO_ON;
+	case REG_BP_INDIRECT:
+		if (!orc_read(mem, pg, st->bp + (uint64_t)(int64_t)e->sp_offset, sp))
+			return HVP_WALK_FAULT;
+		return ORC_GO_ON;
+	case REG_R10:
+	case REG_R13:
+	case REG_DI:
+	case REG_DX:
+		/* SAFETY: e->sp_reg is one of the four indices of off[] here. */
+		if (!orc_get_reg(mem, pg, st, off[e->sp_reg], sp))
+			return HVP_WALK_BAD_FP;
+		return ORC_GO_ON;
+	default:
+		return HVP_WALK_BAD_FP;
+	}
+}
+
+/* Step to the caller's ip and sp by the frame's type; counts stack switches. */
+static int orc_frame_step(const struct gmem *mem, const struct gi_paging *pg,
+			  struct orc_state *st, const struct gi_orc_entry *e, uint64_t sp,
+			  unsigned int *switches)
+{
+	uint64_t cs;
+
+	switch (e->type) {
+	case GI_ORC_CALL:
+		if (!orc_read(mem, pg, sp - 8, &st->ip))
+			return HVP_WALK_FAULT;
+		st->sp = sp;
+		st->regs = 0;
+		st->signal = false;
+		return ORC_GO_ON;
+	case GI_ORC_REGS:
+		/* A full pt_regs at sp: the interrupted context. */
+		if (!orc_read(mem, pg, sp + PTREGS_IP, &st->ip) ||
+		    !orc_read(mem, pg, sp + PTREGS_SP, &st->sp) ||
+		    !orc_read(mem, pg, sp + PTREGS_CS, &cs))
+			return HVP_WALK_FAULT;
+		if (cs & 3)
+			return HVP_WALK_END; /* it interrupted user mode: the kernel part ends */
+		st->regs = sp;
+		st->full_regs = true;
+		break;
+	case GI_ORC_REGS_PARTIAL:
+		/* Only the iret frame (ip, cs, flags, sp, ss) at sp. */
+		if (!orc_read(mem, pg, sp, &st->ip) || !orc_read(mem, pg, sp + 8, &cs) ||
+		    !orc_read(mem, pg, sp + 24, &st->sp))
+			return HVP_WALK_FAULT;
+		if (cs & 3)
+			return HVP_WALK_END;
+		st->regs = sp - PTREGS_IP;
+		st->full_regs = false;
+		break;
+	default:
+		return HVP_WALK_BAD_FP;
+	}
+	st->signal = true;
+	(*switches)++;
+	return ORC_GO_ON;
+}
+
+/* The caller's frame pointer. */
+static int orc_frame_bp(const struct gmem *mem, const struct gi_paging *pg, struct orc_state *st,
+			const struct gi_orc_entry *e, uint64_t sp)
+{
+	uint64_t tmp;
+
+	switch (e->bp_reg) {
+	case REG_UNDEFINED:
+		if (orc_get_reg(mem, pg, st, PTREGS_BP, &tmp))
+			st->bp = tmp;
+		return ORC_GO_ON;
+	case REG_PREV_SP:
+		if (!orc_read(mem, pg, sp + (uint64_t)(int64_t)e->bp_offset, &st->bp))
+			return HVP_WALK_FAULT;
+		return ORC_GO_ON;
+	case REG_BP:
+		if (!orc_read(mem, pg, st->bp + (uint64_t)(int64_t)e->bp_offset, &st->bp))
+			return HVP_WALK_FAULT;
+		return ORC_GO_ON;
+	default:
+		return HVP_WALK_BAD_FP;
+	}
+}
+
 enum hvp_walk_stop gi_unwind_kernel_orc(const struct gi *gi, const struct gmem *mem,
 					const struct gi_regs *regs, uint64_t *ips,
 					unsigned int max, unsigned int *n)
@@ -278,8 +384,8 @@ enum hvp_walk_stop gi_unwind_kernel_orc(const struct gi *gi, const struct gmem *
 
 	while (*n < max) {
 		struct gi_orc_entry e;
-		uint64_t sp, prev_sp = st.sp, tmp, cs;
-		bool indirect = false;
+		uint64_t sp, prev_sp = st.sp;
+		int stop;
 
 		/* For a return address, the call instruction's entry (ip - 1) describes the frame. */
 		if (gi_orc_find(gi->orc, (st.signal ? st.ip : st.ip - 1) - gi_slide(gi), &e) != 0)
@@ -288,100 +394,14 @@ enum hvp_walk_stop gi_unwind_kernel_orc(const struct gi *gi, const struct gmem *
 			return HVP_WALK_END;
 		if (e.type == GI_ORC_UNDEFINED || e.sp_reg == REG_UNDEFINED)
 			return HVP_WALK_BAD_FP;
-
-		switch (e.sp_reg) {
-		case REG_SP:
-			sp = st.sp + (uint64_t)(int64_t)e.sp_offset;
-			break;
-		case REG_BP:
-			sp = st.bp + (uint64_t)(int64_t)e.sp_offset;
-			break;
-		case REG_SP_INDIRECT:
-			sp = st.sp;
-			indirect = true;
-			break;
-		case REG_BP_INDIRECT:
-			sp = st.bp + (uint64_t)(int64_t)e.sp_offset;
-			indirect = true;
-			break;
-		case REG_R10:
-		case REG_R13:
-		case REG_DI:
-		case REG_DX: {
-			static const unsigned int off[] = { [REG_DX] = PTREGS_DX,
-							    [REG_DI] = PTREGS_DI,
-							    [REG_R10] = PTREGS_R10,
-							    [REG_R13] = PTREGS_R13 };
-
-			/* SAFETY: e.sp_reg is one of the four indices of off[] here. */
-			if (!orc_get_reg(mem, pg, &st, off[e.sp_reg], &sp))
-				return HVP_WALK_BAD_FP;
-			break;
-		}
-		default:
-			return HVP_WALK_BAD_FP;
-		}
-		if (indirect) {
-			if (!orc_read(mem, pg, sp, &sp))
-				return HVP_WALK_FAULT;
-			if (e.sp_reg == REG_SP_INDIRECT)
-				sp += (uint64_t)(int64_t)e.sp_offset;
-		}
-
-		switch (e.type) {
-		case GI_ORC_CALL:
-			if (!orc_read(mem, pg, sp - 8, &st.ip))
-				return HVP_WALK_FAULT;
-			st.sp = sp;
-			st.regs = 0;
-			st.signal = false;
-			break;
-		case GI_ORC_REGS:
-			/* A full pt_regs at sp: the interrupted context. */
-			if (!orc_read(mem, pg, sp + PTREGS_IP, &st.ip) ||
-			    !orc_read(mem, pg, sp + PTREGS_SP, &st.sp) ||
-			    !orc_read(mem, pg, sp + PTREGS_CS, &cs))
-				return HVP_WALK_FAULT;
-			if (cs & 3)
-				return HVP_WALK_END; /* it interrupted user mode: the kernel part ends */
-			st.regs = sp;
-			st.full_regs = true;
-			st.signal = true;
-			switches++;
-			break;
-		case GI_ORC_REGS_PARTIAL:
-			/* Only the iret frame (ip, cs, flags, sp, ss) at sp. */
-			if (!orc_read(mem, pg, sp, &st.ip) || !orc_read(mem, pg, sp + 8, &cs) ||
-			    !orc_read(mem, pg, sp + 24, &st.sp))
-				return HVP_WALK_FAULT;
-			if (cs & 3)
-				return HVP_WALK_END;
-			st.regs = sp - PTREGS_IP;
-			st.full_regs = false;
-			st.signal = true;
-			switches++;
-			break;
-		default:
-			return HVP_WALK_BAD_FP;
-		}
+		stop = orc_frame_sp(mem, pg, &st, &e, &sp);
+		if (stop == ORC_GO_ON)
+			stop = orc_frame_step(mem, pg, &st, &e, sp, &switches);
 		st.vcpu = NULL; /* from here on, registers come from the stack */
-
-		switch (e.bp_reg) {
-		case REG_UNDEFINED:
-			if (orc_get_reg(mem, pg, &st, PTREGS_BP, &tmp))
-				st.bp = tmp;
-			break;
-		case REG_PREV_SP:
-			if (!orc_read(mem, pg, sp + (uint64_t)(int64_t)e.bp_offset, &st.bp))
-				return HVP_WALK_FAULT;
-			break;
-		case REG_BP:
-			if (!orc_read(mem, pg, st.bp + (uint64_t)(int64_t)e.bp_offset, &st.bp))
-				return HVP_WALK_FAULT;
-			break;
-		default:
-			return HVP_WALK_BAD_FP;
-		}
+		if (stop == ORC_GO_ON)
+			stop = orc_frame_bp(mem, pg, &st, &e, sp);
+		if (stop != ORC_GO_ON)
+			return (enum hvp_walk_stop)stop;
 
 		/*
 		 * Hostile or stale stacks: a call frame must move up its stack; an interrupt frame

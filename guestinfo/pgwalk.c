@@ -54,6 +54,39 @@ static unsigned int pgwalk_maxphyaddr(const struct gi_paging *pg)
 	return pg->maxphyaddr ? pg->maxphyaddr : 52;
 }
 
+/* The translation cache (struct pgwalk_cache): direct-mapped by GVA page. */
+static bool cache_lookup(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uint64_t gva,
+			 uint64_t *gpa, uint64_t *page_size)
+{
+	/* SAFETY: the slot index is reduced modulo PGWALK_CACHE_SLOTS. */
+	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
+
+	if (c->slot[i].epoch == c->epoch && c->slot[i].cr3 == cr3 && c->slot[i].cr4 == cr4 &&
+	    c->slot[i].gva_page == (gva & ~0xfffull)) {
+		c->hits++;
+		*gpa = c->slot[i].gpa_page | (gva & 0xfff);
+		if (page_size)
+			*page_size = c->slot[i].page_size;
+		return true;
+	}
+	c->misses++;
+	return false;
+}
+
+static void cache_store(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uint64_t gva,
+			uint64_t gpa, uint64_t size)
+{
+	/* SAFETY: the slot index is reduced modulo PGWALK_CACHE_SLOTS. */
+	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
+
+	c->slot[i].epoch = c->epoch;
+	c->slot[i].cr3 = cr3;
+	c->slot[i].cr4 = cr4;
+	c->slot[i].gva_page = gva & ~0xfffull;
+	c->slot[i].gpa_page = gpa & ~0xfffull;
+	c->slot[i].page_size = size;
+}
+
 int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
 		  uint64_t *page_size, struct pgwalk_trace *trace)
 {
@@ -71,21 +104,9 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 		cr3 = pg->user_cr3 ? pg->user_cr3 : pg->cr3;
 	if (trace)
 		trace->levels = 0;
-	if (pg->cache && !trace && pg->cache->epoch) {
-		struct pgwalk_cache *c = pg->cache;
-		/* SAFETY: the slot index is reduced modulo PGWALK_CACHE_SLOTS. */
-		unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
-
-		if (c->slot[i].epoch == c->epoch && c->slot[i].cr3 == cr3 &&
-		    c->slot[i].cr4 == pg->cr4 && c->slot[i].gva_page == (gva & ~0xfffull)) {
-			c->hits++;
-			*gpa = c->slot[i].gpa_page | (gva & 0xfff);
-			if (page_size)
-				*page_size = c->slot[i].page_size;
-			return 0;
-		}
-		c->misses++;
-	}
+	if (pg->cache && !trace && pg->cache->epoch &&
+	    cache_lookup(pg->cache, cr3, pg->cr4, gva, gpa, page_size))
+		return 0;
 
 	/* Long mode = CR0.PG and EFER.LMA (which implies CR4.PAE); nothing else is supported. */
 	if (!(pg->cr0 & CR0_PG) || !(pg->efer & EFER_LMA) || !(pg->cr4 & CR4_PAE))
@@ -169,17 +190,8 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 		*gpa = base;
 		if (page_size)
 			*page_size = size;
-		if (pg->cache && !trace && pg->cache->epoch) {
-			struct pgwalk_cache *c = pg->cache;
-			unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
-
-			c->slot[i].epoch = c->epoch;
-			c->slot[i].cr3 = cr3;
-			c->slot[i].cr4 = pg->cr4;
-			c->slot[i].gva_page = gva & ~0xfffull;
-			c->slot[i].gpa_page = base & ~0xfffull;
-			c->slot[i].page_size = size;
-		}
+		if (pg->cache && !trace && pg->cache->epoch)
+			cache_store(pg->cache, cr3, pg->cr4, gva, base, size);
 		return 0;
 	}
 	/* Not reached: level 1 always returns. */

@@ -16,6 +16,8 @@
 #include <hvprof/file.h>
 #include <hvprof/log.h>
 
+#include <hvprof/kimage.h> /* the kernel image: bzImage payload, KASLR relocations */
+
 #include "vmm_internal.h"
 
 #define E820_RAM 1

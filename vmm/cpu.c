@@ -9,6 +9,8 @@
 
 #include <hvprof/log.h>
 
+#include <hvprof/pgwalk.h> /* gi_read_gva: the x86 page walk */
+
 #include "vmm_internal.h"
 
 #define CPUID_MAX_ENTRIES 256
@@ -95,7 +97,7 @@ int cpu_setup_cpuid(struct vmm *vm)
 }
 
 /* Per-vCPU CPUID: the APIC ID in leaf 1 EBX[31:24] and leaf 0xb EDX. */
-static int vcpu_set_cpuid(struct vmm *vm, struct vcpu *vcpu)
+static int vcpu_set_cpuid(struct vmm *vm, struct vmm_vcpu *vcpu)
 {
 	size_t size = sizeof(*vm->cpuid) + vm->cpuid->nent * sizeof(struct kvm_cpuid_entry2);
 	struct kvm_cpuid2 *c = malloc(size);
@@ -139,7 +141,7 @@ static void seg64(struct kvm_segment *s, uint16_t sel, uint8_t type, bool code)
 	s->db = code ? 0 : 1;
 }
 
-int vcpu_init_regs(struct vmm *vm, struct vcpu *vcpu)
+int vcpu_init_regs(struct vmm *vm, struct vmm_vcpu *vcpu)
 {
 	struct kvm_sregs sregs;
 	struct kvm_regs regs;
@@ -184,7 +186,7 @@ int vcpu_init_regs(struct vmm *vm, struct vcpu *vcpu)
 	return 0;
 }
 
-int vcpu_get_regs(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs)
+int vmm_vcpu_regs(struct vmm_vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs)
 {
 	if (vcpu->vm->sync_regs && !vcpu->regs_dirty && !vcpu->sregs_dirty) {
 		/* KVM_CAP_SYNC_REGS: KVM copied them into kvm_run at the exit (~0.1 us). */
@@ -194,10 +196,10 @@ int vcpu_get_regs(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **
 			*sregs = &vcpu->run->s.regs.sregs;
 		return 0;
 	}
-	return vcpu_get_regs_rw(vcpu, regs, sregs);
+	return vmm_vcpu_regs_rw(vcpu, regs, sregs);
 }
 
-int vcpu_get_regs_rw(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs)
+int vmm_vcpu_regs_rw(struct vmm_vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs)
 {
 	if (regs && !vcpu->regs_valid) {
 		if (ioctl(vcpu->fd, KVM_GET_REGS, &vcpu->regs) < 0)
@@ -222,7 +224,7 @@ int vcpu_get_regs_rw(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs
  * re-delivered the same interrupt forever. KVM_SET_SREGS2 (KVM_CAP_SREGS2) has no bitmap; where
  * it is missing the bitmap is cleared.
  */
-int vcpu_put_sregs(struct vcpu *vcpu)
+static int vcpu_put_sregs(struct vmm_vcpu *vcpu)
 {
 	const struct kvm_sregs *s = &vcpu->sregs;
 
@@ -257,7 +259,7 @@ int vcpu_put_sregs(struct vcpu *vcpu)
 	return 0;
 }
 
-void vcpu_mark_regs_dirty(struct vcpu *vcpu, bool regs, bool sregs)
+void vmm_vcpu_regs_dirty(struct vmm_vcpu *vcpu, bool regs, bool sregs)
 {
 	/* Written back with KVM_SET_REGS/KVM_SET_SREGS before the next KVM_RUN, never through
 	 * the sync-regs dirty bits: on PVM hosts a sync-regs write after an exception delivered
@@ -265,4 +267,45 @@ void vcpu_mark_regs_dirty(struct vcpu *vcpu, bool regs, bool sregs)
 	 * while the ioctls are right. */
 	vcpu->regs_dirty |= regs;
 	vcpu->sregs_dirty |= sregs;
+}
+
+int vcpu_put_dirty(struct vmm_vcpu *vcpu)
+{
+	if (vcpu->regs_dirty && ioctl(vcpu->fd, KVM_SET_REGS, &vcpu->regs) < 0)
+		return -errno;
+	vcpu->regs_dirty = false;
+	if (vcpu->sregs_dirty) {
+		int err = vcpu_put_sregs(vcpu);
+
+		if (err)
+			return err;
+	}
+	vcpu->sregs_dirty = false;
+	return 0;
+}
+
+int vmm_vcpu_get_msr(struct vmm_vcpu *vcpu, uint32_t index, uint64_t *value)
+{
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e;
+	} m;
+
+	memset(&m, 0, sizeof(m));
+	m.hdr.nmsrs = 1;
+	m.e.index = index;
+	if (ioctl(vcpu->fd, KVM_GET_MSRS, &m) != 1)
+		return -EIO;
+	*value = m.e.data;
+	return 0;
+}
+
+int vcpu_read_gva(struct vmm_vcpu *vcpu, const struct kvm_sregs *sregs, uint64_t gva, void *dst,
+		  size_t len)
+{
+	/* The vCPU's own CR3 (the x86 page walk lives in guestinfo/pgwalk.c). */
+	struct gi_paging pg = { .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
+				.efer = sregs->efer, .maxphyaddr = vcpu->vm->maxphyaddr };
+
+	return gi_read_gva(&vcpu->vm->gmem, &pg, gva, dst, len);
 }

@@ -17,7 +17,7 @@
 #define PORT_CMOS_DATA 0x71
 #define RFLAGS_IF (1u << 9)
 
-int exit_io(struct vmm *vm, struct vcpu *vcpu, struct kvm_run *run)
+int exit_io(struct vmm *vm, struct vmm_vcpu *vcpu, struct kvm_run *run)
 {
 	uint8_t *data = (uint8_t *)run + run->io.data_offset;
 	bool is_write = run->io.direction == KVM_EXIT_IO_OUT;
@@ -49,27 +49,13 @@ int exit_io(struct vmm *vm, struct vcpu *vcpu, struct kvm_run *run)
 	return 0;
 }
 
-int exit_mmio(struct vmm *vm, struct vcpu *vcpu, struct kvm_run *run)
+int exit_mmio(struct vmm *vm, struct vmm_vcpu *vcpu, struct kvm_run *run)
 {
 	uint64_t gpa = run->mmio.phys_addr;
 
 	vcpu->c.exits_mmio++;
-	if (gpa == VMM_EXIT_REG_GPA) {
-		uint32_t v = 0;
-
-		if (!run->mmio.is_write) {
-			memset(run->mmio.data, 0, sizeof(run->mmio.data));
-			return 0;
-		}
-		memcpy(&v, run->mmio.data, run->mmio.len < 4 ? run->mmio.len : 4);
-		if (run->mmio.len == 4 && (v & 0xffff0000u) == VMM_EXIT_MAGIC) {
-			vmm_end(vm, HVP_END_EXIT_DEVICE, (int)(v & 0xff),
-				"guest reported exit status %u", v & 0xff);
-			return 1;
-		}
-		vcpu->c.mmio_unhandled++;
-		return 0;
-	}
+	if (gpa == VMM_EXIT_REG_GPA)
+		return exit_reg_mmio(vm, vcpu, run);
 	if (!run->mmio.is_write)
 		memset(run->mmio.data, 0xff, sizeof(run->mmio.data));
 	vcpu->c.mmio_unhandled++;
@@ -79,7 +65,7 @@ int exit_mmio(struct vmm *vm, struct vcpu *vcpu, struct kvm_run *run)
 }
 
 /* The instruction bytes of an emulation failure: from KVM if it gave them, else guest memory. */
-static unsigned int emulation_bytes(struct vcpu *vcpu, uint8_t *bytes, unsigned int max)
+static unsigned int emulation_bytes(struct vmm_vcpu *vcpu, uint8_t *bytes, unsigned int max)
 {
 	struct kvm_run *run = vcpu->run;
 	struct kvm_regs *regs;
@@ -97,17 +83,15 @@ static unsigned int emulation_bytes(struct vcpu *vcpu, uint8_t *bytes, unsigned 
 		if (n)
 			return n;
 	}
-	if (vcpu_get_regs(vcpu, &regs, &sregs) == 0) {
-		struct gi_paging pg = vcpu_paging(vcpu->vm, sregs);
-
+	if (vmm_vcpu_regs(vcpu, &regs, &sregs) == 0) {
 		for (n = max; n > 0; n--)
-			if (gi_read_gva(&vcpu->vm->gmem, &pg, regs->rip, bytes, n) == 0)
+			if (vcpu_read_gva(vcpu, sregs, regs->rip, bytes, n) == 0)
 				break;
 	}
 	return n;
 }
 
-static int inject_breakpoint(struct vcpu *vcpu)
+static int inject_breakpoint(struct vmm_vcpu *vcpu)
 {
 	struct kvm_vcpu_events ev;
 
@@ -123,13 +107,13 @@ static int inject_breakpoint(struct vcpu *vcpu)
 }
 
 /* For a post-mortem of an emulation failure: registers and the top of the guest stack. */
-static void dump_stack_words(struct vcpu *vcpu, const struct kvm_regs *regs)
+static void dump_stack_words(struct vmm_vcpu *vcpu, const struct kvm_regs *regs)
 {
 	struct kvm_sregs *sregs;
 	uint64_t words[24] = { 0 };
 	size_t len;
 
-	if (vcpu_get_regs(vcpu, NULL, &sregs) != 0)
+	if (vmm_vcpu_regs(vcpu, NULL, &sregs) != 0)
 		return;
 	pr_info("vCPU %u: rip 0x%llx rsp 0x%llx rbp 0x%llx rax 0x%llx rflags 0x%llx cs 0x%x "
 		"cr2 0x%llx cr3 0x%llx",
@@ -137,16 +121,12 @@ static void dump_stack_words(struct vcpu *vcpu, const struct kvm_regs *regs)
 		(unsigned long long)regs->rbp, (unsigned long long)regs->rax,
 		(unsigned long long)regs->rflags, sregs->cs.selector,
 		(unsigned long long)sregs->cr2, (unsigned long long)sregs->cr3);
-	{
-		struct gi_paging pg = vcpu_paging(vcpu->vm, sregs);
-
-		/* up to the end of the stack's page: IST stacks are followed by guard pages */
-		len = 4096 - (regs->rsp & 4095);
-		if (len > sizeof(words))
-			len = sizeof(words);
-		if (gi_read_gva(&vcpu->vm->gmem, &pg, regs->rsp, words, len) != 0)
-			return;
-	}
+	/* up to the end of the stack's page: IST stacks are followed by guard pages */
+	len = 4096 - (regs->rsp & 4095);
+	if (len > sizeof(words))
+		len = sizeof(words);
+	if (vcpu_read_gva(vcpu, sregs, regs->rsp, words, len) != 0)
+		return;
 	for (unsigned int i = 0; i < ARRAY_SIZE(vcpu->trail); i++) {
 		unsigned int t = (vcpu->trail_next + i) % ARRAY_SIZE(vcpu->trail);
 
@@ -161,7 +141,7 @@ static void dump_stack_words(struct vcpu *vcpu, const struct kvm_regs *regs)
 			(unsigned long long)words[i + 2], (unsigned long long)words[i + 3]);
 }
 
-static int exit_emulation_failure(struct vcpu *vcpu)
+static int exit_emulation_failure(struct vmm_vcpu *vcpu)
 {
 	struct vmm *vm = vcpu->vm;
 	struct kvm_regs *regs;
@@ -171,7 +151,7 @@ static int exit_emulation_failure(struct vcpu *vcpu)
 	int err;
 
 	n = emulation_bytes(vcpu, bytes, sizeof(bytes));
-	err = vcpu_get_regs_rw(vcpu, &regs, NULL);
+	err = vmm_vcpu_regs_rw(vcpu, &regs, NULL);
 	if (err) {
 		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: cannot read registers: %s", vcpu->index,
 			hvp_strerror(err));
@@ -194,7 +174,7 @@ static int exit_emulation_failure(struct vcpu *vcpu)
 	if (n >= 1 && bytes[0] == 0x9b) {
 		/* fwait: no x87 exception can be pending (the guest never unmasks them here). */
 		regs->rip += 1;
-		vcpu_mark_regs_dirty(vcpu, true, false);
+		vmm_vcpu_regs_dirty(vcpu, true, false);
 		vcpu->c.emulation_fwait++;
 		return 0;
 	}
@@ -211,11 +191,11 @@ fail:
 	return 1;
 }
 
-static int exit_halt(struct vcpu *vcpu)
+static int exit_halt(struct vmm_vcpu *vcpu)
 {
 	struct kvm_regs *regs;
 
-	if (vcpu_get_regs(vcpu, &regs, NULL) == 0 && !(regs->rflags & RFLAGS_IF)) {
+	if (vmm_vcpu_regs(vcpu, &regs, NULL) == 0 && !(regs->rflags & RFLAGS_IF)) {
 		vmm_end(vcpu->vm, HVP_END_RESET, -1,
 			"vCPU %u halted with interrupts disabled (guest halt or power-off)",
 			vcpu->index);
@@ -224,33 +204,41 @@ static int exit_halt(struct vcpu *vcpu)
 	return 0;
 }
 
-int exit_handle(struct vcpu *vcpu)
+/* KVM_RUN was interrupted: a sample when the counter overflowed, nothing for a kick. */
+static int exit_intr(struct vmm_vcpu *vcpu, bool overflow)
+{
+	struct vmm *vm = vcpu->vm;
+
+	vcpu->c.exits_intr++;
+	if (atomic_load(&vm->stop_reason))
+		return 1;
+	if (!overflow)
+		return 0;
+	vcpu->c.exits_overflow++;
+	if (vm->hooks.overflow && vm->hooks.overflow(vm->hooks.ctx, vcpu) != 0)
+		return 1;
+	return atomic_load(&vm->stop_reason) ? 1 : 0;
+}
+
+int exit_handle(struct vmm_vcpu *vcpu, bool overflow)
 {
 	struct vmm *vm = vcpu->vm;
 	struct kvm_run *run = vcpu->run;
 
 	vcpu->c.exits++;
 	if (vcpu->rf_probe_pc && run->exit_reason != KVM_EXIT_DEBUG)
-		trap_rf_probe_check(vcpu);
+		rf_probe_check(vcpu);
 	switch (run->exit_reason) {
 	case KVM_EXIT_IO:
-		/* A slide the guest chose must be known before its first system call (the PVM
-		 * fix-up and the traps wait for it), and one hvprof chose is confirmed even
-		 * without samples (`run`): console output is a frequent chance. A relaxed load
-		 * once decided. */
-		kaslr_poll(vcpu);
+		/* a chance for the rider to look at the guest (the KASLR slide must be known
+		 * before the first system call, and console output is frequent) */
+		if (vm->hooks.io)
+			vm->hooks.io(vm->hooks.ctx, vcpu);
 		return exit_io(vm, vcpu, run);
 	case KVM_EXIT_MMIO:
 		return exit_mmio(vm, vcpu, run);
 	case KVM_EXIT_INTR:
-		vcpu->c.exits_intr++;
-		if (atomic_load(&vm->stop_reason))
-			return 1;
-		if (vm->cfg.bare_exits)
-			vcpu->c.samples++; /* an exit at the sampling rate, nothing more */
-		else if (vm->cfg.sample_hz)
-			sample_take(vcpu);
-		return atomic_load(&vm->stop_reason) ? 1 : 0;
+		return exit_intr(vcpu, overflow);
 	case KVM_EXIT_DEBUG:
 		vcpu->c.exits_debug++;
 		return debug_exit(vcpu);

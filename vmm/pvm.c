@@ -23,30 +23,18 @@
 #define USER_CS 0x33
 #define USER_SS 0x2b
 
-int pvm_fixup_setup(struct vmm *vm)
+void vmm_pvm_fixup_enable(struct vmm *vm, uint64_t pf_entry)
 {
-	const struct symtab *st;
-	uint64_t kva;
-
 	if (!vm->is_pvm)
-		return 0;
-	if (!vm->gi) {
-		pr_warn("no kernel symbols: the PVM SYSCALL fix-up is off, guest programs cannot "
-			"make system calls on this host");
-		return 0;
-	}
-	st = gi_symtab(vm->gi);
-	if (symtab_find(st, "asm_exc_page_fault", &kva) != 0 &&
-	    symtab_find(st, "page_fault", &kva) != 0) {
-		pr_warn("kernel has no asm_exc_page_fault symbol: the PVM SYSCALL fix-up is off");
-		return 0;
-	}
-	vm->pvm.pf_entry_kva = kva;
+		return;
 	vm->pvm.enabled = true;
-	return 0;
+	if (!pf_entry)
+		return; /* the address follows once the KASLR slide is known */
+	vmm_bp_set_addr(vm, VMM_BP_PVM, pf_entry);
+	vmm_bp_arm(vm, 1u << VMM_BP_PVM, true, NULL);
 }
 
-static int read_syscall_msrs(struct vcpu *vcpu, uint64_t *star, uint64_t *lstar, uint64_t *sfmask)
+static int read_syscall_msrs(struct vmm_vcpu *vcpu, uint64_t *star, uint64_t *lstar, uint64_t *sfmask)
 {
 	struct {
 		struct kvm_msrs hdr;
@@ -68,14 +56,14 @@ static int read_syscall_msrs(struct vcpu *vcpu, uint64_t *star, uint64_t *lstar,
 
 /* How to get past the #PF entry's first instruction: it is ASM_CLAC, patched to a NOP at boot
  * (or a CLD when CLAC is not patched in). Decided from the bytes in guest memory. */
-static int first_insn(struct vcpu *vcpu, const struct gi_paging *pg)
+static int first_insn(struct vmm_vcpu *vcpu, const struct kvm_sregs *sregs, uint64_t pf_entry)
 {
 	struct pvm_fixup *p = &vcpu->vm->pvm;
 	uint8_t b[5];
 
 	if (p->step_len)
 		return 0;
-	if (gi_read_gva(&vcpu->vm->gmem, pg, p->pf_entry_kva, b, sizeof(b)) != 0)
+	if (vcpu_read_gva(vcpu, sregs, pf_entry, b, sizeof(b)) != 0)
 		return -EFAULT;
 	if (b[0] == 0x90)
 		p->step_len = 1;
@@ -92,7 +80,7 @@ static int first_insn(struct vcpu *vcpu, const struct gi_paging *pg)
 		p->step_is_cld = true;
 	} else {
 		pr_err("#PF entry 0x%llx starts with %02x %02x %02x: cannot step over it",
-		       (unsigned long long)p->pf_entry_kva, b[0], b[1], b[2]);
+		       (unsigned long long)pf_entry, b[0], b[1], b[2]);
 		return -ENOTSUP;
 	}
 	return 0;
@@ -120,26 +108,26 @@ static void set_cpl0_segments(struct kvm_sregs *sregs, uint64_t star)
 	sregs->ss.g = 1;
 }
 
-int pvm_fixup_hit(struct vcpu *vcpu)
+int pvm_fixup_hit(struct vmm_vcpu *vcpu)
 {
 	struct vmm *vm = vcpu->vm;
 	struct pvm_fixup *p = &vm->pvm;
 	struct kvm_regs *regs;
 	struct kvm_sregs *sregs;
-	struct gi_paging pg;
 	uint64_t frame[6]; /* error code, RIP, CS, RFLAGS, RSP, SS (SDM vol. 3A, 6.14.2) */
+	uint64_t pf_entry = atomic_load(&vm->bp_addr[VMM_BP_PVM]);
 	int err;
 
-	if (!p->enabled || vcpu->run->debug.arch.pc != p->pf_entry_kva) {
+	if (!p->enabled || vcpu->run->debug.arch.pc != pf_entry) {
 		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: unexpected debug exit at 0x%llx",
 			vcpu->index, (unsigned long long)vcpu->run->debug.arch.pc);
 		return 1;
 	}
-	err = vcpu_get_regs_rw(vcpu, &regs, &sregs);
+	err = vmm_vcpu_regs_rw(vcpu, &regs, &sregs);
 	if (err)
 		goto fail;
-	pg = vcpu_paging(vm, sregs);
-	err = gi_read_gva(&vm->gmem, &pg, regs->rsp, frame, sizeof(frame));
+	/* the frame is on the entry stack, mapped in every CR3 (also the user half under PTI) */
+	err = vcpu_read_gva(vcpu, sregs, regs->rsp, frame, sizeof(frame));
 	if (err == 0 && frame[0] == PF_ERR_SYSCALL_QUIRK && frame[2] == USER_CS &&
 	    frame[5] == USER_SS && frame[1] == sregs->cr2) {
 		uint64_t star, lstar, sfmask;
@@ -155,19 +143,19 @@ int pvm_fixup_hit(struct vcpu *vcpu)
 			regs->rflags = (frame[3] & ~RFLAGS_RF) | 0x2;
 			/* RCX and R11 already hold the user RIP and RFLAGS. */
 			set_cpl0_segments(sregs, star);
-			vcpu_mark_regs_dirty(vcpu, true, true);
+			vmm_vcpu_regs_dirty(vcpu, true, true);
 			vcpu->c.syscall_fixups++;
 			return 0;
 		}
 	}
 	/* An ordinary page fault: step over the first instruction (RF is ignored here). */
-	err = first_insn(vcpu, &pg);
+	err = first_insn(vcpu, sregs, pf_entry);
 	if (err)
 		goto fail;
 	regs->rip += p->step_len;
 	if (p->step_is_cld)
 		regs->rflags &= ~RFLAGS_DF;
-	vcpu_mark_regs_dirty(vcpu, true, false);
+	vmm_vcpu_regs_dirty(vcpu, true, false);
 	vcpu->c.pf_steps++;
 	return 0;
 fail:

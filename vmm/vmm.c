@@ -21,20 +21,15 @@
 #define VMM_MIN_MEM (64ull << 20)
 
 const char *const vmm_counter_names[] = {
-	"samples", "samples_user", "samples_kernel", "samples_no_task", "samples_sink_errors",
-	"exits", "exits_io", "exits_mmio", "exits_intr", "exits_debug", "syscall_fixups",
-	"pf_steps", "emulation_int3", "emulation_fwait", "io_unhandled", "mmio_unhandled",
-	"kernel_walk_fault", "kernel_walk_bad_fp", "kernel_walk_depth", "user_walk_fault",
-	"user_walk_bad_fp", "user_walk_depth", "task_invalid", "threads", "processes",
-	"sample_ns_total", "marks", "marks_reused", "resolved_at_return", "resolved_from_ptregs",
-	"resolved_stale", "dropped_table_full", "dropped_exited", "dropped_no_regs", "traps_hit",
-	"traps_no_mark", "traps_to_kernel", "trap_ns_total", "traps_armed_at_end",
-	"user_regs_unreadable", "sample_ns_regs", "sample_ns_identity", "sample_ns_kernel_unwind",
-	"sample_ns_user", "sample_ns_write", "vcpu_cpu_ns", "samples_not_long_mode",
-	"tcache_hits", "tcache_misses",
+#define VMM_COUNTER_NAME(name) #name,
+	VMM_COUNTER_LIST(VMM_COUNTER_NAME)
+#undef VMM_COUNTER_NAME
 };
 _Static_assert(sizeof(vmm_counter_names) / sizeof(vmm_counter_names[0]) == VMM_N_COUNTERS,
 	       "one name per counter");
+
+int vmm_sig_overflow;
+int vmm_sig_kick;
 
 static atomic_int requested_stop;
 
@@ -46,45 +41,95 @@ uint64_t vmm_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-const char *vmm_counter_name(enum vmm_counter_kind kind)
-{
-	switch (kind) {
-	case VMM_COUNTER_CYCLES:
-		return "cycles";
-	case VMM_COUNTER_CPU_CLOCK:
-		return "cpu-clock";
-	default:
-		return "none";
-	}
-}
-
-enum vmm_counter_kind vmm_counter_kind(const struct vmm *vm)
-{
-	return vm->counter;
-}
-
-const char *vmm_callchain_mode_name(const struct vmm *vm)
-{
-	return vm->callchain == VMM_CALLCHAIN_DEFERRED ? "deferred"
-	       : vm->callchain == VMM_CALLCHAIN_BOTH   ? "both"
-						      : "eager";
-}
-
 const char *vmm_strategy(const struct vmm *vm)
 {
+	/* built when asked: a rider enables the PVM fix-up after vmm_create */
+	snprintf((char *)vm->strategy, sizeof(vm->strategy), "%s, regs=%s, syscall-fixup=%s",
+		 vm->is_pvm ? "pvm" : "hardware virtualization",
+		 vm->sync_regs ? "sync-regs read, ioctl write" : "ioctl",
+		 vm->pvm.enabled ? "breakpoint-on-#PF" : "none");
 	return vm->strategy;
+}
+
+void vmm_kick_vcpu(struct vmm *vm, unsigned int i)
+{
+	if (i < vm->n_vcpus && vm->vcpus[i].thread_started)
+		pthread_kill(vm->vcpus[i].thread, vmm_sig_kick);
 }
 
 void vmm_kick_all(struct vmm *vm)
 {
 	for (unsigned int i = 0; i < vm->n_vcpus; i++) {
-		struct vcpu *v = &vm->vcpus[i];
+		struct vmm_vcpu *v = &vm->vcpus[i];
 
 		if (v->run)
 			v->run->immediate_exit = 1;
-		if (v->thread_started)
-			pthread_kill(v->thread, vmm_sig_kick);
+		vmm_kick_vcpu(vm, i);
 	}
+}
+
+bool vmm_stopping(const struct vmm *vm)
+{
+	return atomic_load(&vm->stop_reason) != 0;
+}
+
+uint64_t vmm_start_ns(const struct vmm *vm)
+{
+	return vm->t_start_ns;
+}
+
+bool vmm_is_pvm(const struct vmm *vm)
+{
+	return vm->is_pvm;
+}
+
+const struct gmem *vmm_gmem(const struct vmm *vm)
+{
+	return &vm->gmem;
+}
+
+unsigned int vmm_maxphyaddr(const struct vmm *vm)
+{
+	return vm->maxphyaddr;
+}
+
+unsigned int vmm_vcpu_count(const struct vmm *vm)
+{
+	return vm->n_vcpus;
+}
+
+unsigned int vmm_vcpu_index(const struct vmm_vcpu *v)
+{
+	return v->index;
+}
+
+int vmm_vcpu_tid(const struct vmm_vcpu *v)
+{
+	return v->tid;
+}
+
+int vmm_overflow_signal(void)
+{
+	return vmm_sig_overflow;
+}
+
+int vmm_set_hooks(struct vmm *vm, const struct vmm_hooks *hooks)
+{
+	if (!vm || !hooks)
+		return -EINVAL;
+	if (atomic_load(&vm->running))
+		return -EBUSY;
+	vm->hooks = *hooks;
+	return 0;
+}
+
+void vmm_placement(const struct vmm *vm, struct vmm_placement *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->slide_known = vm->boot.slide_known;
+	out->relocated = vm->boot.slide_applied;
+	out->slide = vm->boot.slide;
+	out->n_relocs = vm->boot.n_relocs;
 }
 
 void vmm_end(struct vmm *vm, int reason, int exit_status, const char *fmt, ...)
@@ -135,13 +180,12 @@ static int check_cap(struct vmm *vm, long cap, const char *name, bool required)
 	return r > 0;
 }
 
-static int vcpu_create(struct vmm *vm, struct vcpu *vcpu, unsigned int index, int mmap_size)
+static int vcpu_create(struct vmm *vm, struct vmm_vcpu *vcpu, unsigned int index, int mmap_size)
 {
 	int err;
 
 	vcpu->vm = vm;
 	vcpu->index = index;
-	vcpu->perf_fd = -1;
 	vcpu->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, (unsigned long)index);
 	if (vcpu->fd < 0) {
 		err = -errno;
@@ -162,73 +206,43 @@ static int vcpu_create(struct vmm *vm, struct vcpu *vcpu, unsigned int index, in
 	return vcpu_init_regs(vm, vcpu);
 }
 
-int vmm_create(const struct vmm_config *cfg, struct vmm **out)
+/* Open /dev/kvm and probe the capabilities the VM needs (and the optional ones it uses). */
+static int kvm_open(struct vmm *vm)
 {
-	struct vmm *vm;
-	int err, mmap_size;
-
-	if (!cfg || !cfg->kernel || cfg->cpus == 0 || cfg->cpus > VMM_MAX_VCPUS ||
-	    cfg->mem_bytes < VMM_MIN_MEM || (cfg->mem_bytes & ((2ull << 20) - 1)) ||
-	    (cfg->sample_hz && !cfg->sink)) {
-		pr_err("invalid configuration (kernel, 1..%d vCPUs, >= 64 MiB in 2 MiB units)",
-		       VMM_MAX_VCPUS);
-		return -EINVAL;
-	}
-	vm = calloc(1, sizeof(*vm));
-	if (!vm)
-		return -ENOMEM;
-	vm->cfg = *cfg;
-	vm->kvm_fd = vm->vm_fd = -1;
-	pthread_mutex_init(&vm->end_lock, NULL);
-	marks_init(&vm->marks);
-	vm->callchain = cfg->callchain_mode;
-	vm->mark_timeout_ns = cfg->mark_timeout_ns ? cfg->mark_timeout_ns : 100000000ull;
-	err = sampler_install_signals();
-	if (err)
-		goto err_destroy;
-	if (cfg->cmdline) {
-		vm->cmdline = strdup(cfg->cmdline);
-		if (!vm->cmdline) {
-			err = -ENOMEM;
-			goto err_destroy;
-		}
-		vm->cfg.cmdline = vm->cmdline;
-	}
-	vm->cfg.initrd = NULL; /* only used during boot_load below, from cfg */
+	int err;
 
 	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (vm->kvm_fd < 0) {
 		err = -errno;
 		pr_err("cannot open /dev/kvm: %s", hvp_strerror(err));
-		goto err_destroy;
+		return err;
 	}
 	if (ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION) {
 		pr_err("/dev/kvm speaks an unknown KVM API version");
-		err = -ENOTSUP;
-		goto err_destroy;
+		return -ENOTSUP;
 	}
 	err = check_cap(vm, KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP", true);
 	if (err < 0)
-		goto err_destroy;
+		return err;
 	err = check_cap(vm, KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY", true);
 	if (err < 0)
-		goto err_destroy;
+		return err;
 	err = check_cap(vm, KVM_CAP_SYNC_REGS, "KVM_CAP_SYNC_REGS", false);
 	vm->sync_regs = err > 0;
 	vm->sregs2 = check_cap(vm, KVM_CAP_SREGS2, "KVM_CAP_SREGS2", false) > 0;
 	vm->is_pvm = host_is_pvm(vm);
+	return 0;
+}
 
-	vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
-	if (vm->vm_fd < 0) {
-		err = -errno;
-		pr_err("KVM_CREATE_VM: %s", hvp_strerror(err));
-		goto err_destroy;
-	}
-	if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, (unsigned long)VMM_TSS_GPA) < 0)
-		pr_debug(LOG_VMM, "KVM_SET_TSS_ADDR failed (not needed on this host)");
-	err = ram_create(&vm->ram, cfg->mem_bytes);
+
+/* Guest RAM, and its slots given to KVM. */
+static int ram_register(struct vmm *vm)
+{
+	int err;
+
+	err = ram_create(&vm->ram, vm->cfg.mem_bytes);
 	if (err)
-		goto err_destroy;
+		return err;
 	for (unsigned int i = 0; i < vm->ram.n_slots; i++) {
 		struct kvm_userspace_memory_region r = {
 			.slot = i,
@@ -240,9 +254,57 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0) {
 			err = -errno;
 			pr_err("KVM_SET_USER_MEMORY_REGION slot %u: %s", i, hvp_strerror(err));
-			goto err_destroy;
+			return err;
 		}
 	}
+	return 0;
+}
+
+int vmm_create(const struct vmm_config *cfg, struct vmm **out)
+{
+	struct vmm *vm;
+	int err, mmap_size;
+
+	if (!cfg || !cfg->kernel || cfg->cpus == 0 || cfg->cpus > VMM_MAX_VCPUS ||
+	    cfg->mem_bytes < VMM_MIN_MEM || (cfg->mem_bytes & ((2ull << 20) - 1))) {
+		pr_err("invalid configuration (kernel, 1..%d vCPUs, >= 64 MiB in 2 MiB units)",
+		       VMM_MAX_VCPUS);
+		return -EINVAL;
+	}
+	vm = calloc(1, sizeof(*vm));
+	if (!vm)
+		return -ENOMEM;
+	vm->cfg = *cfg;
+	vm->kvm_fd = vm->vm_fd = -1;
+	pthread_mutex_init(&vm->end_lock, NULL);
+	vm->bp_used = 1u << VMM_BP_PVM;
+	/* The overflow and kick signals: consumed with sigtimedwait on the vCPU threads. */
+	vmm_sig_overflow = SIGRTMIN + 1;
+	vmm_sig_kick = SIGRTMIN + 2;
+	if (cfg->cmdline) {
+		vm->cmdline = strdup(cfg->cmdline);
+		if (!vm->cmdline) {
+			err = -ENOMEM;
+			goto err_destroy;
+		}
+		vm->cfg.cmdline = vm->cmdline;
+	}
+	vm->cfg.initrd = NULL; /* only used during boot_load below, from cfg */
+
+	err = kvm_open(vm);
+	if (err)
+		goto err_destroy;
+	vm->vm_fd = ioctl(vm->kvm_fd, KVM_CREATE_VM, 0);
+	if (vm->vm_fd < 0) {
+		err = -errno;
+		pr_err("KVM_CREATE_VM: %s", hvp_strerror(err));
+		goto err_destroy;
+	}
+	if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, (unsigned long)VMM_TSS_GPA) < 0)
+		pr_debug(LOG_VMM, "KVM_SET_TSS_ADDR failed (not needed on this host)");
+	err = ram_register(vm);
+	if (err)
+		goto err_destroy;
 	vm->gmem = (struct gmem){ .read = ram_read, .ctx = &vm->ram };
 	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
 		err = -errno;
@@ -264,36 +326,6 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 	if (err)
 		goto err_destroy;
 
-	if (cfg->vmlinux) {
-		struct gi_config gc = { .vmlinux = cfg->vmlinux, .btf = cfg->btf };
-
-		err = gi_open(&gc, &vm->gi);
-		if (err && cfg->sample_hz) {
-			pr_err("cannot read the guest kernel %s: %s", cfg->vmlinux, hvp_strerror(err));
-			goto err_destroy;
-		}
-		if (err) /* only booting: the guest runs, without what needs its symbols */
-			pr_warn("no symbols or BTF from the guest kernel %s: %s", cfg->vmlinux,
-				hvp_strerror(err));
-		vm->gi = err ? NULL : vm->gi;
-	} else if (cfg->sample_hz) {
-		pr_err("sampling needs the guest kernel's vmlinux (symbols and BTF)");
-		err = -EINVAL;
-		goto err_destroy;
-	}
-	err = ident_cache_create(vm);
-	if (err)
-		goto err_destroy;
-	err = pvm_fixup_setup(vm);
-	if (err)
-		goto err_destroy;
-	err = traps_setup(vm);
-	if (err)
-		goto err_destroy;
-	kaslr_setup(vm);
-	err = sampler_probe(vm);
-	if (err)
-		goto err_destroy;
 	err = cpu_setup_cpuid(vm);
 	if (err)
 		goto err_destroy;
@@ -309,23 +341,14 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 		err = -ENOMEM;
 		goto err_destroy;
 	}
-	for (unsigned int i = 0; i < cfg->cpus; i++) {
+	for (unsigned int i = 0; i < cfg->cpus; i++)
 		vm->vcpus[i].fd = -1;
-		vm->vcpus[i].perf_fd = -1;
-	}
 	vm->n_vcpus = cfg->cpus;
 	for (unsigned int i = 0; i < cfg->cpus; i++) {
 		err = vcpu_create(vm, &vm->vcpus[i], i, mmap_size);
 		if (err)
 			goto err_destroy;
 	}
-	snprintf(vm->strategy, sizeof(vm->strategy),
-		 "%s, regs=%s, syscall-fixup=%s, user-callchains=%s%s, kernel-callchains=%s",
-		 vm->is_pvm ? "pvm" : "hardware virtualization",
-		 vm->sync_regs ? "sync-regs read, ioctl write" : "ioctl",
-		 vm->pvm.enabled ? "breakpoint-on-#PF" : "none", vmm_callchain_mode_name(vm),
-		 vm->callchain != VMM_CALLCHAIN_EAGER ? " (breakpoints on sysretq/iretq)" : "",
-		 gi_kernel_unwinder(vm->gi));
 	*out = vm;
 	return 0;
 
@@ -334,89 +357,120 @@ err_destroy:
 	return err;
 }
 
-static void *vcpu_thread(void *arg)
+/* Block the overflow and kick signals in this thread except inside KVM_RUN (KVM_SET_SIGNAL_MASK),
+ * where a pending one ends the run at once: no overflow is lost while the VMM handles another
+ * exit. They are consumed with sigtimedwait, which tells which one arrived. */
+static int vcpu_signals_setup(struct vmm_vcpu *vcpu, sigset_t *block)
 {
-	struct vcpu *vcpu = arg;
-	struct vmm *vm = vcpu->vm;
-	sigset_t block, in_guest;
+	sigset_t in_guest;
 	struct {
 		struct kvm_signal_mask hdr;
 		uint8_t set[8];
 	} kmask;
-	int err;
 
-	vcpu->tid = (pid_t)syscall(SYS_gettid);
-	/* The sampling and kick signals stay blocked in this thread, except inside KVM_RUN
-	 * (KVM_SET_SIGNAL_MASK), where a pending one ends the run at once: no sample is lost
-	 * while the VMM handles another exit. They are consumed with sigtimedwait. */
-	sigemptyset(&block);
-	sigaddset(&block, vmm_sig_sample);
-	sigaddset(&block, vmm_sig_kick);
-	pthread_sigmask(SIG_BLOCK, &block, &in_guest);
-	sigdelset(&in_guest, vmm_sig_sample);
+	sigemptyset(block);
+	sigaddset(block, vmm_sig_overflow);
+	sigaddset(block, vmm_sig_kick);
+	pthread_sigmask(SIG_BLOCK, block, &in_guest);
+	sigdelset(&in_guest, vmm_sig_overflow);
 	sigdelset(&in_guest, vmm_sig_kick);
 	kmask.hdr.len = 8;
 	memcpy(kmask.set, &in_guest, 8);
-	if (ioctl(vcpu->fd, KVM_SET_SIGNAL_MASK, &kmask) < 0) {
-		err = -errno;
+	if (ioctl(vcpu->fd, KVM_SET_SIGNAL_MASK, &kmask) < 0)
+		return -errno;
+	return 0;
+}
+
+/* One KVM_RUN. Return: 0 and *@overflow (the counter's signal arrived), or -errno. */
+static int vcpu_run_once(struct vmm_vcpu *vcpu, const sigset_t *block, bool *overflow)
+{
+	const struct timespec zero = { 0, 0 };
+	int r, err, sig;
+
+	*overflow = false;
+	r = ioctl(vcpu->fd, KVM_RUN, 0);
+	err = r < 0 ? -errno : 0;
+	vcpu->regs_valid = vcpu->sregs_valid = false;
+	if (err != -EINTR && err != -EAGAIN)
+		return err;
+	/* Interrupted: by the counter's overflow (a sample), or by a kick (another vCPU wants
+	 * this one to apply its breakpoints, or the run ends) or immediate_exit: no sample. */
+	while ((sig = sigtimedwait(block, NULL, &zero)) > 0)
+		if (sig == vmm_sig_overflow)
+			*overflow = true;
+	vcpu->run->immediate_exit = 0;
+	vcpu->run->exit_reason = KVM_EXIT_INTR;
+	return 0;
+}
+
+static void vcpu_trail(struct vmm_vcpu *vcpu)
+{
+	/* SAFETY: trail_next is reduced modulo the array size. */
+	unsigned int t = vcpu->trail_next++ % ARRAY_SIZE(vcpu->trail);
+
+	vcpu->trail[t].reason = vcpu->run->exit_reason;
+	vcpu->trail[t].rip = vcpu->run->s.regs.regs.rip;
+	vcpu->trail[t].rsp = vcpu->run->s.regs.regs.rsp;
+	vcpu->trail[t].rcx = vcpu->run->s.regs.regs.rcx;
+	vcpu->trail[t].cs = vcpu->run->s.regs.sregs.cs.selector;
+}
+
+int vcpu_loop_once(struct vmm_vcpu *vcpu, const sigset_t *block)
+{
+	struct vmm *vm = vcpu->vm;
+	bool overflow;
+	int err;
+
+	if (vcpu_debug_update(vcpu) != 0) {
+		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: cannot set its breakpoints", vcpu->index);
+		return 1;
+	}
+	err = vcpu_put_dirty(vcpu);
+	if (err) {
+		/* the guest cannot go on with registers it was not given: end the run */
+		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: cannot write its registers back: %s",
+			vcpu->index, hvp_strerror(err));
+		return 1;
+	}
+	err = vcpu_run_once(vcpu, block, &overflow);
+	if (err) {
+		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: KVM_RUN: %s", vcpu->index,
+			hvp_strerror(err));
+		return 1;
+	}
+	if (vm->sync_regs)
+		vcpu_trail(vcpu);
+	return exit_handle(vcpu, overflow);
+}
+
+static void *vcpu_thread(void *arg)
+{
+	struct vmm_vcpu *vcpu = arg;
+	struct vmm *vm = vcpu->vm;
+	sigset_t block;
+	int err;
+
+	vcpu->tid = (pid_t)syscall(SYS_gettid);
+	err = vcpu_signals_setup(vcpu, &block);
+	if (err) {
 		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: KVM_SET_SIGNAL_MASK: %s", vcpu->index,
 			hvp_strerror(err));
 		return NULL;
 	}
 	err = vcpu_debug_update(vcpu);
-	if (!err)
-		err = sampler_open_vcpu(vm, vcpu);
+	if (!err && vm->hooks.vcpu_start)
+		err = vm->hooks.vcpu_start(vm->hooks.ctx, vcpu);
 	if (err) {
 		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u could not start: %s", vcpu->index,
 			hvp_strerror(err));
 		return NULL;
 	}
 
-	while (!atomic_load(&vm->stop_reason)) {
-		const struct timespec zero = { 0, 0 };
-		int r;
-
-		if (vcpu_debug_update(vcpu) != 0) {
-			vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: cannot set its breakpoints",
-				vcpu->index);
+	while (!atomic_load(&vm->stop_reason))
+		if (vcpu_loop_once(vcpu, &block) != 0)
 			break;
-		}
-		{
-			if (vcpu->regs_dirty && ioctl(vcpu->fd, KVM_SET_REGS, &vcpu->regs) < 0)
-				break;
-			if (vcpu->sregs_dirty && vcpu_put_sregs(vcpu) != 0)
-				break;
-			vcpu->regs_dirty = vcpu->sregs_dirty = false;
-		}
-		r = ioctl(vcpu->fd, KVM_RUN, 0);
-		err = r < 0 ? -errno : 0;
-		vcpu->regs_valid = vcpu->sregs_valid = false;
-		if (err == -EINTR || err == -EAGAIN) {
-			while (sigtimedwait(&block, NULL, &zero) > 0)
-				;
-			vcpu->run->immediate_exit = 0;
-			vcpu->run->exit_reason = KVM_EXIT_INTR;
-		} else if (err) {
-			vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u: KVM_RUN: %s", vcpu->index,
-				hvp_strerror(err));
-			break;
-		}
-		if (vm->sync_regs) {
-			/* SAFETY: trail_next is reduced modulo the array size. */
-			unsigned int t = vcpu->trail_next++ % ARRAY_SIZE(vcpu->trail);
-
-			vcpu->trail[t].reason = vcpu->run->exit_reason;
-			vcpu->trail[t].rip = vcpu->run->s.regs.regs.rip;
-			vcpu->trail[t].rsp = vcpu->run->s.regs.regs.rsp;
-			vcpu->trail[t].rcx = vcpu->run->s.regs.regs.rcx;
-			vcpu->trail[t].cs = vcpu->run->s.regs.sregs.cs.selector;
-		}
-		if (exit_handle(vcpu) != 0)
-			break;
-	}
-	sampler_close_vcpu(vcpu);
-	vcpu->c.tcache_hits = vcpu->tcache.hits;
-	vcpu->c.tcache_misses = vcpu->tcache.misses;
+	if (vm->hooks.vcpu_stop)
+		vm->hooks.vcpu_stop(vm->hooks.ctx, vcpu);
 	{
 		struct timespec ts;
 
@@ -431,7 +485,7 @@ static void *vcpu_thread(void *arg)
 static void run_epilogue(struct vmm *vm)
 {
 	if (vm->n_vcpus && hvp_log_enabled(HVP_LOG_DEBUG, LOG_EXIT)) {
-		struct vcpu *v = &vm->vcpus[0];
+		struct vmm_vcpu *v = &vm->vcpus[0];
 
 		for (unsigned int i = 0; i < ARRAY_SIZE(v->trail); i++) {
 			unsigned int t = (v->trail_next + i) % ARRAY_SIZE(v->trail);
@@ -441,8 +495,8 @@ static void run_epilogue(struct vmm *vm)
 				 v->trail[t].cs, (unsigned long long)v->trail[t].rsp);
 		}
 	}
-	if (vm->n_vcpus && vm->cfg.sink && vm->gi)
-		marks_flush(vm, &vm->vcpus[0]);
+	if (vm->n_vcpus && vm->hooks.run_end)
+		vm->hooks.run_end(vm->hooks.ctx, &vm->vcpus[0]);
 	for (unsigned int i = 0; i < vm->n_vcpus; i++)
 		vcpu_debug_disarm(&vm->vcpus[i]);
 }
@@ -453,6 +507,7 @@ int vmm_run(struct vmm *vm, struct vmm_result *res)
 
 	memset(res, 0, sizeof(*res));
 	atomic_store(&requested_stop, 0);
+	atomic_store(&vm->running, true);
 	vm->t_start_ns = vmm_now_ns();
 	for (unsigned int i = 0; i < vm->n_vcpus; i++) {
 		err = -pthread_create(&vm->vcpus[i].thread, NULL, vcpu_thread, &vm->vcpus[i]);
@@ -491,7 +546,6 @@ int vmm_run(struct vmm *vm, struct vmm_result *res)
 	res->reason = atomic_load(&vm->stop_reason);
 	res->exit_status = vm->exit_status;
 	res->runtime_ns = vmm_now_ns() - vm->t_start_ns;
-	res->first_user_ns = atomic_load(&vm->first_user_ns);
 	snprintf(res->message, sizeof(res->message), "%s", vm->end_message);
 	return err;
 }
@@ -515,9 +569,10 @@ void vmm_destroy(struct vmm *vm)
 		return;
 	if (vm->vcpus) {
 		for (unsigned int i = 0; i < vm->n_vcpus; i++) {
-			struct vcpu *v = &vm->vcpus[i];
+			struct vmm_vcpu *v = &vm->vcpus[i];
 
-			sampler_close_vcpu(v);
+			if (vm->hooks.vcpu_stop)
+				vm->hooks.vcpu_stop(vm->hooks.ctx, v);
 			if (v->run)
 				munmap(v->run, v->run_size);
 			if (v->fd >= 0)
@@ -526,14 +581,11 @@ void vmm_destroy(struct vmm *vm)
 		free(vm->vcpus);
 	}
 	free(vm->cpuid);
-	ident_cache_destroy(vm);
-	gi_close(vm->gi);
 	if (vm->vm_fd >= 0)
 		close(vm->vm_fd);
 	if (vm->kvm_fd >= 0)
 		close(vm->kvm_fd);
 	ram_destroy(&vm->ram);
-	marks_destroy(&vm->marks);
 	free(vm->cmdline);
 	pthread_mutex_destroy(&vm->end_lock);
 	free(vm);

@@ -11,7 +11,6 @@
 #include <stdint.h>
 
 #include <hvprof/gmem.h>
-#include <hvprof/guestinfo.h>
 #include <hvprof/vmm.h>
 
 /* ---------------------------------------------------------------- guest physical layout */
@@ -122,7 +121,14 @@ void serial_io(struct serial8250 *s, unsigned int off, bool is_write, uint8_t *d
 
 struct vmm;
 
-struct vcpu {
+/* What RFLAGS.RF does at a breakpoint on this host (debug.c), probed at the first vmm_bp_step. */
+enum vmm_rf {
+	VMM_RF_UNKNOWN = 0, /* not tried yet */
+	VMM_RF_WORKS = 1,   /* RF stepped over every hit so far (VMX/SVM) */
+	VMM_RF_IGNORED = 2, /* RF is ignored (PVM): riders complete the instruction */
+};
+
+struct vmm_vcpu {
 	struct vmm *vm;
 	unsigned int index;
 	int fd;
@@ -131,21 +137,16 @@ struct vcpu {
 	pthread_t thread;
 	bool thread_started;
 	pid_t tid;
-	int perf_fd;
-	uint64_t percpu_base;   /* per-CPU base (kernel GS) seen on this vCPU, 0 until known */
-	uint64_t kaslr_poll_ns; /* last MSR_LSTAR look from an I/O exit (kaslr_poll) */
 	bool debug_armed;
-	uint64_t dr7_applied;    /* DR7 as last given to KVM_SET_GUEST_DEBUG */
-	uint64_t rf_probe_pc;    /* a trap hit resumed with RF set, to see if RF works */
+	unsigned int bp_mask_applied; /* slots armed in KVM_SET_GUEST_DEBUG */
+	unsigned int bp_gen_applied;  /* vm->bp_gen when applied */
+	uint64_t rf_probe_pc;    /* a breakpoint hit resumed with RF set, to see if RF works */
 	uint64_t rf_probe_rsp;
 	struct vmm_counters c;  /* this vCPU's counters, summed at the end */
 	/* register access without KVM_CAP_SYNC_REGS: copies and dirty flags */
 	struct kvm_regs regs;
 	struct kvm_sregs sregs;
 	bool regs_valid, sregs_valid, regs_dirty, sregs_dirty;
-	struct hvp_sample sample; /* scratch for building a sample */
-	struct hvp_user_stack ustack; /* scratch for a USER_STACK record */
-	struct pgwalk_cache tcache;   /* this vCPU's translations, invalidated at each sample */
 	/* the last exits, for post-mortems of guest failures (with sync regs only) */
 	struct {
 		uint32_t reason;
@@ -158,234 +159,91 @@ struct vcpu {
 /* ---------------------------------------------------------------- the PVM SYSCALL fix-up */
 
 struct pvm_fixup {
-	bool enabled;
-	uint64_t pf_entry_kva;  /* breakpoint address: #PF entry */
-	uint64_t lstar;         /* MSR_LSTAR as the guest set it (read at each hit; cached) */
-	uint64_t star;
-	uint64_t sfmask;
-	uint8_t step_len;       /* bytes to skip at pf_entry_kva for an ordinary fault (nop/cld) */
+	bool enabled;           /* a rider will give the #PF entry (vmm_pvm_fixup_enable) */
+	uint8_t step_len;       /* bytes to skip at the #PF entry for an ordinary fault (nop/cld) */
 	bool step_is_cld;
 };
 
-/* ---------------------------------------------------------------- marks (marks.c) */
-
-/*
- * A mark: a guest thread sampled in the kernel whose user stack is still to be walked, keyed by
- * the thread (task GVA + pid), never by vCPU: the thread may return to user on another vCPU.
- * All samples of one stay in the kernel share its cookie.
- */
-#define MARKS_MAX 512
-
-struct mark {
-	uint64_t task;
-	int32_t pid;
-	uint32_t vcpu;
-	uint64_t cookie;
-	struct gi_paging pg; /* translation of the thread's process at the sample */
-	uint64_t entry_ip; /* user registers saved at kernel entry (pt_regs), the fallback */
-	uint64_t entry_sp;
-	uint64_t entry_bp;
-	bool entry_known;  /* false: marked in the kernel entry code, before pt_regs was complete */
-	uint64_t t_ns;     /* host time of the first sample */
-	bool used;
-	/* the walk from the entry registers made when the mark was taken: the answer when the
-	 * return shows other registers (execve replaced the address space, a signal frame was
-	 * set up, or the entry ended unseen) */
-	uint8_t entry_stop;
-	uint16_t n_entry;
-	uint64_t entry_ips[HVP_MAX_CALLCHAIN];
-};
-
-struct marks {
-	pthread_mutex_t lock;
-	struct mark slot[MARKS_MAX];
-	unsigned int n_used;
-	unsigned int scan_next; /* round-robin position of the timeout scan */
-	atomic_uint pending;    /* == n_used, readable without the lock */
-	uint64_t next_cookie;
-};
-
-/* The user registers a walk starts from. */
-struct user_regs {
-	uint64_t ip, sp, bp;
-};
-
-/* ---------------------------------------------------------------- return-to-user traps (trap.c) */
-
-enum trap_step {
-	TRAP_STEP_UNKNOWN = 0, /* not probed yet: the first hit tries RFLAGS.RF */
-	TRAP_STEP_RF = 1,      /* RF stepped over every hit so far (VMX/SVM) */
-	TRAP_STEP_COMPLETE = 2,/* RF is ignored (PVM): hvprof completes sysretq/iretq itself */
-};
-
-/* Kernel entry code where pt_regs may still hold the previous entry's user registers. */
-struct entry_window {
-	uint64_t text_start, text_end;     /* __entry_text_start.. __entry_text_end */
-	uint64_t exit1_start, exit1_end;   /* syscall_return_via_sysret..entry_SYSRETQ_end */
-	uint64_t exit2_start, exit2_end;   /* swapgs_restore_regs_and_return_to_usermode..iretq */
-};
-
-struct traps {
-	bool available;       /* exit sites found and breakpoints usable */
-	bool verified;        /* the sites' bytes were checked in guest memory */
-	uint64_t sysret_kva;  /* sysretq on the syscall exit path */
-	uint64_t iret_kva;    /* iretq of native_irq_return_iret */
-	uint64_t star;        /* MSR_STAR, read at the first sysretq completion */
-	atomic_int step;      /* enum trap_step */
-};
+#define VMM_BP_PVM 0 /* the fix-up's breakpoint slot */
 
 /* ---------------------------------------------------------------- the VM */
 
 struct vmm {
 	struct vmm_config cfg;
 	char *cmdline;
-	void *initrd_copy;
 	int kvm_fd;
 	int vm_fd;
 	struct vmm_ram ram;
 	struct gmem gmem;
 	struct boot_info boot;
 	unsigned int n_vcpus;
-	struct vcpu *vcpus;
+	struct vmm_vcpu *vcpus;
 	struct kvm_cpuid2 *cpuid;
 	struct serial8250 com1;
-	struct gi *gi;
 	unsigned int maxphyaddr;
-	enum vmm_counter_kind counter;
 	bool sync_regs;
 	bool sregs2;
 	struct pvm_fixup pvm;
 	bool is_pvm;
 	char strategy[256];
-	enum vmm_callchain_mode callchain;
-	uint64_t mark_timeout_ns;
-	struct marks marks;
-	struct traps traps;
-	struct entry_window entry_window;
-	/* KASLR (kaslr.c): trap/entry-window addresses include the slide once sites_ready */
-	atomic_bool sites_ready;
-	atomic_int kaslr_check;    /* enum vmm_kaslr_check */
-	uint64_t kaslr_detected;   /* written before kaslr_check leaves PENDING */
-	int kaslr_idt;             /* the IDT's #PF gate: 1 agrees, -1 not, 0 unknown (ditto) */
-	atomic_int pti;            /* enum vmm_pti (pti.c) */
+	struct vmm_hooks hooks;
+	/* hardware breakpoints (debug.c): VM-wide addresses and armed slots */
+	_Atomic uint64_t bp_addr[VMM_BP_SLOTS];
+	atomic_uint bp_armed;   /* bit per slot */
+	atomic_uint bp_gen;     /* bumped at every address change */
+	unsigned int bp_used;   /* slots handed out (bit per slot) */
+	atomic_int rf;          /* enum vmm_rf */
 	uint64_t t_start_ns;
+	atomic_bool running;
 
 	/* the outcome: first writer wins */
 	pthread_mutex_t end_lock;
 	atomic_int stop_reason;  /* 0 while running */
 	int exit_status;
 	char end_message[256];
-	atomic_uint_fast64_t first_user_ns;
-
-	/* identity caches (thread/process records are emitted once per change) */
-	pthread_mutex_t ident_lock;
-	struct ident_cache *ident;
 };
 
-uint64_t vmm_now_ns(void);
-
-/* pti.c: the guest's page-table isolation, decided once (enum vmm_pti in vm->pti). */
-#define VMM_PTI_USER_BIT (1ull << 12) /* CR3 of the user half of Linux's PGD pair */
-void pti_probe(struct vcpu *vcpu, const struct kvm_sregs *sregs);
-
-/*
- * The translation state of a vCPU, from its segment/control registers. Under page-table
- * isolation each half of the address space goes through its half of the PGD pair (pti.c):
- * kernel addresses through the kernel's, user addresses through the user's (where user code
- * is executable), whichever of the two the vCPU is on.
- */
-static inline struct gi_paging vcpu_paging(const struct vmm *vm, const struct kvm_sregs *sregs)
-{
-	struct gi_paging pg = { .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
-				.efer = sregs->efer, .maxphyaddr = vm->maxphyaddr };
-
-	if (atomic_load_explicit(&vm->pti, memory_order_relaxed) == VMM_PTI_ON) {
-		if (sregs->cr3 & VMM_PTI_USER_BIT)
-			pg.kernel_cr3 = sregs->cr3 & ~VMM_PTI_USER_BIT;
-		else
-			pg.user_cr3 = sregs->cr3 | VMM_PTI_USER_BIT;
-	}
-	return pg;
-}
-/* Record the end of the run (first caller wins) and kick every vCPU out of KVM_RUN. */
-void vmm_end(struct vmm *vm, int reason, int exit_status, const char *fmt, ...) __printf(4, 5);
 void vmm_kick_all(struct vmm *vm);
+/* Interrupt vCPU @i's KVM_RUN (a kick: never a sample). */
+void vmm_kick_vcpu(struct vmm *vm, unsigned int i);
 
 /* cpu.c */
 int cpu_setup_cpuid(struct vmm *vm) __must_check;
-int vcpu_init_regs(struct vmm *vm, struct vcpu *vcpu) __must_check;
-/* Registers to read (sync-regs copies when available). */
-int vcpu_get_regs(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs) __must_check;
-/* Registers to modify: ioctl copies; call vcpu_mark_regs_dirty() after changing them. */
-int vcpu_get_regs_rw(struct vcpu *vcpu, struct kvm_regs **regs, struct kvm_sregs **sregs) __must_check;
-void vcpu_mark_regs_dirty(struct vcpu *vcpu, bool regs, bool sregs);
-/* Write vcpu->sregs back (KVM_SET_SREGS2 when available: no interrupt re-injection). */
-int vcpu_put_sregs(struct vcpu *vcpu) __must_check;
+int vcpu_init_regs(struct vmm *vm, struct vmm_vcpu *vcpu) __must_check;
+/* Write vcpu->regs/sregs back if dirty (KVM_SET_SREGS2 when available). */
+int vcpu_put_dirty(struct vmm_vcpu *vcpu) __must_check;
+/* Read @len bytes at @gva through the vCPU's own page tables (post-mortems, the PVM frame). */
+int vcpu_read_gva(struct vmm_vcpu *vcpu, const struct kvm_sregs *sregs, uint64_t gva, void *dst,
+		  size_t len) __must_check;
 
-/* exit.c: handle the exit in vcpu->run; returns 0 to continue, 1 to stop, -errno on error. */
-int exit_handle(struct vcpu *vcpu) __must_check;
+/* exit.c: handle the exit in vcpu->run; returns 0 to continue, 1 to stop, -errno on error.
+ * @overflow: the sampling counter's signal interrupted this KVM_RUN. */
+int exit_handle(struct vmm_vcpu *vcpu, bool overflow) __must_check;
 /* io/mmio dispatch, pure over a kvm_run (unit-testable) */
-int exit_io(struct vmm *vm, struct vcpu *vcpu, struct kvm_run *run) __must_check;
-int exit_mmio(struct vmm *vm, struct vcpu *vcpu, struct kvm_run *run) __must_check;
+int exit_io(struct vmm *vm, struct vmm_vcpu *vcpu, struct kvm_run *run) __must_check;
+int exit_mmio(struct vmm *vm, struct vmm_vcpu *vcpu, struct kvm_run *run) __must_check;
+/* devices/exit_reg.c: an access to the exit register (1: the guest ended the run). */
+int exit_reg_mmio(struct vmm *vm, struct vmm_vcpu *vcpu, struct kvm_run *run) __must_check;
 
-/* sampler.c */
-int sampler_probe(struct vmm *vm) __must_check;
-int sampler_open_vcpu(struct vmm *vm, struct vcpu *vcpu) __must_check;
-void sampler_close_vcpu(struct vcpu *vcpu);
-int sampler_install_signals(void) __must_check;
-extern int vmm_sig_sample;
+/* One turn of a vCPU's loop: breakpoints and registers applied, KVM_RUN, the exit handled.
+ * Return: 0 to go on, 1 to stop (the run's end was recorded with vmm_end). */
+int vcpu_loop_once(struct vmm_vcpu *vcpu, const sigset_t *block) __must_check;
+
+/* signals of the vCPU threads (vmm.c) */
+extern int vmm_sig_overflow;
 extern int vmm_sig_kick;
 
-/* sample.c */
-void sample_take(struct vcpu *vcpu);
-
-/* kaslr.c: the KASLR slide. kaslr_setup: before the vCPUs start (slide known: rebase the
- * trap sites now). kaslr_check: from a kernel-mode sample until decided (find or confirm the
- * slide from MSR_LSTAR). kaslr_poll: the same from any exit (reads the registers itself).
- * kaslr_sites_rebase: move the trap and entry-window addresses by the slide, then publish. */
-void kaslr_setup(struct vmm *vm);
-void kaslr_check(struct vcpu *vcpu, const struct kvm_sregs *sregs);
-void kaslr_poll(struct vcpu *vcpu);
-void kaslr_sites_rebase(struct vmm *vm, uint64_t slide);
-int ident_cache_create(struct vmm *vm) __must_check;
-void ident_cache_destroy(struct vmm *vm);
-
-/* marks.c */
-void marks_init(struct marks *m);
-void marks_destroy(struct marks *m);
-/*
- * A kernel-mode sample of a user thread: join its mark or create one. Return: the cookie
- * (> 0), or 0 when the table is full (the caller walks eagerly).
- */
-uint64_t marks_take(struct vcpu *vcpu, uint64_t task, int32_t pid, const struct gi_paging *pg,
-		    const struct user_regs *entry, bool entry_known, bool *is_new);
-/* The thread @task/@pid is about to return to user with @ur: resolve its mark, if any. */
-void marks_resolve_at_return(struct vcpu *vcpu, uint64_t task, int32_t pid,
-			     const struct gi_paging *pg, const struct user_regs *ur);
-/* Resolve marks older than the timeout (at most a few per call) from their entry registers. */
-void marks_expire(struct vcpu *vcpu, uint64_t now_ns);
-/* At the end of the run: resolve every pending mark from its entry registers. */
-void marks_flush(struct vmm *vm, struct vcpu *vcpu);
-
-/* trap.c */
-int traps_setup(struct vmm *vm) __must_check;
-/* Apply the debug registers this vCPU should have now (PVM fix-up, exit-site traps). */
-int vcpu_debug_update(struct vcpu *vcpu) __must_check;
+/* debug.c: the breakpoint slots */
+/* Apply the debug registers this vCPU should have now. */
+int vcpu_debug_update(struct vmm_vcpu *vcpu) __must_check;
 /* Disarm every breakpoint of @vcpu (end of run). */
-void vcpu_debug_disarm(struct vcpu *vcpu);
-/* KVM_EXIT_DEBUG: dispatch to the PVM fix-up or a trap. */
-int debug_exit(struct vcpu *vcpu) __must_check;
+void vcpu_debug_disarm(struct vmm_vcpu *vcpu);
+/* KVM_EXIT_DEBUG: the PVM fix-up's slot, else the rider's hook. */
+int debug_exit(struct vmm_vcpu *vcpu) __must_check;
 /* Any other exit while an RF probe is pending: RF worked if the guest moved on. */
-void trap_rf_probe_check(struct vcpu *vcpu);
-/* Read a user walk start from pt_regs of @task (registers saved at kernel entry). */
-int user_regs_at_entry(struct vmm *vm, const struct gi_paging *pg, uint64_t task,
-		       struct user_regs *ur) __must_check;
-/* Walk @ur's user stack and emit a USER_STACK record for @cookie. */
-void emit_user_stack(struct vcpu *vcpu, uint64_t cookie, int32_t pid, const struct gi_paging *pg,
-		     const struct user_regs *ur);
+void rf_probe_check(struct vmm_vcpu *vcpu);
 
 /* pvm.c */
-int pvm_fixup_setup(struct vmm *vm) __must_check;
-int pvm_fixup_hit(struct vcpu *vcpu) __must_check;
+int pvm_fixup_hit(struct vmm_vcpu *vcpu) __must_check;
 
 #endif /* HVPROF_VMM_INTERNAL_H */

@@ -18,391 +18,13 @@
 
 #include <hvprof/compiler.h>
 #include <hvprof/gmem.h>
+#include <hvprof/kimage.h>
+#include <hvprof/pgwalk.h>
 #include <hvprof/sample.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---------------------------------------------------------------- page walks (pgwalk.c) */
-
-#define PGWALK_MAX_LEVELS 5
-
-/**
- * struct gi_paging - the vCPU state that defines GVA->GPA translation.
- * @cr0, @cr3, @cr4, @efer: control registers (CR3 may carry PCID bits: masked when CR4.PCIDE).
- * @maxphyaddr: physical address width in bits (CPUID 0x80000008 EAX[7:0]); 0 means 52.
- * @kernel_cr3/@user_cr3: optional: the page tables for upper-half (kernel) and lower-half
- *   (user) addresses when they are not @cr3's. Under page-table isolation a user-mode CR3 maps
- *   little of the kernel, and a kernel-mode CR3 maps user memory NX (so user code does not
- *   look executable there): the caller gives the other half of the pair. 0: @cr3.
- */
-struct pgwalk_cache;
-
-struct gi_paging {
-	uint64_t cr0;
-	uint64_t cr3;
-	uint64_t cr4;
-	uint64_t efer;
-	unsigned int maxphyaddr;
-	uint64_t kernel_cr3;
-	uint64_t user_cr3;
-	/* optional: translations remembered until pgwalk_cache_invalidate(); NULL: none. The
-	 * cache belongs to one thread (one vCPU): never share a gi_paging that points to it. */
-	struct pgwalk_cache *cache;
-};
-
-#define PGWALK_CACHE_SLOTS 64
-
-/**
- * struct pgwalk_cache - GVA->GPA translations of 4 KiB slices, direct-mapped, valid for one
- * epoch. Callers invalidate it whenever the guest may have changed its page tables (hvprof: at
- * every sample, since the vCPU is stopped while a sample is taken). Zero-initialise before use.
- * @hits/@misses: counters.
- */
-struct pgwalk_cache {
-	uint64_t epoch;
-	uint64_t hits;
-	uint64_t misses;
-	struct {
-		uint64_t epoch; /* valid when equal to the cache's epoch (which starts at 1) */
-		uint64_t cr3;
-		uint64_t cr4;
-		uint64_t gva_page;
-		uint64_t gpa_page;
-		uint64_t page_size;
-	} slot[PGWALK_CACHE_SLOTS];
-};
-
-/** pgwalk_cache_invalidate - forget every translation of @c (O(1)). */
-static inline void pgwalk_cache_invalidate(struct pgwalk_cache *c)
-{
-	c->epoch++;
-}
-
-/**
- * struct pgwalk_trace - every level a walk visited (for tests and debug output).
- * @levels: entries filled; @entry_gpa[i]: GPA of the entry read at step i; @entry[i]: its value.
- */
-struct pgwalk_trace {
-	unsigned int levels;
-	uint64_t entry_gpa[PGWALK_MAX_LEVELS];
-	uint64_t entry[PGWALK_MAX_LEVELS];
-};
-
-/**
- * gi_gva_to_gpa - translate @gva through the page tables of @pg (4-level, or 5-level when
- * CR4.LA57; 1 GiB and 2 MiB pages; SDM vol. 3A, 4.5).
- * @page_size: out, optional: bytes of the page that maps @gva (4096, 2 MiB, 1 GiB).
- * @trace: out, optional (a walk with a trace bypasses @pg->cache).
- * Return: 0 and *@gpa; -EINVAL non-canonical @gva (48-bit, or 57-bit with CR4.LA57), bad
- * argument or @pg->maxphyaddr outside 32..52; -EFAULT an entry is not present or has reserved
- * bits set (PS in a PML5E/PML4E, bits 20:13 of a 2 MiB PDE or 29:13 of a 1 GiB PDPTE, XD
- * without EFER.NXE; XD itself only forbids execution and does not stop the walk); -ERANGE a
- * table or the result lies outside guest RAM (by @mem), or CR3 or an entry has address bits
- * at or above MAXPHYADDR; -ENOTSUP paging off or not in long mode (CR0.PG, EFER.LMA, CR4.PAE).
- * Every walk reads at most PGWALK_MAX_LEVELS entries, so a looping table terminates.
- * Thread-safety: reentrant; only reads through @mem.
- */
-int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
-		  uint64_t *page_size, struct pgwalk_trace *trace) __must_check;
-
-/**
- * gi_read_gva - copy @len bytes at @gva (may cross pages) into @dst.
- * Return: 0, or an error of gi_gva_to_gpa / the gmem read for the first page that fails.
- */
-int gi_read_gva(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, void *dst,
-		size_t len) __must_check;
-
-/* ---------------------------------------------------------------- ELF symbol tables (symtab.c) */
-
-struct symtab;
-
-/**
- * symtab_open_elf - load the function symbols (STT_FUNC, STT_GNU_IFUNC, and STT_NOTYPE in
- * executable sections, as kernel entry code has) of an ELF file with libelf, sorted for lookup;
- * data objects (STT_OBJECT, e.g. the per-CPU variable current_task) are kept for symtab_find()
- * only. Uses .symtab, else .dynsym. The file is read once and closed before returning.
- * @path: host path of the ELF file. @out: the table; free with symtab_free().
- * Return: 0; -ENOENT/-EACCES (open); -EBADMSG not a valid ELF; -ENODATA no .symtab nor
- * .dynsym; -ENOMEM.
- */
-int symtab_open_elf(const char *path, struct symtab **out) __must_check;
-
-/**
- * symtab_lookup - the symbol that contains @addr (an address as in the ELF file: a kernel GVA
- * for vmlinux, a link-time vaddr for executables).
- * @name: out, owned by the table. @offset: out, optional: @addr minus the symbol start.
- * Symbols with size 0 cover up to the next symbol; none covers addresses past the last
- * executable section. Return: 0, or -ENOENT.
- */
-int symtab_lookup(const struct symtab *st, uint64_t addr, const char **name, uint64_t *offset)
-	__must_check;
-
-/**
- * symtab_find - address of the symbol @name (function, label or data object; when several
- * share the name, a global one wins). Return: 0 and *@addr, or -ENOENT.
- */
-int symtab_find(const struct symtab *st, const char *name, uint64_t *addr) __must_check;
-
-/** symtab_count - number of distinct code addresses symtab_lookup() can name. */
-size_t symtab_count(const struct symtab *st);
-
-/**
- * symtab_elf_info - ELF e_type of the file (ET_EXEC 2, ET_DYN 3) and the lowest vaddr of an
- * executable PT_LOAD segment (@text_vaddr), to turn runtime GVAs of a PIE into file vaddrs.
- */
-void symtab_elf_info(const struct symtab *st, unsigned int *e_type, uint64_t *text_vaddr);
-
-/**
- * symtab_build_id - the GNU build-id (lower-case hex, NUL-terminated) or "" when there is none.
- * The string is owned by @st.
- */
-const char *symtab_build_id(const struct symtab *st);
-
-/** symtab_free - free @st (NULL is fine). */
-void symtab_free(struct symtab *st);
-
-/* ---------------------------------------------------------------- kernel images (kimage.c) */
-
-struct gi_kimage;
-
-/**
- * gi_kimage_open - read a kernel image: a vmlinux ELF (stripped or not), or a bzImage whose
- * payload (located by the setup header's payload_offset/payload_length, boot protocol 2.08+)
- * is decompressed on the host: xz (liblzma), zstd (libzstd), gzip (zlib) or uncompressed.
- * The decompressed payload is the vmlinux ELF followed by the relocation table that the
- * in-kernel decompressor applies for KASLR.
- * @path: host path. @out: free with gi_kimage_free().
- * Return: 0; -ENOENT/-EACCES (open); -EBADMSG neither an x86-64 ELF nor a bzImage, a payload
- * outside the file, or a payload that does not decompress to an ELF; -ENOTSUP another
- * compression (lz4, lzo, bzip2, lzma) or boot protocol < 2.08; -EFBIG payload above 1 GiB;
- * -ENOMEM. Thread-safety: read-only after open.
- */
-int gi_kimage_open(const char *path, struct gi_kimage **out) __must_check;
-
-/** gi_kimage_free - free @img (NULL is fine). */
-void gi_kimage_free(struct gi_kimage *img);
-
-/**
- * gi_kimage_elf - the vmlinux ELF bytes (owned by @img; the file itself, or the decompressed
- * payload without the trailing relocation table). @len: out, optional.
- */
-const uint8_t *gi_kimage_elf(const struct gi_kimage *img, size_t *len);
-
-/** gi_kimage_is_bzimage - whether the file was a bzImage (and the ELF was decompressed). */
-bool gi_kimage_is_bzimage(const struct gi_kimage *img);
-
-/** gi_kimage_compression - "xz", "zstd", "gzip" or "none" (a static string). */
-const char *gi_kimage_compression(const struct gi_kimage *img);
-
-/**
- * gi_kimage_header_version - the bzImage setup header's kernel_version string ("6.1.0-57-amd64
- * (debian-kernel@...) #1 SMP ..."), "" for an ELF file. Owned by @img.
- */
-const char *gi_kimage_header_version(const struct gi_kimage *img);
-
-/**
- * gi_kimage_linux_banner - copy linux_banner ("Linux version 6.1.0 ...", init/version.c) from
- * the image's .rodata into @buf (NUL-terminated, truncated to @size - 1 bytes, no newline).
- * Return: 0; -ENOENT no banner; -EINVAL.
- */
-int gi_kimage_linux_banner(const struct gi_kimage *img, char *buf, size_t size) __must_check;
-
-/**
- * gi_kimage_read_kva - copy @len bytes at the link-time kernel address @kva from the image's
- * allocated sections (a range inside one section with file bytes).
- * Return: 0; -EFAULT not in the image; -EINVAL.
- */
-int gi_kimage_read_kva(const struct gi_kimage *img, uint64_t kva, void *dst, size_t len)
-	__must_check;
-
-/**
- * gi_kimage_btf - the image's own .BTF section (owned by @img), e.g. from the vmlinux inside a
- * stock bzImage. Return: 0 and *@data, *@size; -ENODATA no .BTF section.
- */
-int gi_kimage_btf(const struct gi_kimage *img, const void **data, size_t *size) __must_check;
-
-/**
- * gi_kimage_relocs - the KASLR relocation table that follows the vmlinux ELF in a bzImage
- * payload (vmlinux.relocs; owned by @img). Parse it with gi_krelocs_parse().
- * Return: 0 and *@tail, *@len (bytes, a multiple of 4); -ENODATA an ELF file, or a payload with
- * nothing after the ELF (a kernel built without CONFIG_RANDOMIZE_BASE); -EBADMSG a tail that
- * is not whole 32-bit entries; -EINVAL.
- */
-int gi_kimage_relocs(const struct gi_kimage *img, const void **tail, size_t *len) __must_check;
-
-/* ---------------------------------------------------------------- interrupt descriptor table (idt.c) */
-
-/* Exception vectors hvprof looks at (Intel SDM Vol. 3A, Table 6-1). */
-#define GI_VEC_PAGE_FAULT 14
-
-/**
- * gi_idt_gate - the handler GVA of gate @vector (0..255) of the guest IDT at @idt_base (GVA)
- * with @idt_limit (IDTR.limit: offset of its last byte), read through @pg: a 16-byte 64-bit
- * interrupt or trap gate (Intel SDM Vol. 3A, 6.14.1).
- * Return: 0 and *@target; -ENOENT gate not present; -EBADMSG not an interrupt/trap gate, or a
- * non-canonical handler; -ERANGE the gate is beyond the limit, or the IDT address is not
- * canonical; errors of gi_read_gva (-EFAULT not mapped); -EINVAL.
- * Thread-safety: reentrant; only reads through @mem.
- */
-int gi_idt_gate(const struct gmem *mem, const struct gi_paging *pg, uint64_t idt_base,
-		uint16_t idt_limit, unsigned int vector, uint64_t *target) __must_check;
-
-/* ---------------------------------------------------------------- KASLR relocations (krelocs.c) */
-
-/* KERNEL_IMAGE_SIZE of a CONFIG_RANDOMIZE_BASE x86-64 kernel (page_64_types.h): the image and
- * its slide stay within 1 GiB above __START_KERNEL_map. */
-#define GI_KERNEL_IMAGE_SIZE (1ull << 30)
-
-/**
- * struct gi_krelocs - the three lists of a parsed vmlinux.relocs (pointers into the caller's
- * table, 32-bit little-endian entries: each the link-time kernel address of a field,
- * sign-extended to 64 bits). @r32: 32-bit fields that get += slide; @rinv32: 32-bit fields
- * that get -= slide (references from per-CPU data to the kernel image); @r64: 64-bit fields
- * that get += slide.
- */
-struct gi_krelocs {
-	const uint8_t *r32, *rinv32, *r64;
-	size_t n32, ninv32, n64;
-};
-
-/**
- * gi_krelocs_parse - split a relocation table (@tail, @len bytes) written by
- * arch/x86/tools/relocs into its lists. Layout (arch/x86/boot/compressed/misc.c,
- * handle_relocations): 0, 64-bit entries, 0, inverse 32-bit entries, 0, 32-bit entries, read
- * from the end backwards. The table is hostile input: no entry is followed past its bounds.
- * Return: 0; -EBADMSG a missing terminator or bytes before the first one; -ENODATA no
- * relocations at all; -EINVAL @len not a multiple of 4, or NULL arguments.
- */
-int gi_krelocs_parse(const void *tail, size_t len, struct gi_krelocs *out) __must_check;
-
-/**
- * gi_krelocs_check - whether every field of @r lies inside the image buffer that holds the
- * kernel from link-time address @image_kva for @image_len bytes.
- * Return: 0; -ERANGE a field outside; -EINVAL.
- */
-int gi_krelocs_check(const struct gi_krelocs *r, uint64_t image_kva, size_t image_len)
-	__must_check;
-
-/**
- * gi_krelocs_apply - relocate the loaded kernel in @image (its bytes from link-time address
- * @image_kva, @image_len bytes, e.g. guest RAM from the lowest PT_LOAD's GPA) for a virtual
- * @slide in bytes, as the decompressor does when KASLR moves only the virtual address.
- * All fields are checked first: on an error nothing was changed.
- * Return: 0; -ERANGE a field outside the image; -EINVAL.
- */
-int gi_krelocs_apply(const struct gi_krelocs *r, uint8_t *image, uint64_t image_kva,
-		     size_t image_len, uint64_t slide) __must_check;
-
-/**
- * gi_kaslr_pick_slide - a virtual KASLR slide as the decompressor's find_random_virt_addr()
- * picks it: (@random mod slots) * @align, where slots are the @align-aligned positions that
- * keep the image (@image_size bytes from link-time address @load_kva) inside
- * GI_KERNEL_IMAGE_SIZE. Slot 0 (slide 0) is one of them, as in the kernel.
- * @align: the setup header's kernel_alignment (a power of two; 2 MiB by default).
- * Return: 0; -ERANGE the image alone does not fit; -EINVAL.
- */
-int gi_kaslr_pick_slide(uint64_t load_kva, uint64_t image_size, uint64_t align, uint64_t random,
-			uint64_t *slide) __must_check;
-
-/* ---------------------------------------------------------------- kernel symbols (ksym.c) */
-
-/* Where a kernel symbol table came from, in hvprof's order of preference. */
-enum symtab_source {
-	SYMTAB_SRC_NONE = 0,
-	SYMTAB_SRC_ELF = 1,      /* .symtab (or .dynsym) of a vmlinux ELF */
-	SYMTAB_SRC_MAP = 2,      /* System.map, or a copy of /proc/kallsyms */
-	SYMTAB_SRC_KALLSYMS = 3, /* the kallsyms tables inside the kernel image itself */
-};
-
-/** symtab_source_name - a short description of @src (static string). */
-const char *symtab_source_name(enum symtab_source src);
-
-/**
- * symtab_open_elf_mem - symtab_open_elf() on an ELF file held in memory (@name is for
- * messages). @buf must outlive nothing: the names are copied. Same errors as symtab_open_elf.
- */
-int symtab_open_elf_mem(const void *buf, size_t len, const char *name, struct symtab **out)
-	__must_check;
-
-/**
- * symtab_open_map - kernel symbols from System.map or a /proc/kallsyms copy ("ADDR TYPE NAME",
- * module symbols "\t[mod]" skipped). t/T are code, and w/W inside [_stext, _etext) or the
- * init text; code symbols cover up to the next one (neither file has sizes).
- * Return: 0; open errors; -EBADMSG not a text file or no line parses; -ENODATA only a stub
- * (Debian's one-line System.map) or every address 0 (kallsyms read without CAP_SYSLOG).
- */
-int symtab_open_map(const char *path, struct symtab **out) __must_check;
-
-/**
- * symtab_from_kimage - decode the kallsyms tables embedded in the image's .rodata, found by
- * structure (token table + index, num_syms + names + markers checked against each other,
- * offsets + relative_base checked for address order; see guestinfo/kallsyms.c), in either the
- * <= 6.3 or the 6.4+ table order, relative or absolute-percpu offsets.
- * @layout: out, optional: one line saying where each table was found.
- * Return: 0; -ENODATA no .rodata or no tables; -ENOMEM.
- */
-int symtab_from_kimage(const struct gi_kimage *img, struct symtab **out, char *layout,
-		       size_t layout_size) __must_check;
-
-/**
- * symtab_open_kernel - kernel symbols from whatever @path is: a text file (System.map,
- * kallsyms copy), a vmlinux with a symtab, or a stripped vmlinux/bzImage (its kallsyms).
- * @src: out, optional: which. Return: 0; errors of the constructors above; -ENODATA when the
- * file holds no usable symbols.
- */
-int symtab_open_kernel(const char *path, struct symtab **out, enum symtab_source *src)
-	__must_check;
-
-/* ---------------------------------------------------------------- return-to-user sites (exitsites.c) */
-
-enum gi_exit_kind {
-	GI_EXIT_SYSRETQ = 1, /* 48 0f 07: SYSCALL return to 64-bit user mode */
-	GI_EXIT_SYSRETL = 2, /* 0f 07: SYSCALL return to compat (32-bit) user mode */
-	GI_EXIT_IRETQ = 3,   /* 48 cf: interrupt/exception (and slow syscall) return */
-};
-
-#define GI_EXIT_SYM_MAX 64
-
-/**
- * struct gi_exit_site - one return-to-user instruction.
- * @kva: its address in the running guest (link-time address + the slide given).
- * @kind: which instruction. @symbol: the symbol containing it ("" when there are no symbols),
- * @sym_off: bytes from that symbol's start.
- */
-struct gi_exit_site {
-	uint64_t kva;
-	enum gi_exit_kind kind;
-	char symbol[GI_EXIT_SYM_MAX];
-	uint64_t sym_off;
-};
-
-/** gi_kva_read_fn - read @len bytes of kernel text at link-time address @kva; 0 or -errno. */
-typedef int (*gi_kva_read_fn)(void *ctx, uint64_t kva, void *dst, size_t len);
-
-/** gi_exit_kind_name - "sysretq", "sysretl", "iretq" (static strings). */
-const char *gi_exit_kind_name(enum gi_exit_kind kind);
-
-/**
- * gi_exit_sites - find the sysretq/sysretl/iretq instructions on the kernel's return-to-user
- * paths with capstone. Exploration starts at the exit-path symbols present in @st
- * (entry_SYSCALL_64, entry_SYSRETQ_unsafe_stack, swapgs_restore_regs_and_return_to_usermode,
- * common_interrupt_return, native_irq_return_iret, entry_SYSCALL_compat, ...) and at the
- * caller's @starts (link-time addresses, e.g. MSR_LSTAR minus the slide, or IDT gate targets
- * when there are no symbols); from each it decodes linearly and follows direct jumps and
- * conditional branches (not calls), stopping at ret/sysret/iret/indirect jumps/ud2/int3,
- * at most 4096 instructions in all.
- * @st: symbols (may be NULL). @read/@ctx: kernel text at link-time addresses (e.g.
- * gi_kimage_read_kva). @slide: added to every reported kva (0 for link-time addresses).
- * @out/@max: where to write; *@n: how many were found (may exceed @max: only @max written).
- * Sites are sorted by kva and unique.
- * Return: 0; -ENOENT nothing to start from, or no site found; -EINVAL; -ENOMEM.
- * Thread-safety: reentrant.
- */
-int gi_exit_sites(const struct symtab *st, gi_kva_read_fn read, void *ctx, const uint64_t *starts,
-		  size_t n_starts, uint64_t slide, struct gi_exit_site *out, size_t max, size_t *n)
-	__must_check;
 
 /* ---------------------------------------------------------------- kernel structure layouts (btf.c) */
 
@@ -581,7 +203,8 @@ int gi_current_task(const struct gi *gi, const struct gmem *mem, const struct gi
 		    uint64_t *task) __must_check;
 
 /**
- * gi_task_identity - read pid, tgid, comm and whether it is a kernel thread from the task at
+ * gi_task_identity - read pid, tgid, comm and whether it is a kernel thread (PF_KTHREAD, or no
+ * mm and not exiting: pid 1 before its first execve counts as one) from the task at
  * @task (a GVA), and validate them (pid/tgid in 0..4194304, comm printable and NUL-terminated,
  * mm canonical kernel address or NULL). @mm: out, optional: task->mm.
  * Return: 0 and *@out (time_ns left 0); -EBADMSG the task does not check out; read errors.
@@ -614,6 +237,150 @@ int gi_process_info(const struct gi *gi, const struct gmem *mem, const struct gi
 enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 				    const struct gi_regs *regs, uint64_t task, uint64_t *ips,
 				    unsigned int max, unsigned int *n);
+
+/* ---------------------------------------------------------------- the running kernel (kentry.c) */
+
+/** struct gi_user_regs - the user registers a user-stack walk starts from (GVAs). */
+struct gi_user_regs {
+	uint64_t ip, sp, bp;
+};
+
+/**
+ * gi_task_user_regs - the user registers saved at @task's last kernel entry: struct pt_regs at
+ * task->stack + THREAD_SIZE - sizeof(pt_regs) (x86-64 task_pt_regs(), no top padding;
+ * arch/x86/include/asm/processor.h), field offsets from BTF, one THREAD_SIZE for guestinfo.
+ * Return: 0 and *@out; -ENODATA the BTF lacks pt_regs fields; -EBADMSG task->stack is not a
+ * THREAD_SIZE-aligned kernel address; -ENOENT pt_regs does not hold a user-mode entry (CS RPL
+ * is not 3: a kernel thread, or not entered yet); read errors.
+ */
+int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		      uint64_t task, struct gi_user_regs *out) __must_check;
+
+/**
+ * struct gi_thread_state - what changes over a thread's life.
+ * @mm: task->mm (0 for kernel threads, and for a user thread past exit_mm()).
+ * @exiting: a user thread in do_exit() past exit_mm() (PF_EXITING, no mm): its user memory is
+ *   being torn down (exit_mmap) and it never returns to user mode.
+ */
+struct gi_thread_state {
+	uint64_t mm;
+	bool exiting;
+};
+
+/**
+ * gi_current_thread - the thread running on the vCPU in one call: gi_current_task() then
+ * gi_task_identity(). @st: optional, out.
+ * Return: 0, *@task and *@out; errors of the two calls.
+ */
+int gi_current_thread(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
+		      uint64_t *task, struct hvp_thread *out, struct gi_thread_state *st)
+	__must_check;
+
+/**
+ * struct gi_return_sites - where the running guest returns to user mode (slid GVAs), from the
+ * sites gi_exit_sites() found at gi_open: @sysret the sysretq of the 64-bit system call exit,
+ * @iret the iretq of the interrupt/exception return (native_irq_return_iret where named).
+ */
+struct gi_return_sites {
+	uint64_t sysret;
+	uint64_t iret;
+};
+
+/**
+ * gi_return_sites - fill @out. Return: 0; -ENOENT the kernel has no such pair of sites;
+ * -EAGAIN the KASLR slide is not known yet (ask again once gi_kaslr_state() is not UNKNOWN; a
+ * slide that could not be found counts as 0); -EINVAL.
+ */
+int gi_return_sites(const struct gi *gi, struct gi_return_sites *out) __must_check;
+
+/**
+ * gi_pf_entry - GVA of the kernel's page-fault entry (asm_exc_page_fault; page_fault before
+ * 5.8) in the running guest. Return: 0; -ENOENT no such symbol; -EAGAIN slide not known yet.
+ */
+int gi_pf_entry(const struct gi *gi, uint64_t *gva) __must_check;
+
+/**
+ * gi_in_entry_window - @rip is in the kernel entry code before the C handler, where pt_regs at
+ * the top of the task stack may still hold the previous entry's user registers
+ * ([__entry_text_start, __entry_text_end) less the two exit paths, which read a complete
+ * pt_regs). False while the slide is not known, or without those symbols.
+ */
+bool gi_in_entry_window(const struct gi *gi, uint64_t rip);
+
+/* ---------------------------------------------------------------- watching the running kernel (kwatch.c) */
+
+/* Outcome of checking the KASLR slide in the running guest (docs/kaslr.md). */
+enum gi_kaslr_check {
+	GI_KASLR_PENDING = 0, /* no kernel-mode look at MSR_LSTAR yet */
+	GI_KASLR_CONFIRMED,   /* the slide the VMM placed the kernel at, seen in the guest */
+	GI_KASLR_FOUND,       /* the guest chose the slide; found from MSR_LSTAR */
+	GI_KASLR_MISMATCH,    /* the guest runs at another slide than it was placed at */
+	GI_KASLR_FAILED,      /* MSR_LSTAR does not point at this image's entry_SYSCALL_64 */
+};
+
+/** gi_kaslr_check_name - a phrase for enum gi_kaslr_check (static string). */
+const char *gi_kaslr_check_name(int check);
+
+/**
+ * gi_kaslr_placed - the VMM placed the kernel at @slide bytes from its link address before it
+ * ran: symbols use it from now on, and gi_kaslr_observe() confirms it. Call before the guest runs.
+ */
+void gi_kaslr_placed(struct gi *gi, uint64_t slide);
+
+/**
+ * struct gi_kaslr_observation - what one look at the guest decided.
+ * @check: enum gi_kaslr_check. @slide: the slide MSR_LSTAR says (CONFIRMED, FOUND, MISMATCH).
+ * @placed/@placed_known: the slide the kernel was placed at, if it was. @idt: the IDT's #PF gate
+ * is asm_exc_page_fault at @slide (1), is not (-1: @gate), cannot tell (0). @err: why FAILED.
+ */
+struct gi_kaslr_observation {
+	int check;
+	uint64_t slide, placed, gate;
+	bool placed_known;
+	int idt;
+	int err;
+};
+
+/**
+ * gi_kaslr_observe - find or confirm the KASLR slide from the guest's MSR_LSTAR @lstar
+ * (gi_kaslr_slide_from_lstar), with the IDT (@idt_base/@idt_limit from IDTR) as a second
+ * witness, and decide it once for this guest (the first caller wins; thread-safe): FOUND and
+ * MISMATCH set the slide symbols use (gi_set_kaslr_slide), FAILED without a placement records
+ * that the slide cannot be found (slide 0). @pg: a vCPU in kernel mode.
+ * Return: 0 this call decided, *@obs filled; -EAGAIN nothing can be decided from this state yet
+ * (LSTAR 0 or not final, the entry not mapped through @pg): ask again later; -EALREADY decided
+ * before; -EINVAL.
+ */
+int gi_kaslr_observe(struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		     uint64_t lstar, uint64_t idt_base, uint16_t idt_limit,
+		     struct gi_kaslr_observation *obs) __must_check;
+
+/** gi_kaslr_checked - the decided check (enum gi_kaslr_check), its detected slide and IDT verdict. */
+int gi_kaslr_checked(const struct gi *gi, uint64_t *detected, int *idt);
+
+/* Page-table isolation in the guest (arch/x86/entry/calling.h, PTI_USER_PGTABLE_BIT). */
+#define GI_PTI_USER_BIT (1ull << 12) /* CR3 of the user half of Linux's 8 KiB PGD pair */
+
+enum gi_pti {
+	GI_PTI_UNKNOWN = 0,  /* nothing decided yet */
+	GI_PTI_OFF,          /* user-mode CR3s map the kernel */
+	GI_PTI_ON,           /* they do not; the kernel's tables are CR3 - 4 KiB */
+	GI_PTI_NOT_FOUND,    /* they do not, and CR3 - 4 KiB is not the kernel's either */
+	GI_PTI_NOT_CHECKED,  /* no init_task symbol to check with */
+};
+
+/** gi_pti_name - a phrase for enum gi_pti (static string). */
+const char *gi_pti_name(enum gi_pti pti);
+
+/**
+ * gi_pti_probe - whether the guest isolates page tables, from one vCPU state: if the CR3 of a
+ * vCPU in user mode (@user_mode) maps init_task, no; if it does not and CR3 has
+ * GI_PTI_USER_BIT, CR3 without it must map an init_task that checks out as pid 0 "swapper".
+ * @pg: the vCPU's own translation (no kernel_cr3/user_cr3 split). Needs the KASLR slide.
+ * Return: the decision, or GI_PTI_UNKNOWN when this state tells nothing (ask again later).
+ */
+enum gi_pti gi_pti_probe(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+			 bool user_mode);
 
 /* ---------------------------------------------------------------- ORC unwind tables (orc.c) */
 

@@ -28,7 +28,7 @@ enum hvp_walk_stop {
 
 /* Sample flags. */
 #define HVP_SAMPLE_USER 0x1      /* CPL 3 at the sample */
-#define HVP_SAMPLE_KTHREAD 0x2   /* the task has no mm: a kernel thread */
+#define HVP_SAMPLE_KTHREAD 0x2   /* the task is a kernel thread (hvp_thread.kthread) */
 #define HVP_SAMPLE_NO_TASK 0x4   /* the current task could not be identified (counted) */
 
 /**
@@ -66,7 +66,8 @@ struct hvp_sample {
 
 /**
  * struct hvp_thread - a guest thread as first seen, or seen again with another comm.
- * @task: task_struct GVA. @pid/@tgid: ids. @comm: NUL-terminated. @kthread: no mm.
+ * @task: task_struct GVA. @pid/@tgid: ids. @comm: NUL-terminated. @kthread: a kernel thread
+ * (PF_KTHREAD, or no mm and not exiting).
  */
 struct hvp_thread {
 	uint64_t time_ns;

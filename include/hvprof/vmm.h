@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vmm: hvprof's VM. Boots a Linux x86-64 guest on KVM (Linux boot protocol, 64-bit entry),
- * runs its vCPUs, emulates the few devices a console guest needs, samples every vCPU with a
- * per-vCPU-thread counter and hands the samples to a sink.
+ * vmm: hvprof's VM, and nothing of the profiler. Boots a Linux x86-64 guest on KVM (Linux boot
+ * protocol, 64-bit entry), runs its vCPUs, emulates the few devices a console guest needs, and
+ * completes SYSCALLs on PVM hosts. Whoever rides on its exits (sampler/) installs a hook table
+ * (struct vmm_hooks) and shares the hardware-breakpoint slots.
  */
 #ifndef HVPROF_VMM_H
 #define HVPROF_VMM_H
@@ -11,7 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <linux/kvm.h>
+
 #include <hvprof/compiler.h>
+#include <hvprof/gmem.h>
 #include <hvprof/sample.h>
 
 #ifdef __cplusplus
@@ -19,35 +23,6 @@ extern "C" {
 #endif
 
 struct vmm;
-
-/**
- * struct vmm_sink - where samples and identity records go. Every callback may be called from
- * several vCPU threads at once: the sink serialises. A callback returning non-zero (-errno)
- * stops the run with HVP_END_ERROR after the current exit. All pointers are valid only during
- * the call.
- */
-struct vmm_sink {
-	int (*sample)(void *ctx, const struct hvp_sample *s);
-	int (*thread)(void *ctx, const struct hvp_thread *t);
-	int (*process)(void *ctx, const struct hvp_process *p);
-	int (*user_stack)(void *ctx, const struct hvp_user_stack *u);
-	void *ctx;
-};
-
-/* Sampling counter actually used (probed at start-up). */
-enum vmm_counter_kind {
-	VMM_COUNTER_NONE = 0,
-	VMM_COUNTER_CYCLES = 1,    /* PERF_TYPE_HARDWARE cycles, exclude_host=1 */
-	VMM_COUNTER_CPU_CLOCK = 2, /* PERF_COUNT_SW_CPU_CLOCK of the vCPU thread */
-};
-
-/* How the user part of a kernel-mode sample is taken. */
-enum vmm_callchain_mode {
-	VMM_CALLCHAIN_DEFERRED = 0, /* mark the thread, walk its user stack at its return to user */
-	VMM_CALLCHAIN_EAGER = 1,    /* walk at sample time from the user registers in pt_regs */
-	VMM_CALLCHAIN_BOTH = 2,     /* deferred, and the eager walk kept in the sample as a
-				     * cross-check (docs/recording-format.md, SAMPLE) */
-};
 
 /**
  * enum vmm_kaslr - KASLR for a kernel booted from a bzImage whose payload hvprof decompresses
@@ -64,7 +39,7 @@ enum vmm_kaslr {
 };
 
 /**
- * struct vmm_config - what to boot and how to sample. Zero-initialise, then set fields.
+ * struct vmm_config - what to boot. Zero-initialise, then set fields.
  * @kernel: host path of a vmlinux ELF (PT_LOADs at their physical addresses, entered at its
  *   64-bit entry) or a bzImage (boot protocol 2.12+, 64-bit entry at load address + 0x200).
  * @initrd/@initrd_size: initramfs bytes (concatenated newc archives), may be NULL. Copied.
@@ -73,17 +48,6 @@ enum vmm_kaslr {
  * @cpus: number of vCPUs (1..VMM_MAX_VCPUS).
  * @console_fd: where the serial console's output goes (-1: discarded).
  * @duration_ns: stop the guest after this long (0: run until it ends).
- * @sample_hz: sampling frequency per vCPU (0: no sampling).
- * @vmlinux/@btf: host paths for guestinfo (symbols, structure layout) when sampling; the
- *   vmlinux also locates the #PF entry for the PVM SYSCALL fix-up.
- * @sink: receives the records (required when @sample_hz > 0).
- * @force_counter: VMM_COUNTER_NONE to probe (cycles, else cpu-clock), or one to insist on.
- * @callchain_mode: enum vmm_callchain_mode. Deferred falls back to eager where the host
- *   cannot trap the guest's return to user (no hardware breakpoints or no exit sites found).
- * @bare_exits: benchmarking only: the counter makes the vCPUs exit at @sample_hz, and each
- *   exit does nothing else (no registers, no sample): the floor hvprof's cost is compared to.
- * @mark_timeout_ns: a mark not resolved at return to user within this long is resolved from
- *   the registers saved at kernel entry (0: 100 ms).
  * @kaslr/@kaslr_slide: where a relocatable kernel from a bzImage that hvprof decompresses is
  *   placed (enum vmm_kaslr; @kaslr_slide in bytes for VMM_KASLR_SLIDE).
  */
@@ -96,14 +60,6 @@ struct vmm_config {
 	unsigned int cpus;
 	int console_fd;
 	uint64_t duration_ns;
-	unsigned int sample_hz;
-	const char *vmlinux;
-	const char *btf;
-	const struct vmm_sink *sink;
-	enum vmm_counter_kind force_counter;
-	enum vmm_callchain_mode callchain_mode;
-	uint64_t mark_timeout_ns;
-	bool bare_exits;
 	enum vmm_kaslr kaslr;
 	uint64_t kaslr_slide;
 };
@@ -113,76 +69,44 @@ struct vmm_config {
 /**
  * struct vmm_result - how the run ended.
  * @reason: enum hvp_end_reason. @exit_status: the guest's status for HVP_END_EXIT_DEVICE,
- * else -1. @message: for HVP_END_ERROR, what happened (e.g. the unhandled exit and the
- * instruction bytes), NUL-terminated. @first_user_ns: ns from start to the first CPL3
- * sample (boot-to-/init estimate; 0 if none seen).
+ * else -1. @runtime_ns: from vmm_run's start to its end. @message: for HVP_END_ERROR, what
+ * happened (e.g. the unhandled exit and the instruction bytes), NUL-terminated.
  */
 struct vmm_result {
 	int reason;
 	int exit_status;
 	uint64_t runtime_ns;
-	uint64_t first_user_ns;
 	char message[256];
 };
 
-/**
- * struct vmm_counters - what the run counted (samples, exits by kind, failures by reason).
- * Names in vmm_counter_names[] in the same order as the fields.
+/*
+ * The VMM's counters, one list that generates both the struct fields and their names (the
+ * names are what recordings and `report` show).
  */
+#define VMM_COUNTER_LIST(X)                                                                  \
+	X(exits)              /* every VM exit */                                          \
+	X(exits_io)                                                                        \
+	X(exits_mmio)                                                                      \
+	X(exits_intr)         /* KVM_RUN interrupted by a signal or a kick */              \
+	X(exits_overflow)     /* ... of which the sampling counter's overflow signal */    \
+	X(exits_debug)                                                                     \
+	X(syscall_fixups)     /* PVM: SYSCALLs completed by the VMM */                     \
+	X(pf_steps)           /* PVM: other page faults stepped past the breakpoint */     \
+	X(emulation_int3)                                                                  \
+	X(emulation_fwait)                                                                 \
+	X(io_unhandled)                                                                    \
+	X(mmio_unhandled)                                                                  \
+	X(traps_armed_at_end) /* vCPUs with a breakpoint still armed after the run (0) */  \
+	X(vcpu_cpu_ns)        /* CPU time of the vCPU threads: what cpu-clock counts */
+
+/** struct vmm_counters - what the VMM counted, summed over the vCPUs (VMM_COUNTER_LIST). */
 struct vmm_counters {
-	uint64_t samples;
-	uint64_t samples_user;
-	uint64_t samples_kernel;
-	uint64_t samples_no_task;
-	uint64_t samples_sink_errors;
-	uint64_t exits;
-	uint64_t exits_io;
-	uint64_t exits_mmio;
-	uint64_t exits_intr;
-	uint64_t exits_debug;
-	uint64_t syscall_fixups;
-	uint64_t pf_steps;
-	uint64_t emulation_int3;
-	uint64_t emulation_fwait;
-	uint64_t io_unhandled;
-	uint64_t mmio_unhandled;
-	uint64_t kernel_walk_fault;
-	uint64_t kernel_walk_bad_fp;
-	uint64_t kernel_walk_depth;
-	uint64_t user_walk_fault;
-	uint64_t user_walk_bad_fp;
-	uint64_t user_walk_depth;
-	uint64_t task_invalid;
-	uint64_t threads;
-	uint64_t processes;
-	uint64_t sample_ns_total; /* host ns spent building samples (regs to sink) */
-	/* deferred user callchains */
-	uint64_t marks;                /* kernel entries marked (one cookie each) */
-	uint64_t marks_reused;         /* samples that joined an existing mark's cookie */
-	uint64_t resolved_at_return;   /* user stack walked at the return to user */
-	uint64_t resolved_from_ptregs; /* timed out or at stop: walked from pt_regs of entry */
-	uint64_t resolved_stale;       /* returned with other user registers: walked from entry */
-	uint64_t dropped_table_full;   /* no free mark: walked eagerly instead */
-	uint64_t dropped_exited;       /* the task was gone when the mark was resolved */
-	uint64_t dropped_no_regs;      /* a mark whose entry registers could not be read */
-	uint64_t traps_hit;            /* return-to-user breakpoint hits */
-	uint64_t traps_no_mark;        /* hits whose thread had no mark */
-	uint64_t traps_to_kernel;      /* iretq hits returning to kernel mode */
-	uint64_t trap_ns_total;        /* host ns spent in trap handling */
-	uint64_t traps_armed_at_end;   /* vCPUs still armed after the run (must be 0) */
-	uint64_t user_regs_unreadable; /* kernel samples of user threads without pt_regs (no user part) */
-	/* where a sample's host time goes (ns, summed; sample_ns_total is the whole) */
-	uint64_t sample_ns_regs;       /* reading registers */
-	uint64_t sample_ns_identity;   /* current task, pid/comm, THREAD/PROCESS records */
-	uint64_t sample_ns_kernel_unwind; /* kernel callchain */
-	uint64_t sample_ns_user;       /* user part: mark or eager walk */
-	uint64_t sample_ns_write;      /* the sink (recording) */
-	uint64_t vcpu_cpu_ns;          /* CPU time of the vCPU threads: what cpu-clock counts */
-	uint64_t samples_not_long_mode;/* counter overflows before the vCPU reached long mode */
-	uint64_t tcache_hits;          /* GVA->GPA translations answered by the per-sample cache */
-	uint64_t tcache_misses;        /* ... and walked */
+#define VMM_COUNTER_FIELD(name) uint64_t name;
+	VMM_COUNTER_LIST(VMM_COUNTER_FIELD)
+#undef VMM_COUNTER_FIELD
 };
 
+/* vmm_counter_names[i] names the i-th uint64_t of struct vmm_counters. */
 extern const char *const vmm_counter_names[];
 #define VMM_N_COUNTERS (sizeof(struct vmm_counters) / sizeof(uint64_t))
 
@@ -212,71 +136,151 @@ void vmm_request_stop(struct vmm *vm, int reason);
 /** vmm_get_counters - copy the counters (after vmm_run returned, or approximately during). */
 void vmm_get_counters(const struct vmm *vm, struct vmm_counters *out);
 
-/** vmm_counter_kind - the sampling counter in use (after vmm_create). */
-enum vmm_counter_kind vmm_counter_kind(const struct vmm *vm);
-
-/** vmm_counter_name - "cycles", "cpu-clock" or "none". */
-const char *vmm_counter_name(enum vmm_counter_kind kind);
-
-/** vmm_callchain_mode_name - "deferred" or "eager" (the mode in effect after vmm_create). */
-const char *vmm_callchain_mode_name(const struct vmm *vm);
-
-/** vmm_strategy - one line saying how this host is driven (e.g. "pvm: syscall-fixup=bp"). */
+/**
+ * vmm_strategy - how this host is driven, one line (static until vmm_destroy), e.g.
+ * "pvm, regs=sync-regs read, ioctl write, syscall-fixup=breakpoint-on-#PF".
+ */
 const char *vmm_strategy(const struct vmm *vm);
 
 /**
- * vmm_kernel_slide - the guest kernel's KASLR slide in bytes, the one kernel symbols are
- * looked up with: known at boot when hvprof placed the kernel (docs/kaslr.md), else found from
- * MSR_LSTAR once the guest has set it (vmm/kaslr.c). Return: 0 and *@slide; -ENODATA not
- * known (the guest chose it and has not been seen in kernel mode since, no symbols, or the
- * image does not match the guest); -EINVAL.
+ * struct vmm_placement - where the VMM put the kernel (Linux boot protocol; docs/kaslr.md).
+ * @slide_known: the kernel's virtual KASLR slide is known before it runs (a vmlinux at its link
+ *   address, or a bzImage the VMM decompressed): @slide, in bytes. @relocated: the VMM applied
+ *   the image's relocation table (@n_relocs entries).
  */
-int vmm_kernel_slide(const struct vmm *vm, uint64_t *slide) __must_check;
-
-/* Outcome of the MSR_LSTAR check of the KASLR slide (struct vmm_kaslr_info.check). */
-enum vmm_kaslr_check {
-	KASLR_CHECK_PENDING = 0, /* no kernel-mode look at MSR_LSTAR yet */
-	KASLR_CHECK_CONFIRMED,   /* the slide hvprof placed the kernel at, seen in the guest */
-	KASLR_CHECK_FOUND,       /* the guest chose the slide; found from MSR_LSTAR */
-	KASLR_CHECK_MISMATCH,    /* the guest runs at another slide than hvprof placed it */
-	KASLR_CHECK_FAILED,      /* MSR_LSTAR does not point at this image's entry_SYSCALL_64 */
+struct vmm_placement {
+	bool slide_known;
+	bool relocated;
+	uint64_t slide;
+	size_t n_relocs;
 };
+
+/** vmm_placement - fill @out (after vmm_create). */
+void vmm_placement(const struct vmm *vm, struct vmm_placement *out);
+
+/* ---------------------------------------------------------------- for riders on the exits */
+
+struct vmm_vcpu;
 
 /**
- * struct vmm_kaslr_info - where the guest kernel runs, and how hvprof knows (vmm/kaslr.c).
- * @placed: hvprof placed the kernel (a vmlinux at its link address, or a bzImage it
- *   decompressed): @placed_slide is where, in bytes. @relocated: hvprof applied the image's
- *   KASLR relocation table (@n_relocs entries) for a non-zero or requested slide.
- * @check: enum vmm_kaslr_check; @detected_slide valid for CONFIRMED, FOUND and MISMATCH.
- * @idt: the second witness of that check: the guest IDT's #PF gate is asm_exc_page_fault at
- *   the detected slide (1), is not (-1), or could not be read (0).
- * @slide_known/@slide: the slide kernel symbols are looked up with.
+ * struct vmm_hooks - what a rider (the sampler) is told of the VM's exits. Every callback runs
+ * on the vCPU thread of @v, several vCPUs at once; each may be NULL. A callback returning 1
+ * stops that vCPU's loop (the rider called vmm_end() first), 0 continues.
+ * @vcpu_start: on the vCPU's thread before its first KVM_RUN (open a per-thread counter there);
+ *   -errno ends the run with HVP_END_ERROR.
+ * @vcpu_stop: on the vCPU's thread after its last KVM_RUN, and from vmm_destroy.
+ * @overflow: the overflow signal (vmm_overflow_signal()) arrived on this vCPU's thread while it
+ *   ran the guest: take a sample. Kicks and other interruptions never call it.
+ * @debug: a debug exit on a breakpoint slot the rider owns (vmm_bp_alloc), at guest RIP @pc.
+ *   @repeat: the same breakpoint hit again right after vmm_bp_step() resumed with RFLAGS.RF (the
+ *   host ignores RF: the rider must get past the instruction itself; the hit was told already).
+ * @io: a port I/O exit: a cheap chance to look at the guest (rate-limit it yourself).
+ * @run_end: every vCPU thread has stopped, before breakpoints are cleared (flush marks).
  */
-struct vmm_kaslr_info {
-	bool placed, relocated, slide_known;
-	uint64_t placed_slide, detected_slide, slide;
-	size_t n_relocs;
-	int check;
-	int idt;
+struct vmm_hooks {
+	void *ctx;
+	int (*vcpu_start)(void *ctx, struct vmm_vcpu *v);
+	void (*vcpu_stop)(void *ctx, struct vmm_vcpu *v);
+	int (*overflow)(void *ctx, struct vmm_vcpu *v);
+	int (*debug)(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool repeat);
+	void (*io)(void *ctx, struct vmm_vcpu *v);
+	void (*run_end)(void *ctx, struct vmm_vcpu *v0);
 };
 
-/** vmm_kaslr_info - fill @out (any time; final after vmm_run). Return: 0; -EINVAL. */
-int vmm_kaslr_info(const struct vmm *vm, struct vmm_kaslr_info *out) __must_check;
+/** vmm_set_hooks - install @hooks (copied) before vmm_run. Return: 0; -EINVAL; -EBUSY running. */
+int vmm_set_hooks(struct vmm *vm, const struct vmm_hooks *hooks) __must_check;
 
-/* Page-table isolation in the guest, as hvprof found it (vmm/pti.c). */
-enum vmm_pti {
-	VMM_PTI_UNKNOWN = 0,  /* no user-mode CR3 checked yet */
-	VMM_PTI_OFF,          /* user-mode CR3s map the kernel */
-	VMM_PTI_ON,           /* they do not; the kernel's tables are CR3 - 4 KiB */
-	VMM_PTI_NOT_FOUND,    /* they do not, and CR3 - 4 KiB is not the kernel's either */
-	VMM_PTI_NOT_CHECKED,  /* no init_task symbol to check with */
-};
+/** vmm_overflow_signal - the signal a rider routes counter overflows to (F_SETSIG). */
+int vmm_overflow_signal(void);
 
-/** vmm_pti_name - a phrase for the guest's page-table isolation state (static string). */
-const char *vmm_pti_name(const struct vmm *vm);
+/** vmm_now_ns - CLOCK_MONOTONIC in ns. */
+uint64_t vmm_now_ns(void);
 
-/** vmm_kaslr_check_name - a phrase for enum vmm_kaslr_check (static string). */
-const char *vmm_kaslr_check_name(int check);
+/** vmm_start_ns - vmm_now_ns() when vmm_run started the vCPUs (0 before). */
+uint64_t vmm_start_ns(const struct vmm *vm);
+
+/** vmm_stopping - the run is ending (a reason was recorded). */
+bool vmm_stopping(const struct vmm *vm);
+
+/** vmm_end - record the end of the run (first caller wins) and kick every vCPU out of KVM_RUN. */
+void vmm_end(struct vmm *vm, int reason, int exit_status, const char *fmt, ...) __printf(4, 5);
+
+/** vmm_is_pvm - the host is PVM (kvm_pvm module): see ../shared/pvm-facts.md. */
+bool vmm_is_pvm(const struct vmm *vm);
+
+/** vmm_gmem - guest physical memory reader (GPA -> bytes), valid until vmm_destroy. */
+const struct gmem *vmm_gmem(const struct vmm *vm);
+
+/** vmm_maxphyaddr - the guest's physical address width in bits (CPUID 0x80000008). */
+unsigned int vmm_maxphyaddr(const struct vmm *vm);
+
+/** vmm_vcpu_count - number of vCPUs. */
+unsigned int vmm_vcpu_count(const struct vmm *vm);
+
+/** vmm_vcpu_index - 0-based index of @v. */
+unsigned int vmm_vcpu_index(const struct vmm_vcpu *v);
+
+/** vmm_vcpu_tid - thread id of @v's thread (valid from vcpu_start). */
+int vmm_vcpu_tid(const struct vmm_vcpu *v);
+
+/**
+ * vmm_vcpu_regs - @v's registers as of its last exit, to read (KVM_CAP_SYNC_REGS copies where
+ * available, else KVM_GET_REGS/SREGS). Either pointer may be NULL. Valid until the next KVM_RUN.
+ * Return: 0; -errno of the ioctl.
+ */
+int vmm_vcpu_regs(struct vmm_vcpu *v, struct kvm_regs **regs, struct kvm_sregs **sregs)
+	__must_check;
+
+/**
+ * vmm_vcpu_regs_rw - @v's registers to modify: ioctl copies; call vmm_vcpu_regs_dirty() after
+ * changing them, and they are written back before the next KVM_RUN (a failed write ends the
+ * run). Return: 0; -errno of the ioctl.
+ */
+int vmm_vcpu_regs_rw(struct vmm_vcpu *v, struct kvm_regs **regs, struct kvm_sregs **sregs)
+	__must_check;
+
+/** vmm_vcpu_regs_dirty - the copies from vmm_vcpu_regs_rw() were changed: write them back. */
+void vmm_vcpu_regs_dirty(struct vmm_vcpu *v, bool regs, bool sregs);
+
+/** vmm_vcpu_get_msr - read MSR @index of @v (KVM_GET_MSRS). Return: 0; -EIO. */
+int vmm_vcpu_get_msr(struct vmm_vcpu *v, uint32_t index, uint64_t *value) __must_check;
+
+/* ---------------------------------------------------------------- hardware breakpoints */
+
+/*
+ * Four execute breakpoints (DR0-DR3) per vCPU through KVM_SET_GUEST_DEBUG, shared: slot 0 is the
+ * PVM SYSCALL fix-up's, the others are handed out by vmm_bp_alloc. An address and an armed bit
+ * are VM-wide; every vCPU applies them before its next KVM_RUN.
+ */
+#define VMM_BP_SLOTS 4
+
+/** vmm_bp_alloc - a free slot for a rider (before vmm_run). Return: 1..3; -ENOSPC. */
+int vmm_bp_alloc(struct vmm *vm) __must_check;
+
+/** vmm_bp_set_addr - the GVA slot @slot traps on (0: none). Any thread, any time. */
+void vmm_bp_set_addr(struct vmm *vm, int slot, uint64_t gva);
+
+/**
+ * vmm_bp_arm - arm (@armed) or disarm the slots in @mask on every vCPU. Arming kicks the vCPUs
+ * other than @self (may be NULL) out of KVM_RUN so they arm at once; a kick never samples.
+ */
+void vmm_bp_arm(struct vmm *vm, unsigned int mask, bool armed, const struct vmm_vcpu *self);
+
+/**
+ * vmm_bp_step - resume @v past the breakpoint it stopped at with RFLAGS.RF (SDM vol. 3B, 18.3.1.1),
+ * unless this host is known to ignore RF. Whether RF worked is seen at @v's next exit.
+ * Return: 0 RF set; -ENOTSUP RF is ignored here (PVM): the caller completes the instruction.
+ */
+int vmm_bp_step(struct vmm_vcpu *v) __must_check;
+
+/* ---------------------------------------------------------------- the PVM SYSCALL fix-up */
+
+/**
+ * vmm_pvm_fixup_enable - on a PVM host, complete SYSCALLs from user mode with a breakpoint on
+ * the guest's #PF entry at GVA @pf_entry (../shared/pvm-facts.md). Call it with 0 first when the
+ * address is not known yet (the KASLR slide), then again with the address. No-op elsewhere.
+ */
+void vmm_pvm_fixup_enable(struct vmm *vm, uint64_t pf_entry);
 
 /**
  * struct vmm_initramfs_file - one host file to put into the guest's initramfs.

@@ -27,7 +27,7 @@ static int run_case(const struct emu_case *c)
 {
 	struct vmm *vm = calloc(1, sizeof(*vm));
 	struct kvm_run run;
-	struct vcpu vcpu;
+	struct vmm_vcpu vcpu;
 	int ret = TEST_FAIL;
 
 	if (!vm)
@@ -48,7 +48,7 @@ static int run_case(const struct emu_case *c)
 		run.emulation_failure.insn_size = (uint8_t)c->n;
 		memcpy(run.emulation_failure.insn_bytes, c->bytes, c->n);
 	}
-	if (exit_handle(&vcpu) != 1) {
+	if (exit_handle(&vcpu, false) != 1) {
 		fprintf(stderr, "%s: the run goes on\n", c->name);
 		goto out;
 	}

@@ -7,7 +7,8 @@
 - deferred and eager user stacks are identical on >= 99.9% of the kernel samples that have both;
 - two threads with one path each: no sample of one thread shows the other's path;
 - kernel threads never get a user stack; nothing stays armed after the run; every mark is
-  accounted for.
+  accounted for;
+- kernel samples of an exiting process (exit_mmap) carry the user path or a lost frame.
 
 usage: test_deferred.py HVPROF
 """
@@ -57,6 +58,15 @@ else:
 check("few kernel samples of the workload lost their user stack (< 2%)",
       st["lost"] <= 0.02 * max(1, st["kernel"]), f"{st['lost']} lost")
 
+# A process that exits (exit_group -> exit_mmap tears its user memory down): its kernel samples
+# still show the user path that made the system call, or a visible lost frame (issue 12).
+exiting = [(f, c) for f, c in stacks if f[0] in {"hvprof-paths", "paths-alpha", "paths-beta"}
+           and "exit_mmap_[k]" in f]
+exiting_n = sum(c for _, c in exiting)
+exiting_user = sum(c for f, c in exiting if len(f) > 1 and not f[1].endswith("_[k]"))
+check("kernel samples of an exiting workload process carry a user path or a lost frame",
+      exiting_n > 0 and exiting_user == exiting_n, f"{exiting_user}/{exiting_n}")
+
 # Threads: each thread uses only its own path.
 wrong, mine = pathstats.threads(stacks)
 check("threads: no sample carries the other thread's path", wrong == 0 and mine > 50,
@@ -103,7 +113,7 @@ c = rec_data["counters"]
 print("counters:", {k: v for k, v in c.items() if v and not k.startswith("exits_")})
 check("no breakpoint armed after the run", c.get("traps_armed_at_end", 1) == 0)
 ended = sum(c.get(k, 0) for k in ("resolved_at_return", "resolved_from_ptregs", "resolved_stale",
-                                    "dropped_exited", "dropped_no_regs"))
+                                    "resolved_exiting", "dropped_exited", "dropped_no_regs"))
 check("every mark is resolved or dropped, none silently", c.get("marks", 0) > 0
       and ended == c.get("marks"), f"marks {c.get('marks')} vs accounted {ended}")
 check("most marks resolve at the return to user (>= 90%)",

@@ -7,7 +7,9 @@ recording shows:
 - both vCPUs sampled, the demo sampled on each of them;
 - the demo's functions by name (burn_a, burn_b, ask_kernel_path_one under syscall_phase);
 - deferred user stacks of the demo walked on another vCPU than the kernel sample's (the thread
-  was marked on one vCPU and returned to user on the other), and nothing left armed.
+  was marked on one vCPU and returned to user on the other), and nothing left armed;
+- with the cpu-clock counter, samples per second of vCPU CPU time equal -F within 3 %: the kicks
+  that make the other vCPUs arm their breakpoints are no samples (issue 12).
 
 usage: test_smp.py HVPROF
 Exit: 0 all checks passed, 1 a check failed, 77 skipped (no /dev/kvm or no default image).
@@ -98,6 +100,17 @@ check("deferred user stacks of the demo resolved at return", len(deferred) >= 50
       f"{len(deferred)} samples")
 check("a thread marked on one vCPU and returning on the other was caught", crossed >= 1,
       f"{crossed} of {len(deferred)} deferred samples walked on the other vCPU")
+c = r["counters"]
+if r["meta"].get("counter") == "cpu-clock" and c.get("vcpu_cpu_ns"):
+    rate = c["samples"] / (c["vcpu_cpu_ns"] / 1e9)
+    check("samples per vCPU-second equal -F 1000 within 3 %", 970 <= rate <= 1030,
+          f"{rate:.1f}/s ({c['samples']} samples, {c['vcpu_cpu_ns'] / 1e9:.1f} vCPU-s, "
+          f"{c.get('exits_intr')} interruptions, {c.get('exits_overflow')} overflows)")
+    check("every interruption that was not an overflow was a kick, not a sample",
+          c.get("exits_overflow") == c["samples"] + c.get("samples_not_long_mode", 0),
+          f"overflows {c.get('exits_overflow')}, samples {c['samples']}")
+else:
+    print("skip rate check: the counter is not cpu-clock", flush=True)
 check("no breakpoint armed after the run", r["counters"].get("traps_armed_at_end", 0) == 0,
       str(r["counters"].get("traps_armed_at_end")))
 

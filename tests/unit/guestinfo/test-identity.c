@@ -92,6 +92,12 @@ static int mut_no_mm(struct fakekernel *fk)
 	return fk_w64(fk, fk->task_kva + fk->layout.task_mm, 0);
 }
 
+static int mut_exiting(struct fakekernel *fk)
+{
+	return fk_w64(fk, fk->task_kva + fk->layout.task_mm, 0) ||
+	       fk_w32(fk, fk->task_kva + fk->layout.task_flags, 0x00000004); /* PF_EXITING */
+}
+
 static int mut_comm_unterminated(struct fakekernel *fk)
 {
 	return fk_write_gva(fk, fk->task_kva + fk->layout.task_comm, "ABCDEFGHIJKLMNOP", 16);
@@ -149,7 +155,10 @@ struct id_row {
 static const struct id_row id_rows[] = {
 	{ "user task", mut_none, 0, 0, 0, FK_COMM },
 	{ "kernel thread by PF_KTHREAD", mut_kthread_flag, 0, 0, 1, FK_COMM },
+	/* no mm, no PF_KTHREAD, not exiting: pid 1 before its first execve, a kernel thread */
 	{ "kernel thread by mm == NULL", mut_no_mm, 0, 0, 1, FK_COMM },
+	/* a user thread past exit_mm(): no mm, but no kernel thread (its samples stay its own) */
+	{ "exiting user thread: PF_EXITING, mm == NULL", mut_exiting, 0, 0, 0, FK_COMM },
 	{ "comm of 15 characters", mut_comm_15, 0, 0, 0, "kworker/0:1H-ev" },
 	{ "comm not terminated", mut_comm_unterminated, 0, -EBADMSG, 0, NULL },
 	{ "comm with a control character", mut_comm_control, 0, -EBADMSG, 0, NULL },
@@ -192,7 +201,7 @@ static int run_id_row(const struct id_row *row)
 				th.pid, th.tgid, th.kthread, th.comm);
 			goto out;
 		}
-		if (mm != (row->kthread ? 0 : fk.mm_kva)) {
+		if (mm != (row->kthread || row->mutate == mut_exiting ? 0 : fk.mm_kva)) {
 			fprintf(stderr, "%s: mm 0x%llx\n", row->name, (unsigned long long)mm);
 			goto out;
 		}

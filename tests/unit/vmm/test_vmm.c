@@ -102,7 +102,7 @@ static int test_exit_mmio_table(void)
 	for (size_t i = 0; i < ARRAY_SIZE(mmio_cases); i++) {
 		const struct mmio_case *c = &mmio_cases[i];
 		struct vmm *vm = fake_vm();
-		struct vcpu vcpu = { .vm = vm };
+		struct vmm_vcpu vcpu = { .vm = vm };
 		struct kvm_run run;
 		int ret;
 
@@ -130,7 +130,7 @@ static int test_exit_mmio_table(void)
 static int test_exit_io(void)
 {
 	struct vmm *vm = fake_vm();
-	struct vcpu vcpu = { .vm = vm };
+	struct vmm_vcpu vcpu = { .vm = vm };
 	struct {
 		struct kvm_run run;
 		uint8_t data[16];
@@ -152,6 +152,66 @@ static int test_exit_io(void)
 	r.data[0] = 0xfe;
 	ASSERT_EQ_INT(exit_io(vm, &vcpu, &r.run), 1);
 	ASSERT_EQ_INT(atomic_load(&vm->stop_reason), HVP_END_RESET);
+	free(vm);
+	return TEST_OK;
+}
+
+static int n_overflow;
+
+static int count_overflow(void *ctx, struct vmm_vcpu *v)
+{
+	(void)ctx;
+	(void)v;
+	n_overflow++;
+	return 0;
+}
+
+/* An interrupted KVM_RUN samples only when the counter's overflow signal arrived: a kick (another
+ * vCPU arming its breakpoints) is no sample (issue 12: it biased multi-vCPU profiles). */
+static int test_kick_is_no_sample(void)
+{
+	struct vmm *vm = fake_vm();
+	struct kvm_run run;
+	struct vmm_vcpu vcpu = { .vm = vm, .run = &run, .fd = -1 };
+
+	memset(&run, 0, sizeof(run));
+	vm->hooks.overflow = count_overflow;
+	n_overflow = 0;
+	run.exit_reason = KVM_EXIT_INTR;
+	ASSERT_EQ_INT(exit_handle(&vcpu, false), 0);
+	ASSERT_EQ_INT(n_overflow, 0);
+	ASSERT_EQ_U64(vcpu.c.exits_intr, 1);
+	ASSERT_EQ_U64(vcpu.c.exits_overflow, 0);
+	ASSERT_EQ_INT(exit_handle(&vcpu, true), 0);
+	ASSERT_EQ_INT(n_overflow, 1);
+	ASSERT_EQ_U64(vcpu.c.exits_overflow, 1);
+	/* once the run ends, an overflow is not sampled either */
+	atomic_store(&vm->stop_reason, HVP_END_SIGNAL);
+	ASSERT_EQ_INT(exit_handle(&vcpu, true), 1);
+	ASSERT_EQ_INT(n_overflow, 1);
+	free(vm);
+	return TEST_OK;
+}
+
+/* Registers that cannot be written back end the run (not only the vCPU's thread). */
+static int test_set_regs_failure_ends_run(void)
+{
+	struct vmm *vm = fake_vm();
+	struct kvm_run run;
+	struct vmm_vcpu vcpu = { .vm = vm, .run = &run, .fd = -1 };
+	sigset_t block;
+
+	memset(&run, 0, sizeof(run));
+	sigemptyset(&block);
+	vcpu.regs_dirty = true; /* KVM_SET_REGS on fd -1 fails with EBADF */
+	ASSERT_EQ_INT(vcpu_loop_once(&vcpu, &block), 1);
+	ASSERT_EQ_INT(atomic_load(&vm->stop_reason), HVP_END_ERROR);
+	ASSERT_TRUE(strstr(vm->end_message, "cannot write its registers back") != NULL);
+	free(vm);
+	vm = fake_vm();
+	vcpu = (struct vmm_vcpu){ .vm = vm, .run = &run, .fd = -1, .sregs_dirty = true };
+	ASSERT_EQ_INT(vcpu_loop_once(&vcpu, &block), 1);
+	ASSERT_EQ_INT(atomic_load(&vm->stop_reason), HVP_END_ERROR);
 	free(vm);
 	return TEST_OK;
 }
@@ -250,6 +310,8 @@ static const struct test_case tests[] = {
 	{ "serial: loopback MSR and divisor latch", test_serial_loopback_and_dlab },
 	{ "exit: MMIO table (exit register)", test_exit_mmio_table },
 	{ "exit: I/O ports (absent port, 8042 reset)", test_exit_io },
+	{ "exit: a kick interrupts KVM_RUN without a sample", test_kick_is_no_sample },
+	{ "run loop: a failed register write-back ends the run", test_set_regs_failure_ends_run },
 	{ "mptable: checksums and entries", test_mptable },
 	{ "boot: bzImage setup header", test_bzimage_parse },
 	{ "initramfs: append a newc archive", test_initramfs_append },

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "vmm_internal.h"
+#include "../vmm_internal.h"
 
 #define UART_IER_THRI 0x02
 #define UART_IIR_NO_INT 0x01

@@ -3,7 +3,7 @@
 // signalled to that thread (F_SETOWN_EX/F_OWNER_TID, F_SETSIG, O_ASYNC), which makes KVM_RUN
 // return with KVM_EXIT_INTR. Hardware cycles counting guest time only (exclude_host) where the
 // host has a PMU; the thread's CPU clock otherwise (perf_event_open(2)).
-#define pr_fmt(fmt) "vmm: sampler: " fmt
+#define pr_fmt(fmt) "sampler: counter: " fmt
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -15,24 +15,21 @@
 
 #include <hvprof/log.h>
 
-#include "vmm_internal.h"
-
-int vmm_sig_sample;
-int vmm_sig_kick;
+#include "sampler_internal.h"
 
 static int perf_open(struct perf_event_attr *attr, pid_t tid)
 {
 	return (int)syscall(SYS_perf_event_open, attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 }
 
-static void counter_attr(struct perf_event_attr *attr, enum vmm_counter_kind kind,
+static void counter_attr(struct perf_event_attr *attr, enum sampler_counter_kind kind,
 			 unsigned int hz)
 {
 	memset(attr, 0, sizeof(*attr));
 	attr->size = sizeof(*attr);
 	attr->disabled = 1;
 	attr->wakeup_events = 1;
-	if (kind == VMM_COUNTER_CYCLES) {
+	if (kind == SAMPLER_COUNTER_CYCLES) {
 		attr->type = PERF_TYPE_HARDWARE;
 		attr->config = PERF_COUNT_HW_CPU_CYCLES;
 		attr->exclude_host = 1; /* count only while the guest runs */
@@ -45,27 +42,27 @@ static void counter_attr(struct perf_event_attr *attr, enum vmm_counter_kind kin
 	}
 }
 
-int sampler_probe(struct vmm *vm)
+int counter_probe(struct sampler *s)
 {
 	struct perf_event_attr attr;
-	enum vmm_counter_kind kinds[2] = { VMM_COUNTER_CYCLES, VMM_COUNTER_CPU_CLOCK };
+	enum sampler_counter_kind kinds[2] = { SAMPLER_COUNTER_CYCLES, SAMPLER_COUNTER_CPU_CLOCK };
 	int fd;
 
-	if (!vm->cfg.sample_hz) {
-		vm->counter = VMM_COUNTER_NONE;
+	if (!s->cfg.sample_hz) {
+		s->counter = SAMPLER_COUNTER_NONE;
 		return 0;
 	}
 	for (int i = 0; i < 2; i++) {
-		if (vm->cfg.force_counter && vm->cfg.force_counter != kinds[i])
+		if (s->cfg.force_counter && s->cfg.force_counter != kinds[i])
 			continue;
-		counter_attr(&attr, kinds[i], vm->cfg.sample_hz);
+		counter_attr(&attr, kinds[i], s->cfg.sample_hz);
 		fd = perf_open(&attr, 0);
 		if (fd >= 0) {
 			close(fd);
-			vm->counter = kinds[i];
+			s->counter = kinds[i];
 			return 0;
 		}
-		pr_info("counter %s not available: %s", vmm_counter_name(kinds[i]),
+		pr_info("counter %s not available: %s", sampler_counter_name(kinds[i]),
 			hvp_strerror(-errno));
 	}
 	pr_err("no sampling counter can be opened (perf_event_open; check "
@@ -73,53 +70,47 @@ int sampler_probe(struct vmm *vm)
 	return -ENOTSUP;
 }
 
-int sampler_install_signals(void)
-{
-	vmm_sig_sample = SIGRTMIN + 1;
-	vmm_sig_kick = SIGRTMIN + 2;
-	return 0;
-}
-
-int sampler_open_vcpu(struct vmm *vm, struct vcpu *vcpu)
+int counter_open_vcpu(struct sampler *s, struct svcpu *sv)
 {
 	struct perf_event_attr attr;
-	struct f_owner_ex owner = { .type = F_OWNER_TID, .pid = vcpu->tid };
+	pid_t tid = (pid_t)vmm_vcpu_tid(sv->v);
+	struct f_owner_ex owner = { .type = F_OWNER_TID, .pid = tid };
 	int fd, err;
 
-	vcpu->perf_fd = -1;
-	if (vm->counter == VMM_COUNTER_NONE)
+	sv->perf_fd = -1;
+	if (s->counter == SAMPLER_COUNTER_NONE)
 		return 0;
-	counter_attr(&attr, vm->counter, vm->cfg.sample_hz);
-	fd = perf_open(&attr, vcpu->tid);
+	counter_attr(&attr, s->counter, s->cfg.sample_hz);
+	fd = perf_open(&attr, tid);
 	if (fd < 0) {
 		err = -errno;
-		pr_err("vCPU %u: perf_event_open(%s): %s", vcpu->index,
-		       vmm_counter_name(vm->counter), hvp_strerror(err));
+		pr_err("vCPU %u: perf_event_open(%s): %s", sv->index,
+		       sampler_counter_name(s->counter), hvp_strerror(err));
 		return err;
 	}
-	if (fcntl(fd, F_SETOWN_EX, &owner) < 0 || fcntl(fd, F_SETSIG, vmm_sig_sample) < 0 ||
+	if (fcntl(fd, F_SETOWN_EX, &owner) < 0 || fcntl(fd, F_SETSIG, vmm_overflow_signal()) < 0 ||
 	    fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) < 0) {
 		err = -errno;
 		pr_err("vCPU %u: cannot route counter overflows to the vCPU thread: %s",
-		       vcpu->index, hvp_strerror(err));
+		       sv->index, hvp_strerror(err));
 		close(fd);
 		return err;
 	}
 	if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0) {
 		err = -errno;
-		pr_err("vCPU %u: PERF_EVENT_IOC_ENABLE: %s", vcpu->index, hvp_strerror(err));
+		pr_err("vCPU %u: PERF_EVENT_IOC_ENABLE: %s", sv->index, hvp_strerror(err));
 		close(fd);
 		return err;
 	}
-	vcpu->perf_fd = fd;
+	sv->perf_fd = fd;
 	return 0;
 }
 
-void sampler_close_vcpu(struct vcpu *vcpu)
+void counter_close_vcpu(struct svcpu *sv)
 {
-	if (vcpu->perf_fd >= 0) {
-		ioctl(vcpu->perf_fd, PERF_EVENT_IOC_DISABLE, 0);
-		close(vcpu->perf_fd);
-		vcpu->perf_fd = -1;
+	if (sv->perf_fd >= 0) {
+		ioctl(sv->perf_fd, PERF_EVENT_IOC_DISABLE, 0);
+		close(sv->perf_fd);
+		sv->perf_fd = -1;
 	}
 }

@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: MIT
+// Wiring a guest: the VMM, the guestinfo session of its kernel, and the sampler riding on the
+// VMM's exits (with no counter for `run`: it still watches the KASLR slide and gives the PVM
+// fix-up its #PF entry).
+#include <errno.h>
+#include <string.h>
+
+#include <hvprof/guestinfo.h>
+#include <hvprof/log.h>
+
+#include "cli.h"
+
+int guest_start(const struct guest_opts *g, const struct sampler_config *scfg, int console_fd,
+		struct guest *out)
+{
+	struct vmm_config cfg;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	memset(&cfg, 0, sizeof(cfg));
+	guest_opts_to_config(g, &cfg);
+	cfg.console_fd = console_fd;
+	if (scfg->sample_hz && !g->vmlinux) {
+		cli_error("sampling needs the guest kernel's vmlinux (symbols and BTF)");
+		return -EINVAL;
+	}
+	err = vmm_create(&cfg, &out->vm);
+	if (err)
+		goto fail;
+	if (g->vmlinux) {
+		struct gi_config gc = { .vmlinux = g->vmlinux, .btf = g->btf };
+
+		err = gi_open(&gc, &out->gi);
+		if (err && scfg->sample_hz) {
+			cli_error("cannot read the guest kernel %s: %s", g->vmlinux,
+				  hvp_strerror(err));
+			goto fail;
+		}
+		if (err) /* only booting: the guest runs, without what needs its symbols */
+			pr_warn("no symbols or BTF from the guest kernel %s: %s", g->vmlinux,
+				hvp_strerror(err));
+		if (err)
+			out->gi = NULL;
+	}
+	err = sampler_create(scfg, out->gi, out->vm, &out->sampler);
+	if (err)
+		goto fail;
+	return 0;
+fail:
+	cli_error("cannot start the guest: %s", hvp_strerror(err));
+	guest_stop(out);
+	return err;
+}
+
+void guest_stop(struct guest *gs)
+{
+	/* the VMM first: its destruction still calls the sampler's vCPU hooks */
+	vmm_destroy(gs->vm);
+	sampler_destroy(gs->sampler);
+	gi_close(gs->gi);
+	memset(gs, 0, sizeof(*gs));
+}
+
+const char *guest_strategy(const struct guest *gs, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s", vmm_strategy(gs->vm), sampler_strategy(gs->sampler));
+	return buf;
+}

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: MIT
+// The running kernel's entry and exit: the user registers a task saved at its kernel entry
+// (pt_regs), the current thread in one call, the return-to-user sites (from exitsites.c, slid)
+// and the entry window where pt_regs may still be stale. The single source for the sampler's
+// traps and marks and for kernel-info.
+#define pr_fmt(fmt) "gi: kentry: " fmt
+#include <errno.h>
+#include <string.h>
+
+#include <hvprof/guestinfo.h>
+
+#include "gi_internal.h"
+
+#define PT_REGS_MAX 512 /* bytes: x86-64 pt_regs is 168 */
+
+int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		      uint64_t task, struct gi_user_regs *out)
+{
+	const struct gi_layout *l;
+	uint64_t stack, regs_kva, cs;
+	uint8_t buf[PT_REGS_MAX];
+	int err;
+
+	if (!gi || !mem || !pg || !out)
+		return -EINVAL;
+	l = &gi->layout;
+	if (l->pt_regs_size == UINT32_MAX || l->pt_regs_size == 0 ||
+	    l->pt_regs_size > sizeof(buf) || l->task_stack == UINT32_MAX ||
+	    l->pt_regs_ip + 8 > l->pt_regs_size || l->pt_regs_sp + 8 > l->pt_regs_size ||
+	    l->pt_regs_bp + 8 > l->pt_regs_size || l->pt_regs_cs + 8 > l->pt_regs_size)
+		return -ENODATA;
+	if (__builtin_add_overflow(task, (uint64_t)l->task_stack, &regs_kva))
+		return -ERANGE;
+	err = gi_read_gva(mem, pg, regs_kva, &stack, sizeof(stack));
+	if (err)
+		return err;
+	if (!gi_is_kernel_gva(pg, stack) || (stack & (GI_THREAD_SIZE - 1)))
+		return -EBADMSG;
+	regs_kva = stack + GI_THREAD_SIZE - l->pt_regs_size;
+	/* SAFETY: pt_regs_size <= sizeof(buf) and every field offset + 8 <= pt_regs_size. */
+	err = gi_read_gva(mem, pg, regs_kva, buf, l->pt_regs_size);
+	if (err)
+		return err;
+	memcpy(&cs, buf + l->pt_regs_cs, 8);
+	if ((cs & 3) != 3)
+		return -ENOENT; /* not entered from user mode (kernel thread, or not yet) */
+	memcpy(&out->ip, buf + l->pt_regs_ip, 8);
+	memcpy(&out->sp, buf + l->pt_regs_sp, 8);
+	memcpy(&out->bp, buf + l->pt_regs_bp, 8);
+	return 0;
+}
+
+int gi_current_thread(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
+		      uint64_t *task, struct hvp_thread *out, struct gi_thread_state *st)
+{
+	uint64_t t, mm = 0;
+	uint32_t flags = 0;
+	int err;
+
+	if (!task || !out)
+		return -EINVAL;
+	err = gi_current_task(gi, mem, regs, &t);
+	if (err)
+		return err;
+	err = gi_task_identity_flags(gi, mem, &regs->pg, t, out, &mm, &flags);
+	if (err)
+		return err;
+	*task = t;
+	if (st) {
+		st->mm = mm;
+		st->exiting = !out->kthread && !mm && (flags & GI_PF_EXITING);
+	}
+	return 0;
+}
+
+/* The slide the running guest's addresses are at, or -EAGAIN while it is not known. */
+static int running_slide(const struct gi *gi, uint64_t *slide)
+{
+	switch (gi_kaslr_state(gi)) {
+	case GI_SLIDE_KNOWN:
+		*slide = gi_slide(gi);
+		return 0;
+	case GI_SLIDE_FAILED:
+		*slide = 0; /* the image does not match: link-time addresses are the best guess */
+		return 0;
+	default:
+		return -EAGAIN;
+	}
+}
+
+int gi_return_sites(const struct gi *gi, struct gi_return_sites *out)
+{
+	uint64_t sysret = 0, iret = 0, slide;
+	int err;
+
+	if (!gi || !out)
+		return -EINVAL;
+	for (size_t i = 0; i < gi->n_sites; i++) {
+		const struct gi_exit_site *site = &gi->sites[i];
+
+		if (site->kind == GI_EXIT_SYSRETQ && !sysret)
+			sysret = site->kva;
+		/* the interrupt return; other iretqs (NMI) are the fallback */
+		if (site->kind == GI_EXIT_IRETQ &&
+		    (!iret || !strcmp(site->symbol, "native_irq_return_iret")))
+			iret = site->kva;
+	}
+	if (!sysret || !iret)
+		return -ENOENT;
+	err = running_slide(gi, &slide);
+	if (err)
+		return err;
+	out->sysret = sysret + slide;
+	out->iret = iret + slide;
+	return 0;
+}
+
+int gi_pf_entry(const struct gi *gi, uint64_t *gva)
+{
+	uint64_t slide;
+	int err;
+
+	if (!gi || !gva)
+		return -EINVAL;
+	if (!gi->pf_entry_kva)
+		return -ENOENT;
+	err = running_slide(gi, &slide);
+	if (err)
+		return err;
+	*gva = gi->pf_entry_kva + slide;
+	return 0;
+}
+
+bool gi_in_entry_window(const struct gi *gi, uint64_t rip)
+{
+	uint64_t slide;
+
+	if (!gi || !gi->entry_text_end || running_slide(gi, &slide) != 0)
+		return false;
+	rip -= slide; /* link-time from here on */
+	if (rip < gi->entry_text_start || rip >= gi->entry_text_end)
+		return false;
+	if (rip >= gi->exit1_start && rip < gi->exit1_end)
+		return false;
+	if (rip >= gi->exit2_start && rip < gi->exit2_end)
+		return false;
+	return true;
+}

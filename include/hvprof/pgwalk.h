@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pgwalk: x86-64 guest page walks (GVA -> GPA through the guest's own page tables, SDM vol. 3A,
+ * chapter 4) and the shape of addresses. Architecture only: no Linux knowledge.
+ * Part of guestinfo (<hvprof/guestinfo.h> includes it); errors as described there.
+ */
+#ifndef HVPROF_PGWALK_H
+#define HVPROF_PGWALK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hvprof/compiler.h>
+#include <hvprof/gmem.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- page walks (pgwalk.c) */
+
+#define PGWALK_MAX_LEVELS 5
+
+/**
+ * struct gi_paging - the vCPU state that defines GVA->GPA translation.
+ * @cr0, @cr3, @cr4, @efer: control registers (CR3 may carry PCID bits: masked when CR4.PCIDE).
+ * @maxphyaddr: physical address width in bits (CPUID 0x80000008 EAX[7:0]); 0 means 52.
+ * @kernel_cr3/@user_cr3: optional: the page tables for upper-half (kernel) and lower-half
+ *   (user) addresses when they are not @cr3's. Under page-table isolation a user-mode CR3 maps
+ *   little of the kernel, and a kernel-mode CR3 maps user memory NX (so user code does not
+ *   look executable there): the caller gives the other half of the pair. 0: @cr3.
+ */
+struct pgwalk_cache;
+
+struct gi_paging {
+	uint64_t cr0;
+	uint64_t cr3;
+	uint64_t cr4;
+	uint64_t efer;
+	unsigned int maxphyaddr;
+	uint64_t kernel_cr3;
+	uint64_t user_cr3;
+	/* optional: translations remembered until pgwalk_cache_invalidate(); NULL: none. The
+	 * cache belongs to one thread (one vCPU): never share a gi_paging that points to it. */
+	struct pgwalk_cache *cache;
+};
+
+#define PGWALK_CACHE_SLOTS 64
+
+/**
+ * struct pgwalk_cache - GVA->GPA translations of 4 KiB slices, direct-mapped, valid for one
+ * epoch. Callers invalidate it whenever the guest may have changed its page tables (hvprof: at
+ * every sample, since the vCPU is stopped while a sample is taken). Zero-initialise before use.
+ * @hits/@misses: counters.
+ */
+struct pgwalk_cache {
+	uint64_t epoch;
+	uint64_t hits;
+	uint64_t misses;
+	struct {
+		uint64_t epoch; /* valid when equal to the cache's epoch (which starts at 1) */
+		uint64_t cr3;
+		uint64_t cr4;
+		uint64_t gva_page;
+		uint64_t gpa_page;
+		uint64_t page_size;
+	} slot[PGWALK_CACHE_SLOTS];
+};
+
+/** pgwalk_cache_invalidate - forget every translation of @c (O(1)). */
+static inline void pgwalk_cache_invalidate(struct pgwalk_cache *c)
+{
+	c->epoch++;
+}
+
+/**
+ * struct pgwalk_trace - every level a walk visited (for tests and debug output).
+ * @levels: entries filled; @entry_gpa[i]: GPA of the entry read at step i; @entry[i]: its value.
+ */
+struct pgwalk_trace {
+	unsigned int levels;
+	uint64_t entry_gpa[PGWALK_MAX_LEVELS];
+	uint64_t entry[PGWALK_MAX_LEVELS];
+};
+
+/**
+ * gi_gva_to_gpa - translate @gva through the page tables of @pg (4-level, or 5-level when
+ * CR4.LA57; 1 GiB and 2 MiB pages; SDM vol. 3A, 4.5).
+ * @page_size: out, optional: bytes of the page that maps @gva (4096, 2 MiB, 1 GiB).
+ * @trace: out, optional (a walk with a trace bypasses @pg->cache).
+ * Return: 0 and *@gpa; -EINVAL non-canonical @gva (48-bit, or 57-bit with CR4.LA57), bad
+ * argument or @pg->maxphyaddr outside 32..52; -EFAULT an entry is not present or has reserved
+ * bits set (PS in a PML5E/PML4E, bits 20:13 of a 2 MiB PDE or 29:13 of a 1 GiB PDPTE, XD
+ * without EFER.NXE; XD itself only forbids execution and does not stop the walk); -ERANGE a
+ * table or the result lies outside guest RAM (by @mem), or CR3 or an entry has address bits
+ * at or above MAXPHYADDR; -ENOTSUP paging off or not in long mode (CR0.PG, EFER.LMA, CR4.PAE).
+ * Every walk reads at most PGWALK_MAX_LEVELS entries, so a looping table terminates.
+ * Thread-safety: reentrant; only reads through @mem.
+ */
+int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
+		  uint64_t *page_size, struct pgwalk_trace *trace) __must_check;
+
+/**
+ * gi_read_gva - copy @len bytes at @gva (may cross pages) into @dst.
+ * Return: 0, or an error of gi_gva_to_gpa / the gmem read for the first page that fails.
+ */
+int gi_read_gva(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, void *dst,
+		size_t len) __must_check;
+
+/**
+ * pgwalk_gva_is_canonical - @gva is canonical for the paging mode of @pg: 48 bits, or 57 with
+ * CR4.LA57 (SDM vol. 3A, 4.5).
+ */
+bool pgwalk_gva_is_canonical(const struct gi_paging *pg, uint64_t gva);
+
+/**
+ * gi_is_kernel_gva - @gva is a canonical address of the upper (kernel) half for the paging mode
+ * of @pg: >= 0xffff800000000000 with 4-level paging, >= 0xff00000000000000 with 5-level paging
+ * (where Linux puts its direct map at 0xff11000000000000).
+ */
+static inline bool gi_is_kernel_gva(const struct gi_paging *pg, uint64_t gva)
+{
+	return (gva >> 63) && pgwalk_gva_is_canonical(pg, gva);
+}
+
+/** gi_is_user_gva - @gva is a canonical address of the lower (user) half for @pg. */
+static inline bool gi_is_user_gva(const struct gi_paging *pg, uint64_t gva)
+{
+	return !(gva >> 63) && pgwalk_gva_is_canonical(pg, gva);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HVPROF_PGWALK_H */

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sampler: the profiler riding on the VMM's exits (../shared/DESIGN.md, mechanism 1-4). A
+ * per-vCPU counter whose overflows become samples (registers, guest thread, callchains), marks
+ * and cookies for the user part of kernel samples, return-to-user traps on the VMM's breakpoint
+ * slots, and watching the guest for its KASLR slide and page-table isolation. What it knows of
+ * Linux it asks guestinfo; what it knows of the machine it asks the VMM.
+ */
+#ifndef HVPROF_SAMPLER_H
+#define HVPROF_SAMPLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <hvprof/compiler.h>
+#include <hvprof/sample.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gi;
+struct vmm;
+struct sampler;
+
+/**
+ * struct sampler_sink - where samples and identity records go. Every callback may be called
+ * from several vCPU threads at once: the sink serialises. A callback returning non-zero
+ * (-errno) stops the run with HVP_END_ERROR after the current exit. All pointers are valid only
+ * during the call.
+ */
+struct sampler_sink {
+	int (*sample)(void *ctx, const struct hvp_sample *s);
+	int (*thread)(void *ctx, const struct hvp_thread *t);
+	int (*process)(void *ctx, const struct hvp_process *p);
+	int (*user_stack)(void *ctx, const struct hvp_user_stack *u);
+	void *ctx;
+};
+
+/* Sampling counter actually used (probed at start-up). */
+enum sampler_counter_kind {
+	SAMPLER_COUNTER_NONE = 0,
+	SAMPLER_COUNTER_CYCLES = 1,    /* PERF_TYPE_HARDWARE cycles, exclude_host=1 */
+	SAMPLER_COUNTER_CPU_CLOCK = 2, /* PERF_COUNT_SW_CPU_CLOCK of the vCPU thread */
+};
+
+/* How the user part of a kernel-mode sample is taken. */
+enum sampler_callchain_mode {
+	SAMPLER_CALLCHAIN_DEFERRED = 0, /* mark the thread, walk its user stack at its return */
+	SAMPLER_CALLCHAIN_EAGER = 1,    /* walk at sample time from the user registers in pt_regs */
+	SAMPLER_CALLCHAIN_BOTH = 2,     /* deferred, and the eager walk kept in the sample as a
+					 * cross-check (docs/recording-format.md, SAMPLE) */
+};
+
+/**
+ * struct sampler_config - how to sample. Zero-initialise, then set fields.
+ * @sample_hz: samples per second per vCPU; 0: no counter, no samples, only watching the guest
+ *   (KASLR slide, the PVM fix-up's #PF entry), which is what `hvprof run` needs.
+ * @sink: receives the records (required when @sample_hz > 0).
+ * @force_counter: SAMPLER_COUNTER_NONE to probe (cycles, else cpu-clock), or one to insist on.
+ * @callchain_mode: enum sampler_callchain_mode. Deferred falls back to eager where the host
+ *   cannot trap the guest's return to user (no breakpoint slot, no return sites found).
+ * @mark_timeout_ns: a mark not resolved at the return to user within this long is resolved from
+ *   the registers saved at kernel entry (0: 100 ms).
+ * @bare_exits: benchmarking only: each overflow is counted as a sample and nothing else is done
+ *   (no registers, no record): the floor hvprof's cost is compared to.
+ */
+struct sampler_config {
+	unsigned int sample_hz;
+	const struct sampler_sink *sink;
+	enum sampler_counter_kind force_counter;
+	enum sampler_callchain_mode callchain_mode;
+	uint64_t mark_timeout_ns;
+	bool bare_exits;
+};
+
+/*
+ * The sampler's counters, one list for the struct fields and their names (as recordings and
+ * `report` show them; README "Counters").
+ */
+#define SAMPLER_COUNTER_LIST(X)                                                              \
+	X(samples) X(samples_user) X(samples_kernel) X(samples_no_task) X(samples_sink_errors)   \
+	X(samples_not_long_mode) /* overflows before the vCPU reached long mode */             \
+	X(samples_exiting)       /* kernel samples of a user thread whose mm is gone (exit) */ \
+	X(kernel_walk_fault) X(kernel_walk_bad_fp) X(kernel_walk_depth)                         \
+	X(user_walk_fault) X(user_walk_bad_fp) X(user_walk_depth)                               \
+	X(task_invalid) X(threads) X(processes)                                                 \
+	X(marks)                /* kernel entries marked (one cookie each) */                   \
+	X(marks_reused)         /* samples that joined an existing mark's cookie */             \
+	X(resolved_at_return)   /* user stack walked at the return to user */                   \
+	X(resolved_from_ptregs) /* timed out or at stop: walked from pt_regs of entry */        \
+	X(resolved_stale)       /* returned with other user registers: walked from entry */     \
+	X(resolved_exiting)     /* the thread exits: the walk taken at its first sample */      \
+	X(dropped_table_full)   /* no free mark: walked eagerly instead */                      \
+	X(dropped_exited)       /* the task was gone when the mark was resolved */              \
+	X(dropped_no_regs)      /* a mark whose entry registers could not be read */            \
+	X(traps_hit)            /* return-to-user breakpoint hits */                            \
+	X(traps_no_mark)        /* hits whose thread had no mark */                             \
+	X(traps_to_kernel)      /* iretq hits returning to kernel mode */                       \
+	X(trap_ns_total)        /* host ns spent in trap handling */                            \
+	X(user_regs_unreadable) /* kernel samples of user threads without pt_regs */            \
+	X(sample_ns_total)      /* host ns spent building samples (regs to sink) */             \
+	X(sample_ns_regs) X(sample_ns_identity) X(sample_ns_kernel_unwind) X(sample_ns_user)   \
+	X(sample_ns_write)                                                                      \
+	X(tcache_hits)          /* GVA->GPA translations answered by the per-sample cache */    \
+	X(tcache_misses)        /* ... and walked */
+
+/** struct sampler_counters - what the sampler counted, summed over the vCPUs. */
+struct sampler_counters {
+#define SAMPLER_COUNTER_FIELD(name) uint64_t name;
+	SAMPLER_COUNTER_LIST(SAMPLER_COUNTER_FIELD)
+#undef SAMPLER_COUNTER_FIELD
+};
+
+/* sampler_counter_names[i] names the i-th uint64_t of struct sampler_counters. */
+extern const char *const sampler_counter_names[];
+#define SAMPLER_N_COUNTERS (sizeof(struct sampler_counters) / sizeof(uint64_t))
+
+/**
+ * sampler_create - a sampler for @vm's guest, whose kernel @gi describes, installed on @vm's
+ * hooks and breakpoint slots. Probes the counter (cycles, else cpu-clock), the return-to-user
+ * sites and the #PF entry for the PVM fix-up, and takes the KASLR placement from the VMM.
+ * @gi: borrowed, must outlive the sampler; NULL only with @cfg->sample_hz 0 (nothing to watch).
+ * Return: 0 and *@out (free with sampler_destroy after vmm_run); -EINVAL bad configuration;
+ * -ENOTSUP no counter can be opened; -ENOMEM.
+ */
+int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *vm,
+		   struct sampler **out) __must_check;
+
+/** sampler_destroy - free @s (NULL is fine); its hooks must not run any more. */
+void sampler_destroy(struct sampler *s);
+
+/** sampler_get_counters - sum of the per-vCPU counters (final after vmm_run). */
+void sampler_get_counters(const struct sampler *s, struct sampler_counters *out);
+
+/** sampler_counter_kind - the sampling counter in use. */
+enum sampler_counter_kind sampler_counter_kind(const struct sampler *s);
+
+/** sampler_counter_name - "cycles", "cpu-clock" or "none" (static strings). */
+const char *sampler_counter_name(enum sampler_counter_kind kind);
+
+/** sampler_callchain_mode_name - "deferred", "eager" or "both": the mode in effect. */
+const char *sampler_callchain_mode_name(const struct sampler *s);
+
+/** sampler_strategy - ", user-callchains=..., kernel-callchains=..." (appended to the VMM's). */
+const char *sampler_strategy(const struct sampler *s);
+
+/** sampler_first_user_ns - ns from the run's start to the first CPL3 sample (0: none seen). */
+uint64_t sampler_first_user_ns(const struct sampler *s);
+
+/**
+ * sampler_kernel_slide - the guest kernel's KASLR slide in bytes, the one kernel symbols are
+ * looked up with (docs/kaslr.md). Return: 0 and *@slide; -ENODATA not known; -EINVAL.
+ */
+int sampler_kernel_slide(const struct sampler *s, uint64_t *slide) __must_check;
+
+/**
+ * struct sampler_kaslr_info - where the guest kernel runs, and how hvprof knows.
+ * @placed: the VMM placed the kernel (@placed_slide, bytes); @relocated: it applied the image's
+ *   relocation table (@n_relocs entries). @check: enum gi_kaslr_check; @detected_slide valid for
+ *   confirmed, found and mismatch. @idt: the guest IDT's #PF gate agrees (1), not (-1), unknown (0).
+ * @slide_known/@slide: the slide kernel symbols are looked up with.
+ */
+struct sampler_kaslr_info {
+	bool placed, relocated, slide_known;
+	uint64_t placed_slide, detected_slide, slide;
+	size_t n_relocs;
+	int check;
+	int idt;
+};
+
+/** sampler_kaslr_info - fill @out (final after vmm_run). Return: 0; -EINVAL. */
+int sampler_kaslr_info(const struct sampler *s, struct sampler_kaslr_info *out) __must_check;
+
+/** sampler_pti_name - a phrase for the guest's page-table isolation as found (static string). */
+const char *sampler_pti_name(const struct sampler *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HVPROF_SAMPLER_H */

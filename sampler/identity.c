@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: MIT
+// Identity records of the sampler: a THREAD record the first time a (pid, task, tgid, comm) is
+// seen, a PROCESS record (executable, code range) the first time a (tgid, mm) is. Direct-mapped
+// caches shared by the vCPUs under one mutex; a collision only re-emits a record.
+#define pr_fmt(fmt) "sampler: identity: " fmt
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hvprof/log.h>
+
+#include "sampler_internal.h"
+
+#define IDENT_SLOTS 4096        /* direct-mapped; a collision only re-emits a record */
+
+struct ident_thread {
+	int32_t pid;
+	int32_t tgid;
+	uint64_t task;
+	char comm[HVP_COMM_LEN];
+};
+
+struct ident_process {
+	int32_t tgid;
+	uint64_t mm;
+};
+
+struct ident_cache {
+	struct ident_thread threads[IDENT_SLOTS];
+	struct ident_process procs[IDENT_SLOTS];
+};
+
+int ident_cache_create(struct sampler *s)
+{
+	s->ident = calloc(1, sizeof(*s->ident));
+	if (!s->ident)
+		return -ENOMEM;
+	for (int i = 0; i < IDENT_SLOTS; i++) {
+		s->ident->threads[i].pid = -1;
+		s->ident->procs[i].tgid = -1;
+	}
+	pthread_mutex_init(&s->ident_lock, NULL);
+	return 0;
+}
+
+void ident_cache_destroy(struct sampler *s)
+{
+	if (s->ident)
+		pthread_mutex_destroy(&s->ident_lock);
+	free(s->ident);
+	s->ident = NULL;
+}
+
+/* Emit THREAD (and PROCESS) records when this identity was not seen before. */
+void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
+		   const struct gi_paging *pg)
+{
+	struct sampler *s = sv->s;
+	const struct sampler_sink *sink = s->cfg.sink;
+	struct ident_thread *it;
+	struct ident_process *ip;
+	bool new_thread, new_proc = false;
+
+	pthread_mutex_lock(&s->ident_lock);
+	/* SAFETY: pid was validated (0..4194304) by gi_task_identity; the modulo bounds it. */
+	it = &s->ident->threads[(uint32_t)t->pid % IDENT_SLOTS];
+	new_thread = it->pid != t->pid || it->task != t->task || it->tgid != t->tgid ||
+		     strncmp(it->comm, t->comm, HVP_COMM_LEN) != 0;
+	if (new_thread) {
+		it->pid = t->pid;
+		it->tgid = t->tgid;
+		it->task = t->task;
+		memcpy(it->comm, t->comm, HVP_COMM_LEN);
+	}
+	if (!t->kthread && mm) {
+		ip = &s->ident->procs[(uint32_t)t->tgid % IDENT_SLOTS];
+		new_proc = ip->tgid != t->tgid || ip->mm != mm;
+	}
+	if (new_thread) {
+		struct hvp_thread rec = *t;
+
+		rec.time_ns = vmm_now_ns() - sampler_start_ns(s);
+		sv->c.threads++;
+		if (sink->thread && sink->thread(sink->ctx, &rec))
+			sv->c.samples_sink_errors++;
+	}
+	if (new_proc) {
+		struct hvp_process proc;
+
+		memset(&proc, 0, sizeof(proc));
+		/* During exec the new mm exists before its code range and exe are set: such a
+		 * process is not remembered, so a later sample reads it again. */
+		if (gi_process_info(s->gi, s->mem, pg, mm, &proc) == 0 && proc.start_code &&
+		    proc.end_code > proc.start_code && proc.exe[0]) {
+			ip->tgid = t->tgid;
+			ip->mm = mm;
+			proc.tgid = t->tgid;
+			proc.time_ns = vmm_now_ns() - sampler_start_ns(s);
+			sv->c.processes++;
+			if (sink->process && sink->process(sink->ctx, &proc))
+				sv->c.samples_sink_errors++;
+		}
+	}
+	pthread_mutex_unlock(&s->ident_lock);
+}
+

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: MIT
+// Marks of deferred user callchains (../shared/DESIGN.md, mechanism 2-4): a table keyed by guest
+// thread, shared by all vCPU threads under one mutex. A kernel-mode sample marks its thread and
+// gets the mark's cookie; the thread's return to user (trap.c) resolves the mark by walking the
+// user stack; a mark that waits too long, or is still pending at the end, is resolved from the
+// user registers saved at kernel entry. Every mark ends in exactly one USER_STACK record.
+#define pr_fmt(fmt) "sampler: marks: " fmt
+#include <string.h>
+
+#include <hvprof/log.h>
+
+#include "sampler_internal.h"
+
+#define MARKS_EXPIRE_PER_CALL 4 /* slots looked at per sample: bounded work */
+
+static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk);
+
+void marks_init(struct marks *m, uint64_t timeout_ns)
+{
+	memset(m, 0, sizeof(*m));
+	pthread_mutex_init(&m->lock, NULL);
+	m->next_cookie = 1;
+	m->timeout_ns = timeout_ns;
+}
+
+void marks_destroy(struct marks *m)
+{
+	pthread_mutex_destroy(&m->lock);
+}
+
+static struct mark *find(struct marks *m, uint64_t task, int32_t pid)
+{
+	if (!m->n_used)
+		return NULL;
+	for (unsigned int i = 0; i < MARKS_MAX; i++)
+		if (m->slot[i].used && m->slot[i].task == task && m->slot[i].pid == pid)
+			return &m->slot[i];
+	return NULL;
+}
+
+static void release(struct svcpu *sv, struct marks *m, struct mark *mk)
+{
+	mk->used = false;
+	m->n_used--;
+	atomic_store(&m->pending, m->n_used);
+	if (!m->n_used && m->on_last)
+		m->on_last(sv);
+}
+
+/* Record @entry as the mark's entry registers and walk the user stack from them now. */
+static void set_entry(struct svcpu *sv, struct mark *mk, const struct gi_paging *pg,
+		      const struct gi_user_regs *entry)
+{
+	unsigned int n = 0;
+
+	mk->pg = *pg;
+	mk->pg.cache = NULL; /* the cache is the sampling vCPU's own: not for later, other threads */
+	mk->entry = *entry;
+	mk->entry_known = true;
+	/* bounded: at most HVP_MAX_CALLCHAIN frames, each a bounded page walk */
+	mk->entry_stop = (uint8_t)gi_unwind_user(sv->s->mem, pg, entry->ip, entry->sp, entry->bp,
+						 mk->entry_ips, HVP_MAX_CALLCHAIN, &n);
+	mk->n_entry = (uint16_t)n;
+}
+
+/* A free slot for a new mark of @req (under the lock), or NULL when the table is full. */
+static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mark_req *req)
+{
+	for (unsigned int i = 0; i < MARKS_MAX; i++) {
+		struct mark *mk = &m->slot[i];
+
+		if (mk->used)
+			continue;
+		mk->task = req->task;
+		mk->pid = req->pid;
+		mk->vcpu = sv->index;
+		mk->cookie = m->next_cookie++;
+		mk->t_ns = vmm_now_ns();
+		mk->used = true;
+		mk->pg = *req->pg;
+		mk->pg.cache = NULL;
+		mk->n_entry = 0;
+		mk->entry_stop = HVP_WALK_LOST;
+		mk->entry_known = false;
+		mk->exiting = req->exiting;
+		memset(&mk->entry, 0, sizeof(mk->entry));
+		if (req->entry_known)
+			set_entry(sv, mk, req->pg, req->entry);
+		if (m->n_used++ == 0 && m->on_first)
+			m->on_first(sv); /* the thread may return to user on any vCPU: arm them all */
+		atomic_store(&m->pending, m->n_used);
+		sv->c.marks++;
+		return mk;
+	}
+	return NULL;
+}
+
+uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
+{
+	struct marks *m = &sv->s->marks;
+	struct mark *mk, old;
+	uint64_t cookie = 0;
+
+	pthread_mutex_lock(&m->lock);
+	mk = find(m, req->task, req->pid);
+	if (mk && req->entry_known && !mk->entry_known) {
+		/* marked in the entry code: this later sample knows the entry's registers */
+		set_entry(sv, mk, req->pg, req->entry);
+	} else if (mk && req->entry_known && !mk->exiting &&
+		   (mk->entry.ip != req->entry->ip || mk->entry.sp != req->entry->sp)) {
+		/* Same stay in the kernel, other user registers: execve set up the new program
+		 * (or the mark outlived an unseen return). The old mark ends with its walk; this
+		 * sample starts a new one. */
+		old = *mk;
+		release(sv, m, mk);
+		pthread_mutex_unlock(&m->lock);
+		emit_saved_entry_walk(sv, &old);
+		sv->c.resolved_stale++;
+		pthread_mutex_lock(&m->lock);
+		mk = NULL;
+	}
+	if (mk) {
+		/* exit_group marked it in the system call; exit_mmap now tears its memory down:
+		 * the walk already made is the one to keep */
+		mk->exiting |= req->exiting;
+		cookie = mk->cookie;
+		sv->c.marks_reused++;
+	} else {
+		mk = mark_new(sv, m, req);
+		if (mk)
+			cookie = mk->cookie;
+		else
+			sv->c.dropped_table_full++;
+	}
+	pthread_mutex_unlock(&m->lock);
+	return cookie;
+}
+
+void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid,
+			     const struct gi_paging *pg, const struct gi_user_regs *ur)
+{
+	struct marks *m = &sv->s->marks;
+	struct mark *mk, copy;
+
+	if (!atomic_load(&m->pending)) {
+		sv->c.traps_no_mark++;
+		return;
+	}
+	pthread_mutex_lock(&m->lock);
+	mk = find(m, task, pid);
+	if (!mk) {
+		pthread_mutex_unlock(&m->lock);
+		sv->c.traps_no_mark++;
+		return;
+	}
+	copy = *mk;
+	release(sv, m, mk);
+	pthread_mutex_unlock(&m->lock);
+
+	/* The registers about to be restored are those saved at the kernel entry we marked,
+	 * unless that entry ended unseen (another vCPU had not armed yet), a signal frame was set
+	 * up, or execve replaced the address space: then the walk made when the mark was taken
+	 * tells the call path of the marked samples. */
+	if (!copy.entry_known || (ur->ip == copy.entry.ip && ur->sp == copy.entry.sp)) {
+		emit_user_stack(sv, copy.cookie, pid, pg, ur);
+		sv->c.resolved_at_return++;
+	} else {
+		emit_saved_entry_walk(sv, &copy);
+		sv->c.resolved_stale++;
+	}
+}
+
+/* The walk made when the mark was taken, as the mark's USER_STACK record. */
+static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk)
+{
+	struct hvp_user_stack *u = &sv->ustack;
+
+	u->time_ns = vmm_now_ns() - sampler_start_ns(sv->s);
+	u->cookie = mk->cookie;
+	u->pid = mk->pid;
+	u->vcpu = sv->index;
+	u->stop = mk->entry_stop;
+	u->n_user = mk->n_entry;
+	/* SAFETY: n_entry <= HVP_MAX_CALLCHAIN, the size of both arrays. */
+	memcpy(u->user_ips, mk->entry_ips, mk->n_entry * sizeof(u->user_ips[0]));
+	sampler_emit_user_stack(sv, u);
+}
+
+static void emit_lost(struct svcpu *sv, const struct mark *mk)
+{
+	struct hvp_user_stack u = { .time_ns = vmm_now_ns() - sampler_start_ns(sv->s),
+				    .cookie = mk->cookie, .pid = mk->pid, .vcpu = sv->index,
+				    .stop = HVP_WALK_LOST };
+
+	sampler_emit_user_stack(sv, &u);
+}
+
+/* Resolve @mk (already released) from its entry registers; check the task is still the same. */
+static void resolve_from_entry(struct svcpu *sv, const struct mark *mk)
+{
+	struct sampler *s = sv->s;
+	struct gi_user_regs entry = mk->entry;
+	struct hvp_thread t;
+
+	if (mk->exiting && mk->entry_known) {
+		/* its user memory is being torn down: the walk taken while it existed */
+		emit_saved_entry_walk(sv, mk);
+		sv->c.resolved_exiting++;
+		return;
+	}
+	if (gi_task_identity(s->gi, s->mem, &mk->pg, mk->task, &t, NULL) != 0 ||
+	    t.pid != mk->pid) {
+		sv->c.dropped_exited++;
+		emit_lost(sv, mk);
+		return;
+	}
+	if (!mk->entry_known && gi_task_user_regs(s->gi, s->mem, &mk->pg, mk->task, &entry) != 0) {
+		sv->c.dropped_no_regs++;
+		emit_lost(sv, mk);
+		return;
+	}
+	/* the thread is still in the kernel: pt_regs is complete now, and so is its memory */
+	emit_user_stack(sv, mk->cookie, mk->pid, &mk->pg, &entry);
+	sv->c.resolved_from_ptregs++;
+}
+
+void marks_expire(struct svcpu *sv, uint64_t now_ns)
+{
+	struct marks *m = &sv->s->marks;
+	struct mark expired[MARKS_EXPIRE_PER_CALL];
+	unsigned int n = 0;
+
+	if (!atomic_load(&m->pending))
+		return;
+	pthread_mutex_lock(&m->lock);
+	for (unsigned int k = 0; k < MARKS_EXPIRE_PER_CALL; k++) {
+		/* SAFETY: scan_next is reduced modulo MARKS_MAX. */
+		struct mark *mk = &m->slot[m->scan_next++ % MARKS_MAX];
+
+		if (mk->used && now_ns - mk->t_ns > m->timeout_ns) {
+			expired[n++] = *mk;
+			release(sv, m, mk);
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	for (unsigned int i = 0; i < n; i++)
+		resolve_from_entry(sv, &expired[i]);
+}
+
+void marks_flush(struct svcpu *sv)
+{
+	struct marks *m = &sv->s->marks;
+
+	for (unsigned int i = 0; i < MARKS_MAX; i++) {
+		struct mark copy;
+
+		pthread_mutex_lock(&m->lock);
+		if (!m->slot[i].used) {
+			pthread_mutex_unlock(&m->lock);
+			continue;
+		}
+		copy = m->slot[i];
+		release(sv, m, &m->slot[i]);
+		pthread_mutex_unlock(&m->lock);
+		resolve_from_entry(sv, &copy);
+	}
+}

@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+// Turning a counter overflow into a sample: registers (sync regs), the current guest thread and
+// its identity (guestinfo), callchains, and the THREAD/PROCESS records the first time an
+// identity is seen. Nothing here logs per sample: failures are counted.
+#define pr_fmt(fmt) "sampler: sample: " fmt
+#include <errno.h>
+#include <string.h>
+
+#include <hvprof/log.h>
+
+#include "sampler_internal.h"
+
+#define MSR_KERNEL_GS_BASE 0xc0000102
+#define EFER_LMA (1ull << 10)
+
+/* The per-CPU base (kernel GS) of this vCPU: it does not change after boot, so once seen it is
+ * remembered; until then MSR_KERNEL_GS_BASE is asked. */
+static uint64_t kernel_gs_base(struct svcpu *sv, const struct gi_paging *pg,
+			       const struct kvm_sregs *sregs, uint8_t cpl)
+{
+	uint64_t v;
+
+	if (cpl == 0 && gi_is_kernel_gva(pg, sregs->gs.base))
+		sv->percpu_base = sregs->gs.base;
+	if (sv->percpu_base)
+		return sv->percpu_base;
+	if (sv->v && vmm_vcpu_get_msr(sv->v, MSR_KERNEL_GS_BASE, &v) == 0 &&
+	    gi_is_kernel_gva(pg, v))
+		sv->percpu_base = v;
+	return sv->percpu_base;
+}
+
+void count_walk_stop(struct svcpu *sv, enum hvp_walk_stop why, bool user)
+{
+	switch (why) {
+	case HVP_WALK_FAULT:
+		user ? sv->c.user_walk_fault++ : sv->c.kernel_walk_fault++;
+		break;
+	case HVP_WALK_BAD_FP:
+		user ? sv->c.user_walk_bad_fp++ : sv->c.kernel_walk_bad_fp++;
+		break;
+	case HVP_WALK_DEPTH:
+		user ? sv->c.user_walk_depth++ : sv->c.kernel_walk_depth++;
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * The user part of a kernel-mode sample of a user thread. Deferred: mark the thread and leave
+ * the walk to its return to user (the sample carries the mark's cookie); eager, or when no mark
+ * is free: walk now. @entry: the user registers of the kernel entry if already known (SYSCALL
+ * caught at CPL3), else they are read from pt_regs. @exiting: the thread's mm is gone (it is in
+ * exit_mmap: its user memory is being torn down and it never returns to user): the mark keeps
+ * the walk made at its first sample, while the stack still exists.
+ */
+void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64_t task,
+				const struct gi_paging *pg, const struct gi_user_regs *entry,
+				bool exiting)
+{
+	struct sampler *s = sv->s;
+	struct gi_user_regs ur;
+	struct mark_req req = { .task = task, .pid = smp->pid, .pg = pg, .entry = &ur,
+				.entry_known = true, .exiting = exiting };
+	enum hvp_walk_stop why;
+	unsigned int n = 0;
+
+	if (entry)
+		ur = *entry;
+	else if (gi_task_user_regs(s->gi, s->mem, pg, task, &ur) != 0) {
+		sv->c.user_regs_unreadable++;
+		if (exiting) /* the README promises a visible frame for every missing user part */
+			smp->user_stop = HVP_WALK_LOST;
+		return;
+	} else if (gi_in_entry_window(s->gi, smp->rip)) {
+		req.entry_known = false;
+	}
+	if (s->callchain != SAMPLER_CALLCHAIN_EAGER) {
+		smp->cookie = marks_take(sv, &req);
+		if (smp->cookie && (!req.entry_known || s->callchain == SAMPLER_CALLCHAIN_DEFERRED)) {
+			/* not known: the eager walk would read a stale pt_regs, only the return tells */
+			smp->user_stop = HVP_WALK_DEFERRED;
+			smp->n_user = 0;
+			return;
+		}
+	}
+	why = gi_unwind_user(s->mem, pg, ur.ip, ur.sp, ur.bp, smp->user_ips, HVP_MAX_CALLCHAIN, &n);
+	smp->n_user = (uint16_t)n;
+	smp->user_stop = (uint8_t)why;
+	count_walk_stop(sv, why, true);
+	if (smp->cookie) /* both: the eager walk stays in the sample as a cross-check */
+		smp->user_stop = HVP_WALK_DEFERRED;
+}
+
+/* The guest registers a sample reads, from the vCPU's registers. */
+static void regs_of(struct svcpu *sv, const struct kvm_regs *regs, const struct kvm_sregs *sregs,
+		    uint8_t cpl, struct gi_regs *gr)
+{
+	memset(gr, 0, sizeof(*gr));
+	gr->rip = regs->rip;
+	gr->rsp = regs->rsp;
+	gr->rbp = regs->rbp;
+	gr->cpl = cpl;
+	gr->gs_base = sregs->gs.base;
+	gr->pg = sampler_paging(sv->s, sregs);
+	gr->kernel_gs_base = kernel_gs_base(sv, &gr->pg, sregs, cpl);
+	gr->r10 = regs->r10; /* where ORC may find the caller's stack (entry code, alignment) */
+	gr->r13 = regs->r13;
+	gr->rdx = regs->rdx;
+	gr->rdi = regs->rdi;
+	gr->have_scratch = true;
+	/* The vCPU is stopped while its sample is taken: its page tables' translations hold for
+	 * the whole sample (other vCPUs' changes within these microseconds are not seen). */
+	pgwalk_cache_invalidate(&sv->tcache);
+	gr->pg.cache = &sv->tcache;
+}
+
+static void sample_init(struct svcpu *sv, struct hvp_sample *smp, uint64_t t0,
+			const struct kvm_regs *regs, const struct kvm_sregs *sregs)
+{
+	struct sampler *s = sv->s;
+
+	smp->time_ns = t0 - sampler_start_ns(s);
+	smp->vcpu = sv->index;
+	smp->cpl = (uint8_t)(sregs->cs.selector & 3);
+	smp->flags = smp->cpl == 3 ? HVP_SAMPLE_USER : 0;
+	smp->rip = regs->rip;
+	smp->cr3 = sregs->cr3;
+	smp->task = 0;
+	smp->pid = smp->tgid = -1;
+	smp->cookie = 0;
+	smp->period = s->counter == SAMPLER_COUNTER_CPU_CLOCK ? 1000000000ull / s->cfg.sample_hz
+							      : 0;
+	smp->n_kernel = smp->n_user = 0;
+	smp->kernel_stop = smp->user_stop = HVP_WALK_NONE;
+}
+
+/* The callchains of a sample whose thread is known (@task 0: not known). */
+static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kvm_regs *regs,
+		       const struct gi_regs *gr, uint64_t task, bool exiting)
+{
+	struct sampler *s = sv->s;
+	bool user_thread = task && !(smp->flags & HVP_SAMPLE_KTHREAD);
+	enum hvp_walk_stop why;
+	unsigned int n = 0;
+
+	if (smp->cpl == 3 && gi_is_kernel_gva(&gr->pg, regs->rip)) {
+		/* CPL3 with RIP in the kernel: a SYSCALL caught between the instruction and the
+		 * VMM's completion of it (PVM). It is a kernel entry: RIP = LSTAR, and the user
+		 * state is RCX (return address), RSP and RBP. */
+		struct gi_user_regs ur = { regs->rcx, regs->rsp, regs->rbp };
+
+		smp->cpl = 0;
+		smp->flags &= (uint8_t)~HVP_SAMPLE_USER;
+		smp->kernel_ips[0] = regs->rip;
+		smp->n_kernel = 1;
+		smp->kernel_stop = HVP_WALK_END;
+		sv->c.samples_kernel++;
+		if (user_thread)
+			user_part_of_kernel_sample(sv, smp, task, &gr->pg, &ur, exiting);
+	} else if (smp->cpl == 3) {
+		why = gi_unwind_user(s->mem, &gr->pg, regs->rip, regs->rsp, regs->rbp,
+				     smp->user_ips, HVP_MAX_CALLCHAIN, &n);
+		smp->n_user = (uint16_t)n;
+		smp->user_stop = (uint8_t)why;
+		count_walk_stop(sv, why, true);
+		sv->c.samples_user++;
+		if (!atomic_load(&s->first_user_ns))
+			atomic_store(&s->first_user_ns, smp->time_ns);
+	} else {
+		uint64_t t0 = vmm_now_ns();
+
+		why = gi_unwind_kernel(s->gi, s->mem, gr, task, smp->kernel_ips, HVP_MAX_CALLCHAIN,
+				       &n);
+		smp->n_kernel = (uint16_t)n;
+		smp->kernel_stop = (uint8_t)why;
+		count_walk_stop(sv, why, false);
+		sv->c.samples_kernel++;
+		sv->c.sample_ns_kernel_unwind += vmm_now_ns() - t0;
+		if (user_thread)
+			user_part_of_kernel_sample(sv, smp, task, &gr->pg, NULL, exiting);
+	}
+}
+
+int sample_take(struct svcpu *sv)
+{
+	struct sampler *s = sv->s;
+	const struct sampler_sink *sink = s->cfg.sink;
+	struct hvp_sample *smp = &sv->sample;
+	struct kvm_regs *regs;
+	struct kvm_sregs *sregs;
+	struct gi_regs gr;
+	struct hvp_thread thr;
+	struct gi_thread_state st = { 0 };
+	uint64_t t0 = vmm_now_ns(), t1, t2, task = 0;
+	bool exiting = false;
+
+	if (!s->gi || !sink || vmm_vcpu_regs(sv->v, &regs, &sregs) != 0)
+		return 0;
+	if (!(sregs->efer & EFER_LMA)) {
+		/* not in long mode yet (an AP before its startup IPI): no guest to sample */
+		sv->c.samples_not_long_mode++;
+		return 0;
+	}
+	t1 = vmm_now_ns();
+	sv->c.sample_ns_regs += t1 - t0;
+	if ((sregs->cs.selector & 3) == 0)
+		kwatch_kernel(sv, sregs);
+	else
+		kwatch_user(sv, sregs);
+	sample_init(sv, smp, t0, regs, sregs);
+	regs_of(sv, regs, sregs, smp->cpl, &gr);
+
+	if (gi_current_thread(s->gi, s->mem, &gr, &task, &thr, &st) == 0) {
+		smp->task = task;
+		smp->pid = thr.pid;
+		smp->tgid = thr.tgid;
+		if (thr.kthread)
+			smp->flags |= HVP_SAMPLE_KTHREAD;
+		exiting = st.exiting;
+		note_identity(sv, &thr, st.mm, &gr.pg);
+	} else {
+		smp->flags |= HVP_SAMPLE_NO_TASK;
+		sv->c.samples_no_task++;
+		task = 0;
+	}
+	t2 = vmm_now_ns();
+	sv->c.sample_ns_identity += t2 - t1;
+	if (exiting && smp->cpl == 0)
+		sv->c.samples_exiting++;
+
+	{
+		uint64_t unwind_ns = sv->c.sample_ns_kernel_unwind;
+
+		callchains(sv, smp, regs, &gr, task, exiting);
+		sv->c.samples++;
+		marks_expire(sv, t0);
+		t1 = vmm_now_ns();
+		unwind_ns = sv->c.sample_ns_kernel_unwind - unwind_ns;
+		sv->c.sample_ns_user += t1 - t2 - unwind_ns;
+	}
+	if (sink->sample && sink->sample(sink->ctx, smp) != 0) {
+		sv->c.samples_sink_errors++;
+		sampler_fail(s, "the recording could not be written");
+	}
+	t2 = vmm_now_ns();
+	sv->c.sample_ns_write += t2 - t1;
+	sv->c.sample_ns_total += t2 - t0;
+	return s->vm && vmm_stopping(s->vm) ? 1 : 0;
+}

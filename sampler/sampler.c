@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: MIT
+// The sampler's life and its hooks on the VMM: created on a VM and a guestinfo session, it
+// probes its counter and the kernel's return-to-user sites, takes breakpoint slots, and from
+// then on the VMM's exits drive it: an overflow becomes a sample, a debug exit on its slots a
+// trap hit, an I/O exit a look for the KASLR slide, the end of the run a flush of the marks.
+#define pr_fmt(fmt) "sampler: " fmt
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hvprof/log.h>
+
+#include "sampler_internal.h"
+
+const char *const sampler_counter_names[] = {
+#define SAMPLER_COUNTER_NAME(name) #name,
+	SAMPLER_COUNTER_LIST(SAMPLER_COUNTER_NAME)
+#undef SAMPLER_COUNTER_NAME
+};
+_Static_assert(sizeof(sampler_counter_names) / sizeof(sampler_counter_names[0]) ==
+		       SAMPLER_N_COUNTERS,
+	       "one name per counter");
+
+struct gi_paging sampler_paging(const struct sampler *s, const struct kvm_sregs *sregs)
+{
+	struct gi_paging pg = { .cr0 = sregs->cr0, .cr3 = sregs->cr3, .cr4 = sregs->cr4,
+				.efer = sregs->efer, .maxphyaddr = s->maxphyaddr };
+
+	if (atomic_load_explicit(&s->pti, memory_order_relaxed) == GI_PTI_ON) {
+		if (sregs->cr3 & GI_PTI_USER_BIT)
+			pg.kernel_cr3 = sregs->cr3 & ~GI_PTI_USER_BIT;
+		else
+			pg.user_cr3 = sregs->cr3 | GI_PTI_USER_BIT;
+	}
+	return pg;
+}
+
+void sampler_fail(struct sampler *s, const char *what)
+{
+	if (s->vm)
+		vmm_end(s->vm, HVP_END_ERROR, -1, "%s", what);
+}
+
+void sampler_emit_user_stack(struct svcpu *sv, const struct hvp_user_stack *u)
+{
+	const struct sampler_sink *sink = sv->s->cfg.sink;
+
+	if (sink && sink->user_stack && sink->user_stack(sink->ctx, u) != 0) {
+		sv->c.samples_sink_errors++;
+		sampler_fail(sv->s, "the recording could not be written");
+	}
+}
+
+/* ---------------------------------------------------------------- hooks */
+
+static struct svcpu *sv_of(struct sampler *s, struct vmm_vcpu *v)
+{
+	unsigned int i = vmm_vcpu_index(v);
+
+	/* SAFETY: the VMM's vCPU indexes are < vmm_vcpu_count() == n_vcpus. */
+	return i < s->n_vcpus ? &s->vcpus[i] : NULL;
+}
+
+static int hook_vcpu_start(void *ctx, struct vmm_vcpu *v)
+{
+	struct sampler *s = ctx;
+	struct svcpu *sv = sv_of(s, v);
+
+	if (!sv)
+		return -EINVAL;
+	sv->v = v;
+	return counter_open_vcpu(s, sv);
+}
+
+static void hook_vcpu_stop(void *ctx, struct vmm_vcpu *v)
+{
+	struct svcpu *sv = sv_of(ctx, v);
+
+	if (!sv)
+		return;
+	counter_close_vcpu(sv);
+	sv->c.tcache_hits = sv->tcache.hits;
+	sv->c.tcache_misses = sv->tcache.misses;
+}
+
+static int hook_overflow(void *ctx, struct vmm_vcpu *v)
+{
+	struct sampler *s = ctx;
+	struct svcpu *sv = sv_of(s, v);
+
+	if (!sv)
+		return 0;
+	if (s->cfg.bare_exits) {
+		sv->c.samples++; /* an exit at the sampling rate, nothing more */
+		return 0;
+	}
+	return sample_take(sv);
+}
+
+static void hook_io(void *ctx, struct vmm_vcpu *v)
+{
+	struct svcpu *sv = sv_of(ctx, v);
+
+	if (sv) {
+		sv->v = v;
+		kwatch_io(sv);
+	}
+}
+
+static void hook_run_end(void *ctx, struct vmm_vcpu *v0)
+{
+	struct sampler *s = ctx;
+
+	if (s->n_vcpus && s->gi && s->cfg.sink) {
+		s->vcpus[0].v = v0;
+		marks_flush(&s->vcpus[0]);
+	}
+}
+
+/* ---------------------------------------------------------------- life */
+
+/* Arm the return-to-user traps while marks are pending (called under the marks lock). */
+static void traps_arm(struct svcpu *sv)
+{
+	struct sampler *s = sv->s;
+
+	if (s->vm && s->traps.available)
+		vmm_bp_arm(s->vm, 1u << s->traps.slot_sysret | 1u << s->traps.slot_iret, true, sv->v);
+}
+
+static void traps_disarm(struct svcpu *sv)
+{
+	struct sampler *s = sv->s;
+
+	if (s->vm && s->traps.available)
+		vmm_bp_arm(s->vm, 1u << s->traps.slot_sysret | 1u << s->traps.slot_iret, false, NULL);
+}
+
+/* Deferred callchains need the return sites and two breakpoint slots; else eager. */
+static void traps_setup(struct sampler *s)
+{
+	struct gi_return_sites sites;
+	int err, a, b;
+
+	if (s->callchain == SAMPLER_CALLCHAIN_EAGER)
+		return;
+	err = gi_return_sites(s->gi, &sites);
+	if (err == -ENOENT) {
+		pr_warn("the kernel's return-to-user instructions were not found: deferred user "
+			"callchains fall back to eager");
+		s->callchain = SAMPLER_CALLCHAIN_EAGER;
+		return;
+	}
+	a = vmm_bp_alloc(s->vm);
+	b = a < 0 ? a : vmm_bp_alloc(s->vm);
+	if (a < 0 || b < 0) {
+		pr_warn("no free breakpoint slot: deferred user callchains fall back to eager");
+		s->callchain = SAMPLER_CALLCHAIN_EAGER;
+		return;
+	}
+	s->traps.slot_sysret = a;
+	s->traps.slot_iret = b;
+	s->traps.available = true;
+	s->marks.on_first = traps_arm;
+	s->marks.on_last = traps_disarm;
+}
+
+static const char *callchain_name(enum sampler_callchain_mode m)
+{
+	return m == SAMPLER_CALLCHAIN_DEFERRED ? "deferred"
+	       : m == SAMPLER_CALLCHAIN_BOTH   ? "both"
+					       : "eager";
+}
+
+int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gmem *mem,
+		unsigned int maxphyaddr, unsigned int n_vcpus, struct sampler **out)
+{
+	struct sampler *s;
+	int err;
+
+	if (!cfg || !mem || !out || !n_vcpus || (cfg->sample_hz && (!cfg->sink || !gi)))
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cfg = *cfg;
+	s->gi = gi;
+	s->mem = mem;
+	s->maxphyaddr = maxphyaddr;
+	s->callchain = cfg->callchain_mode;
+	marks_init(&s->marks, cfg->mark_timeout_ns ? cfg->mark_timeout_ns : 100000000ull);
+	s->n_vcpus = n_vcpus;
+	s->vcpus = calloc(s->n_vcpus, sizeof(*s->vcpus));
+	err = s->vcpus ? ident_cache_create(s) : -ENOMEM;
+	if (err) {
+		sampler_destroy(s);
+		return err;
+	}
+	for (unsigned int i = 0; i < s->n_vcpus; i++) {
+		s->vcpus[i].s = s;
+		s->vcpus[i].index = i;
+		s->vcpus[i].perf_fd = -1;
+	}
+	*out = s;
+	return 0;
+}
+
+int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *vm,
+		   struct sampler **out)
+{
+	struct vmm_hooks hooks;
+	struct sampler *s;
+	int err;
+
+	if (!vm)
+		return -EINVAL;
+	err = sampler_new(cfg, gi, vmm_gmem(vm), vmm_maxphyaddr(vm), vmm_vcpu_count(vm), &s);
+	if (err)
+		return err;
+	s->vm = vm;
+	vmm_placement(vm, &s->placed);
+	err = counter_probe(s);
+	if (err)
+		goto err_free;
+	if (gi && cfg->sample_hz)
+		traps_setup(s);
+	kwatch_setup(s);
+	snprintf(s->strategy, sizeof(s->strategy), ", user-callchains=%s%s, kernel-callchains=%s",
+		 callchain_name(s->callchain),
+		 s->callchain != SAMPLER_CALLCHAIN_EAGER ? " (breakpoints on sysretq/iretq)" : "",
+		 gi_kernel_unwinder(gi));
+	hooks = (struct vmm_hooks){ .ctx = s, .vcpu_start = hook_vcpu_start,
+				    .vcpu_stop = hook_vcpu_stop, .overflow = hook_overflow,
+				    .debug = trap_debug_hook, .io = hook_io,
+				    .run_end = hook_run_end };
+	err = vmm_set_hooks(vm, &hooks);
+	if (err)
+		goto err_free;
+	*out = s;
+	return 0;
+
+err_free:
+	sampler_destroy(s);
+	return err;
+}
+
+void sampler_destroy(struct sampler *s)
+{
+	if (!s)
+		return;
+	for (unsigned int i = 0; s->vcpus && i < s->n_vcpus; i++)
+		counter_close_vcpu(&s->vcpus[i]);
+	if (s->ident)
+		ident_cache_destroy(s);
+	marks_destroy(&s->marks);
+	free(s->vcpus);
+	free(s);
+}
+
+void sampler_get_counters(const struct sampler *s, struct sampler_counters *out)
+{
+	uint64_t *dst = (uint64_t *)out;
+
+	memset(out, 0, sizeof(*out));
+	for (unsigned int i = 0; s && i < s->n_vcpus; i++) {
+		const uint64_t *src = (const uint64_t *)&s->vcpus[i].c;
+
+		for (size_t k = 0; k < SAMPLER_N_COUNTERS; k++)
+			dst[k] += src[k];
+	}
+}
+
+enum sampler_counter_kind sampler_counter_kind(const struct sampler *s)
+{
+	return s ? s->counter : SAMPLER_COUNTER_NONE;
+}
+
+const char *sampler_counter_name(enum sampler_counter_kind kind)
+{
+	switch (kind) {
+	case SAMPLER_COUNTER_CYCLES:
+		return "cycles";
+	case SAMPLER_COUNTER_CPU_CLOCK:
+		return "cpu-clock";
+	default:
+		return "none";
+	}
+}
+
+const char *sampler_callchain_mode_name(const struct sampler *s)
+{
+	return callchain_name(s ? s->callchain : SAMPLER_CALLCHAIN_EAGER);
+}
+
+const char *sampler_strategy(const struct sampler *s)
+{
+	return s ? s->strategy : "";
+}
+
+uint64_t sampler_first_user_ns(const struct sampler *s)
+{
+	return s ? atomic_load(&((struct sampler *)s)->first_user_ns) : 0;
+}
+
+int sampler_kernel_slide(const struct sampler *s, uint64_t *slide)
+{
+	if (!s || !slide)
+		return -EINVAL;
+	if (!s->gi || gi_kaslr_state(s->gi) != GI_SLIDE_KNOWN)
+		return -ENODATA;
+	*slide = gi_kaslr_slide(s->gi);
+	return 0;
+}
+
+int sampler_kaslr_info(const struct sampler *s, struct sampler_kaslr_info *out)
+{
+	if (!s || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->placed = s->placed.slide_known;
+	out->relocated = s->placed.relocated;
+	out->placed_slide = s->placed.slide;
+	out->n_relocs = s->placed.n_relocs;
+	out->check = gi_kaslr_checked(s->gi, &out->detected_slide, &out->idt);
+	out->slide_known = sampler_kernel_slide(s, &out->slide) == 0;
+	return 0;
+}
+
+const char *sampler_pti_name(const struct sampler *s)
+{
+	return gi_pti_name(s ? (enum gi_pti)atomic_load(&((struct sampler *)s)->pti)
+			     : GI_PTI_UNKNOWN);
+}

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/* Private definitions of the sampler: its per-vCPU state, the marks table, the traps. */
+#ifndef HVPROF_SAMPLER_INTERNAL_H
+#define HVPROF_SAMPLER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <hvprof/guestinfo.h>
+#include <hvprof/sampler.h>
+#include <hvprof/vmm.h>
+
+struct sampler;
+
+/* ---------------------------------------------------------------- per vCPU */
+
+/**
+ * struct svcpu - what the sampler keeps for one vCPU, used only on that vCPU's thread (and at
+ * the end, after the threads stopped).
+ * @v: the VMM's vCPU (NULL in unit tests that drive the logic without a VM).
+ */
+struct svcpu {
+	struct sampler *s;
+	struct vmm_vcpu *v;
+	unsigned int index;
+	int perf_fd;
+	uint64_t percpu_base;   /* per-CPU base (kernel GS) seen on this vCPU, 0 until known */
+	uint64_t kaslr_poll_ns; /* last MSR_LSTAR look from an I/O exit (kwatch.c) */
+	struct sampler_counters c;
+	struct hvp_sample sample;     /* scratch for building a sample */
+	struct hvp_user_stack ustack; /* scratch for a USER_STACK record */
+	struct pgwalk_cache tcache;   /* this vCPU's translations, invalidated at each sample */
+};
+
+/* ---------------------------------------------------------------- marks (marks.c) */
+
+/*
+ * A mark: a guest thread sampled in the kernel whose user stack is still to be walked, keyed by
+ * the thread (task GVA + pid), never by vCPU: the thread may return to user on another vCPU.
+ * All samples of one stay in the kernel share its cookie.
+ */
+#define MARKS_MAX 512
+
+struct mark {
+	uint64_t task;
+	int32_t pid;
+	uint32_t vcpu;
+	uint64_t cookie;
+	struct gi_paging pg; /* translation of the thread's process at the sample */
+	struct gi_user_regs entry; /* user registers saved at kernel entry (pt_regs), the fallback */
+	bool entry_known;  /* false: marked in the kernel entry code, before pt_regs was complete */
+	bool exiting;      /* the thread's mm is gone (exit): it never returns to user */
+	uint64_t t_ns;     /* host time of the first sample */
+	bool used;
+	/* the walk from the entry registers made when the mark was taken: the answer when the
+	 * return shows other registers (execve replaced the address space, a signal frame was
+	 * set up, or the entry ended unseen), and for a thread that exits */
+	uint8_t entry_stop;
+	uint16_t n_entry;
+	uint64_t entry_ips[HVP_MAX_CALLCHAIN];
+};
+
+/**
+ * struct marks - the marks table, shared by every vCPU under @lock.
+ * @pending: == n_used, readable without the lock. @on_first/@on_last: called under @lock when
+ * the first mark appears / the last one goes (arm and disarm the traps); may be NULL.
+ */
+struct marks {
+	pthread_mutex_t lock;
+	struct mark slot[MARKS_MAX];
+	unsigned int n_used;
+	unsigned int scan_next; /* round-robin position of the timeout scan */
+	atomic_uint pending;
+	uint64_t next_cookie;
+	uint64_t timeout_ns;
+	void (*on_first)(struct svcpu *sv);
+	void (*on_last)(struct svcpu *sv);
+};
+
+void marks_init(struct marks *m, uint64_t timeout_ns);
+void marks_destroy(struct marks *m);
+
+/* What marks_take is told of the sample. */
+struct mark_req {
+	uint64_t task;
+	int32_t pid;
+	const struct gi_paging *pg;
+	const struct gi_user_regs *entry; /* the user registers of the kernel entry */
+	bool entry_known; /* false: in the entry window, pt_regs may be stale */
+	bool exiting;     /* the thread's mm is gone */
+};
+
+/*
+ * A kernel-mode sample of a user thread: join its mark or create one (the entry walk is made
+ * now when the entry is known). Return: the cookie (> 0), or 0 when the table is full (the
+ * caller walks eagerly).
+ */
+uint64_t marks_take(struct svcpu *sv, const struct mark_req *req);
+/* The thread @task/@pid is about to return to user with @ur: resolve its mark, if any. */
+void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid,
+			     const struct gi_paging *pg, const struct gi_user_regs *ur);
+/* Resolve marks older than the timeout (at most a few per call) from their entry registers. */
+void marks_expire(struct svcpu *sv, uint64_t now_ns);
+/* At the end of the run: resolve every pending mark. */
+void marks_flush(struct svcpu *sv);
+
+/* ---------------------------------------------------------------- return-to-user traps (trap.c) */
+
+/**
+ * struct traps - breakpoints on the return-to-user instructions while any mark is pending.
+ * @available: sites and breakpoint slots exist (deferred callchains possible).
+ * @ready: the sites' slid addresses are set on the slots. @verified: their bytes were checked.
+ */
+struct traps {
+	bool available;
+	atomic_bool ready;
+	bool verified;
+	int slot_sysret, slot_iret;
+	struct gi_return_sites sites;
+	uint64_t star;        /* MSR_STAR, read at the first sysretq completion */
+};
+
+/* Set the slid sites on the breakpoint slots once the slide is known (kwatch.c calls it). */
+void traps_place(struct sampler *s);
+/* The VMM's debug hook. */
+int trap_debug_hook(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool repeat);
+
+/* What to do at a trap hit, decided from the registers (pure: unit-tested). */
+enum trap_action {
+	TRAP_RESOLVE,    /* a return to user: resolve the thread's mark with the user registers */
+	TRAP_TO_KERNEL,  /* an iretq back to kernel mode */
+	TRAP_REPEAT,     /* the same hit again after RF: only get past it */
+};
+
+/**
+ * trap_decide - the user registers about to be restored at a sysretq (RCX, RSP, RBP) or an
+ * iretq (@frame: RIP, CS, RFLAGS, RSP, SS at RSP; RBP), and what to do.
+ */
+enum trap_action trap_decide(bool is_sysret, bool repeat, const struct kvm_regs *regs,
+			     const uint64_t frame[5], struct gi_user_regs *ur);
+
+/* ---------------------------------------------------------------- the sampler */
+
+struct sampler {
+	struct sampler_config cfg;
+	struct gi *gi;             /* borrowed */
+	struct vmm *vm;            /* borrowed; NULL in unit tests */
+	const struct gmem *mem;
+	unsigned int maxphyaddr;
+	struct vmm_placement placed;
+	unsigned int n_vcpus;
+	struct svcpu *vcpus;
+	enum sampler_counter_kind counter;
+	enum sampler_callchain_mode callchain;
+	char strategy[128];
+	struct marks marks;
+	struct traps traps;
+	atomic_int pti;            /* enum gi_pti */
+	atomic_bool pf_entry_set;  /* the PVM fix-up has its #PF entry */
+	atomic_uint_fast64_t first_user_ns;
+	/* identity caches (thread/process records are emitted once per change) */
+	pthread_mutex_t ident_lock;
+	struct ident_cache *ident;
+};
+
+/*
+ * sampler_new - the sampler's state without a VM (sampler_create adds the VM, the counter, the
+ * traps and the hooks; unit tests drive the logic on this alone): marks, identity caches, and
+ * @n_vcpus per-vCPU states reading guest memory through @mem. Return: 0 and *@out; -EINVAL;
+ * -ENOMEM.
+ */
+int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gmem *mem,
+		unsigned int maxphyaddr, unsigned int n_vcpus, struct sampler **out) __must_check;
+
+/*
+ * The translation state of a vCPU, from its segment/control registers. Under page-table
+ * isolation each half of the address space goes through its half of the PGD pair: kernel
+ * addresses through the kernel's, user addresses through the user's (where user code is
+ * executable), whichever of the two the vCPU is on.
+ */
+struct gi_paging sampler_paging(const struct sampler *s, const struct kvm_sregs *sregs);
+
+/* The end of the run with an error (no-op without a VM: unit tests). */
+void sampler_fail(struct sampler *s, const char *what);
+
+/* Send one record to the sink, counting a failure (and ending the run: the recording is bad). */
+void sampler_emit_user_stack(struct svcpu *sv, const struct hvp_user_stack *u);
+
+/* ustack.c: walk @ur's user stack and emit a USER_STACK record for @cookie. */
+void emit_user_stack(struct svcpu *sv, uint64_t cookie, int32_t pid, const struct gi_paging *pg,
+		     const struct gi_user_regs *ur);
+void count_walk_stop(struct svcpu *sv, enum hvp_walk_stop why, bool user);
+
+/* ns since the run started (the VMM's clock; 0-based without a VM: unit tests). */
+static inline uint64_t sampler_start_ns(const struct sampler *s)
+{
+	return s->vm ? vmm_start_ns(s->vm) : 0;
+}
+
+/* sample.c: an overflow on @sv's vCPU becomes a sample. Return: 0, or 1 to stop the vCPU. */
+int sample_take(struct svcpu *sv);
+/* The user part of a kernel-mode sample of a user thread (deferred: a mark; eager: a walk). */
+void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64_t task,
+				const struct gi_paging *pg, const struct gi_user_regs *entry,
+				bool exiting);
+
+/* identity.c */
+int ident_cache_create(struct sampler *s) __must_check;
+void ident_cache_destroy(struct sampler *s);
+/* Emit THREAD (and PROCESS) records when this identity was not seen before. */
+void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
+		   const struct gi_paging *pg);
+
+/* counter.c */
+int counter_probe(struct sampler *s) __must_check;
+int counter_open_vcpu(struct sampler *s, struct svcpu *sv) __must_check;
+void counter_close_vcpu(struct svcpu *sv);
+
+/* kwatch.c: the KASLR slide and PTI. kwatch_setup: before the vCPUs start. kwatch_kernel: from a
+ * kernel-mode sample until the slide is decided. kwatch_io: the same from I/O exits (rate
+ * limited). kwatch_user: a user-mode state (PTI). */
+void kwatch_setup(struct sampler *s);
+void kwatch_kernel(struct svcpu *sv, const struct kvm_sregs *sregs);
+void kwatch_io(struct svcpu *sv);
+void kwatch_user(struct svcpu *sv, const struct kvm_sregs *sregs);
+
+#endif /* HVPROF_SAMPLER_INTERNAL_H */

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: MIT
+// The return-to-user trap (../shared/DESIGN.md, mechanism 3): while any thread is marked, a
+// hardware breakpoint sits on the guest kernel's sysretq and iretq exit instructions of every
+// vCPU. A hit takes the user registers about to be restored, resolves the thread's mark, and
+// gets past the instruction by the method this host supports (vmm_bp_step): RFLAGS.RF
+// (VMX/SVM), or, where RF is ignored (PVM), by completing sysretq/iretq here (SDM vol. 2B,
+// SYSRET and IRET, 64-bit mode). The sites come from guestinfo (gi_return_sites).
+#define pr_fmt(fmt) "sampler: trap: " fmt
+#include <errno.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include <hvprof/log.h>
+
+#include "sampler_internal.h"
+
+#define MSR_STAR 0xc0000081
+#define SYSRET_RFLAGS_MASK 0x3c7fd7ull /* bits SYSRET loads from R11 */
+
+void traps_place(struct sampler *s)
+{
+	if (!s->traps.available || atomic_load(&s->traps.ready) ||
+	    gi_return_sites(s->gi, &s->traps.sites) != 0)
+		return;
+	vmm_bp_set_addr(s->vm, s->traps.slot_sysret, s->traps.sites.sysret);
+	vmm_bp_set_addr(s->vm, s->traps.slot_iret, s->traps.sites.iret);
+	atomic_store(&s->traps.ready, true);
+}
+
+/* Check once, in guest memory, that the sites hold sysretq (48 0f 07) and iretq (48 cf). */
+static bool sites_verified(const struct sampler *s, const struct gi_paging *pg)
+{
+	static const uint8_t sysretq[3] = { 0x48, 0x0f, 0x07 }, iretq[2] = { 0x48, 0xcf };
+	uint8_t b[3];
+
+	if (gi_read_gva(s->mem, pg, s->traps.sites.sysret, b, 3) != 0 || memcmp(b, sysretq, 3) ||
+	    gi_read_gva(s->mem, pg, s->traps.sites.iret, b, 2) != 0 || memcmp(b, iretq, 2))
+		return false;
+	return true;
+}
+
+/* A segment register from its GDT descriptor (SDM vol. 3A, 3.4.5), for IRET's CS and SS. */
+static int segment_from_gdt(const struct sampler *s, const struct kvm_sregs *sregs,
+			    const struct gi_paging *pg, uint16_t sel, struct kvm_segment *seg)
+{
+	uint8_t d[8];
+	uint32_t limit;
+
+	if ((sel & ~3u) == 0 || (sel & 4) || (uint32_t)(sel | 7) > sregs->gdt.limit)
+		return -EINVAL; /* null, LDT, or beyond the GDT */
+	if (gi_read_gva(s->mem, pg, sregs->gdt.base + (sel & ~7u), d, sizeof(d)) != 0)
+		return -EFAULT;
+	memset(seg, 0, sizeof(*seg));
+	limit = (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)(d[6] & 0xf) << 16;
+	seg->selector = sel;
+	seg->base = (uint64_t)d[2] | (uint64_t)d[3] << 8 | (uint64_t)d[4] << 16 |
+		    (uint64_t)d[7] << 24;
+	seg->type = d[5] & 0xf;
+	seg->s = (d[5] >> 4) & 1;
+	seg->dpl = (d[5] >> 5) & 3;
+	seg->present = d[5] >> 7;
+	seg->avl = (d[6] >> 4) & 1;
+	seg->l = (d[6] >> 5) & 1;
+	seg->db = (d[6] >> 6) & 1;
+	seg->g = d[6] >> 7;
+	seg->limit = seg->g ? (limit << 12) | 0xfff : limit;
+	if (!seg->present || !seg->s)
+		return -EINVAL;
+	return 0;
+}
+
+static void user_segment(struct kvm_segment *seg, uint16_t sel, bool code)
+{
+	memset(seg, 0, sizeof(*seg));
+	seg->selector = sel;
+	seg->limit = 0xffffffff;
+	seg->type = code ? 0xb : 0x3;
+	seg->s = 1;
+	seg->dpl = 3;
+	seg->present = 1;
+	seg->l = code;
+	seg->db = !code;
+	seg->g = 1;
+}
+
+static int read_star(struct svcpu *sv, uint64_t *star)
+{
+	struct traps *t = &sv->s->traps;
+	int err;
+
+	if (t->star) {
+		*star = t->star;
+		return 0;
+	}
+	err = vmm_vcpu_get_msr(sv->v, MSR_STAR, star);
+	if (!err)
+		t->star = *star;
+	return err;
+}
+
+/* SYSRET to 64-bit user mode: RIP = RCX, RFLAGS from R11, CS/SS from STAR[63:48]. */
+static int complete_sysret(struct svcpu *sv, struct kvm_regs *regs, struct kvm_sregs *sregs,
+			   const struct gi_paging *pg)
+{
+	uint64_t star;
+	uint16_t base;
+	int err;
+
+	if (!pgwalk_gva_is_canonical(pg, regs->rcx))
+		return -EINVAL; /* the CPU would #GP in the kernel: Linux never does this */
+	err = read_star(sv, &star);
+	if (err)
+		return err;
+	base = (uint16_t)(star >> 48);
+	regs->rip = regs->rcx;
+	regs->rflags = (regs->r11 & SYSRET_RFLAGS_MASK) | 2;
+	user_segment(&sregs->cs, (uint16_t)((base + 16) | 3), true);
+	user_segment(&sregs->ss, (uint16_t)((base + 8) | 3), false);
+	vmm_vcpu_regs_dirty(sv->v, true, true);
+	return 0;
+}
+
+/* IRET in 64-bit mode: pop RIP, CS, RFLAGS, RSP, SS (all five, any privilege change). */
+static int complete_iret(struct svcpu *sv, struct kvm_regs *regs, struct kvm_sregs *sregs,
+			 const struct gi_paging *pg, const uint64_t frame[5])
+{
+	struct kvm_segment cs, ss;
+	uint16_t cs_sel = (uint16_t)frame[1], ss_sel = (uint16_t)frame[4];
+	int err;
+
+	if (!pgwalk_gva_is_canonical(pg, frame[0]) || !pgwalk_gva_is_canonical(pg, frame[3]))
+		return -EINVAL;
+	err = segment_from_gdt(sv->s, sregs, pg, cs_sel, &cs);
+	if (err)
+		return err;
+	if ((ss_sel & ~3u) == 0 && (cs_sel & 3) == 0) {
+		/* A null SS is legal for a return to CPL0 in 64-bit mode: keep the descriptor,
+		 * change the selector. */
+		ss = sregs->ss;
+		ss.selector = ss_sel;
+	} else {
+		err = segment_from_gdt(sv->s, sregs, pg, ss_sel, &ss);
+		if (err)
+			return err;
+	}
+	regs->rip = frame[0];
+	regs->rflags = (frame[2] & 0x3f7fd5ull) | 2;
+	regs->rsp = frame[3];
+	sregs->cs = cs;
+	sregs->ss = ss;
+	vmm_vcpu_regs_dirty(sv->v, true, true);
+	return 0;
+}
+
+enum trap_action trap_decide(bool is_sysret, bool repeat, const struct kvm_regs *regs,
+			     const uint64_t frame[5], struct gi_user_regs *ur)
+{
+	if (is_sysret) {
+		*ur = (struct gi_user_regs){ regs->rcx, regs->rsp, regs->rbp };
+	} else {
+		*ur = (struct gi_user_regs){ frame[0], frame[3], regs->rbp };
+		if (!repeat && (frame[1] & 3) != 3)
+			return TRAP_TO_KERNEL;
+	}
+	return repeat ? TRAP_REPEAT : TRAP_RESOLVE;
+}
+
+/* The thread returning to user on @sv: resolve its mark with @ur. */
+static void resolve(struct svcpu *sv, const struct kvm_sregs *sregs, const struct kvm_regs *regs,
+		    const struct gi_paging *pg, const struct gi_user_regs *ur)
+{
+	struct sampler *s = sv->s;
+	struct gi_regs gr = { .rip = regs->rip, .rsp = regs->rsp, .rbp = regs->rbp, .cpl = 0,
+			      .gs_base = sregs->gs.base, .kernel_gs_base = sv->percpu_base,
+			      .pg = *pg };
+	struct hvp_thread t;
+	uint64_t task;
+
+	if (gi_current_thread(s->gi, s->mem, &gr, &task, &t, NULL) == 0)
+		marks_resolve_at_return(sv, task, t.pid, pg, ur);
+	else
+		sv->c.traps_no_mark++;
+}
+
+static int trap_hit(struct svcpu *sv, bool is_sysret, bool repeat)
+{
+	struct sampler *s = sv->s;
+	struct kvm_regs *regs;
+	struct kvm_sregs *sregs;
+	struct gi_paging pg;
+	struct gi_user_regs ur;
+	uint64_t frame[5] = { 0 }, t0 = vmm_now_ns();
+	int err;
+
+	if (!repeat) /* a repeat was counted at its first exit */
+		sv->c.traps_hit++;
+	err = vmm_vcpu_regs_rw(sv->v, &regs, &sregs);
+	if (err)
+		goto fail;
+	/* Under PTI, CR3 is already the user one here (not at an iretq back to the kernel, where
+	 * the probe decides nothing). */
+	kwatch_user(sv, sregs);
+	pg = sampler_paging(s, sregs);
+	if (!is_sysret) {
+		err = gi_read_gva(s->mem, &pg, regs->rsp, frame, sizeof(frame));
+		if (err)
+			goto fail;
+	}
+	switch (trap_decide(is_sysret, repeat, regs, frame, &ur)) {
+	case TRAP_RESOLVE:
+		resolve(sv, sregs, regs, &pg, &ur);
+		break;
+	case TRAP_TO_KERNEL:
+		sv->c.traps_to_kernel++;
+		break;
+	case TRAP_REPEAT:
+		break;
+	}
+	/* Past the instruction: RF where the host honours it, else complete it here. */
+	err = vmm_bp_step(sv->v);
+	if (err == -ENOTSUP)
+		err = is_sysret ? complete_sysret(sv, regs, sregs, &pg)
+				: complete_iret(sv, regs, sregs, &pg, frame);
+	if (err)
+		goto fail;
+	sv->c.trap_ns_total += vmm_now_ns() - t0;
+	return 0;
+fail:
+	vmm_end(s->vm, HVP_END_ERROR, -1, "vCPU %u: return-to-user trap failed: %s", sv->index,
+		hvp_strerror(err));
+	return 1;
+}
+
+int trap_debug_hook(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool repeat)
+{
+	struct sampler *s = ctx;
+	unsigned int i = vmm_vcpu_index(v);
+	struct svcpu *sv;
+
+	if (i >= s->n_vcpus || !s->traps.available ||
+	    (slot != s->traps.slot_sysret && slot != s->traps.slot_iret)) {
+		vmm_end(s->vm, HVP_END_ERROR, -1, "vCPU %u: unexpected debug exit at 0x%llx", i,
+			(unsigned long long)pc);
+		return 1;
+	}
+	/* SAFETY: i < n_vcpus. */
+	sv = &s->vcpus[i];
+	sv->v = v;
+	if (!s->traps.verified) {
+		struct kvm_sregs *sregs;
+		struct gi_paging pg;
+
+		if (vmm_vcpu_regs(v, NULL, &sregs) != 0)
+			return 1;
+		pg = sampler_paging(s, sregs);
+		if (!sites_verified(s, &pg)) {
+			vmm_end(s->vm, HVP_END_ERROR, -1,
+				"the return-to-user sites 0x%llx/0x%llx do not hold "
+				"sysretq/iretq in guest memory",
+				(unsigned long long)s->traps.sites.sysret,
+				(unsigned long long)s->traps.sites.iret);
+			return 1;
+		}
+		s->traps.verified = true;
+	}
+	return trap_hit(sv, slot == s->traps.slot_sysret, repeat);
+}

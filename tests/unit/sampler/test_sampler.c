@@ -1,0 +1,479 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of the sampler's logic without /dev/kvm: the marks table (mark, reuse of a cookie
+// within one kernel stay, resolve at the return on another vCPU, stale registers, expiry from
+// pt_regs, the table full, a thread that exits, a thread whose mm is gone), the user part of a
+// kernel sample in each callchain mode, and the trap decisions over hand-filled register states.
+// The guest is the fake kernel of the guestinfo tests (a task, its kernel and user stacks).
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakekernel.h"
+#include "sampler_internal.h"
+#include "test.h"
+
+#define U FK_USER_STACK
+#define URET(i) (0x401000ull + 0x100 * (i))
+#define PT_REGS (FK_STACK + 16384 - 168) /* fakekernel's layout: pt_regs is 168 bytes */
+
+/* ---------------------------------------------------------------- a sink that keeps records */
+
+#define MAX_RECS 600
+
+struct rec {
+	uint64_t cookie;
+	int32_t pid;
+	uint8_t stop;
+	uint16_t n;
+	uint64_t ips[8];
+};
+
+static struct rec recs[MAX_RECS];
+static int n_recs, n_first, n_last;
+
+static int sink_user_stack(void *ctx, const struct hvp_user_stack *u)
+{
+	struct rec *r;
+
+	(void)ctx;
+	if (n_recs >= MAX_RECS)
+		return -ENOSPC;
+	r = &recs[n_recs++];
+	r->cookie = u->cookie;
+	r->pid = u->pid;
+	r->stop = u->stop;
+	r->n = u->n_user;
+	memcpy(r->ips, u->user_ips, (u->n_user < 8 ? u->n_user : 8) * sizeof(r->ips[0]));
+	return 0;
+}
+
+static int sink_sample(void *ctx, const struct hvp_sample *s)
+{
+	(void)ctx;
+	(void)s;
+	return 0;
+}
+
+static const struct sampler_sink sink = { .sample = sink_sample,
+					  .user_stack = sink_user_stack };
+
+static void on_first(struct svcpu *sv)
+{
+	(void)sv;
+	n_first++;
+}
+
+static void on_last(struct svcpu *sv)
+{
+	(void)sv;
+	n_last++;
+}
+
+/* ---------------------------------------------------------------- fixture */
+
+struct fixture {
+	struct fakekernel fk;
+	struct sampler *s;
+	struct gi_user_regs entry; /* a good user chain: ip + 3 frames */
+};
+
+static int uchain(struct fakekernel *fk, uint64_t first, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		uint64_t fp = first + 0x20 * i;
+
+		if (fk_frame(fk, fp, i + 1 < n ? fp + 0x20 : 0, URET(i + 1)))
+			return -1;
+	}
+	return 0;
+}
+
+static int fixture_init(struct fixture *f, enum sampler_callchain_mode mode,
+			unsigned int stack_pages)
+{
+	struct sampler_config cfg = { .sample_hz = 1000, .sink = &sink, .callchain_mode = mode,
+				      .mark_timeout_ns = 1000000 };
+
+	memset(f, 0, sizeof(*f));
+	n_recs = n_first = n_last = 0;
+	if (fakekernel_init(&f->fk, stack_pages))
+		return -1;
+	if (sampler_new(&cfg, f->fk.gi, &f->fk.fm.mem, f->fk.fm.pg.maxphyaddr, 2, &f->s)) {
+		fakekernel_fini(&f->fk);
+		return -1;
+	}
+	f->s->marks.on_first = on_first;
+	f->s->marks.on_last = on_last;
+	f->entry = (struct gi_user_regs){ 0x400100, U + 0x100, U + 0x3000 };
+	return uchain(&f->fk, U + 0x3000, 3);
+}
+
+static void fixture_fini(struct fixture *f)
+{
+	sampler_destroy(f->s);
+	fakekernel_fini(&f->fk);
+}
+
+static struct mark_req req_of(struct fixture *f, int32_t pid, const struct gi_user_regs *entry)
+{
+	return (struct mark_req){ .task = f->fk.task_kva, .pid = pid, .pg = &f->fk.fm.pg,
+				  .entry = entry, .entry_known = true };
+}
+
+/* pt_regs of the fake task: entered from user mode with @ur (CS 0x33). */
+static int write_pt_regs(struct fixture *f, const struct gi_user_regs *ur)
+{
+	return fk_w64(&f->fk, PT_REGS + 128, ur->ip) || fk_w64(&f->fk, PT_REGS + 136, 0x33) ||
+	       fk_w64(&f->fk, PT_REGS + 152, ur->sp) || fk_w64(&f->fk, PT_REGS + 32, ur->bp);
+}
+
+static int check_good_walk(const struct rec *r, uint64_t cookie)
+{
+	ASSERT_EQ_U64(r->cookie, cookie);
+	ASSERT_EQ_INT(r->pid, FK_PID);
+	ASSERT_EQ_INT(r->stop, HVP_WALK_END);
+	ASSERT_EQ_INT(r->n, 4);
+	ASSERT_EQ_U64(r->ips[0], 0x400100);
+	ASSERT_EQ_U64(r->ips[1], URET(1));
+	ASSERT_EQ_U64(r->ips[3], URET(3));
+	return TEST_OK;
+}
+
+/* ---------------------------------------------------------------- marks */
+
+static int test_mark_reuse_resolve(void)
+{
+	struct fixture f;
+	struct mark_req req;
+	struct svcpu *sv0, *sv1;
+	uint64_t c1, c2;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		return TEST_FAIL;
+	sv0 = &f.s->vcpus[0];
+	sv1 = &f.s->vcpus[1];
+	req = req_of(&f, FK_PID, &f.entry);
+	c1 = marks_take(sv0, &req);
+	c2 = marks_take(sv0, &req); /* a second sample of the same stay in the kernel */
+	if (c1 == 0 || c2 != c1 || sv0->c.marks != 1 || sv0->c.marks_reused != 1 ||
+	    atomic_load(&f.s->marks.pending) != 1 || n_first != 1 || n_recs != 0) {
+		fprintf(stderr, "take: cookies %llu %llu marks %llu reused %llu first %d\n",
+			(unsigned long long)c1, (unsigned long long)c2,
+			(unsigned long long)sv0->c.marks, (unsigned long long)sv0->c.marks_reused,
+			n_first);
+		goto out;
+	}
+	/* the thread returns to user on the other vCPU with the registers of its entry */
+	marks_resolve_at_return(sv1, f.fk.task_kva, FK_PID, &f.fk.fm.pg, &f.entry);
+	if (n_recs != 1 || check_good_walk(&recs[0], c1) != TEST_OK ||
+	    sv1->c.resolved_at_return != 1 || atomic_load(&f.s->marks.pending) != 0 ||
+	    n_last != 1)
+		goto out;
+	/* nothing left for a second return */
+	marks_resolve_at_return(sv1, f.fk.task_kva, FK_PID, &f.fk.fm.pg, &f.entry);
+	if (n_recs != 1 || sv1->c.traps_no_mark != 1)
+		goto out;
+	/* a new stay gets a new cookie */
+	if (marks_take(sv0, &req) == c1)
+		goto out;
+	ret = TEST_OK;
+out:
+	fixture_fini(&f);
+	return ret;
+}
+
+static int test_stale_registers(void)
+{
+	struct fixture f;
+	struct gi_user_regs other = { 0x400200, U + 0x80, U + 0x3000 }, third = { 0x400300,
+										  U + 0x40, 0 };
+	struct mark_req req;
+	struct svcpu *sv;
+	uint64_t c1, c2;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		return TEST_FAIL;
+	sv = &f.s->vcpus[0];
+	req = req_of(&f, FK_PID, &f.entry);
+	c1 = marks_take(sv, &req);
+	/* same stay, other user registers (execve set up the new program): the old mark ends
+	 * with the walk made when it was taken, this sample starts a new one */
+	req.entry = &other;
+	c2 = marks_take(sv, &req);
+	if (!c1 || !c2 || c2 == c1 || n_recs != 1 || check_good_walk(&recs[0], c1) != TEST_OK ||
+	    sv->c.resolved_stale != 1)
+		goto out;
+	/* the return shows yet other registers (a signal frame): the saved walk answers */
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, &f.fk.fm.pg, &third);
+	if (n_recs != 2 || recs[1].cookie != c2 || recs[1].ips[0] != 0x400200 ||
+	    sv->c.resolved_stale != 2 || sv->c.resolved_at_return != 0)
+		goto out;
+	ret = TEST_OK;
+out:
+	fixture_fini(&f);
+	return ret;
+}
+
+static int test_expire_from_pt_regs(void)
+{
+	struct fixture f;
+	struct mark_req req;
+	struct svcpu *sv;
+	uint64_t c1, c2;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4) || write_pt_regs(&f, &f.entry))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	req = req_of(&f, FK_PID, &f.entry);
+	c1 = marks_take(sv, &req);
+	/* marked in the entry window: the registers are not known until pt_regs is complete */
+	req.pid = FK_PID + 1;
+	req.entry_known = false;
+	c2 = marks_take(sv, &req);
+	marks_expire(sv, vmm_now_ns()); /* not old enough */
+	if (n_recs != 0)
+		goto fini;
+	/* 10 ms later both time out; each call looks at a few slots (bounded work per sample) */
+	for (unsigned int i = 0; i < MARKS_MAX; i++)
+		marks_expire(sv, vmm_now_ns() + 10000000);
+	if (n_recs != 2 || sv->c.resolved_from_ptregs != 1 || sv->c.dropped_exited != 1)
+		goto fini;
+	/* the first from its entry registers; the second's task no longer has that pid */
+	if (check_good_walk(&recs[0], c1) != TEST_OK || recs[1].cookie != c2 ||
+	    recs[1].stop != HVP_WALK_LOST || atomic_load(&f.s->marks.pending) != 0)
+		goto fini;
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+static int test_thread_exit_and_pt_regs(void)
+{
+	struct fixture f;
+	struct mark_req req;
+	struct svcpu *sv;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4) || write_pt_regs(&f, &f.entry))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	/* marked before pt_regs was complete; at the flush it is: walked from it */
+	req = req_of(&f, FK_PID, &f.entry);
+	req.entry_known = false;
+	if (!marks_take(sv, &req))
+		goto fini;
+	marks_flush(sv);
+	if (n_recs != 1 || recs[0].ips[0] != 0x400100 || recs[0].n != 4 ||
+	    sv->c.resolved_from_ptregs != 1)
+		goto fini;
+	/* a thread that is gone (its task reused by another pid) by the flush */
+	req.entry_known = true;
+	if (!marks_take(sv, &req) || fk_w32(&f.fk, f.fk.task_kva + f.fk.layout.task_pid, 4321))
+		goto fini;
+	marks_flush(sv);
+	if (n_recs != 2 || recs[1].stop != HVP_WALK_LOST || recs[1].n != 0 ||
+	    sv->c.dropped_exited != 1)
+		goto fini;
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+static int test_exiting_thread(void)
+{
+	struct fixture f;
+	struct mark_req req;
+	struct svcpu *sv;
+	uint64_t c1;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	/* exit_group marks the thread while its memory exists ... */
+	req = req_of(&f, FK_PID, &f.entry);
+	c1 = marks_take(sv, &req);
+	/* ... exit_mmap tears it down: a later sample says so, the walk is kept */
+	req.exiting = true;
+	if (!c1 || marks_take(sv, &req) != c1 || fk_frame(&f.fk, U + 0x3000, 0x13, 0))
+		goto fini;
+	marks_flush(sv);
+	if (n_recs != 1 || check_good_walk(&recs[0], c1) != TEST_OK ||
+	    sv->c.resolved_exiting != 1 || sv->c.resolved_from_ptregs != 0)
+		goto fini;
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+static int test_table_full(void)
+{
+	struct fixture f;
+	struct mark_req req;
+	struct svcpu *sv;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	req = req_of(&f, 0, &f.entry);
+	for (int pid = 1; pid <= MARKS_MAX; pid++) {
+		req.pid = pid;
+		if (!marks_take(sv, &req))
+			goto fini;
+	}
+	req.pid = MARKS_MAX + 1;
+	if (marks_take(sv, &req) != 0 || sv->c.dropped_table_full != 1 || n_first != 1)
+		goto fini;
+	marks_flush(sv); /* every mark ends in exactly one record */
+	if (n_recs != MARKS_MAX || atomic_load(&f.s->marks.pending) != 0 || n_last != 1)
+		goto fini;
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+/* ---------------------------------------------------------------- the user part of a sample */
+
+static int user_part(enum sampler_callchain_mode mode, unsigned int stack_pages, bool exiting,
+		     struct hvp_sample *smp)
+{
+	struct fixture f;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, mode, stack_pages) ||
+	    (stack_pages == 4 && write_pt_regs(&f, &f.entry)))
+		goto fini;
+	memset(smp, 0, sizeof(*smp));
+	smp->pid = FK_PID;
+	smp->rip = FK_STEXT + 0x100;
+	smp->user_stop = HVP_WALK_NONE;
+	user_part_of_kernel_sample(&f.s->vcpus[0], smp, f.fk.task_kva, &f.fk.fm.pg, NULL,
+				   exiting);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+static int test_user_part_modes(void)
+{
+	struct hvp_sample smp;
+
+	ASSERT_EQ_INT(user_part(SAMPLER_CALLCHAIN_DEFERRED, 4, false, &smp), TEST_OK);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_INT(smp.n_user, 0);
+	ASSERT_EQ_INT(user_part(SAMPLER_CALLCHAIN_EAGER, 4, false, &smp), TEST_OK);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_END);
+	ASSERT_EQ_INT(smp.n_user, 4);
+	ASSERT_EQ_U64(smp.user_ips[3], URET(3));
+	/* both: deferred, with the eager walk kept as a cross-check */
+	ASSERT_EQ_INT(user_part(SAMPLER_CALLCHAIN_BOTH, 4, false, &smp), TEST_OK);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_INT(smp.n_user, 4);
+	/* no pt_regs page: no user part; an exiting thread's sample says it is lost */
+	ASSERT_EQ_INT(user_part(SAMPLER_CALLCHAIN_DEFERRED, 1, false, &smp), TEST_OK);
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_NONE);
+	ASSERT_EQ_INT(user_part(SAMPLER_CALLCHAIN_DEFERRED, 1, true, &smp), TEST_OK);
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_LOST);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	return TEST_OK;
+}
+
+static int test_current_thread_exiting(void)
+{
+	struct fakekernel fk;
+	struct hvp_thread thr;
+	struct gi_thread_state st;
+	uint64_t task = 0;
+	int ret = TEST_FAIL;
+
+	if (fakekernel_init(&fk, 4))
+		return TEST_FAIL;
+	if (gi_current_thread(fk.gi, &fk.fm.mem, &fk.regs, &task, &thr, &st) != 0 ||
+	    task != fk.task_kva || thr.pid != FK_PID || thr.kthread || st.exiting ||
+	    st.mm != fk.mm_kva)
+		goto out;
+	/* do_exit past exit_mm(): PF_EXITING, no mm, still a user thread */
+	if (fk_w64(&fk, fk.task_kva + fk.layout.task_mm, 0) ||
+	    fk_w32(&fk, fk.task_kva + fk.layout.task_flags, 0x00400104) ||
+	    gi_current_thread(fk.gi, &fk.fm.mem, &fk.regs, &task, &thr, &st) != 0 ||
+	    thr.kthread || !st.exiting || st.mm != 0)
+		goto out;
+	ret = TEST_OK;
+out:
+	fakekernel_fini(&fk);
+	return ret;
+}
+
+/* ---------------------------------------------------------------- trap decisions */
+
+struct trap_row {
+	const char *name;
+	bool is_sysret, repeat;
+	struct kvm_regs regs;
+	uint64_t frame[5];
+	enum trap_action want;
+	struct gi_user_regs ur;
+};
+
+static const struct trap_row trap_rows[] = {
+	{ "sysretq: RCX, RSP, RBP are the user's", true, false,
+	  { .rcx = 0x401234, .rsp = 0x7ffff000, .rbp = 0x7ffff100, .rip = 0xffffffff812001a9 },
+	  { 0 }, TRAP_RESOLVE, { 0x401234, 0x7ffff000, 0x7ffff100 } },
+	{ "iretq to user mode: RIP and RSP from the frame", false, false,
+	  { .rsp = 0xffffc90000013f58, .rbp = 0x7ffff200 },
+	  { 0x402000, 0x33, 0x246, 0x7fffe000, 0x2b }, TRAP_RESOLVE,
+	  { 0x402000, 0x7fffe000, 0x7ffff200 } },
+	{ "iretq to kernel mode", false, false, { .rsp = 0xffffc90000013f58 },
+	  { 0xffffffff81001000, 0x10, 0x46, 0xffffc90000013f80, 0x18 }, TRAP_TO_KERNEL,
+	  { 0xffffffff81001000, 0xffffc90000013f80, 0 } },
+	{ "the same sysretq again after RF", true, true, { .rcx = 0x401234, .rsp = 0x7ffff000 },
+	  { 0 }, TRAP_REPEAT, { 0x401234, 0x7ffff000, 0 } },
+	{ "the same iretq to kernel again after RF", false, true, { .rsp = 1 },
+	  { 0xffffffff81001000, 0x10, 0x46, 0xffffc90000013f80, 0x18 }, TRAP_REPEAT,
+	  { 0xffffffff81001000, 0xffffc90000013f80, 0 } },
+};
+
+static int test_trap_decide(void)
+{
+	for (size_t i = 0; i < sizeof(trap_rows) / sizeof(trap_rows[0]); i++) {
+		const struct trap_row *r = &trap_rows[i];
+		struct gi_user_regs ur;
+		enum trap_action a = trap_decide(r->is_sysret, r->repeat, &r->regs, r->frame, &ur);
+
+		if (a != r->want || ur.ip != r->ur.ip || ur.sp != r->ur.sp || ur.bp != r->ur.bp) {
+			fprintf(stderr, "%s: action %d ip 0x%llx sp 0x%llx bp 0x%llx\n", r->name, a,
+				(unsigned long long)ur.ip, (unsigned long long)ur.sp,
+				(unsigned long long)ur.bp);
+			return TEST_FAIL;
+		}
+	}
+	return TEST_OK;
+}
+
+static const struct test_case tests[] = {
+	{ "marks: take, reuse within one stay, resolve on another vCPU", test_mark_reuse_resolve },
+	{ "marks: other user registers end a mark with its saved walk", test_stale_registers },
+	{ "marks: expiry from entry registers, a reused pid is lost", test_expire_from_pt_regs },
+	{ "marks: flush from pt_regs, a thread gone", test_thread_exit_and_pt_regs },
+	{ "marks: an exiting thread keeps the walk made while its memory existed",
+	  test_exiting_thread },
+	{ "marks: table full falls back, every mark ends in one record", test_table_full },
+	{ "user part of a kernel sample: deferred, eager, both, no pt_regs, exiting",
+	  test_user_part_modes },
+	{ "current thread: an exiting user thread is no kernel thread", test_current_thread_exiting },
+	{ "trap decisions from sysretq/iretq registers", test_trap_decide },
+};
+
+TEST_MAIN(tests)
