@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The containers of profile/: interned strings (strpool), a uint64_t -> uint64_t hash map
-// (u64map) and a table of uint64_t sequences with a count and a period each (seqtab).
+// The containers of profile/: the growth of plain arrays (array_grow), interned strings
+// (strpool), a uint64_t -> uint64_t hash map (u64map) and a table of uint64_t sequences with a
+// count and a period each (seqtab).
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -146,6 +146,33 @@ int profile_set_counter(struct profile *p, const char *name, uint64_t value) __m
 /* The display name of frame @id ("[unknown]" for UINT32_MAX), owned by @p. */
 const char *frame_name(const struct profile *p, uint32_t id);
 
+/* ---- symbolize.c: IPs to frames, with per-file symtab caches. */
+struct symbolizer;
+
+struct sym_config {
+	const char *vmlinux; /* explicit override, or NULL */
+	const char *symfs;
+	const char *rootfs;  /* explicit override, or NULL */
+	int no_symbols;
+};
+
+int symbolizer_create(struct profile *p, const struct sym_config *cfg, struct symbolizer **out)
+	__must_check;
+/* A frame for a kernel IP; *@sym_off: @ip minus its symbol's start, or UINT64_MAX. */
+int symbolize_kernel(struct symbolizer *s, uint64_t ip, uint32_t *frame, uint64_t *sym_off)
+	__must_check;
+/*
+ * A frame for a user IP of a process whose executable is @exe (a guest path, "" unknown) with
+ * text at [@start_code, @end_code) (GVAs); @image: a dense id of (exe, start, end) for caching,
+ * or UINT32_MAX when the process is unknown.
+ */
+int symbolize_user(struct symbolizer *s, uint32_t image, const char *exe, uint64_t start_code,
+		   uint64_t end_code, uint64_t ip, uint32_t *frame, uint64_t *sym_off) __must_check;
+void symbolizer_free(struct symbolizer *s);
+
+/* Resolve @guest_path inside @root (symlinks stay inside it). *@out: malloc'ed host path. */
+int resolve_in_root(const char *root, const char *guest_path, char **out) __must_check;
+
 /*
  * ---- load.c -> symbolize_pass.c: the raw samples. A raw stack's key is RAW_FIXED values
  * [comm strpool id, pid, tgid, image index + 1 (0: none), lost (RAW_LOST_*), n_kernel, n_user]
@@ -175,8 +202,6 @@ struct raw_stacks {
 	struct seqtab images; /* key [exe strpool id, start_code, end_code] (GVAs) */
 };
 
-struct sym_config;
-
 /*
  * Symbolize every raw stack of @raw with a symbolizer made from @cfg: aggregate the stacks of
  * frames and of locations into @p (p->stacks, p->lstacks, p->locs, mappings' ranges), point the
@@ -185,33 +210,6 @@ struct sym_config;
  */
 int symbolize_pass(struct profile *p, const struct raw_stacks *raw, const struct sym_config *cfg)
 	__must_check;
-
-/* ---- symbolize.c: IPs to frames, with per-file symtab caches. */
-struct symbolizer;
-
-struct sym_config {
-	const char *vmlinux; /* explicit override, or NULL */
-	const char *symfs;
-	const char *rootfs;  /* explicit override, or NULL */
-	int no_symbols;
-};
-
-int symbolizer_create(struct profile *p, const struct sym_config *cfg, struct symbolizer **out)
-	__must_check;
-/* A frame for a kernel IP; *@sym_off: @ip minus its symbol's start, or UINT64_MAX. */
-int symbolize_kernel(struct symbolizer *s, uint64_t ip, uint32_t *frame, uint64_t *sym_off)
-	__must_check;
-/*
- * A frame for a user IP of a process whose executable is @exe (a guest path, "" unknown) with
- * text at [@start_code, @end_code) (GVAs); @image: a dense id of (exe, start, end) for caching,
- * or UINT32_MAX when the process is unknown.
- */
-int symbolize_user(struct symbolizer *s, uint32_t image, const char *exe, uint64_t start_code,
-		   uint64_t end_code, uint64_t ip, uint32_t *frame, uint64_t *sym_off) __must_check;
-void symbolizer_free(struct symbolizer *s);
-
-/* Resolve @guest_path inside @root (symlinks stay inside it). *@out: malloc'ed host path. */
-int resolve_in_root(const char *root, const char *guest_path, char **out) __must_check;
 
 /* ---- outbuf.c: buffered, formatted output to a profile_sink, with a sticky error. */
 struct outbuf {
