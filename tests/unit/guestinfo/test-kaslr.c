@@ -123,8 +123,126 @@ static int test_slide(void)
 	return TEST_OK;
 }
 
+#define IDT_GVA 0xfffffe0000000000ull
+#define IDT_GPA 0x300000ull
+
+/* A fake guest with the slid entry page (as test_slide) and an IDT whose #PF gate is @pf. */
+static int slid_guest(struct fakemem *fm, const uint8_t *page_bytes, uint64_t page, uint64_t pf)
+{
+	uint8_t g[16] = { 0 };
+
+	if (fakemem_init(fm, 0) || fakemem_map(fm, page + SLIDE, PAGE_GPA, 4096, FPTE_P) ||
+	    fakemem_map(fm, IDT_GVA, IDT_GPA, 4096, FPTE_P))
+		return -1;
+	fakemem_wbytes(fm, PAGE_GPA, page_bytes, 4096);
+	g[0] = (uint8_t)pf;
+	g[1] = (uint8_t)(pf >> 8);
+	g[2] = 0x10;
+	g[5] = 0x8e; /* present interrupt gate */
+	for (int i = 0; i < 6; i++)
+		g[6 + i] = (uint8_t)(pf >> (16 + 8 * i));
+	fakemem_wbytes(fm, IDT_GPA + 14 * 16, g, sizeof(g));
+	return 0;
+}
+
+/* The decision gi_kaslr_observe() makes once per guest, and the slid sites that follow it. */
+static int test_decision(void)
+{
+	char vmlinux[4096], btf[4096];
+	struct gi_config cfg = { 0 };
+	struct gi_kimage *img = NULL;
+	struct gi *gi = NULL;
+	struct gi_kaslr_observation o;
+	struct gi_return_sites rs;
+	struct fakemem fm;
+	uint64_t entry, sysret_end, iret, pf, page, detected = 0, gva;
+	uint8_t bytes[4096];
+	int idt = 0;
+
+	if (image_path("vmlinux", vmlinux, sizeof(vmlinux)) ||
+	    image_path("vmlinux.btf", btf, sizeof(btf)))
+		return TEST_SKIP;
+	cfg.vmlinux = vmlinux;
+	cfg.btf = btf;
+	ASSERT_EQ_INT(gi_kimage_open(vmlinux, &img), 0);
+	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "entry_SYSCALL_64", &entry), 0);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "entry_SYSRETQ_end", &sysret_end), 0);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "native_irq_return_iret", &iret), 0);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "asm_exc_page_fault", &pf), 0);
+	page = entry & ~0xfffull;
+	ASSERT_EQ_INT(gi_kimage_read_kva(img, page, bytes, sizeof(bytes)), 0);
+	gi_kimage_free(img);
+	ASSERT_EQ_INT(slid_guest(&fm, bytes, page, pf + SLIDE), 0);
+
+	/* guest-chosen slide, not known yet: no sites, no window, nothing decided */
+	ASSERT_EQ_INT(gi_return_sites(gi, &rs), -EAGAIN);
+	ASSERT_EQ_INT(gi_pf_entry(gi, &gva), -EAGAIN);
+	ASSERT_TRUE(!gi_in_entry_window(gi, entry + SLIDE + 0x10));
+	ASSERT_EQ_INT(gi_kaslr_observe(gi, &fm.mem, &fm.pg, 0, IDT_GVA, 4095, &o), -EAGAIN);
+	ASSERT_EQ_INT(gi_kaslr_observe(gi, &fm.mem, &fm.pg, entry + 2 * SLIDE, IDT_GVA, 4095, &o),
+		      -EAGAIN); /* not mapped through this CR3: ask again */
+	ASSERT_EQ_INT(gi_kaslr_checked(gi, NULL, NULL), GI_KASLR_PENDING);
+	/* found from MSR_LSTAR, the IDT agrees; decided once */
+	ASSERT_EQ_INT(gi_kaslr_observe(gi, &fm.mem, &fm.pg, entry + SLIDE, IDT_GVA, 4095, &o), 0);
+	ASSERT_EQ_INT(o.check, GI_KASLR_FOUND);
+	ASSERT_EQ_U64(o.slide, SLIDE);
+	ASSERT_EQ_INT(o.idt, 1);
+	ASSERT_EQ_INT(gi_kaslr_observe(gi, &fm.mem, &fm.pg, entry + SLIDE, IDT_GVA, 4095, &o),
+		      -EALREADY);
+	ASSERT_EQ_INT(gi_kaslr_checked(gi, &detected, &idt), GI_KASLR_FOUND);
+	ASSERT_EQ_U64(detected, SLIDE);
+	ASSERT_EQ_INT(idt, 1);
+	ASSERT_EQ_INT(gi_kaslr_state(gi), GI_SLIDE_KNOWN);
+	/* the sites, slid: the same instructions the symbols name (sysretq is 48 0f 07) */
+	ASSERT_EQ_INT(gi_return_sites(gi, &rs), 0);
+	ASSERT_EQ_U64(rs.sysret, sysret_end - 3 + SLIDE);
+	ASSERT_EQ_U64(rs.iret, iret + SLIDE);
+	ASSERT_EQ_INT(gi_pf_entry(gi, &gva), 0);
+	ASSERT_EQ_U64(gva, pf + SLIDE);
+	/* the entry code is the window, the exit paths and other text are not */
+	ASSERT_TRUE(gi_in_entry_window(gi, entry + SLIDE + 0x10));
+	ASSERT_TRUE(!gi_in_entry_window(gi, rs.sysret));
+	ASSERT_TRUE(!gi_in_entry_window(gi, rs.iret));
+	ASSERT_TRUE(!gi_in_entry_window(gi, pf + SLIDE + 0x1000000));
+	gi_close(gi);
+	gi = NULL;
+
+	/* placed by the VMM at the same slide: confirmed */
+	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
+	gi_kaslr_placed(gi, SLIDE);
+	ASSERT_EQ_INT(gi_return_sites(gi, &rs), 0); /* known before the guest runs */
+	ASSERT_EQ_INT(gi_kaslr_observe(gi, &fm.mem, &fm.pg, entry + SLIDE, IDT_GVA, 4095, &o), 0);
+	ASSERT_EQ_INT(o.check, GI_KASLR_CONFIRMED);
+	gi_close(gi);
+	/* placed at the link address, but the guest runs slid: symbols follow the guest */
+	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
+	gi_kaslr_placed(gi, 0);
+	ASSERT_EQ_INT(gi_kaslr_observe(gi, &fm.mem, &fm.pg, entry + SLIDE, IDT_GVA, 4095, &o), 0);
+	ASSERT_EQ_INT(o.check, GI_KASLR_MISMATCH);
+	ASSERT_EQ_U64(gi_kaslr_slide(gi), SLIDE);
+	gi_close(gi);
+	fakemem_fini(&fm);
+
+	/* another kernel's entry bytes, an IDT gate elsewhere: failed, link-time sites */
+	bytes[entry & 0xfff] ^= 0xff;
+	bytes[(entry & 0xfff) + 4] ^= 0xff;
+	ASSERT_EQ_INT(slid_guest(&fm, bytes, page, pf + 0x1000), 0);
+	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
+	ASSERT_EQ_INT(gi_kaslr_observe(gi, &fm.mem, &fm.pg, entry + SLIDE, IDT_GVA, 4095, &o), 0);
+	ASSERT_EQ_INT(o.check, GI_KASLR_FAILED);
+	ASSERT_EQ_INT(o.err, -EBADMSG);
+	ASSERT_EQ_INT(gi_kaslr_state(gi), GI_SLIDE_FAILED);
+	ASSERT_EQ_INT(gi_return_sites(gi, &rs), 0);
+	ASSERT_EQ_U64(rs.iret, iret);
+	gi_close(gi);
+	fakemem_fini(&fm);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "KASLR slide from MSR_LSTAR", test_slide },
+	{ "KASLR decision once per guest, slid sites and entry window", test_decision },
 };
 
 TEST_MAIN(tests)
