@@ -65,6 +65,17 @@ int fk_frame(struct fakekernel *fk, uint64_t fp, uint64_t next_fp, uint64_t ret)
 	return fk_w64(fk, fp, next_fp) || fk_w64(fk, fp + 8, ret) ? -1 : 0;
 }
 
+int fk_uchain(struct fakekernel *fk, uint64_t first, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		uint64_t fp = first + 0x20 * i;
+
+		if (fk_frame(fk, fp, i + 1 < n ? fp + 0x20 : 0, FK_URET(i + 1)))
+			return -1;
+	}
+	return 0;
+}
+
 int fakekernel_init(struct fakekernel *fk, unsigned int stack_pages)
 {
 	uint64_t task;

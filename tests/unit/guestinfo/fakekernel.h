@@ -65,4 +65,11 @@ int fk_w32(struct fakekernel *fk, uint64_t gva, uint32_t v);
 /* fk_frame - write the frame record [fp] = next_fp, [fp + 8] = ret. */
 int fk_frame(struct fakekernel *fk, uint64_t fp, uint64_t next_fp, uint64_t ret);
 
+/* The return address of user frame @i (in the user text). */
+#define FK_URET(i) (0x401000ull + 0x100 * (i))
+
+/* fk_uchain - @n user frame records from @first, 0x20 apart, returning to FK_URET(1..n), the
+ * last one ending the chain (next fp 0). Return 0 or -1. */
+int fk_uchain(struct fakekernel *fk, uint64_t first, unsigned int n);
+
 #endif /* HVPROF_TESTS_FAKEKERNEL_H */

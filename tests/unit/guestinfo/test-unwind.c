@@ -14,7 +14,7 @@
 #define IRQ FK_IRQ_STACK
 #define U FK_USER_STACK
 #define RET(i) (FK_STEXT + 0x1000 * (i))
-#define URET(i) (0x401000ull + 0x100 * (i))
+#define URET(i) FK_URET(i)
 
 /* ---------------------------------------------------------------- kernel */
 
@@ -309,34 +309,23 @@ struct ufixture {
 	unsigned int max;
 };
 
-static int uchain(struct fakekernel *fk, uint64_t first, unsigned int n)
-{
-	for (unsigned int i = 0; i < n; i++) {
-		uint64_t fp = first + 0x20 * i;
-
-		if (fk_frame(fk, fp, i + 1 < n ? fp + 0x20 : 0, URET(i + 1)))
-			return -1;
-	}
-	return 0;
-}
-
 static int u_good(struct ufixture *f)
 {
 	f->rbp = U + 0x3000;
-	return uchain(&f->fk, U + 0x3000, 5);
+	return fk_uchain(&f->fk, U + 0x3000, 5);
 }
 
 static int u_depth(struct ufixture *f)
 {
 	f->rbp = U + 0x200;
 	f->max = 16;
-	return uchain(&f->fk, U + 0x200, 300);
+	return fk_uchain(&f->fk, U + 0x200, 300);
 }
 
 static int u_cycle(struct ufixture *f)
 {
 	f->rbp = U + 0x3000;
-	return uchain(&f->fk, U + 0x3000, 3) || fk_frame(&f->fk, U + 0x3040, U + 0x3020, URET(3));
+	return fk_uchain(&f->fk, U + 0x3000, 3) || fk_frame(&f->fk, U + 0x3040, U + 0x3020, URET(3));
 }
 
 /* A return address into the (NX) stack: garbage, not code. */
@@ -395,7 +384,7 @@ static int u_misaligned(struct ufixture *f)
 static int u_kernel_ret(struct ufixture *f)
 {
 	f->rbp = U + 0x3000;
-	return uchain(&f->fk, U + 0x3000, 2) || fk_frame(&f->fk, U + 0x3020, 0, FK_STEXT);
+	return fk_uchain(&f->fk, U + 0x3000, 2) || fk_frame(&f->fk, U + 0x3020, 0, FK_STEXT);
 }
 
 struct urow {

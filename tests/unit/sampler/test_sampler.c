@@ -13,7 +13,7 @@
 #include "test.h"
 
 #define U FK_USER_STACK
-#define URET(i) (0x401000ull + 0x100 * (i))
+#define URET(i) FK_URET(i)
 #define PT_REGS (FK_STACK + 16384 - 168) /* fakekernel's layout: pt_regs is 168 bytes */
 
 /* ---------------------------------------------------------------- a sink that keeps records */
@@ -77,17 +77,6 @@ struct fixture {
 	struct gi_user_regs entry; /* a good user chain: ip + 3 frames */
 };
 
-static int uchain(struct fakekernel *fk, uint64_t first, unsigned int n)
-{
-	for (unsigned int i = 0; i < n; i++) {
-		uint64_t fp = first + 0x20 * i;
-
-		if (fk_frame(fk, fp, i + 1 < n ? fp + 0x20 : 0, URET(i + 1)))
-			return -1;
-	}
-	return 0;
-}
-
 static int fixture_init(struct fixture *f, enum sampler_callchain_mode mode,
 			unsigned int stack_pages)
 {
@@ -105,7 +94,7 @@ static int fixture_init(struct fixture *f, enum sampler_callchain_mode mode,
 	f->s->marks.on_first = on_first;
 	f->s->marks.on_last = on_last;
 	f->entry = (struct gi_user_regs){ 0x400100, U + 0x100, U + 0x3000 };
-	return uchain(&f->fk, U + 0x3000, 3);
+	return fk_uchain(&f->fk, U + 0x3000, 3);
 }
 
 static void fixture_fini(struct fixture *f)
