@@ -27,7 +27,10 @@ void vmm_pvm_fixup_enable(struct vmm *vm, uint64_t pf_entry)
 {
 	if (!vm->is_pvm)
 		return;
-	vm->pvm.enabled = true;
+	if (!vm->pvm.enabled) { /* before vmm_run: the strategy line is read then */
+		vm->pvm.enabled = true;
+		vmm_strategy_update(vm);
+	}
 	if (!pf_entry)
 		return; /* the address follows once the KASLR slide is known */
 	vmm_bp_set_addr(vm, VMM_BP_PVM, pf_entry);

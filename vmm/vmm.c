@@ -41,13 +41,16 @@ uint64_t vmm_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-const char *vmm_strategy(const struct vmm *vm)
+void vmm_strategy_update(struct vmm *vm)
 {
-	/* built when asked: a rider enables the PVM fix-up after vmm_create */
-	snprintf((char *)vm->strategy, sizeof(vm->strategy), "%s, regs=%s, syscall-fixup=%s",
+	snprintf(vm->strategy, sizeof(vm->strategy), "%s, regs=%s, syscall-fixup=%s",
 		 vm->is_pvm ? "pvm" : "hardware virtualization",
 		 vm->sync_regs ? "sync-regs read, ioctl write" : "ioctl",
 		 vm->pvm.enabled ? "breakpoint-on-#PF" : "none");
+}
+
+const char *vmm_strategy(const struct vmm *vm)
+{
 	return vm->strategy;
 }
 
@@ -349,6 +352,7 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 		if (err)
 			goto err_destroy;
 	}
+	vmm_strategy_update(vm);
 	*out = vm;
 	return 0;
 

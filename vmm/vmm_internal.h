@@ -204,6 +204,8 @@ struct vmm {
 };
 
 void vmm_kick_all(struct vmm *vm);
+/* Write vm->strategy from what is in use (at create, and when a rider enables the fix-up). */
+void vmm_strategy_update(struct vmm *vm);
 /* Interrupt vCPU @i's KVM_RUN (a kick: never a sample). */
 void vmm_kick_vcpu(struct vmm *vm, unsigned int i);
 
