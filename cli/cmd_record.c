@@ -81,7 +81,10 @@ static int write_meta(struct recfile_writer *w, const struct guest_opts *g,
 	err = err ?: meta_path(w, "kernel", g->vmlinux ? g->vmlinux : g->kernel);
 	if (g->vmlinux && !cli_same_file(g->vmlinux, g->kernel)) /* symbols from another file */
 		err = err ?: meta_path(w, "booted_kernel", g->kernel);
-	err = err ?: meta_path(w, "btf", g->btf);
+	if (gs->gi && !gi_has_btf(gs->gi)) /* docs/recording-format.md */
+		err = err ?: recfile_write_meta(w, "btf", "none: no thread identity");
+	else
+		err = err ?: meta_path(w, "btf", g->btf);
 	err = err ?: meta_path(w, "rootfs", g->m_rootfs);
 	err = err ?: meta_path(w, "image", g->image_dir);
 	if (g->m_kernel_version)

@@ -41,6 +41,11 @@ int guest_start(const struct guest_opts *g, const struct sampler_config *scfg, i
 				hvp_strerror(err));
 		if (err)
 			out->gi = NULL;
+		if (out->gi && !gi_has_btf(out->gi) && scfg->sample_hz)
+			pr_warn("%s has no BTF (a kernel built without CONFIG_DEBUG_INFO_BTF): samples "
+				"get kernel symbols but no thread identity; give its structure "
+				"layouts with --btf FILE (e.g. pahole --btf_encode_detached=FILE "
+				"vmlinux)", g->vmlinux);
 	}
 	err = sampler_create(scfg, out->gi, out->vm, &out->sampler);
 	if (err)

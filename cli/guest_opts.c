@@ -147,6 +147,9 @@ int guest_opt_parse(struct guest_opts *g, int code, const char *arg)
 	case 1015:
 		g->vmlinux_opt = arg;
 		return 0;
+	case 1030:
+		g->btf_opt = arg;
+		return 0;
 	default:
 		return -ENOENT;
 	}
@@ -355,6 +358,14 @@ int guest_opts_finish(struct guest_opts *g)
 	g->btf = g->m_btf;
 	if (!cli_same_file(g->vmlinux, g->m_kernel) && g->m_btf)
 		g->btf = NULL; /* another kernel: the image's BTF does not describe it */
+	if (g->btf_opt) {
+		if (access(g->btf_opt, R_OK) != 0) {
+			err = -errno;
+			cli_error("--btf %s: %s", g->btf_opt, hvp_strerror(err));
+			return err;
+		}
+		g->btf = g->btf_opt;
+	}
 
 	initrd = g->initrd ? g->initrd : g->dom ? NULL : g->m_initrd; /* a domain's: none */
 	if (initrd) {

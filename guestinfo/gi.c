@@ -28,6 +28,7 @@ int gi_new_raw(const struct gi_layout *layout, uint64_t stext_kva, uint64_t etex
 	gi->stext_kva = stext_kva;
 	gi->etext_kva = etext_kva;
 	gi->current_task_off = current_task_off;
+	gi->have_layout = true;
 	gi->slide_state = GI_SLIDE_KNOWN; /* the addresses given are the running guest's */
 	*out = gi;
 	return 0;
@@ -148,14 +149,24 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 		gi->entry_text_start = gi->entry_text_end = 0;
 	gi_find_exit_paths(gi);
 	err = gi_open_btf(gi, cfg, img);
-	if (err) {
+	if (err == -ENODATA && !cfg->btf) {
+		/* A kernel built without CONFIG_DEBUG_INFO_BTF: symbols, but no structure
+		 * layouts, so no thread identity (gi_has_btf() says so to the caller). */
+		memset(&gi->layout, 0xff, sizeof(gi->layout));
+		gi->have_layout = false;
+		err = 0;
+	} else if (err) {
 		pr_err("failed to read structure layouts from %s: %s",
 		       cfg->btf ? cfg->btf : cfg->vmlinux, hvp_strerror(err));
 		goto err_close;
+	} else {
+		gi->have_layout = true;
 	}
 	/* The per-CPU current task: current_task up to 6.1, pcpu_hot.current_task from 6.2. */
 	if (symtab_find(gi->st, "current_task", &gi->current_task_off) != 0) {
-		if (symtab_find(gi->st, "pcpu_hot", &hot) != 0 ||
+		if (!gi->have_layout) {
+			gi->no_current_task = true; /* 6.2+ without BTF: pcpu_hot's layout unknown */
+		} else if (symtab_find(gi->st, "pcpu_hot", &hot) != 0 ||
 		    gi->layout.pcpu_hot_current_task == UINT32_MAX) {
 			pr_err("%s: symbol current_task missing (nor pcpu_hot with BTF)",
 			       cfg->vmlinux);
@@ -315,6 +326,11 @@ const struct symtab *gi_symtab(const struct gi *gi)
 	return gi ? gi->st : NULL;
 }
 
+bool gi_has_btf(const struct gi *gi)
+{
+	return gi && gi->have_layout;
+}
+
 const struct gi_layout *gi_layout(const struct gi *gi)
 {
 	return gi ? &gi->layout : NULL;
@@ -337,6 +353,8 @@ int gi_current_task(const struct gi *gi, const struct gmem *mem, const struct gi
 
 	if (!gi || !mem || !regs || !task)
 		return -EINVAL;
+	if (gi->no_current_task)
+		return -ENODATA;
 
 	/*
 	 * x86-64 keeps the per-CPU base in GS_BASE while in the kernel and in KERNEL_GS_BASE

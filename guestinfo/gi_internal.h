@@ -52,6 +52,8 @@ struct gi {
 	 * exit (syscall_return_via_sysret..entry_SYSRETQ_end) and the interrupt return
 	 * (swapgs_restore_regs_and_return_to_usermode..native_irq_return_iret + 2) */
 	uint64_t exit1_start, exit1_end, exit2_start, exit2_end;
+	bool have_layout;       /* @layout came from BTF (false: every offset is UINT32_MAX) */
+	bool no_current_task;   /* no way to find the current task (6.2+ without BTF) */
 	uint64_t pf_entry_kva; /* asm_exc_page_fault (page_fault before 5.8), link-time; 0 if none */
 	/* the KASLR check (kwatch.c): __atomic builtins; detected/idt written before check */
 	int kaslr_check;        /* enum gi_kaslr_check */

@@ -69,6 +69,8 @@ int gi_task_identity_flags(const struct gi *gi, const struct gmem *mem,
 
 	if (!gi || !mem || !pg || !out)
 		return -EINVAL;
+	if (!gi->have_layout)
+		return -ENODATA; /* no BTF: no task_struct layout */
 	l = &gi->layout;
 	if (!gi_is_kernel_gva(pg, task) || (task & 7))
 		return -EBADMSG;
@@ -234,6 +236,8 @@ int gi_process_info(const struct gi *gi, const struct gmem *mem, const struct gi
 
 	if (!gi || !mem || !pg || !out)
 		return -EINVAL;
+	if (!gi->have_layout)
+		return -ENODATA;
 	l = &gi->layout;
 	if (!gi_is_kernel_gva(pg, mm) || (mm & 7))
 		return -EBADMSG;

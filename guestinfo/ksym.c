@@ -218,9 +218,12 @@ static bool ksym_is_text_file(const char *path)
 	close(fd);
 	if (r <= 0)
 		return false;
+	/* System.map and kallsyms copies are ASCII; a legacy bzImage boot sector has no NUL in
+	 * its first 256 bytes, but code bytes above 0x7e */
 	for (ssize_t i = 0; i < r; i++)
-		if (buf[i] == '\0' || ((unsigned char)buf[i] < 0x20 && buf[i] != '\n' &&
-				       buf[i] != '\t' && buf[i] != '\r'))
+		if (buf[i] == '\0' || (unsigned char)buf[i] > 0x7e ||
+		    ((unsigned char)buf[i] < 0x20 && buf[i] != '\n' && buf[i] != '\t' &&
+		     buf[i] != '\r'))
 			return false;
 	return true;
 }

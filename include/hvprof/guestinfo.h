@@ -94,7 +94,8 @@ struct gi_config {
 
 /**
  * gi_open - load the kernel's symbols (vmlinux symtab, else @symbols, else the image's own
- * kallsyms), structure layout (BTF) and return-to-user sites (gi_exit_sites; a kernel without
+ * kallsyms), structure layout (BTF: @btf, else the image's .BTF; a kernel with neither opens
+ * without layouts, see gi_has_btf()) and return-to-user sites (gi_exit_sites; a kernel without
  * any is accepted, gi_exit_sites_of() then reports none).
  * Return: 0 and *@out (free with gi_close); errors of gi_kimage_open / symtab_open_elf /
  * symtab_open_map / gi_layout_from_btf; -ENODATA no symbols at all; -ENOENT when a required
@@ -110,6 +111,13 @@ void gi_close(struct gi *gi);
 
 /** gi_symtab - the kernel symbol table (owned by @gi). */
 const struct symtab *gi_symtab(const struct gi *gi);
+
+/**
+ * gi_has_btf - whether structure layouts came from BTF. Without (a kernel built without
+ * CONFIG_DEBUG_INFO_BTF and no --btf file), gi_open succeeds with symbols only: thread identity,
+ * pt_regs and process information answer -ENODATA.
+ */
+bool gi_has_btf(const struct gi *gi);
 
 /** gi_layout - the structure layout (owned by @gi). */
 const struct gi_layout *gi_layout(const struct gi *gi);

@@ -610,6 +610,15 @@ static int test_stock_gi_open(void)
 }
 
 /* The test kernel: exit sites guided by its symtab, agreeing with System.map. */
+static int no_memory(void *ctx, uint64_t gpa, void *dst, size_t len)
+{
+	(void)ctx;
+	(void)gpa;
+	(void)dst;
+	(void)len;
+	return -EFAULT;
+}
+
 static int test_image_kernel(void)
 {
 	const char *cache = getenv("HVPROF_CACHE"), *home = getenv("HOME");
@@ -653,6 +662,46 @@ static int test_image_kernel(void)
 	symtab_free(st);
 	symtab_free(mst);
 	gi_kimage_free(img);
+	{
+		/* Its bzImage (a legacy boot sector: code and text, no NUL in the first 256
+		 * bytes) is an image, not a map file: report names kernel frames from its
+		 * kallsyms tables, as record does. */
+		char bz[4096];
+		enum symtab_source src = SYMTAB_SRC_NONE;
+		const char *name;
+		uint64_t addr, off;
+
+		snprintf(bz, sizeof(bz), "%.*s/bzImage", (int)(strlen(vmlinux) - 8), vmlinux);
+		if (stat(bz, &sb) == 0) {
+			ASSERT_EQ_INT(symtab_open_kernel(bz, &st, &src), 0);
+			ASSERT_EQ_INT(src, SYMTAB_SRC_KALLSYMS);
+			ASSERT_EQ_INT(symtab_find(st, "entry_SYSCALL_64", &addr), 0);
+			ASSERT_EQ_INT(symtab_lookup(st, addr + 1, &name, &off), 0);
+			ASSERT_EQ_STR(name, "entry_SYSCALL_64");
+			symtab_free(st);
+			{
+				/* no BTF inside (the test kernel's is a separate file): a
+				 * session with symbols only, no thread identity */
+				struct gi_config cfg = { .vmlinux = bz };
+				struct gmem mem = { .read = no_memory };
+				struct gi_paging pg = { 0 };
+				struct hvp_process proc;
+				struct hvp_thread thr;
+				struct gi *gi = NULL;
+
+				ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
+				ASSERT_TRUE(!gi_has_btf(gi));
+				ASSERT_EQ_INT(gi_symbol_source(gi), SYMTAB_SRC_KALLSYMS);
+				ASSERT_EQ_INT(gi_task_identity(gi, &mem, &pg, 0xffff888000100000ull,
+							       &thr, NULL),
+					      -ENODATA);
+				ASSERT_EQ_INT(gi_process_info(gi, &mem, &pg, 0xffff888000100000ull,
+							      &proc),
+					      -ENODATA);
+				gi_close(gi);
+			}
+		}
+	}
 	return TEST_OK;
 }
 
