@@ -129,6 +129,8 @@ struct guest {
 	struct vmm *vm;
 	struct gi *gi;
 	struct sampler *sampler;
+	char *cmdline;    /* the command line the guest booted with */
+	char *host_added; /* the words of it that this host needed (PVM), "" when none */
 };
 
 /*

@@ -95,7 +95,9 @@ static int write_meta(struct recfile_writer *w, const struct guest_opts *g,
 			 g->adds[i].guest_path);
 		err = recfile_write_meta(w, "add", buf);
 	}
-	err = err ?: recfile_write_meta(w, "cmdline", g->cmdline);
+	err = err ?: recfile_write_meta(w, "cmdline", gs->cmdline);
+	if (gs->host_added[0]) /* docs/recording-format.md */
+		err = err ?: recfile_write_meta(w, "host_cmdline", gs->host_added);
 	err = err ?: recfile_write_meta(w, "counter", sampler_counter_name(sampler_counter_kind(sm)));
 	err = err ?: meta_u64(w, "frequency_hz", freq);
 	if (sampler_counter_kind(sm) == SAMPLER_COUNTER_CPU_CLOCK)

@@ -3,6 +3,7 @@
 // VMM's exits (with no counter for `run`: it still watches the KASLR slide and gives the PVM
 // fix-up its #PF entry).
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <hvprof/guestinfo.h>
@@ -24,6 +25,15 @@ int guest_start(const struct guest_opts *g, const struct sampler_config *scfg, i
 		cli_error("sampling needs the guest kernel's vmlinux (symbols and BTF)");
 		return -EINVAL;
 	}
+	/* what the guest needs on this host (PVM), said once, and kept for the recording */
+	err = vmm_guest_cmdline(cfg.cmdline, cfg.cpus, vmm_host_is_pvm(), &out->cmdline,
+				&out->host_added);
+	if (err)
+		goto fail;
+	if (out->host_added[0])
+		fprintf(stderr, "hvprof: note: PVM host: added to the guest's command line what a "
+			"Linux guest needs here: %s\n", out->host_added);
+	cfg.cmdline = out->cmdline;
 	err = vmm_create(&cfg, &out->vm);
 	if (err)
 		goto fail;
@@ -63,6 +73,8 @@ void guest_stop(struct guest *gs)
 	vmm_destroy(gs->vm);
 	sampler_destroy(gs->sampler);
 	gi_close(gs->gi);
+	free(gs->cmdline);
+	free(gs->host_added);
 	memset(gs, 0, sizeof(*gs));
 }
 

@@ -6,6 +6,7 @@
 // every other page fault through by stepping over the entry's first instruction.
 #define pr_fmt(fmt) "vmm: pvm: " fmt
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -22,6 +23,76 @@
 #define PF_ERR_SYSCALL_QUIRK 0x15 /* present | user | instruction fetch */
 #define USER_CS 0x33
 #define USER_SS 0x2b
+
+bool vmm_host_is_pvm(void)
+{
+	/* PVM is a kernel module of its own; VMX/SVM hosts never load it. */
+	return access("/sys/module/kvm_pvm", F_OK) == 0;
+}
+
+/*
+ * What a Linux guest needs on a PVM host (../shared/pvm-facts.md): its kernel code is emulated,
+ * and a few instructions are not (XRSTOR, POPCNT, CLAC, ...), the LAPIC timer storms, and without
+ * early output a slow boot looks dead. @alt: another word that decides the same thing.
+ */
+static const struct {
+	const char *word, *alt;
+} pvm_words[] = {
+	{ "earlyprintk=serial,ttyS0", NULL },
+	{ "nolapic", "nolapic_timer" },
+	{ "noxsave", NULL },
+	{ "clearcpuid=erms,fsrm,popcnt,smap,smep,avx,avx2,pku,rdrand,rdseed,pcid,invpcid", NULL },
+	{ "tsc=reliable", NULL },
+};
+
+/* Whether @cmdline has a word whose key (up to '=') is @word's. */
+static bool has_key(const char *cmdline, const char *word)
+{
+	size_t klen = strcspn(word, "=");
+
+	for (const char *p = cmdline; p && *p;) {
+		size_t len;
+
+		p += strspn(p, " ");
+		len = strcspn(p, " ");
+		if (len >= klen && !strncmp(p, word, klen) && (len == klen || p[klen] == '='))
+			return true;
+		p += len;
+	}
+	return false;
+}
+
+int vmm_guest_cmdline(const char *cmdline, unsigned int cpus, bool pvm, char **out, char **added)
+{
+	size_t cap = (cmdline ? strlen(cmdline) : 0) + 1;
+	char *line, *add;
+
+	for (size_t i = 0; i < ARRAY_SIZE(pvm_words); i++)
+		cap += strlen(pvm_words[i].word) + 8;
+	line = calloc(1, cap);
+	add = calloc(1, cap);
+	if (!line || !add) {
+		free(line);
+		free(add);
+		return -ENOMEM;
+	}
+	strcpy(line, cmdline ? cmdline : "");
+	for (size_t i = 0; pvm && i < ARRAY_SIZE(pvm_words); i++) {
+		/* with several vCPUs the local APICs are needed for IPIs: only their timer is off
+		 * (docs/smp-on-pvm.md) */
+		const char *w = i == 1 && cpus > 1 ? "nolapic_timer" : pvm_words[i].word;
+
+		if (has_key(line, pvm_words[i].word) ||
+		    (pvm_words[i].alt && has_key(line, pvm_words[i].alt)))
+			continue;
+		/* SAFETY: cap counts every word with its space. */
+		strcat(strcat(line, *line ? " " : ""), w);
+		strcat(strcat(add, *add ? " " : ""), w);
+	}
+	*out = line;
+	*added = add;
+	return 0;
+}
 
 void vmm_pvm_fixup_enable(struct vmm *vm, uint64_t pf_entry)
 {

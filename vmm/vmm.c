@@ -165,12 +165,6 @@ static void set_irq_line(void *ctx, int level)
 	ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq);
 }
 
-static bool host_is_pvm(struct vmm *vm)
-{
-	(void)vm;
-	/* PVM is a kernel module of its own; VMX/SVM hosts never load it. */
-	return access("/sys/module/kvm_pvm", F_OK) == 0;
-}
 
 static int check_cap(struct vmm *vm, long cap, const char *name, bool required)
 {
@@ -233,7 +227,7 @@ static int kvm_open(struct vmm *vm)
 	err = check_cap(vm, KVM_CAP_SYNC_REGS, "KVM_CAP_SYNC_REGS", false);
 	vm->sync_regs = err > 0;
 	vm->sregs2 = check_cap(vm, KVM_CAP_SREGS2, "KVM_CAP_SREGS2", false) > 0;
-	vm->is_pvm = host_is_pvm(vm);
+	vm->is_pvm = vmm_host_is_pvm();
 	return 0;
 }
 
@@ -505,6 +499,40 @@ static void run_epilogue(struct vmm *vm)
 		vcpu_debug_disarm(&vm->vcpus[i]);
 }
 
+/* A guest silent for this long gets a hint naming its command line. */
+#define SILENT_HINT_NS (60ull * 1000000000ull)
+
+/* The monitor: duration, stop requests (signals), a hint for a silent guest, and the end of
+ * every vCPU thread. */
+static void monitor(struct vmm *vm)
+{
+	bool hinted = false;
+
+	while (!atomic_load(&vm->stop_reason)) {
+		const struct timespec tick = { 0, 20 * 1000 * 1000 };
+		int req = atomic_load(&requested_stop);
+		uint64_t ran = vmm_now_ns() - vm->t_start_ns;
+
+		if (req) {
+			vmm_end(vm, req, -1, "stopped by a signal");
+			break;
+		}
+		if (vm->cfg.duration_ns && ran >= vm->cfg.duration_ns) {
+			vmm_end(vm, HVP_END_DURATION, -1, "duration of %.1f s elapsed",
+				(double)vm->cfg.duration_ns / 1e9);
+			break;
+		}
+		if (!hinted && ran >= SILENT_HINT_NS && !atomic_load(&vm->com1.tx_bytes)) {
+			hinted = true;
+			pr_warn("the guest has printed nothing on its serial console (ttyS0) in %llu s; "
+				"its command line was: %s",
+				(unsigned long long)(SILENT_HINT_NS / 1000000000ull),
+				vm->cfg.cmdline ? vm->cfg.cmdline : "(none)");
+		}
+		nanosleep(&tick, NULL);
+	}
+}
+
 int vmm_run(struct vmm *vm, struct vmm_result *res)
 {
 	int err = 0;
@@ -522,22 +550,7 @@ int vmm_run(struct vmm *vm, struct vmm_result *res)
 		}
 		vm->vcpus[i].thread_started = true;
 	}
-	/* The monitor: duration, stop requests (signals), and the end of every vCPU thread. */
-	while (!atomic_load(&vm->stop_reason)) {
-		const struct timespec tick = { 0, 20 * 1000 * 1000 };
-		int req = atomic_load(&requested_stop);
-
-		if (req) {
-			vmm_end(vm, req, -1, "stopped by a signal");
-			break;
-		}
-		if (vm->cfg.duration_ns && vmm_now_ns() - vm->t_start_ns >= vm->cfg.duration_ns) {
-			vmm_end(vm, HVP_END_DURATION, -1, "duration of %.1f s elapsed",
-				(double)vm->cfg.duration_ns / 1e9);
-			break;
-		}
-		nanosleep(&tick, NULL);
-	}
+	monitor(vm);
 	vmm_kick_all(vm);
 	for (unsigned int i = 0; i < vm->n_vcpus; i++) {
 		if (vm->vcpus[i].thread_started) {

@@ -104,6 +104,7 @@ struct serial8250 {
 	uint8_t ier, iir_fifo, lcr, mcr, lsr, msr, scr, dll, dlm, fcr;
 	bool thri_pending;
 	int out_fd;
+	atomic_ulong tx_bytes; /* bytes the guest sent out (the silent-guest hint reads it) */
 	/* called with the new level of the IRQ line whenever it may have changed */
 	void (*set_irq)(void *ctx, int level);
 	void *irq_ctx;

@@ -273,6 +273,22 @@ void vmm_bp_arm(struct vmm *vm, unsigned int mask, bool armed, const struct vmm_
  */
 int vmm_bp_step(struct vmm_vcpu *v) __must_check;
 
+/* ---------------------------------------------------------------- PVM hosts */
+
+/** vmm_host_is_pvm - /dev/kvm is PVM (the kvm_pvm module), not VMX/SVM. */
+bool vmm_host_is_pvm(void);
+
+/**
+ * vmm_guest_cmdline - @cmdline (a Linux kernel command line, may be NULL) with what a guest needs
+ * on this host added where the line does not decide it already (a word is looked for by its key,
+ * up to '='): with @pvm, earlyprintk on ttyS0, nolapic (nolapic_timer with @cpus > 1), noxsave,
+ * clearcpuid of the instructions PVM does not emulate, tsc=reliable (../shared/pvm-facts.md).
+ * Return: 0, *@out (the whole line) and *@added (the words added, "" when none), both malloc'd
+ * (the caller frees); -ENOMEM.
+ */
+int vmm_guest_cmdline(const char *cmdline, unsigned int cpus, bool pvm, char **out,
+		      char **added) __must_check;
+
 /* ---------------------------------------------------------------- the PVM SYSCALL fix-up */
 
 /**

@@ -54,6 +54,7 @@ static void serial_tx(struct serial8250 *s, uint8_t c)
 {
 	if (s->mcr & UART_MCR_LOOP)
 		return; /* loopback: nothing leaves the UART (no receive path modelled) */
+	atomic_fetch_add_explicit(&s->tx_bytes, 1, memory_order_relaxed);
 	if (s->out_fd >= 0) {
 		ssize_t n;
 

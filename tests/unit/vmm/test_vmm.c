@@ -216,6 +216,43 @@ static int test_set_regs_failure_ends_run(void)
 	return TEST_OK;
 }
 
+struct cmdline_case {
+	const char *in;
+	unsigned int cpus;
+	bool pvm;
+	const char *added;
+};
+
+#define CLEAR "clearcpuid=erms,fsrm,popcnt,smap,smep,avx,avx2,pku,rdrand,rdseed,pcid,invpcid"
+
+static const struct cmdline_case cmdline_cases[] = {
+	{ "console=ttyS0", 1, true,
+	  "earlyprintk=serial,ttyS0 nolapic noxsave " CLEAR " tsc=reliable" },
+	{ NULL, 2, true, "earlyprintk=serial,ttyS0 nolapic_timer noxsave " CLEAR " tsc=reliable" },
+	{ "console=ttyS0", 1, false, "" },
+	/* what the line decides already stays as it is, by key */
+	{ "root=/dev/vda earlyprintk=vga nolapic_timer clearcpuid=avx tsc=unstable", 1, true,
+	  "noxsave" },
+	{ "noxsaveopt nolapic", 2, true, "earlyprintk=serial,ttyS0 noxsave " CLEAR " tsc=reliable" },
+};
+
+static int test_guest_cmdline(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(cmdline_cases); i++) {
+		const struct cmdline_case *c = &cmdline_cases[i];
+		char *out = NULL, *added = NULL, want[1024];
+
+		ASSERT_EQ_INT(vmm_guest_cmdline(c->in, c->cpus, c->pvm, &out, &added), 0);
+		snprintf(want, sizeof(want), "%s%s%s", c->in ? c->in : "",
+			 c->in && *c->added ? " " : "", c->added);
+		ASSERT_EQ_STR(added, c->added);
+		ASSERT_EQ_STR(out, want);
+		free(out);
+		free(added);
+	}
+	return TEST_OK;
+}
+
 static uint8_t ram_buf[1 << 20];
 
 static int test_mptable(void)
@@ -312,6 +349,7 @@ static const struct test_case tests[] = {
 	{ "exit: I/O ports (absent port, 8042 reset)", test_exit_io },
 	{ "exit: a kick interrupts KVM_RUN without a sample", test_kick_is_no_sample },
 	{ "run loop: a failed register write-back ends the run", test_set_regs_failure_ends_run },
+	{ "PVM host: the command-line words a guest needs, added by key", test_guest_cmdline },
 	{ "mptable: checksums and entries", test_mptable },
 	{ "boot: bzImage setup header", test_bzimage_parse },
 	{ "initramfs: append a newc archive", test_initramfs_append },
