@@ -52,6 +52,7 @@ struct guest_opts {
 	uint64_t kaslr_slide;
 	const char *vmlinux_opt; /* --vmlinux */
 	const char *btf_opt;     /* --btf */
+	int no_seccomp;          /* --no-seccomp */
 	/* from the image manifest */
 	char *m_bzimage, *m_bzimage_lz4; /* the image's kernel as bzImages (symbols: m_kernel) */
 	char *m_kernel, *m_initrd, *m_btf, *m_rootfs, *m_cmdline, *m_kernel_version;
@@ -86,7 +87,8 @@ struct guest_opts {
 	{ "strict", no_argument, NULL, 1013 },                          \
 	{ "kaslr", required_argument, NULL, 1014 },                     \
 	{ "vmlinux", required_argument, NULL, 1015 },                   \
-	{ "btf", required_argument, NULL, 1030 }
+	{ "btf", required_argument, NULL, 1030 },                       \
+	{ "no-seccomp", no_argument, NULL, 1031 }
 
 #define GUEST_OPTIONS_HELP                                                                      \
 	"  --image DIR         guest image (default: $HVPROF_IMAGE, else the default image)\n"  \
@@ -94,6 +96,7 @@ struct guest_opts {
 	"  --vmlinux FILE      kernel symbols and BTF from FILE instead of the booted kernel\n" \
 	"  --btf FILE          the kernel's structure layouts (BTF) from FILE, for a kernel\n"  \
 	"                      built without them (pahole --btf_encode_detached=FILE vmlinux)\n" \
+	"  --no-seccomp        do not confine the vCPU and device threads (debugging only)\n"   \
 	"  --kaslr MODE        auto (random slide for a relocatable bzImage, as a real boot),\n" \
 	"                      off, or a slide in bytes (0x..., multiple of 2 MiB)\n"          \
 	"  --initrd FILE       initramfs (newc cpio)\n"                                       \

@@ -37,6 +37,7 @@ int guest_start(const struct guest_opts *g, const struct sampler_config *scfg, i
 	err = vmm_create(&cfg, &out->vm);
 	if (err)
 		goto fail;
+	vmm_set_confined(out->vm, !g->no_seccomp);
 	if (g->vmlinux) {
 		struct gi_config gc = { .vmlinux = g->vmlinux, .btf = g->btf };
 

@@ -150,6 +150,9 @@ int guest_opt_parse(struct guest_opts *g, int code, const char *arg)
 	case 1030:
 		g->btf_opt = arg;
 		return 0;
+	case 1031:
+		g->no_seccomp = 1;
+		return 0;
 	default:
 		return -ENOENT;
 	}

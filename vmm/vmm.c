@@ -43,10 +43,11 @@ uint64_t vmm_now_ns(void)
 
 void vmm_strategy_update(struct vmm *vm)
 {
-	snprintf(vm->strategy, sizeof(vm->strategy), "%s, regs=%s, syscall-fixup=%s",
+	snprintf(vm->strategy, sizeof(vm->strategy), "%s, regs=%s, syscall-fixup=%s, seccomp=%s",
 		 vm->is_pvm ? "pvm" : "hardware virtualization",
 		 vm->sync_regs ? "sync-regs read, ioctl write" : "ioctl",
-		 vm->pvm.enabled ? "breakpoint-on-#PF" : "none");
+		 vm->pvm.enabled ? "breakpoint-on-#PF" : "none",
+		 vm->unconfined ? "off" : "vcpu threads");
 }
 
 const char *vmm_strategy(const struct vmm *vm)
@@ -458,6 +459,9 @@ static void *vcpu_thread(void *arg)
 	err = vcpu_debug_update(vcpu);
 	if (!err && vm->hooks.vcpu_start)
 		err = vm->hooks.vcpu_start(vm->hooks.ctx, vcpu);
+	/* set up: from here on the thread runs guest-driven code, confined */
+	if (!err && !vm->unconfined)
+		err = vmm_seccomp_confine();
 	if (err) {
 		vmm_end(vm, HVP_END_ERROR, -1, "vCPU %u could not start: %s", vcpu->index,
 			hvp_strerror(err));
@@ -500,7 +504,7 @@ static void run_epilogue(struct vmm *vm)
 }
 
 /* A guest silent for this long gets a hint naming its command line. */
-#define SILENT_HINT_NS (60ull * 1000000000ull)
+#define SILENT_HINT_NS (120ull * 1000000000ull)
 
 /* The monitor: duration, stop requests (signals), a hint for a silent guest, and the end of
  * every vCPU thread. */

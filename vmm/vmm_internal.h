@@ -186,6 +186,7 @@ struct vmm {
 	bool sregs2;
 	struct pvm_fixup pvm;
 	bool is_pvm;
+	bool unconfined;        /* no seccomp filter on the vCPU threads (vmm_set_confined) */
 	char strategy[256];
 	struct vmm_hooks hooks;
 	/* hardware breakpoints (debug.c): VM-wide addresses and armed slots */

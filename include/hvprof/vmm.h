@@ -318,6 +318,20 @@ struct vmm_initramfs_file {
 int vmm_initramfs_append(void **buf, size_t *len, const struct vmm_initramfs_file *files,
 			 size_t n_files) __must_check;
 
+/**
+ * vmm_seccomp_confine - load, on the calling thread only, the seccomp filter of the threads that
+ * run guest-driven code (vmm/seccomp.c, libseccomp): KVM and perf ioctls, I/O on open files,
+ * memory without PROT_EXEC, futexes, signals and exit are allowed; every other system call
+ * fails with EPERM. Irreversible for the thread. Return: 0; -errno from libseccomp.
+ */
+int vmm_seccomp_confine(void) __must_check;
+
+/**
+ * vmm_set_confined - whether the vCPU threads (and device threads) load that filter once set up
+ * (default: yes). Before vmm_run. The strategy line says which.
+ */
+void vmm_set_confined(struct vmm *vm, bool on);
+
 /** vmm_destroy - stop and free everything (NULL and partly created VMs are fine). */
 void vmm_destroy(struct vmm *vm);
 
