@@ -115,6 +115,41 @@ static void fz_check_chain(enum hvp_walk_stop stop, const uint64_t *ips, unsigne
 	FUZZ_CHECK(stop != HVP_WALK_DEPTH || n == HVP_MAX_CALLCHAIN);
 }
 
+/* An ORC walk with 16 entries taken from the input, over the same memory. */
+static void fz_orc_walk(struct gi *gi, const struct gmem *mem, struct fuzz_ram *ram,
+			struct gi_regs *regs, const uint8_t *data, uint64_t task)
+{
+	uint64_t orc_ips[16], ips[HVP_MAX_CALLCHAIN];
+	struct gi_orc_entry ent[16];
+	enum hvp_walk_stop stop;
+	unsigned int n;
+
+	for (int i = 0; i < 16; i++) {
+		const uint8_t *b = data + HDR + 6 * i;
+
+		orc_ips[i] = FZ_STEXT + (uint64_t)i * 4096;
+		ent[i] = (struct gi_orc_entry){
+			.sp_offset = (int16_t)(b[0] | b[1] << 8),
+			.bp_offset = (int16_t)(b[2] | b[3] << 8),
+			.sp_reg = b[4] & 15, .bp_reg = b[4] >> 4,
+			.type = (enum gi_orc_type)(b[5] % 5), .signal = b[5] >> 7 };
+	}
+	regs->r10 = fz_rel(fuzz_get64(data + 16), 1, 0); /* scratch registers: stack-ish */
+	regs->r13 = regs->rdi = regs->rdx = regs->rbp;
+	regs->have_scratch = data[3] & 2;
+	if (gi_orc_new(orc_ips, ent, 16, &gi->orc) != 0)
+		return;
+	ram->reads = 0;
+	stop = gi_unwind_kernel(gi, mem, regs, task, ips, HVP_MAX_CALLCHAIN, &n);
+	fz_check_chain(stop, ips, n, regs->rip);
+	FUZZ_CHECK(ram->reads <= FZ_ORC_READS);
+	for (unsigned int i = 1; i < n; i++) /* every ip after the first is text */
+		FUZZ_CHECK(ips[i] >= FZ_STEXT && ips[i] < FZ_ETEXT);
+	FUZZ_LOG("orc: %u frames, stop %d, %llu reads\n", n, stop, (unsigned long long)ram->reads);
+	gi_orc_free(gi->orc);
+	gi->orc = NULL;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const struct gi_layout layout = {
@@ -184,36 +219,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(ram.reads <= FZ_USER_READS);
 	FUZZ_LOG("user: %u frames, stop %d, %llu reads\n", n, stop, (unsigned long long)ram.reads);
 
-	if ((data[3] & 1) && size >= HDR + 16 * 6) {
-		uint64_t orc_ips[16];
-		struct gi_orc_entry ent[16];
-
-		for (int i = 0; i < 16; i++) {
-			const uint8_t *b = data + HDR + 6 * i;
-
-			orc_ips[i] = FZ_STEXT + (uint64_t)i * 4096;
-			ent[i] = (struct gi_orc_entry){
-				.sp_offset = (int16_t)(b[0] | b[1] << 8),
-				.bp_offset = (int16_t)(b[2] | b[3] << 8),
-				.sp_reg = b[4] & 15, .bp_reg = b[4] >> 4,
-				.type = (enum gi_orc_type)(b[5] % 5), .signal = b[5] >> 7 };
-		}
-		regs.r10 = fz_rel(fuzz_get64(data + 16), 1, 0); /* scratch registers: stack-ish */
-		regs.r13 = regs.rdi = regs.rdx = regs.rbp;
-		regs.have_scratch = data[3] & 2;
-		if (gi_orc_new(orc_ips, ent, 16, &gi->orc) == 0) {
-			ram.reads = 0;
-			stop = gi_unwind_kernel(gi, &mem, &regs, task, ips, HVP_MAX_CALLCHAIN, &n);
-			fz_check_chain(stop, ips, n, regs.rip);
-			FUZZ_CHECK(ram.reads <= FZ_ORC_READS);
-			for (unsigned int i = 1; i < n; i++) /* every ip after the first is text */
-				FUZZ_CHECK(ips[i] >= FZ_STEXT && ips[i] < FZ_ETEXT);
-			FUZZ_LOG("orc: %u frames, stop %d, %llu reads\n", n, stop,
-				 (unsigned long long)ram.reads);
-			gi_orc_free(gi->orc);
-			gi->orc = NULL;
-		}
-	}
+	if ((data[3] & 1) && size >= HDR + 16 * 6)
+		fz_orc_walk(gi, &mem, &ram, &regs, data, task);
 
 	/* A tiny @max must hold too. */
 	stop = gi_unwind_kernel(gi, &mem, &regs, task, ips, 1, &n);
