@@ -4,6 +4,7 @@
 // Usage: fuzz-gen-corpus OUT_DIR (OUT_DIR/<target>/ must exist).
 #include <bpf/btf.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -452,6 +453,59 @@ static int gen_folded(void)
 	return err;
 }
 
+/* ---------------------------------------------------------------- virtq */
+
+/* fuzz_virtq.c's input: header (mode, log2 size, chains, 0, desc/avail/used GPAs), then 4 KiB
+ * of RAM: a queue of 8 at 0x0/0x100/0x200 holding one request (a 16-byte header at 0x400, 512
+ * bytes of data at 0x800, the status byte at 0xa00), directly or through an indirect table at
+ * 0x300. */
+static void vq_desc(uint8_t *ram, uint32_t table, unsigned int i, uint64_t addr, uint32_t len,
+		    uint16_t flags, uint16_t next)
+{
+	uint8_t *d = ram + table + 16 * i;
+
+	w64(d, addr);
+	w32(d + 8, len);
+	d[12] = (uint8_t)flags;
+	d[13] = (uint8_t)(flags >> 8);
+	d[14] = (uint8_t)next;
+	d[15] = (uint8_t)(next >> 8);
+}
+
+static int vq_seed(const char *name, uint8_t mode, uint32_t type, bool indirect)
+{
+	static uint8_t ram[4096];
+	uint8_t hdr[16] = { mode, 3, 4, 0 };
+	uint32_t table = indirect ? 0x300 : 0;
+	bool to_guest = type != 1;
+
+	memset(ram, 0, sizeof(ram));
+	w32(hdr + 4, 0x0);
+	w32(hdr + 8, 0x100);
+	w32(hdr + 12, 0x200);
+	if (indirect)
+		vq_desc(ram, 0, 0, 0x300, 48, 4 /* INDIRECT */, 0);
+	vq_desc(ram, table, 0, 0x400, 16, 1 /* NEXT */, 1);
+	vq_desc(ram, table, 1, 0x800, type == 8 ? 20 : 512, 1 | (to_guest ? 2 /* WRITE */ : 0), 2);
+	vq_desc(ram, table, 2, 0xa00, 1, 2, 0);
+	w32(ram + 0x400, type);
+	w64(ram + 0x408, 2); /* sector */
+	ram[0x102] = 1;      /* avail idx 1, ring[0] = head 0 */
+	return put_file("virtq", name, hdr, sizeof(hdr), ram, sizeof(ram));
+}
+
+static int gen_virtq(void)
+{
+	int err = 0;
+
+	err |= vq_seed("seed-queue", 0, 0, false);
+	err |= vq_seed("seed-queue-indirect", 1, 0, true);
+	err |= vq_seed("seed-blk-read", 2, 0 /* VIRTIO_BLK_T_IN */, false);
+	err |= vq_seed("seed-blk-write-indirect", 3, 1 /* VIRTIO_BLK_T_OUT */, true);
+	err |= vq_seed("seed-blk-get-id", 2, 8 /* VIRTIO_BLK_T_GET_ID */, false);
+	return err;
+}
+
 int main(int argc, char **argv)
 {
 	int err = 0;
@@ -468,5 +522,6 @@ int main(int argc, char **argv)
 	err |= gen_krelocs();
 	err |= gen_recfile();
 	err |= gen_folded();
+	err |= gen_virtq();
 	return err ? 1 : 0;
 }

@@ -9,6 +9,7 @@
 #include <hvprof/log.h>
 
 #include "vmm_internal.h"
+#include "devices/virtio.h"
 
 #define PORT_KBD_CMD 0x64
 #define KBD_CMD_RESET 0xfe
@@ -56,6 +57,8 @@ int exit_mmio(struct vmm *vm, struct vmm_vcpu *vcpu, struct kvm_run *run)
 	vcpu->c.exits_mmio++;
 	if (gpa == VMM_EXIT_REG_GPA)
 		return exit_reg_mmio(vm, vcpu, run);
+	if (gpa >= VMM_VIRTIO_GPA && gpa - VMM_VIRTIO_GPA < vm->n_disks * VIRTIO_MMIO_SIZE)
+		return disks_mmio(vm, vcpu, run);
 	if (!run->mmio.is_write)
 		memset(run->mmio.data, 0xff, sizeof(run->mmio.data));
 	vcpu->c.mmio_unhandled++;

@@ -17,6 +17,7 @@
 #include <hvprof/log.h>
 
 #include "vmm_internal.h"
+#include "devices/virtio.h"
 
 #define VMM_MIN_MEM (64ull << 20)
 
@@ -319,8 +320,17 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 		}
 	}
 	serial_init(&vm->com1, cfg->console_fd, set_irq_line, vm);
+	err = disks_create(vm); /* also declares them on vm->cmdline */
+	vm->cfg.disks = NULL;    /* the caller's array: read only above */
+	if (err)
+		goto err_destroy;
 
-	err = boot_load(&vm->ram, cfg, &vm->boot);
+	{
+		struct vmm_config boot_cfg = *cfg;
+
+		boot_cfg.cmdline = vm->cmdline;
+		err = boot_load(&vm->ram, &boot_cfg, &vm->boot);
+	}
 	if (err)
 		goto err_destroy;
 
@@ -582,6 +592,7 @@ void vmm_get_counters(const struct vmm *vm, struct vmm_counters *out)
 		for (size_t k = 0; k < VMM_N_COUNTERS; k++)
 			dst[k] += src[k];
 	}
+	disks_add_counters(vm, out);
 }
 
 void vmm_destroy(struct vmm *vm)
@@ -606,6 +617,7 @@ void vmm_destroy(struct vmm *vm)
 		close(vm->vm_fd);
 	if (vm->kvm_fd >= 0)
 		close(vm->kvm_fd);
+	disks_destroy(vm);
 	ram_destroy(&vm->ram);
 	free(vm->cmdline);
 	pthread_mutex_destroy(&vm->end_lock);

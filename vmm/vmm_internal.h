@@ -23,6 +23,9 @@
  *   kernel at its PT_LOAD physical addresses (ELF) or 1 MiB / pref_address (bzImage)
  *   initrd at the top of low RAM
  *   0xd000_0000  hvprof exit register (MMIO, docs/guest-interface.md)
+ *   0xd000_1000  virtio-mmio disks, 4 KiB each: vda at 0xd000_1000 on IRQ 5, vdb at
+ *                0xd000_2000 on IRQ 6, then IRQs 9, 10, 11, 12, 14, 15 (devices/disks.c;
+ *                the serial port has IRQ 4)
  *   0xc000_0000..4 GiB: no RAM (MMIO hole: exit register, IOAPIC, LAPIC); RAM above 3 GiB
  *   continues at 4 GiB.
  */
@@ -39,6 +42,7 @@
 #define VMM_4G 0x100000000ULL
 #define VMM_EXIT_REG_GPA 0xd0000000ULL
 #define VMM_EXIT_MAGIC 0x48560000u /* "HV" in the upper half of the written value */
+#define VMM_VIRTIO_GPA 0xd0001000ULL /* the first virtio-mmio window (devices/virtio.h) */
 #define VMM_TSS_GPA 0xfffbd000ULL
 
 /* ---------------------------------------------------------------- guest RAM (memory.c) */
@@ -121,6 +125,7 @@ void serial_io(struct serial8250 *s, unsigned int off, bool is_write, uint8_t *d
 /* ---------------------------------------------------------------- vCPUs */
 
 struct vmm;
+struct virtio_blk;
 
 /* What RFLAGS.RF does at a breakpoint on this host (debug.c), probed at the first vmm_bp_step. */
 enum vmm_rf {
@@ -181,6 +186,8 @@ struct vmm {
 	struct vmm_vcpu *vcpus;
 	struct kvm_cpuid2 *cpuid;
 	struct serial8250 com1;
+	struct virtio_blk **disks; /* vda, vdb, ... (devices/disks.c) */
+	unsigned int n_disks;
 	unsigned int maxphyaddr;
 	bool sync_regs;
 	bool sregs2;

@@ -39,6 +39,22 @@ enum vmm_kaslr {
 };
 
 /**
+ * struct vmm_disk - a raw disk image the guest sees as a virtio-blk device over virtio-mmio
+ * (/dev/vda, /dev/vdb, ... in the order given; docs/guest-interface.md).
+ * @path: a host file or block device holding a raw image (qcow2 is refused).
+ * @readonly: the guest cannot write it (VIRTIO_BLK_F_RO; a write gets VIRTIO_BLK_S_IOERR).
+ * @snapshot: the guest's writes go to a private overlay (an unlinked sparse file in $TMPDIR,
+ *   else /var/tmp) that dies with the VM: @path is opened read-only and never modified.
+ */
+struct vmm_disk {
+	const char *path;
+	bool readonly;
+	bool snapshot;
+};
+
+#define VMM_MAX_DISKS 8
+
+/**
  * struct vmm_config - what to boot. Zero-initialise, then set fields.
  * @kernel: host path of a vmlinux ELF (PT_LOADs at their physical addresses, entered at its
  *   64-bit entry) or a bzImage (boot protocol 2.12+, 64-bit entry at load address + 0x200).
@@ -50,6 +66,9 @@ enum vmm_kaslr {
  * @duration_ns: stop the guest after this long (0: run until it ends).
  * @kaslr/@kaslr_slide: where a relocatable kernel from a bzImage that hvprof decompresses is
  *   placed (enum vmm_kaslr; @kaslr_slide in bytes for VMM_KASLR_SLIDE).
+ * @disks/@n_disks: disks to attach (at most VMM_MAX_DISKS; the array is read during
+ *   vmm_create only). The VMM adds the `virtio_mmio.device=` words that declare them to the
+ *   command line.
  */
 struct vmm_config {
 	const char *kernel;
@@ -62,6 +81,8 @@ struct vmm_config {
 	uint64_t duration_ns;
 	enum vmm_kaslr kaslr;
 	uint64_t kaslr_slide;
+	const struct vmm_disk *disks;
+	size_t n_disks;
 };
 
 #define VMM_MAX_VCPUS 64
@@ -97,7 +118,14 @@ struct vmm_result {
 	X(io_unhandled)                                                                    \
 	X(mmio_unhandled)                                                                  \
 	X(traps_armed_at_end) /* vCPUs with a breakpoint still armed after the run (0) */  \
-	X(vcpu_cpu_ns)        /* CPU time of the vCPU threads: what cpu-clock counts */
+	X(vcpu_cpu_ns)        /* CPU time of the vCPU threads: what cpu-clock counts */    \
+	X(disk_reads)         /* virtio-blk read requests served */                        \
+	X(disk_writes)                                                                     \
+	X(disk_flushes)                                                                    \
+	X(disk_read_bytes)                                                                 \
+	X(disk_write_bytes)                                                                \
+	X(disk_errors)        /* requests answered with an error status (past the end...) */ \
+	X(disk_broken)        /* devices a malformed queue put in DEVICE_NEEDS_RESET */
 
 /** struct vmm_counters - what the VMM counted, summed over the vCPUs (VMM_COUNTER_LIST). */
 struct vmm_counters {
@@ -119,6 +147,15 @@ extern const char *const vmm_counter_names[];
  * or the ioctl.
  */
 int vmm_create(const struct vmm_config *cfg, struct vmm **out) __must_check;
+
+/**
+ * vmm_disk_probe - check that @d can be attached as vmm_create would attach it (opened
+ * read-write unless ro or snapshot, locked, a raw image of at least one sector), and let it go.
+ * Logs one error line naming the file and what to do.
+ * Return: 0; -ENOENT/-EACCES/... the file; -EISDIR a directory; -EINVAL neither a regular file
+ * nor a block device; -ENOTSUP a qcow2 image; -ENODATA empty; -EBUSY locked by another process.
+ */
+int vmm_disk_probe(const struct vmm_disk *d) __must_check;
 
 /**
  * vmm_run - start every vCPU thread and wait until the guest ends (exit register, reset,

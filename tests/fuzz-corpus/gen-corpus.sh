@@ -8,7 +8,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-build}
 case "$build" in /*) ;; *) build="$top/$build" ;; esac
 dir="$top/tests/fuzz-corpus"
-targets=(pgwalk unwind btf symtab kallsyms krelocs recfile folded)
+targets=(pgwalk unwind btf symtab kallsyms krelocs recfile folded virtq)
 for t in "${targets[@]}"; do
 	mkdir -p "$dir/$t"
 	rm -f "$dir/$t"/seed-*
