@@ -3,11 +3,17 @@
 # Build hvprof's default guest image (test kernel + busybox initramfs + workloads) into a cache
 # directory, reused while its inputs are unchanged.  Only Debian packages are used:
 #   linux-source-6.1, busybox-static, dwarves (pahole), gcc, cpio.
-# Usage: images/build-image.sh [--cache DIR] [--print-dir] [--force]
-# Prints the image directory on its last line.
+# Usage: images/build-image.sh [default|debian] [--cache DIR] [--print-dir] [--force]
+# Prints the image directory on its last line. `debian`: the Debian image (images/debian/build.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+case "${1:-}" in
+default) shift ;;
+debian) shift; exec "$here/debian/build.sh" "$@" ;;
+''|-*) ;;
+*) echo "build-image: unknown image '$1' (known: default, debian)" >&2; exit 2 ;;
+esac
 cache=${HVPROF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvprof}
 print_dir=0
 force=0
@@ -46,6 +52,11 @@ tree=$cache/src/linux-6.1-$tree_key
 kbuild=$cache/kbuild/$kern_key
 img=$cache/images/default-$img_key
 
+# One build at a time (the CLI builds on first use; CI may too): two makes in one kernel build
+# directory break each other. Wait for the other one, then look again.
+mkdir -p "$cache"
+exec 9>"$cache/.build-image.lock"
+flock 9
 if [ "$force" = 0 ] && [ -f "$img/manifest" ]; then
 	[ "$print_dir" = 1 ] && echo "$img" || echo "build-image: up to date: $img"
 	exit 0
