@@ -68,6 +68,11 @@ struct guest_opts {
 	int mem_set, cpus_set;    /* --mem/--cpus given: they win over the domain */
 	struct domain_map *dom;   /* the mapped domain, owned */
 	const char *base_cmdline; /* the domain's kernel command line, replacing the image's */
+	/* --disk/--root (cli/disk_opts.c), or the domain's disks when no --disk was given */
+	struct vmm_disk *disks;   /* paths owned */
+	size_t n_disks;
+	int disks_set;            /* --disk given: the domain's disks are left out */
+	const char *root;         /* --root DEV: root=DEV on the command line */
 };
 
 /* getopt_long option codes >= 256 for guest options; guest_opt_parse handles them. */
@@ -88,7 +93,9 @@ struct guest_opts {
 	{ "kaslr", required_argument, NULL, 1014 },                     \
 	{ "vmlinux", required_argument, NULL, 1015 },                   \
 	{ "btf", required_argument, NULL, 1030 },                       \
-	{ "no-seccomp", no_argument, NULL, 1031 }
+	{ "no-seccomp", no_argument, NULL, 1031 },                      \
+	{ "disk", required_argument, NULL, 1050 },                      \
+	{ "root", required_argument, NULL, 1051 }
 
 #define GUEST_OPTIONS_HELP                                                                      \
 	"  --image DIR         guest image (default: $HVPROF_IMAGE, else the default image)\n"  \
@@ -105,6 +112,10 @@ struct guest_opts {
 	"  --cpus N            vCPUs (default 1)\n"                                           \
 	"  --duration S        stop the guest after S seconds\n"                              \
 	"  --add HOST:GUEST    put a host file into the guest's initramfs (repeatable)\n"     \
+	"  --disk FILE[,ro][,snapshot]  a raw disk image as /dev/vda, vdb, ... (repeatable);\n" \
+	"                      ro: read-only; snapshot: writes go to a private overlay and\n" \
+	"                      FILE is never modified\n"                                      \
+	"  --root DEV          root=DEV on the kernel command line (e.g. /dev/vda)\n"          \
 	"  --run 'CMD ARGS'    what the image's /init runs (default: the demo workload)\n"     \
 	"  --domain NAME       boot libvirt domain NAME's kernel, initrd, cmdline, memory, vCPUs\n" \
 	"                      (flags above win; docs/howto-libvirt.md)\n"                     \
@@ -124,6 +135,15 @@ int guest_opts_check(const struct guest_opts *g);
 int guest_opts_apply_domain(struct guest_opts *g);
 /* Whether two paths name the same file (false if either cannot be stat'ed). */
 bool cli_same_file(const char *a, const char *b);
+/* --disk FILE[,ro][,snapshot] (cli/disk_opts.c); prints what is wrong and returns -EINVAL. */
+int guest_disk_opt(struct guest_opts *g, const char *arg);
+/* Append a disk (the path is copied); -EINVAL (printed) past VMM_MAX_DISKS, -ENOMEM. */
+int guest_disk_append(struct guest_opts *g, const char *path, bool readonly, bool snapshot);
+/* --root DEV; prints what is wrong and returns -EINVAL. */
+int guest_root_set(struct guest_opts *g, const char *arg);
+/* Check every disk as the VMM will attach it (one error line naming the file). */
+int guest_disks_finish(struct guest_opts *g);
+void guest_disks_free(struct guest_opts *g);
 /* Fill the guest part of a vmm_config (pointers into @g). */
 void guest_opts_to_config(const struct guest_opts *g, struct vmm_config *cfg);
 

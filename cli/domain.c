@@ -15,10 +15,9 @@
 #include <libxml/xpath.h>
 
 #include "domain.h"
+#include "domain_internal.h"
 
-#define MIB (1ull << 20)
-
-static char *__printf(1, 2) fmt(const char *f, ...)
+char *domain_fmt(const char *f, ...)
 {
 	va_list ap;
 	char *s;
@@ -80,6 +79,12 @@ void domain_map_free(struct domain_map *m)
 	free(m->initrd);
 	free(m->cmdline);
 	free(m->firmware);
+	for (size_t i = 0; i < m->n_disks; i++) {
+		free(m->disks[i].path);
+		free(m->disks[i].target);
+		free(m->disks[i].format);
+	}
+	free(m->disks);
 	list_free(m->unsupported, m->n_unsupported);
 	list_free(m->ignored, m->n_ignored);
 	free(m);
@@ -294,7 +299,7 @@ static int parse_vcpu(struct parse *p, xmlNodePtr n)
 	}
 	p->m->vcpus = (unsigned int)v;
 	if (cpuset)
-		err = unsupported(p, fmt("vcpu cpuset '%s' (pinning)", cpuset));
+		err = unsupported(p, domain_fmt("vcpu cpuset '%s' (pinning)", cpuset));
 out:
 	free(text);
 	free(current);
@@ -313,7 +318,7 @@ static int add_firmware(struct parse *p, char *what)
 		p->m->firmware = what;
 		return 0;
 	}
-	s = fmt("%s, %s", p->m->firmware, what);
+	s = domain_fmt("%s, %s", p->m->firmware, what);
 	free(what);
 	if (!s)
 		return -ENOMEM;
@@ -342,11 +347,11 @@ static int parse_os(struct parse *p, xmlXPathContextPtr ctx, xmlNodePtr os)
 	if (type) {
 		s = attr(type, "arch");
 		if (s && strcmp(s, "x86_64") != 0)
-			err = unsupported(p, fmt("os arch '%s' (hvprof runs x86_64)", s));
+			err = unsupported(p, domain_fmt("os arch '%s' (hvprof runs x86_64)", s));
 		free(s);
 		s = attr(type, "machine");
 		if (!err && s)
-			err = ignored(p, fmt("machine '%s'", s));
+			err = ignored(p, domain_fmt("machine '%s'", s));
 		free(s);
 		if (err)
 			return err;
@@ -366,8 +371,8 @@ static int parse_os(struct parse *p, xmlXPathContextPtr ctx, xmlNodePtr os)
 	}
 	s = attr(os, "firmware");
 	if (s)
-		err = p->m->kernel ? unsupported(p, fmt("os firmware '%s'", s))
-				   : add_firmware(p, fmt("firmware '%s'", s));
+		err = p->m->kernel ? unsupported(p, domain_fmt("os firmware '%s'", s))
+				   : add_firmware(p, domain_fmt("firmware '%s'", s));
 	free(s);
 	for (xmlNodePtr c = os->children; c && !err; c = c->next) {
 		const char *name = (const char *)c->name;
@@ -379,18 +384,18 @@ static int parse_os(struct parse *p, xmlXPathContextPtr ctx, xmlNodePtr os)
 			/* With a kernel, libvirt boots it directly whatever the boot order says
 			 * (the test driver even adds <boot dev='hd'/> to such domains). */
 			s = attr(c, "dev");
-			err = p->m->kernel ? ignored(p, fmt("os boot dev='%s'", s ? s : "?"))
-					   : add_firmware(p, fmt("boot dev='%s'", s ? s : "?"));
+			err = p->m->kernel ? ignored(p, domain_fmt("os boot dev='%s'", s ? s : "?"))
+					   : add_firmware(p, domain_fmt("boot dev='%s'", s ? s : "?"));
 			free(s);
 		} else if (name_is(c, "bootmenu") || name_is(c, "bios") || name_is(c, "smbios")) {
-			err = ignored(p, fmt("os %s", name));
+			err = ignored(p, domain_fmt("os %s", name));
 		} else if (name_is(c, "loader")) {
 			s = xml_take(xmlNodeGetContent(c));
-			err = p->m->kernel ? unsupported(p, fmt("os loader %s", s ? s : ""))
-					   : add_firmware(p, fmt("loader %s", s ? s : ""));
+			err = p->m->kernel ? unsupported(p, domain_fmt("os loader %s", s ? s : ""))
+					   : add_firmware(p, domain_fmt("loader %s", s ? s : ""));
 			free(s);
 		} else {
-			err = unsupported(p, fmt("os %s", name));
+			err = unsupported(p, domain_fmt("os %s", name));
 		}
 	}
 	if (!err && !p->m->kernel && !p->m->firmware)
@@ -440,7 +445,7 @@ static char *device_detail(xmlNodePtr d)
 		long slot = hex_part(a, "slot"), fn = hex_part(a, "function");
 
 		if (bus >= 0 && slot >= 0 && fn >= 0)
-			return fmt("%04lx:%02lx:%02lx.%lx", dom >= 0 ? dom : 0, bus, slot, fn);
+			return domain_fmt("%04lx:%02lx:%02lx.%lx", dom >= 0 ? dom : 0, bus, slot, fn);
 	}
 	for (size_t i = 0; src && !s && i < ARRAY_SIZE(source_attrs); i++)
 		s = attr(src, source_attrs[i]);
@@ -465,12 +470,71 @@ static int describe_device(struct parse *p, xmlNodePtr d)
 		return 0;
 	}
 	detail = device_detail(d);
-	item = fmt("%s%s%s%s%s%s", noun ? noun : name, kind ? " " : "", kind ? kind : "",
+	item = domain_fmt("%s%s%s%s%s%s", noun ? noun : name, kind ? " " : "", kind ? kind : "",
 		   detail ? " (" : "", detail ? detail : "", detail ? ")" : "");
 	free(noun);
 	free(kind);
 	free(detail);
 	return unsupported(p, item);
+}
+
+/*
+ * A <disk> hvprof attaches: type 'file' or 'block', device 'disk' (libvirt's default), with a
+ * source, and room left (DOMAIN_MAX_DISKS). Anything else (cdrom, floppy, lun, network or
+ * volume sources, an empty drive) is listed as unsupported. The driver's format is kept for
+ * domain_map_resolve to judge.
+ */
+static int parse_disk(struct parse *p, xmlNodePtr d)
+{
+	char *type = attr(d, "type"), *device = attr(d, "device"), *path = NULL;
+	bool attach = type && (!strcmp(type, "file") || !strcmp(type, "block")) &&
+		      (!device || !strcmp(device, "disk")) &&
+		      p->m->n_disks < DOMAIN_MAX_DISKS;
+	struct domain_disk *grown, *k;
+
+	if (attach)
+		path = attr(child(d, "source"), !strcmp(type, "file") ? "file" : "dev");
+	free(type);
+	free(device);
+	if (!path || !path[0]) {
+		free(path);
+		return describe_device(p, d);
+	}
+	grown = realloc(p->m->disks, (p->m->n_disks + 1) * sizeof(*grown));
+	if (!grown) {
+		free(path);
+		return -ENOMEM;
+	}
+	p->m->disks = grown;
+	k = &grown[p->m->n_disks++];
+	memset(k, 0, sizeof(*k));
+	k->path = path;
+	k->target = attr(child(d, "target"), "dev");
+	k->format = attr(child(d, "driver"), "type");
+	if (k->format && !strcmp(k->format, "raw")) {
+		free(k->format);
+		k->format = NULL;
+	}
+	k->readonly = child(d, "readonly") != NULL;
+	k->transient = child(d, "transient") != NULL;
+	return 0;
+}
+
+/* Target order, as the guest would number them: virtio targets first (vda < ... < vdz < vdaa),
+ * then the other buses' (sda, hda...), then disks without a target. */
+static int disk_cmp(const void *a, const void *b)
+{
+	const struct domain_disk *x = a, *y = b;
+	bool vx = x->target && !strncmp(x->target, "vd", 2);
+	bool vy = y->target && !strncmp(y->target, "vd", 2);
+	size_t lx = x->target ? strlen(x->target) : SIZE_MAX;
+	size_t ly = y->target ? strlen(y->target) : SIZE_MAX;
+
+	if (vx != vy)
+		return vx ? -1 : 1;
+	if (lx != ly)
+		return lx < ly ? -1 : 1;
+	return x->target && y->target ? strcmp(x->target, y->target) : 0;
 }
 
 /* The target port of a serial/console, or @dflt when not given. */
@@ -505,7 +569,7 @@ static int parse_devices(struct parse *p, xmlNodePtr devices)
 			if (port == 0)
 				p->m->serial_console = true;
 			else
-				err = unsupported(p, fmt("serial port %ld", port));
+				err = unsupported(p, domain_fmt("serial port %ld", port));
 		} else if (name_is(d, "console")) {
 			char *ttype = attr(child(d, "target"), "type");
 
@@ -515,7 +579,7 @@ static int parse_devices(struct parse *p, xmlNodePtr devices)
 				if (target_port(d, 0) == 0)
 					p->m->serial_console = true;
 			} else {
-				err = unsupported(p, fmt("console %s", ttype));
+				err = unsupported(p, domain_fmt("console %s", ttype));
 			}
 			free(ttype);
 		} else if (name_is(d, "emulator") || name_is(d, "controller") ||
@@ -524,13 +588,17 @@ static int parse_devices(struct parse *p, xmlNodePtr devices)
 			 * would sit on a controller is listed on its own. */
 			char *kind = device_kind(d);
 
-			err = ignored(p, fmt("%s%s%s", (const char *)d->name, kind ? " " : "",
+			err = ignored(p, domain_fmt("%s%s%s", (const char *)d->name, kind ? " " : "",
 					     kind ? kind : ""));
 			free(kind);
+		} else if (name_is(d, "disk")) {
+			err = parse_disk(p, d);
 		} else {
 			err = describe_device(p, d);
 		}
 	}
+	if (!err && p->m->n_disks > 1)
+		qsort(p->m->disks, p->m->n_disks, sizeof(*p->m->disks), disk_cmp);
 	return err;
 }
 
@@ -544,7 +612,7 @@ static int parse_features(struct parse *p, xmlNodePtr features)
 			continue;
 		if (attr_is(f, "state", "off"))
 			continue; /* asked off, and hvprof does not have it */
-		err = unsupported(p, fmt("feature %s", (const char *)f->name));
+		err = unsupported(p, domain_fmt("feature %s", (const char *)f->name));
 	}
 	return err;
 }
@@ -555,7 +623,7 @@ static int parse_cpu(struct parse *p, xmlNodePtr cpu)
 	char *model = xml_take(child(cpu, "model") ? xmlNodeGetContent(child(cpu, "model")) : NULL);
 	int err;
 
-	err = unsupported(p, fmt("cpu%s%s%s%s%s%s%s%s", mode ? " mode '" : "", mode ? mode : "",
+	err = unsupported(p, domain_fmt("cpu%s%s%s%s%s%s%s%s", mode ? " mode '" : "", mode ? mode : "",
 				 mode ? "'" : "", model ? " model '" : "", model ? model : "",
 				 model ? "'" : "", child(cpu, "topology") ? " topology" : "",
 				 child(cpu, "numa") ? " numa" : ""));
@@ -678,66 +746,4 @@ out:
 	xmlXPathFreeContext(ctx);
 	xmlFreeDoc(doc);
 	return err;
-}
-
-int domain_map_resolve(const struct domain_map *m, const struct domain_flags *flags,
-		       struct domain_guest *out, char **msg)
-{
-	const char *name = m->name ? m->name : "(unnamed)";
-	struct domain_guest g = { 0 };
-	char *list;
-
-	*msg = NULL;
-	g.kernel = flags->kernel ? flags->kernel : m->kernel;
-	g.kernel_from_domain = !flags->kernel && m->kernel;
-	if (!g.kernel) {
-		*msg = fmt("domain '%s' has no os/kernel (it boots from %s); hvprof boots a kernel "
-			   "directly: add <kernel> to the domain's <os>, or give --kernel FILE",
-			   name, m->firmware ? m->firmware : "firmware");
-		return -ENOENT;
-	}
-	g.initrd = flags->initrd ? flags->initrd : m->initrd;
-	g.cmdline = m->cmdline ? m->cmdline : "console=ttyS0";
-
-	g.mem_mib = flags->mem_mib;
-	if (!g.mem_mib && m->mem_bytes) {
-		/* Whole, even MiB as --mem wants; round up so the guest gets at least as much. */
-		uint64_t mib = (m->mem_bytes + 2 * MIB - 1) / (2 * MIB) * 2;
-
-		if (m->mem_bytes > DOMAIN_MEM_MAX_MIB * MIB || mib < DOMAIN_MEM_MIN_MIB) {
-			*msg = fmt("domain '%s': memory of %llu KiB is outside what hvprof runs "
-				   "(%llu MiB to %llu GiB); give --mem MIB", name,
-				   (unsigned long long)(m->mem_bytes / 1024), DOMAIN_MEM_MIN_MIB,
-				   DOMAIN_MEM_MAX_MIB >> 10);
-			return -ERANGE;
-		}
-		g.mem_mib = mib;
-	}
-	g.cpus = flags->cpus;
-	if (!g.cpus && m->vcpus) {
-		if (m->vcpus > DOMAIN_MAX_VCPUS) {
-			*msg = fmt("domain '%s': %u vCPUs, hvprof runs 1 to %u; give --cpus N",
-				   name, m->vcpus, DOMAIN_MAX_VCPUS);
-			return -ERANGE;
-		}
-		g.cpus = m->vcpus;
-	}
-	if (m->n_unsupported) {
-		list = domain_map_join(m->unsupported, m->n_unsupported);
-		if (!list)
-			return -ENOMEM;
-		if (flags->strict)
-			*msg = fmt("domain '%s' has what hvprof does not implement (--strict): %s",
-				   name, list);
-		else
-			*msg = fmt("domain '%s' has what hvprof does not implement, left out: %s "
-				   "(--strict makes this an error)", name, list);
-		free(list);
-		if (flags->strict)
-			return -ENOTSUP;
-		if (!*msg)
-			return -ENOMEM;
-	}
-	*out = g;
-	return 0;
 }

@@ -17,6 +17,25 @@ extern "C" {
 #define DOMAIN_MEM_MIN_MIB 64ull
 #define DOMAIN_MEM_MAX_MIB (1ull << 20)
 #define DOMAIN_MAX_VCPUS 64u
+#define DOMAIN_MAX_DISKS 8u /* VMM_MAX_DISKS: vda to vdh */
+
+/**
+ * struct domain_disk - a <disk type='file'|'block' device='disk'> hvprof attaches as a virtio-blk
+ * disk (docs/howto-libvirt.md).
+ * @path: source file= (type='file') or dev= (type='block').
+ * @target: target dev= ("vda", "sdb"), or NULL; disks are ordered by it: the first is the
+ *   guest's /dev/vda, the next /dev/vdb, ...
+ * @format: driver type= other than "raw" ("qcow2"), or NULL for a raw image (also when the
+ *   driver gives no type, as libvirt takes it).
+ * @readonly: <readonly/>. @transient: <transient/> (writes are discarded: hvprof's snapshot).
+ */
+struct domain_disk {
+	char *path;
+	char *target;
+	char *format;
+	bool readonly;
+	bool transient;
+};
 
 /**
  * struct domain_map - what a libvirt domain definition says, in hvprof's terms.
@@ -30,6 +49,8 @@ extern "C" {
  * @serial_console: a serial port 0 (or a console whose target is serial port 0) is defined:
  *                  hvprof's 16550A at ttyS0, written to stdout, stands for it.
  * @firmware: when @kernel is NULL, what the domain boots from instead (e.g. "boot dev='hd'").
+ * @disks/@n_disks: the disks hvprof attaches, in target order (at most DOMAIN_MAX_DISKS;
+ *   more are listed as unsupported).
  * @unsupported: items hvprof does not implement and will leave out, one short phrase each
  *               ("disk vda (/var/lib/x.qcow2)"), in document order.
  * @ignored: items hvprof leaves out by design because its own minimal PC replaces them
@@ -44,6 +65,8 @@ struct domain_map {
 	unsigned int vcpus;
 	bool serial_console;
 	char *firmware;
+	struct domain_disk *disks;
+	size_t n_disks;
 	char **unsupported;
 	size_t n_unsupported;
 	char **ignored;
@@ -78,6 +101,7 @@ void domain_map_free(struct domain_map *m);
  * @kernel, @initrd: --kernel/--initrd, or NULL.
  * @mem_mib: --mem, or 0 when not given. @cpus: --cpus, or 0 when not given.
  * @strict: --strict: anything unsupported is an error rather than a warning.
+ * @disks: --disk was given: the domain's disks are left out (and a qcow2 one is no error).
  */
 struct domain_flags {
 	const char *kernel;
@@ -85,6 +109,7 @@ struct domain_flags {
 	uint64_t mem_mib;
 	unsigned int cpus;
 	bool strict;
+	bool disks;
 };
 
 /**
@@ -94,6 +119,7 @@ struct domain_flags {
  * @mem_mib: guest RAM: --mem, else the domain's rounded up to an even MiB, else 0 (default).
  * @cpus: vCPUs: --cpus, else the domain's, else 0 (hvprof's default).
  * @kernel_from_domain: @kernel is os/kernel (not --kernel).
+ * @disks/@n_disks: the domain's disks to attach (the map's), none when --disk was given.
  */
 struct domain_guest {
 	const char *kernel;
@@ -102,6 +128,8 @@ struct domain_guest {
 	uint64_t mem_mib;
 	unsigned int cpus;
 	bool kernel_from_domain;
+	const struct domain_disk *disks;
+	size_t n_disks;
 };
 
 /**
@@ -115,7 +143,8 @@ struct domain_guest {
  *
  * Return: 0; -ENOENT when no kernel is given by os/kernel or --kernel (firmware boot);
  * -ERANGE when the domain's memory or vCPUs (not overridden) are outside hvprof's bounds;
- * -ENOTSUP when @flags->strict and something is unsupported; -ENOMEM.
+ * -ENOTSUP when @flags->strict and something is unsupported, or a disk hvprof would attach is
+ * not a raw image (a qcow2 driver: the message says how to convert it); -ENOMEM.
  */
 int domain_map_resolve(const struct domain_map *m, const struct domain_flags *flags,
 		       struct domain_guest *out, char **msg) __must_check;

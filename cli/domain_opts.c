@@ -103,6 +103,11 @@ static void log_mapping(const struct guest_opts *g, const struct domain_flags *f
 		flags->mem_mib ? "--mem" : r->mem_mib ? "domain" : "default", g->cpus,
 		flags->cpus ? "--cpus" : r->cpus ? "domain" : "default", r->cmdline,
 		m->serial_console ? "ttyS0 on stdout" : "not defined (hvprof's ttyS0 on stdout)");
+	for (size_t i = 0; i < r->n_disks; i++)
+		pr_info("domain '%s': disk %s (%s%s%s) is the guest's /dev/vd%c",
+			m->name ? m->name : "?", r->disks[i].target ? r->disks[i].target : "?",
+			r->disks[i].path, r->disks[i].readonly ? ", read-only" : "",
+			r->disks[i].transient ? ", transient: snapshot" : "", (char)('a' + i));
 	if (!m->n_ignored || !hvp_log_enabled(HVP_LOG_INFO, LOG_GENERAL))
 		return;
 	ignored = domain_map_join(m->ignored, m->n_ignored);
@@ -120,6 +125,7 @@ int guest_opts_apply_domain(struct guest_opts *g)
 		.mem_mib = g->mem_set ? g->mem_mib : 0,
 		.cpus = g->cpus_set ? g->cpus : 0,
 		.strict = g->strict,
+		.disks = g->disks_set,
 	};
 	static char image_dir[PATH_MAX];
 	struct domain_map *m = NULL;
@@ -168,6 +174,11 @@ int guest_opts_apply_domain(struct guest_opts *g)
 	if (r.cpus)
 		g->cpus = r.cpus;
 	g->base_cmdline = r.cmdline;
+	for (size_t i = 0; i < r.n_disks && !err; i++) /* vda, vdb, ... in target order */
+		err = guest_disk_append(g, r.disks[i].path, r.disks[i].readonly,
+					r.disks[i].transient);
+	if (err)
+		goto out;
 	if (!g->image_dir && r.kernel_from_domain)
 		g->image_dir = image_of_kernel(r.kernel, image_dir, sizeof(image_dir));
 	log_mapping(g, &flags, m, &r);

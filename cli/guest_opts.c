@@ -153,6 +153,10 @@ int guest_opt_parse(struct guest_opts *g, int code, const char *arg)
 	case 1031:
 		g->no_seccomp = 1;
 		return 0;
+	case 1050:
+		return guest_disk_opt(g, arg);
+	case 1051:
+		return guest_root_set(g, arg);
 	default:
 		return -ENOENT;
 	}
@@ -314,6 +318,9 @@ int guest_opts_finish(struct guest_opts *g)
 	err = guest_opts_apply_domain(g); /* fills g->kernel, ->image_dir... where flags did not */
 	if (err)
 		return err;
+	err = guest_disks_finish(g); /* before anything is read: a bad disk is one clear line */
+	if (err)
+		return err;
 	dir = g->image_dir;
 	if (!dir && !g->kernel) {
 		dir = default_image_dir(dflt, sizeof(dflt));
@@ -393,9 +400,11 @@ int guest_opts_finish(struct guest_opts *g)
 	}
 	if (g->run_cmd && asprintf(&cmd, " hvprof_run=\"%s\"", g->run_cmd) < 0)
 		return -ENOMEM;
-	if (asprintf(&g->cmdline, "%s%s%s%s",
+	/* --root after the image's or the domain's line (the kernel takes the last root=) */
+	if (asprintf(&g->cmdline, "%s%s%s%s%s%s",
 		     g->base_cmdline ? g->base_cmdline
 				     : g->m_cmdline ? g->m_cmdline : "console=ttyS0",
+		     g->root ? " root=" : "", g->root ? g->root : "",
 		     cmd ? cmd : "", g->append ? " " : "", g->append ? g->append : "") < 0) {
 		free(cmd);
 		return -ENOMEM;
@@ -415,6 +424,8 @@ void guest_opts_to_config(const struct guest_opts *g, struct vmm_config *cfg)
 	cfg->duration_ns = (uint64_t)(g->duration_s * 1e9);
 	cfg->kaslr = g->kaslr;
 	cfg->kaslr_slide = g->kaslr_slide;
+	cfg->disks = g->disks;
+	cfg->n_disks = g->n_disks;
 }
 
 void guest_opts_free(struct guest_opts *g)
@@ -432,5 +443,6 @@ void guest_opts_free(struct guest_opts *g)
 	free(g->m_kernel_version);
 	free(g->cmdline);
 	free(g->initrd_buf);
+	guest_disks_free(g);
 	domain_map_free(g->dom);
 }

@@ -50,6 +50,24 @@ with open(damaged, "wb") as f:
     bad[20] ^= 0xFF  # CRC mismatch in the third record
     f.write(good + bytes(bad))
 
+# Disks: an empty file, a qcow2 image (by its magic), a good raw image held locked by this
+# process (as another hvprof would hold it), and nine of them (vda..vdi: one too many).
+import fcntl  # noqa: E402
+empty_img = os.path.join(work, "empty.img")
+open(empty_img, "wb").close()
+qcow_img = os.path.join(work, "disk.qcow2")
+with open(qcow_img, "wb") as f:
+    f.write(b"QFI\xfb\x00\x00\x00\x03" + bytes(4088))
+raw_img = os.path.join(work, "raw.img")
+with open(raw_img, "wb") as f:
+    f.truncate(1 << 20)
+locked_img = os.path.join(work, "locked.img")
+with open(locked_img, "wb") as f:
+    f.truncate(1 << 20)
+lock_holder = open(locked_img, "r+b")
+fcntl.lockf(lock_holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+nine_disks = [a for _ in range(9) for a in ("--disk", raw_img + ",ro")]
+
 # (name, args, expected exit status, text the single error line must contain)
 CASES = [
     ("unknown command", ["frobnicate"], 2, "unknown command 'frobnicate'"),
@@ -68,6 +86,23 @@ CASES = [
     ("missing kernel", ["run", "--kernel", "/nonexistent/vmlinux"], 3, "/nonexistent/vmlinux"),
     ("image without manifest", ["run", "--image", empty_dir], 3, empty_dir + "/manifest"),
     ("image that is a file", ["run", "--image", garbage], 3, garbage),
+    ("missing disk", ["run", "--disk", "/nonexistent/d.img"], 3,
+     "cannot open disk image /nonexistent/d.img: No such file or directory"),
+    ("disk that is a directory", ["run", "--disk", empty_dir + ",snapshot"], 3,
+     f"{empty_dir} is a directory, not a disk image"),
+    ("empty disk", ["run", "--disk", empty_img], 3, f"{empty_img} is empty"),
+    ("qcow2 disk", ["run", "--disk", qcow_img + ",snapshot"], 3,
+     f"{qcow_img} is a qcow2 image; hvprof boots raw images: convert it with "
+     f"'qemu-img convert -O raw {qcow_img} {qcow_img}.raw'"),
+    ("disk locked by another process", ["run", "--disk", locked_img], 3,
+     f"{locked_img} is in use by another process"),
+    ("disk locked, even for a snapshot", ["run", "--disk", locked_img + ",snapshot"], 3,
+     f"{locked_img} is in use by another process"),
+    ("unknown --disk option", ["run", "--disk", raw_img + ",cache=none"], 2,
+     "unknown option 'cache=none'"),
+    ("--disk without a file", ["run", "--disk", ",ro"], 2, "--disk ',ro': no file"),
+    ("nine disks", ["run", *nine_disks], 2, "at most 8 disks"),
+    ("bad --root", ["run", "--root", "/dev/vda rw"], 2, "--root '/dev/vda rw'"),
     ("missing recording", ["report", "-i", os.path.join(work, "nope.data")], 3, "nope.data"),
     ("garbage recording", ["report", "-i", garbage], 3, "bad magic"),
     ("newer recording", ["report", "-i", newer], 3, "newer"),

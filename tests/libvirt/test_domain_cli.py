@@ -63,9 +63,29 @@ units = fixture("units", domain(name="units-demo",
                                 vcpu="<vcpu current='2'>4</vcpu>"))
 with_devices = fixture("devices", domain(
     name="dev-demo",
-    devices="<disk type='file' device='disk'><source file='/var/lib/x.qcow2'/>"
-            "<target dev='vda' bus='virtio'/></disk>"
+    devices="<disk type='file' device='cdrom'><source file='/iso/x.iso'/>"
+            "<target dev='hdc' bus='ide'/><readonly/></disk>"
             "<interface type='network'><source network='default'/></interface>"))
+# Disks: a qcow2 one is refused with the conversion; a raw one that is missing is named; real raw
+# ones are attached in target order (vda before vdb whatever the document order).
+qcow = fixture("qcow", domain(
+    name="qcow-demo",
+    devices="<disk type='file' device='disk'><driver name='qemu' type='qcow2'/>"
+            "<source file='/var/lib/x.qcow2'/><target dev='vda' bus='virtio'/></disk>"))
+missing_disk = fixture("missingdisk", domain(
+    name="md-demo",
+    devices="<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
+            f"<source file='{work}/missing.img'/><target dev='vda' bus='virtio'/></disk>"))
+raw_a, raw_b = os.path.join(work, "a.img"), os.path.join(work, "b.img")
+for path in (raw_a, raw_b):
+    with open(path, "wb") as f:
+        f.truncate(1 << 20)
+disks = fixture("disks", domain(
+    name="disk-demo",
+    devices=f"<disk type='file' device='disk'><source file='{raw_b}'/><target dev='vdb'/>"
+            "<transient/></disk>"
+            f"<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
+            f"<source file='{raw_a}'/><target dev='vda'/><readonly/></disk>"))
 bad_unit = fixture("badunit", domain(memory="<memory unit='furlong'>1</memory>"))
 sock = os.path.join(work, "no-libvirtd.sock")
 
@@ -100,9 +120,14 @@ ERRORS = [
      "memory of 32768 KiB is outside what hvprof runs"),
     ("too many vCPUs", ["run", "--domain-xml", xml_file("v", domain(vcpu="<vcpu>200</vcpu>"))],
      3, "200 vCPUs"),
-    ("--strict and a disk", ["run", "--strict", "--connect", with_devices, "--domain", "dev-demo"],
-     3, "domain 'dev-demo' has what hvprof does not implement (--strict): disk vda "
-        "(/var/lib/x.qcow2), interface network (default)"),
+    ("--strict and a cdrom", ["run", "--strict", "--connect", with_devices, "--domain", "dev-demo"],
+     3, "domain 'dev-demo' has what hvprof does not implement (--strict): cdrom hdc "
+        "(/iso/x.iso), interface network (default)"),
+    ("a qcow2 disk", ["run", "--connect", qcow, "--domain", "qcow-demo"], 3,
+     "domain 'qcow-demo': disk vda (/var/lib/x.qcow2) is a qcow2 image; hvprof boots raw "
+     "images: convert it with 'qemu-img convert -O raw /var/lib/x.qcow2 /var/lib/x.qcow2.raw'"),
+    ("a raw disk that does not exist", ["run", "--connect", missing_disk, "--domain", "md-demo"],
+     3, f"cannot open disk image {work}/missing.img: No such file or directory"),
     ("not well-formed XML", ["run", "--domain-xml", xml_file("broken", "<domain><name>x")], 3,
      "not well-formed"),
     ("a test-driver <node> file given as --domain-xml",
@@ -149,17 +174,31 @@ for order in (["--kernel", flag_kernel, "--mem", "128", "--cpus", "3", "--domain
 # --kernel supplies what a firmware-booted domain lacks.
 status, _, lines = run("run", "--connect", "test:///default", "--domain", "test", "--kernel",
                        flag_kernel)
-check("--kernel makes test:///default's domain usable (then: unsupported items, missing file)",
+check("--kernel makes test:///default's domain usable (then: unsupported items, its disk)",
       status == 3 and len(lines) == 2 and lines[0].startswith("hvprof: warning: domain 'test' has")
-      and "disk vda (/guest/diskimage1)" in lines[0] and "os arch 'i686'" in lines[0]
-      and flag_kernel in lines[1], lines)
+      and "os arch 'i686'" in lines[0] and "disk" not in lines[0]
+      and "cannot open disk image /guest/diskimage1" in lines[1], lines)
+
+# A qcow2 disk is no error when --disk replaces the domain's disks.
+status, _, lines = run("run", "--connect", qcow, "--domain", "qcow-demo", "--disk", raw_a + ",ro")
+check("--disk replaces the domain's (qcow2) disks",
+      status == 3 and len(lines) == 1 and "cannot read kernel" in lines[0], lines)
+
+# Raw disks: attached in target order with <readonly/> and <transient/> (-v says which is which).
+status, _, lines = run("-v", "run", "--connect", disks, "--domain", "disk-demo")
+dinfo = [l for l in lines if "is the guest's /dev/vd" in l]
+check("raw disks in target order, readonly and transient",
+      status == 3 and len(dinfo) == 2
+      and dinfo[0].endswith(f"disk vda ({raw_a}, read-only) is the guest's /dev/vda")
+      and dinfo[1].endswith(f"disk vdb ({raw_b}, transient: snapshot) is the guest's /dev/vdb")
+      and lines[-1].startswith("hvprof: error: cannot read kernel"), lines)
 
 # One warning line lists everything unsupported; -q silences it; the same from --domain-xml.
 status, _, lines = run("run", "--connect", with_devices, "--domain", "dev-demo")
 check("one warning line for what hvprof lacks",
       status == 3 and len(lines) == 2 and lines[0] ==
       "hvprof: warning: domain 'dev-demo' has what hvprof does not implement, left out: "
-      "disk vda (/var/lib/x.qcow2), interface network (default) (--strict makes this an error)"
+      "cdrom hdc (/iso/x.iso), interface network (default) (--strict makes this an error)"
       and lines[1].startswith("hvprof: error: cannot read kernel"), lines)
 status, _, lines = run("-q", "run", "--connect", with_devices, "--domain", "dev-demo")
 check("-q keeps only the error", status == 3 and len(lines) == 1, lines)

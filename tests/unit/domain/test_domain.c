@@ -13,7 +13,8 @@
 #define OS_KERNEL                                                       \
 	"<os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type>"      \
 	"<kernel>/k/vmlinux</kernel></os>"
-#define DOM(inner) "<domain type='kvm'><name>t</name>" inner "</domain>"
+#define DOM_OPEN "<domain type='kvm'><name>t</name>"
+#define DOM(inner) DOM_OPEN inner "</domain>"
 
 /* Parse @xml; on failure *errmsg holds the reason (caller frees both). */
 static int parse(const char *xml, struct domain_map **m, char **errmsg)
@@ -254,7 +255,7 @@ static const struct list_row list_rows[] = {
 		"<source file='/var/lib/libvirt/images/a.qcow2'/><target dev='vda' bus='virtio'/>"
 		"</disk><disk type='file' device='cdrom'><source file='/iso/d.iso'/>"
 		"<target dev='sda' bus='sata'/><readonly/></disk></devices>"),
-	  "disk vda (/var/lib/libvirt/images/a.qcow2), cdrom sda (/iso/d.iso)", NULL, false },
+	  "cdrom sda (/iso/d.iso)", NULL, false }, /* the disk is attached (test_disks) */
 	{ DOM(OS_KERNEL "<devices><interface type='network'><mac address='52:54:00:00:00:01'/>"
 		"<source network='default'/><model type='virtio'/></interface>"
 		"<interface type='bridge'><source bridge='br0'/></interface></devices>"),
@@ -352,6 +353,69 @@ static int test_lists(void)
 	return TEST_OK;
 }
 
+/* ---- disks: file and block disks attached in target order, the rest listed ---- */
+
+static int test_disks(void)
+{
+	static const char xml[] = DOM(OS_KERNEL "<devices>"
+		"<disk type='file' device='disk'><driver name='qemu' type='raw'/>"
+		"<source file='/img/b.raw'/><target dev='vdb' bus='virtio'/><readonly/></disk>"
+		"<disk type='block' device='disk'><source dev='/dev/sdz'/>"
+		"<target dev='vda' bus='virtio'/></disk>"
+		"<disk type='file'><source file='/img/c.raw'/><target dev='sdc' bus='sata'/>"
+		"<transient/></disk>"
+		"<disk type='file' device='cdrom'><source file='/iso/d.iso'/>"
+		"<target dev='sda' bus='sata'/><readonly/></disk>"
+		"<disk type='network' device='disk'><source protocol='nbd' name='x'/>"
+		"<target dev='vdc'/></disk>"
+		"<disk type='file' device='disk'><target dev='vdd'/></disk>"
+		"</devices>");
+	struct domain_flags flags = { 0 };
+	struct domain_guest g;
+	struct domain_map *m;
+	char *msg = NULL, *got;
+
+	ASSERT_EQ_INT(parse(xml, &m, &msg), 0);
+	ASSERT_EQ_INT(m->n_disks, 3);
+	/* virtio targets first, in the guest's order (vda < vdb), then the others (sdc) */
+	ASSERT_EQ_STR(m->disks[0].path, "/dev/sdz");
+	ASSERT_EQ_STR(m->disks[0].target, "vda");
+	ASSERT_EQ_STR(m->disks[1].path, "/img/b.raw");
+	ASSERT_TRUE(m->disks[1].readonly && !m->disks[1].transient && !m->disks[1].format);
+	ASSERT_EQ_STR(m->disks[2].path, "/img/c.raw");
+	ASSERT_TRUE(m->disks[2].transient && !m->disks[2].readonly);
+	got = joined_unsupported(m);
+	ASSERT_EQ_STR(got, "cdrom sda (/iso/d.iso), disk vdc (x), disk vdd");
+	free(got);
+	ASSERT_EQ_INT(domain_map_resolve(m, &flags, &g, &msg), 0);
+	ASSERT_EQ_INT(g.n_disks, 3);
+	ASSERT_TRUE(g.disks == m->disks);
+	free(msg);
+	domain_map_free(m);
+	return TEST_OK;
+}
+
+/* Past DOMAIN_MAX_DISKS, the rest are listed as unsupported. */
+static int test_too_many_disks(void)
+{
+	char xml[4096] = DOM_OPEN OS_KERNEL "<devices>";
+	struct domain_map *m;
+	char *msg = NULL, *got;
+
+	for (unsigned int i = 0; i < DOMAIN_MAX_DISKS + 2; i++)
+		snprintf(xml + strlen(xml), sizeof(xml) - strlen(xml),
+			 "<disk type='file' device='disk'><source file='/d%u'/>"
+			 "<target dev='vd%c'/></disk>", i, 'a' + i);
+	snprintf(xml + strlen(xml), sizeof(xml) - strlen(xml), "</devices></domain>");
+	ASSERT_EQ_INT(parse(xml, &m, &msg), 0);
+	ASSERT_EQ_INT(m->n_disks, DOMAIN_MAX_DISKS);
+	got = joined_unsupported(m);
+	ASSERT_EQ_STR(got, "disk vdi (/d8), disk vdj (/d9)");
+	free(got);
+	domain_map_free(m);
+	return TEST_OK;
+}
+
 /* ---- no os/kernel: firmware boot is an error unless --kernel gives one ---- */
 
 struct firmware_row {
@@ -414,12 +478,12 @@ static int test_warning_and_strict(void)
 	ASSERT_EQ_INT(parse(xml, &m, &msg), 0);
 	ASSERT_EQ_INT(domain_map_resolve(m, &flags, &g, &msg), 0);
 	ASSERT_EQ_STR(msg, "domain 't' has what hvprof does not implement, left out: "
-			   "disk vda (/d.img), interface user (--strict makes this an error)");
+			   "interface user (--strict makes this an error)");
 	free(msg);
 	flags.strict = true;
 	ASSERT_EQ_INT(domain_map_resolve(m, &flags, &g, &msg), -ENOTSUP);
 	ASSERT_EQ_STR(msg, "domain 't' has what hvprof does not implement (--strict): "
-			   "disk vda (/d.img), interface user");
+			   "interface user");
 	free(msg);
 	domain_map_free(m);
 
@@ -552,7 +616,6 @@ static int test_virsh_dumpxml(void)
 	ASSERT_TRUE(m->serial_console);
 	got = joined_unsupported(m);
 	ASSERT_EQ_STR(got, "feature acpi, cpu mode 'host-passthrough', "
-			   "disk vda (/var/lib/libvirt/images/web1.qcow2), "
 			   "interface network (default), "
 			   "channel unix (org.qemu.guest_agent.0), graphics spice, video virtio, "
 			   "memballoon virtio, rng virtio");
@@ -562,7 +625,14 @@ static int test_virsh_dumpxml(void)
 			   "on_crash, pm, emulator, controller qemu-xhci, controller pcie-root, "
 			   "input mouse, input keyboard, seclabel");
 	free(got);
+	/* its disk is qcow2: an error that says how to convert it, unless --disk replaces it */
+	ASSERT_EQ_INT(domain_map_resolve(m, &flags, &g, &msg), -ENOTSUP);
+	ASSERT_TRUE(msg && strstr(msg, "disk vda (/var/lib/libvirt/images/web1.qcow2) is a qcow2 "
+				       "image") && strstr(msg, "qemu-img convert -O raw"));
+	free(msg);
+	flags.disks = true;
 	ASSERT_EQ_INT(domain_map_resolve(m, &flags, &g, &msg), 0);
+	ASSERT_EQ_INT(g.n_disks, 0);
 	ASSERT_EQ_U64(g.mem_mib, 1024);
 	ASSERT_EQ_INT(g.cpus, 2);
 	ASSERT_TRUE(msg && strstr(msg, "domain 'web1' has what hvprof does not implement, "
@@ -577,6 +647,8 @@ static const struct test_case tests[] = {
 	{ "memory/currentMemory/vcpu to MiB and vCPUs", test_sizes },
 	{ "command-line flags override the domain", test_overrides },
 	{ "unsupported and ignored items", test_lists },
+	{ "disks: file and block, raw, ro, transient, target order", test_disks },
+	{ "more disks than hvprof attaches are listed", test_too_many_disks },
 	{ "missing os/kernel (firmware boot)", test_missing_kernel },
 	{ "one warning line; --strict makes it an error", test_warning_and_strict },
 	{ "documents that are not a usable domain", test_bad_documents },
