@@ -136,6 +136,63 @@ static uint32_t btf_offset(const struct btf *btf, const char *sname, const char 
 	return off;
 }
 
+/* Number of elements of the array member @member of struct @sname, or UINT32_MAX. */
+static uint32_t btf_array_len(const struct btf *btf, const char *sname, const char *member)
+{
+	const struct btf_type *t;
+	__u32 id, mtype;
+	uint32_t off;
+
+	if (btf_struct_id(btf, sname, &id) || btf_member_find(btf, id, member, 0, &off, &mtype))
+		return UINT32_MAX;
+	t = btf__type_by_id(btf, btf_skip_mods(btf, mtype));
+	if (!t || !btf_is_array(t))
+		return UINT32_MAX;
+	return btf_array(t)->nelems;
+}
+
+/* @a + @b, or UINT32_MAX when either is missing. */
+static uint32_t btf_add(uint32_t a, uint32_t b)
+{
+	return a == UINT32_MAX || b == UINT32_MAX ? UINT32_MAX : a + b;
+}
+
+/* The layouts of the VMA maple tree and of vm_area_struct (optional: mappings need them). */
+static void btf_fill_vma_layout(struct btf *btf, struct gi_layout *l)
+{
+	__u32 id;
+	__s64 sz;
+
+	l->mm_mt_root = btf_add(btf_offset(btf, "mm_struct", "mm_mt", NULL),
+				btf_offset(btf, "maple_tree", "ma_root", NULL));
+	l->mm_map_count = btf_offset(btf, "mm_struct", "map_count", NULL);
+	l->mr64_pivot = btf_offset(btf, "maple_range_64", "pivot", NULL);
+	l->mr64_slot = btf_offset(btf, "maple_range_64", "slot", NULL);
+	l->mr64_slots = btf_array_len(btf, "maple_range_64", "slot");
+	l->mr64_meta = btf_add(btf_offset(btf, "maple_range_64", "meta", NULL),
+			       btf_offset(btf, "maple_metadata", "end", NULL));
+	l->ma64_pivot = btf_offset(btf, "maple_arange_64", "pivot", NULL);
+	l->ma64_slot = btf_offset(btf, "maple_arange_64", "slot", NULL);
+	l->ma64_slots = btf_array_len(btf, "maple_arange_64", "slot");
+	l->ma64_meta = btf_add(btf_offset(btf, "maple_arange_64", "meta", NULL),
+			       btf_offset(btf, "maple_metadata", "end", NULL));
+	if (!btf_struct_id(btf, "maple_node", &id)) {
+		sz = btf__resolve_size(btf, id);
+		if (sz > 0 && sz < UINT32_MAX)
+			l->maple_node_size = (uint32_t)sz;
+	}
+	l->vma_start = btf_offset(btf, "vm_area_struct", "vm_start", NULL);
+	l->vma_end = btf_offset(btf, "vm_area_struct", "vm_end", NULL);
+	l->vma_mm = btf_offset(btf, "vm_area_struct", "vm_mm", NULL);
+	l->vma_flags = btf_offset(btf, "vm_area_struct", "vm_flags", NULL);
+	l->vma_pgoff = btf_offset(btf, "vm_area_struct", "vm_pgoff", NULL);
+	l->vma_file = btf_offset(btf, "vm_area_struct", "vm_file", NULL);
+	l->file_f_inode = btf_offset(btf, "file", "f_inode", NULL);
+	l->inode_i_ino = btf_offset(btf, "inode", "i_ino", NULL);
+	l->inode_i_sb = btf_offset(btf, "inode", "i_sb", NULL);
+	l->sb_s_dev = btf_offset(btf, "super_block", "s_dev", NULL);
+}
+
 /* Does @path start with the ELF magic? (To tell "ELF without .BTF" from "not BTF at all".) */
 static bool btf_file_is_elf(const char *path)
 {
@@ -189,6 +246,7 @@ static int btf_fill_layout(struct btf *btf, const char *path, struct gi_layout *
 		if (sz > 0 && sz < UINT32_MAX)
 			l.pt_regs_size = (uint32_t)sz;
 	}
+	btf_fill_vma_layout(btf, &l);
 
 	if (l.task_pid == UINT32_MAX || l.task_tgid == UINT32_MAX || l.task_comm == UINT32_MAX ||
 	    l.task_comm_len == UINT32_MAX || l.task_comm_len == 0 || l.task_mm == UINT32_MAX ||

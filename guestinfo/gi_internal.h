@@ -3,7 +3,9 @@
 #ifndef HVPROF_GUESTINFO_GI_INTERNAL_H
 #define HVPROF_GUESTINFO_GI_INTERNAL_H
 
+#include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <hvprof/guestinfo.h>
@@ -95,6 +97,40 @@ static inline bool gi_in_kernel_text(const struct gi *gi, uint64_t ip)
 int gi_task_identity_flags(const struct gi *gi, const struct gmem *mem,
 			   const struct gi_paging *pg, uint64_t task, struct hvp_thread *out,
 			   uint64_t *mm, uint32_t *task_flags) __must_check;
+
+/* Read a u64 at @base + @off (a BTF offset) in guest virtual memory. */
+static inline int gi_read_u64_at(const struct gmem *mem, const struct gi_paging *pg, uint64_t base,
+			  uint32_t off, uint64_t *val)
+{
+	uint64_t gva;
+
+	if (off == UINT32_MAX)
+		return -ENODATA;
+	if (__builtin_add_overflow(base, (uint64_t)off, &gva))
+		return -ERANGE;
+	return gi_read_gva(mem, pg, gva, val, sizeof(*val));
+}
+
+static inline int gi_read_s32_at(const struct gmem *mem, const struct gi_paging *pg, uint64_t base,
+			  uint32_t off, int32_t *val)
+{
+	uint64_t gva;
+
+	if (off == UINT32_MAX)
+		return -ENODATA;
+	if (__builtin_add_overflow(base, (uint64_t)off, &gva))
+		return -ERANGE;
+	return gi_read_gva(mem, pg, gva, val, sizeof(*val));
+}
+
+/*
+ * gi_dentry_path - "/a/b/c" from the dentry at @dentry (a GVA) up to the root of its file
+ * system (at most GI_PATH_MAX_COMPONENTS names of GI_NAME_MAX bytes). Return: 0; -ERANGE it
+ * does not fit @path_size; -ELOOP too deep; -EBADMSG a pointer or name does not check out; read
+ * errors.
+ */
+int gi_dentry_path(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		   uint64_t dentry, char *path, size_t path_size) __must_check;
 
 /**
  * gi_new_raw - a session from explicit values, without files (unit tests, memory dumps). The

@@ -12,30 +12,6 @@
 #include "gi_internal.h"
 #include "pgwalk_internal.h"
 
-/* Read a u64 at @base + @off (a BTF offset) in guest virtual memory. */
-static int gi_read_u64_at(const struct gmem *mem, const struct gi_paging *pg, uint64_t base,
-			  uint32_t off, uint64_t *val)
-{
-	uint64_t gva;
-
-	if (off == UINT32_MAX)
-		return -ENODATA;
-	if (__builtin_add_overflow(base, (uint64_t)off, &gva))
-		return -ERANGE;
-	return gi_read_gva(mem, pg, gva, val, sizeof(*val));
-}
-
-static int gi_read_s32_at(const struct gmem *mem, const struct gi_paging *pg, uint64_t base,
-			  uint32_t off, int32_t *val)
-{
-	uint64_t gva;
-
-	if (off == UINT32_MAX)
-		return -ENODATA;
-	if (__builtin_add_overflow(base, (uint64_t)off, &gva))
-		return -ERANGE;
-	return gi_read_gva(mem, pg, gva, val, sizeof(*val));
-}
 
 /*
  * A comm is what the kernel keeps in task->comm: NUL-terminated within TASK_COMM_LEN, not
@@ -165,8 +141,7 @@ static int gi_read_name(const struct gmem *mem, const struct gi_paging *pg, uint
 	return -EBADMSG; /* no NUL within GI_NAME_MAX bytes */
 }
 
-/* Build "/a/b/c" from the dentry at @dentry up to the root of its file system. */
-static int gi_dentry_path(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+int gi_dentry_path(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
 			  uint64_t dentry, char *path, size_t path_size)
 {
 	const struct gi_layout *l = &gi->layout;

@@ -55,6 +55,16 @@ struct gi_layout {
 	uint32_t pt_regs_bp;     /* pt_regs.bp */
 	uint32_t pt_regs_cs;     /* pt_regs.cs */
 	uint32_t pcpu_hot_current_task; /* pcpu_hot.current_task (6.2+: current_task moved there) */
+	/* process address spaces (vma.c): the VMAs' maple tree, 6.1+ (include/linux/maple_tree.h) */
+	uint32_t mm_mt_root;     /* mm_struct.mm_mt.ma_root */
+	uint32_t mm_map_count;   /* mm_struct.map_count (int) */
+	uint32_t mr64_pivot, mr64_slot, mr64_slots, mr64_meta; /* maple_range_64 (and leaf_64) */
+	uint32_t ma64_pivot, ma64_slot, ma64_slots, ma64_meta; /* maple_arange_64 */
+	uint32_t maple_node_size; /* sizeof(struct maple_node) */
+	uint32_t vma_start, vma_end, vma_mm, vma_flags, vma_pgoff, vma_file; /* vm_area_struct */
+	uint32_t file_f_inode;   /* file.f_inode */
+	uint32_t inode_i_ino, inode_i_sb; /* inode.i_ino, inode.i_sb */
+	uint32_t sb_s_dev;       /* super_block.s_dev (dev_t, u32) */
 };
 
 /**
@@ -245,6 +255,35 @@ int gi_process_info(const struct gi *gi, const struct gmem *mem, const struct gi
 enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 				    const struct gi_regs *regs, uint64_t task, uint64_t *ips,
 				    unsigned int max, unsigned int *n);
+
+/* ---------------------------------------------------------------- address spaces (vma.c) */
+
+#define GI_MAPPING_PATH_MAX 256
+
+/**
+ * struct gi_mapping - one VMA of a process.
+ * @start/@end: [start, end) GVAs, page aligned. @pgoff: vm_pgoff, the file offset in 4 KiB
+ * pages. @flags: vm_flags (VM_READ 0x1, VM_WRITE 0x2, VM_EXEC 0x4, VM_SHARED 0x8).
+ * @file: the struct file GVA it maps (0: anonymous); @path: its path from the root of its file
+ * system ("" when anonymous or unreadable); @ino/@dev: inode number and device (s_dev).
+ */
+struct gi_mapping {
+	uint64_t start, end, pgoff, flags, file, ino;
+	uint32_t dev;
+	char path[GI_MAPPING_PATH_MAX];
+};
+
+/**
+ * gi_process_mappings - the VMAs of the mm at @mm (a GVA), from its maple tree (Linux 6.1+,
+ * lib/maple_tree.c; layouts from BTF), sorted by address. Bounded: at most 512 tree nodes and
+ * 16 levels are read; every VMA must point back to @mm (vm_mm), be page aligned, in the user
+ * half and not overlap another. @out/@max: where to write (the caller owns them).
+ * Return: 0 and *@n; -ENODATA the BTF lacks the maple tree or VMA layouts (kernels before 6.1);
+ * -EBADMSG a node or VMA does not check out (also: the tree changed during the walk); -ELOOP the
+ * node or depth bound; -E2BIG more than @max VMAs; read errors; -EINVAL.
+ */
+int gi_process_mappings(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+			uint64_t mm, struct gi_mapping *out, size_t max, size_t *n) __must_check;
 
 /* ---------------------------------------------------------------- the running kernel (kentry.c) */
 
