@@ -150,6 +150,22 @@ static void fz_orc_walk(struct gi *gi, const struct gmem *mem, struct fuzz_ram *
 	gi->orc = NULL;
 }
 
+static void fz_mappings(struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+			uint64_t mm)
+{
+	static struct gi_mapping m[64];
+	size_t n = 0;
+	int err = gi_process_mappings(gi, mem, pg, mm, m, 64, &n);
+
+	FUZZ_LOG("mappings: %d (%zu)\n", err, n);
+	FUZZ_CHECK(err || n <= 64);
+	for (size_t i = 0; !err && i < n; i++) {
+		FUZZ_CHECK(m[i].start < m[i].end && !(m[i].start >> 47));
+		FUZZ_CHECK(i == 0 || m[i].start >= m[i - 1].end);
+		FUZZ_CHECK(memchr(m[i].path, '\0', sizeof(m[i].path)) != NULL);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const struct gi_layout layout = {
@@ -160,6 +176,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.dentry_d_name = 0x20, .qstr_name = 0x8,
 		.pt_regs_size = 168, .pt_regs_ip = 128, .pt_regs_sp = 152, .pt_regs_bp = 32,
 		.pt_regs_cs = 136, .pcpu_hot_current_task = UINT32_MAX,
+		.mm_mt_root = 0x48, .mm_map_count = 0x60,
+		.mr64_pivot = 8, .mr64_slot = 128, .mr64_slots = 16, .mr64_meta = 248,
+		.ma64_pivot = 8, .ma64_slot = 80, .ma64_slots = 10, .ma64_meta = 240,
+		.maple_node_size = 256, .vma_start = 0, .vma_end = 8, .vma_mm = 16,
+		.vma_flags = 32, .vma_pgoff = 104, .vma_file = 112, .file_f_inode = 32,
+		.inode_i_ino = 64, .inode_i_sb = 40, .sb_s_dev = 16,
 	};
 	uint64_t ips[HVP_MAX_CALLCHAIN], task = 0, mm = 0;
 	struct fuzz_ram ram = { 0 };
@@ -241,6 +263,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				FUZZ_CHECK(memchr(proc.exe, '\0', sizeof(proc.exe)) != NULL);
 		}
 	}
+	/* The VMA walker on the same pointers: whatever it returns is sorted and in the user half. */
+	fz_mappings(gi, &mem, &regs.pg, mm ? mm : fz_rel(fuzz_get64(data + 48), rel, 2));
 	/* The process reader on the raw pointer too (a user mm pointer, a cycle of dentries). */
 	if (gi_process_info(gi, &mem, &regs.pg, fz_rel(fuzz_get64(data + 48), rel, 2), &proc) == 0)
 		FUZZ_CHECK(memchr(proc.exe, '\0', sizeof(proc.exe)) != NULL);
