@@ -56,6 +56,10 @@ struct guest_opts {
 	/* from the image manifest */
 	char *m_bzimage, *m_bzimage_lz4; /* the image's kernel as bzImages (symbols: m_kernel) */
 	char *m_kernel, *m_initrd, *m_btf, *m_rootfs, *m_cmdline, *m_kernel_version;
+	/* a disk-rooted image: its disk (attached as vda, snapshot), and the initramfs that lays
+	 * --add files (put under add_dir) over it (cli/image.c, docs/guest-interface.md) */
+	char *m_disk, *m_add_initrd, *m_add_dir;
+	char *image_path; /* the directory of a bundled image given by name, owned */
 	/* built */
 	char *cmdline;
 	void *initrd_buf;
@@ -98,7 +102,9 @@ struct guest_opts {
 	{ "root", required_argument, NULL, 1051 }
 
 #define GUEST_OPTIONS_HELP                                                                      \
-	"  --image DIR         guest image (default: $HVPROF_IMAGE, else the default image)\n"  \
+	"  --image NAME|DIR    guest image: a bundled one by name (default, debian; built on\n" \
+	"                      first use) or a directory (default: $HVPROF_IMAGE, else the\n"  \
+	"                      default image)\n"                                               \
 	"  --kernel FILE       kernel to boot (vmlinux ELF or bzImage)\n"                     \
 	"  --vmlinux FILE      kernel symbols and BTF from FILE instead of the booted kernel\n" \
 	"  --btf FILE          the kernel's structure layouts (BTF) from FILE, for a kernel\n"  \
@@ -111,7 +117,8 @@ struct guest_opts {
 	"  --mem MIB           guest RAM (default 256)\n"                                     \
 	"  --cpus N            vCPUs (default 1)\n"                                           \
 	"  --duration S        stop the guest after S seconds\n"                              \
-	"  --add HOST:GUEST    put a host file into the guest's initramfs (repeatable)\n"     \
+	"  --add HOST:GUEST    put a host file into the guest at GUEST (repeatable; the image\n" \
+	"                      is not modified)\n"                                            \
 	"  --disk FILE[,ro][,snapshot]  a raw disk image as /dev/vda, vdb, ... (repeatable);\n" \
 	"                      ro: read-only; snapshot: writes go to a private overlay and\n" \
 	"                      FILE is never modified\n"                                      \
@@ -144,6 +151,21 @@ int guest_root_set(struct guest_opts *g, const char *arg);
 /* Check every disk as the VMM will attach it (one error line naming the file). */
 int guest_disks_finish(struct guest_opts *g);
 void guest_disks_free(struct guest_opts *g);
+/*
+ * --image NAME|DIR (cli/image.c): a bundled image's name (default, debian) gives its directory in
+ * the cache, built first with images/build-image.sh NAME when missing; anything else is a
+ * directory (*@dir = @arg). Prints what failed.
+ */
+int image_resolve(struct guest_opts *g, const char *arg, const char **dir);
+/* The default image's directory: $HVPROF_IMAGE, else the cache's (in @buf). */
+const char *image_default_dir(char *buf, size_t len);
+/*
+ * After the manifest: a disk-rooted image gets its disk as vda (snapshot), and with --add (and no
+ * --initrd) *@initrd becomes the image's add_initrd. Prints what failed.
+ */
+int image_disk_setup(struct guest_opts *g, const char **initrd);
+/* Append the --add files to the initrd: under add_dir for a disk-rooted image's add_initrd. */
+int image_add_files(struct guest_opts *g);
 /* Fill the guest part of a vmm_config (pointers into @g). */
 void guest_opts_to_config(const struct guest_opts *g, struct vmm_config *cfg);
 

@@ -102,9 +102,8 @@ int guest_opt_parse(struct guest_opts *g, int code, const char *arg)
 		return 0;
 	}
 	case 1009:
-		if (strchr(arg, '"') || strchr(arg, '\n') || !arg[0]) {
-			cli_error("--run '%s': the command must be non-empty, without '\"' or newlines",
-				  arg);
+		if (!arg[0]) {
+			cli_error("--run '': the command must not be empty");
 			return -EINVAL;
 		}
 		g->run_cmd = arg;
@@ -218,6 +217,12 @@ static int read_manifest(struct guest_opts *g, const char *dir)
 			dst = &g->m_rootfs;
 		else if (!strcmp(line, "kernel_version"))
 			dst = &g->m_kernel_version;
+		else if (!strcmp(line, "disk"))
+			dst = &g->m_disk;
+		else if (!strcmp(line, "add_initrd"))
+			dst = &g->m_add_initrd;
+		else if (!strcmp(line, "add_dir"))
+			dst = &g->m_add_dir;
 		else if (!strcmp(line, "cmdline")) {
 			free(g->m_cmdline);
 			g->m_cmdline = strdup(val);
@@ -225,7 +230,9 @@ static int read_manifest(struct guest_opts *g, const char *dir)
 		}
 		if (dst) {
 			free(*dst);
-			*dst = !strcmp(line, "kernel_version") ? strdup(val) : path_join(dir, val);
+			*dst = !strcmp(line, "kernel_version") || !strcmp(line, "add_dir")
+				       ? strdup(val) /* not host paths */
+				       : path_join(dir, val);
 			if (!*dst) {
 				fclose(f);
 				return -ENOMEM;
@@ -250,24 +257,6 @@ static int read_whole(const char *path, const char *what, void **buf, size_t *le
 	else if (err)
 		cli_error("cannot open %s %s: %s", what, path, hvp_strerror(err));
 	return err;
-}
-
-static const char *default_image_dir(char *buf, size_t len)
-{
-	const char *env = getenv("HVPROF_IMAGE");
-	const char *cache = getenv("HVPROF_CACHE");
-	const char *xdg = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-
-	if (env && env[0])
-		return env;
-	if (cache && cache[0])
-		snprintf(buf, len, "%s/images/default", cache);
-	else if (xdg && xdg[0])
-		snprintf(buf, len, "%s/hvprof/images/default", xdg);
-	else
-		snprintf(buf, len, "%s/.cache/hvprof/images/default", home ? home : "/root");
-	return buf;
 }
 
 /*
@@ -307,6 +296,40 @@ static char *image_cmdline_for_cpus(const char *cmdline, unsigned int cpus)
 	return out;
 }
 
+/*
+ * The command line word that gives /init the --run command: hvprof_run="CMD", or, when CMD holds
+ * what a kernel command line cannot quote (a double quote, a newline), hvprof_run_esc="..." with
+ * those, and backslashes, written as printf %b octal escapes (\0042, \0012, \0134), which /init
+ * decodes (docs/guest-interface.md). Allocated; NULL when out of memory.
+ */
+static char *run_word(const char *cmd)
+{
+	size_t n = strlen(cmd);
+	char *out, *p;
+
+	if (!strpbrk(cmd, "\"\n")) {
+		if (asprintf(&out, " hvprof_run=\"%s\"", cmd) < 0)
+			return NULL;
+		return out;
+	}
+	out = malloc(sizeof(" hvprof_run_esc=\"\"") + 5 * n);
+	if (!out)
+		return NULL;
+	p = stpcpy(out, " hvprof_run_esc=\"");
+	for (; *cmd; cmd++) {
+		if (*cmd == '"')
+			p = stpcpy(p, "\\0042");
+		else if (*cmd == '\n')
+			p = stpcpy(p, "\\0012");
+		else if (*cmd == '\\')
+			p = stpcpy(p, "\\0134");
+		else
+			*p++ = *cmd;
+	}
+	stpcpy(p, "\"");
+	return out;
+}
+
 int guest_opts_finish(struct guest_opts *g)
 {
 	static char dflt[PATH_MAX];
@@ -322,8 +345,13 @@ int guest_opts_finish(struct guest_opts *g)
 	if (err)
 		return err;
 	dir = g->image_dir;
+	if (dir) {
+		err = image_resolve(g, dir, &dir); /* a bundled image's name: built when missing */
+		if (err)
+			return err;
+	}
 	if (!dir && !g->kernel) {
-		dir = default_image_dir(dflt, sizeof(dflt));
+		dir = image_default_dir(dflt, sizeof(dflt));
 		if (access(dir, F_OK) != 0) {
 			cli_error("no guest image at %s: build the default image with "
 				  "'images/build-image.sh', or give --image DIR or --kernel FILE",
@@ -335,7 +363,8 @@ int guest_opts_finish(struct guest_opts *g)
 		struct stat st;
 
 		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-			cli_error("--image %s: not a directory", dir);
+			cli_error("--image %s: not a directory%s", dir,
+				  strchr(dir, '/') ? "" : ", nor a bundled image (default, debian)");
 			return -ENOENT;
 		}
 		err = read_manifest(g, dir);
@@ -378,13 +407,16 @@ int guest_opts_finish(struct guest_opts *g)
 	}
 
 	initrd = g->initrd ? g->initrd : g->dom ? NULL : g->m_initrd; /* a domain's: none */
+	err = image_disk_setup(g, &initrd); /* a disk-rooted image: its disk, its --add initramfs */
+	if (err)
+		return err;
 	if (initrd) {
 		err = read_whole(initrd, "initrd", &g->initrd_buf, &g->initrd_len);
 		if (err)
 			return err;
 	}
 	if (g->n_adds) {
-		err = vmm_initramfs_append(&g->initrd_buf, &g->initrd_len, g->adds, g->n_adds);
+		err = image_add_files(g);
 		if (err) {
 			cli_error("cannot add files to the initramfs: %s", hvp_strerror(err));
 			return err;
@@ -398,7 +430,7 @@ int guest_opts_finish(struct guest_opts *g)
 		free(g->m_cmdline);
 		g->m_cmdline = c;
 	}
-	if (g->run_cmd && asprintf(&cmd, " hvprof_run=\"%s\"", g->run_cmd) < 0)
+	if (g->run_cmd && !(cmd = run_word(g->run_cmd)))
 		return -ENOMEM;
 	/* --root after the image's or the domain's line (the kernel takes the last root=) */
 	if (asprintf(&g->cmdline, "%s%s%s%s%s%s",
@@ -441,6 +473,10 @@ void guest_opts_free(struct guest_opts *g)
 	free(g->m_rootfs);
 	free(g->m_cmdline);
 	free(g->m_kernel_version);
+	free(g->m_disk);
+	free(g->m_add_initrd);
+	free(g->m_add_dir);
+	free(g->image_path);
 	free(g->cmdline);
 	free(g->initrd_buf);
 	guest_disks_free(g);

@@ -6,13 +6,14 @@ import subprocess
 import sys
 
 
-def image_dir():
-    """$HVPROF_IMAGE, else the default image where images/build-image.sh puts it."""
-    if os.environ.get("HVPROF_IMAGE"):
+def image_dir(name="default"):
+    """The bundled image @name where images/build-image.sh NAME puts it ($HVPROF_IMAGE for the
+    default image, as hvprof itself)."""
+    if name == "default" and os.environ.get("HVPROF_IMAGE"):
         return os.environ["HVPROF_IMAGE"]
     cache = os.environ.get("HVPROF_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hvprof")
-    return os.path.join(cache, "images", "default")
+    return os.path.join(cache, "images", name)
 
 
 def skip(why):

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""--image NAME|DIR without a VM: a bundled image's name is looked up in the cache and built on
+first use with the image recipe (faked here through $HVPROF_BUILD_IMAGE), a missing recipe or a
+failed build says which command to run, an unknown name says what is known, and a disk-rooted
+image whose manifest cannot bring --add files in says so.
+
+usage: test_image.py HVPROF
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+HVPROF = sys.argv[1]
+work = tempfile.mkdtemp(prefix="hvprof-cli-image-")
+failures = 0
+
+
+def run(*args, env=None):
+    e = dict(os.environ)
+    e.pop("HVPROF_IMAGE", None)
+    e.update(env or {})
+    r = subprocess.run([HVPROF, *args], capture_output=True, text=True, timeout=60, env=e)
+    return r.returncode, r.stdout, r.stderr
+
+
+def check(name, ok, detail):
+    global failures
+    print(f"{'ok' if ok else 'FAIL'}: {name}: {detail}")
+    failures += not ok
+
+
+def script(path, body):
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\nset -eu\n" + body)
+    os.chmod(path, 0o755)
+    return path
+
+
+def last_error(err):
+    lines = [l for l in err.splitlines() if l.startswith("hvprof: error:")]
+    return lines[-1] if lines else ""
+
+
+# An unknown name is neither a directory nor a bundled image.
+status, _, err = run("run", "--image", "no-such-image")
+check("unknown image name", status == 3 and "no-such-image: not a directory, nor a bundled image "
+      "(default, debian)" in last_error(err), f"exit {status}, {err.strip()!r}")
+
+# No recipe to build with: the error names the command to run.
+cache = os.path.join(work, "cache-none")
+status, _, err = run("run", "--image", "debian",
+                     env={"HVPROF_CACHE": cache, "HVPROF_BUILD_IMAGE": os.path.join(work, "nope")})
+check("no recipe: names the command", status == 3 and "images/build-image.sh debian" in
+      last_error(err) and "not built" in last_error(err), f"exit {status}, {err.strip()!r}")
+
+# A recipe that fails: its progress lines are shown, then one error naming the command.
+failing = script(os.path.join(work, "failing.sh"),
+                 'echo "build-image: $1: something is missing" >&2\nexit 1\n')
+status, _, err = run("run", "--image", "debian",
+                     env={"HVPROF_CACHE": cache, "HVPROF_BUILD_IMAGE": failing})
+check("failed build", status == 3 and "something is missing" in err and
+      "building the debian image failed" in last_error(err) and f"'{failing} debian'" in
+      last_error(err), f"exit {status}, {err.strip()!r}")
+
+# A recipe that works: called once as `RECIPE debian --print-dir`, its last stdout line is the
+# image directory; the second use finds the image in the cache and builds nothing.
+cache = os.path.join(work, "cache-built")
+calls = os.path.join(work, "calls.txt")
+fake = script(os.path.join(work, "fake.sh"), f"""
+echo "$*" >> {calls}
+echo "build-image: $1: building (fake)" >&2
+d=$HVPROF_CACHE/images/$1-0123
+mkdir -p "$d"
+printf 'format=1\\nkernel=no-such-vmlinux\\n' > "$d/manifest"
+ln -sfn "$1-0123" "$HVPROF_CACHE/images/$1"
+echo "build-image: noise on stdout"
+echo "$d"
+""")
+env = {"HVPROF_CACHE": cache, "HVPROF_BUILD_IMAGE": fake}
+status, _, err = run("run", "--image", "debian", env=env)
+built = os.path.join(cache, "images", "debian-0123")
+check("first use builds the image", status == 3 and "building it now" in err and
+      "building (fake)" in err and f"{built}/no-such-vmlinux" in last_error(err),
+      f"exit {status}, {err.strip()!r}")
+status, _, err = run("run", "--image", "debian", env=env)
+ncalls = len(open(calls).read().splitlines()) if os.path.exists(calls) else 0
+check("second use takes the cached image", status == 3 and "building" not in err and
+      "no-such-vmlinux" in last_error(err) and ncalls == 1 and
+      open(calls).read().split("\n")[0] == "debian --print-dir", f"{ncalls} build(s), {err!r}")
+
+# A disk-rooted image without add_initrd cannot bring --add files in: one clear error.
+img = os.path.join(work, "diskimg")
+os.mkdir(img)
+with open(os.path.join(img, "disk.raw"), "wb") as f:
+    f.truncate(1 << 20)
+with open(os.path.join(img, "vmlinux"), "wb") as f:
+    f.write(b"\0" * 4096)
+with open(os.path.join(img, "manifest"), "w") as f:
+    f.write("format=1\nkernel=vmlinux\ndisk=disk.raw\ncmdline=console=ttyS0 root=/dev/vda\n")
+status, _, err = run("run", "--image", img, "--add", f"{sys.argv[0]}:/root/t.py")
+check("--add on a disk image without add_initrd", status == 3 and "has no add_initrd" in
+      last_error(err) and img in last_error(err), f"exit {status}, {err.strip()!r}")
+
+print(f"{failures} failure(s)" if failures else "all passed")
+sys.exit(1 if failures else 0)
