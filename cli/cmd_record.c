@@ -95,6 +95,16 @@ static int write_meta(struct recfile_writer *w, const struct guest_opts *g,
 			 g->adds[i].guest_path);
 		err = recfile_write_meta(w, "add", buf);
 	}
+	for (size_t i = 0; i < g->n_disks && !err; i++) { /* docs/recording-format.md */
+		const struct vmm_disk *d = &g->disks[i];
+		char line[PATH_MAX + 32];
+
+		static const char *const modes[] = { "rw", "ro", "snapshot", "ro,snapshot" };
+
+		snprintf(line, sizeof(line), "vd%c %s %s", (char)('a' + i),
+			 modes[d->readonly + 2 * d->snapshot], realpath(d->path, abs) ? abs : d->path);
+		err = recfile_write_meta(w, "disk", line);
+	}
 	err = err ?: recfile_write_meta(w, "cmdline", gs->cmdline);
 	if (gs->host_added[0]) /* docs/recording-format.md */
 		err = err ?: recfile_write_meta(w, "host_cmdline", gs->host_added);

@@ -135,7 +135,11 @@ with open(vdc, "rb") as f:
 check("vdc (read-write): the guest's write reached the host file",
       head == b"HVPROF-RW-OK" + bytes(500), repr(head[:16]))
 
-cnt = hvprec.read(data)["counters"] if os.path.exists(data) else {}
+recording = hvprec.read(data) if os.path.exists(data) else {"counters": {}, "meta": {}}
+cnt = recording["counters"]
+check("META disk names the last disk, its mode and its path",
+      recording["meta"].get("disk") == f"vdc rw {os.path.realpath(vdc)}",
+      recording["meta"].get("disk", "none"))
 print("disk counters:", {k: v for k, v in cnt.items() if k.startswith("disk_")})
 check("counters: reads, writes and flushes were served",
       cnt.get("disk_reads", 0) > 0 and cnt.get("disk_writes", 0) > 0
