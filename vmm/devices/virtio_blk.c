@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 // virtio-blk (virtio 1.2, 5.2 Block Device) over a host disk (disk.c): reads, writes, flush and
-// GET_ID, served on the thread that handles the notification (on PVM hosts the guest's emulated
-// block layer takes ~10 ms per 4 KiB request and this ~31 us: an I/O thread would not pay; README
-// "Disks"). A request the disk cannot serve
-// (past the end, a write to a read-only disk, a length that is not whole sectors, an unknown
-// type) is answered with an error status and counted; a chain with nowhere to put a status
-// breaks the device (DEVICE_NEEDS_RESET). Work per notification is bounded by the queue size.
+// GET_ID. A request the disk cannot serve (past the end, a write to a read-only disk, a length
+// that is not whole sectors, an unknown type) is answered with an error status and counted; a
+// chain with nowhere to put a status breaks the device (DEVICE_NEEDS_RESET). Work per
+// notification is bounded by the queue size. Requests are served on the thread that handles the
+// notification: on PVM hosts the guest's emulated block layer takes ~10 ms per 4 KiB request
+// and this side ~31 us, so an I/O thread would not pay (measured: README, "Disks").
 #define pr_fmt(fmt) "vmm: virtio-blk: " fmt
 #include <endian.h>
 #include <errno.h>
