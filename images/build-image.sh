@@ -8,9 +8,9 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+name=default
 case "${1:-}" in
-default) shift ;;
-debian) shift; exec "$here/debian/build.sh" "$@" ;;
+default|debian) name=$1; shift ;;
 ''|-*) ;;
 *) echo "build-image: unknown image '$1' (known: default, debian)" >&2; exit 2 ;;
 esac
@@ -28,6 +28,11 @@ while [ $# -gt 0 ]; do
 done
 
 die() { echo "build-image: $*" >&2; exit 1; }
+
+if [ "$name" = debian ]; then
+	. "$here/debian/build.sh" # the Debian image's recipe: uses $here, $cache, $print_dir, $force
+	exit 0
+fi
 
 src_tar=/usr/src/linux-source-6.1.tar.xz
 [ -r "$src_tar" ] || die "$src_tar missing: apt-get install linux-source-6.1"

@@ -1,28 +1,11 @@
-#!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Build hvprof's Debian image: a Debian 12 userland from Debian's packages (mmdebstrap, with the
-# apt sources this machine is configured with) plus the project's workloads built as Debian builds
-# packages, on an ext4 raw disk image made with `mke2fs -d` (no loop mount), booted with the
-# default image's test kernel. Run through images/build-image.sh debian.
-# Usage: images/build-image.sh debian [--cache DIR] [--print-dir] [--force]
-# Prints the image directory on its last line.
-set -euo pipefail
+# The recipe of hvprof's Debian image, sourced by `images/build-image.sh debian` once its options
+# are parsed ($here: images/, $cache, $print_dir, $force): a Debian 12 userland from Debian's
+# packages (mmdebstrap, with the apt sources this machine is configured with) plus the project's
+# workloads built as Debian builds packages, on an ext4 raw disk image made with `mke2fs -d` (no
+# loop mount), booted with the default image's test kernel. The image directory is printed last.
 
-here=$(cd "$(dirname "$0")" && pwd)
-images=$(dirname "$here")
-cache=${HVPROF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvprof}
-print_dir=0
-force=0
-while [ $# -gt 0 ]; do
-	case "$1" in
-	--cache) cache=$2; shift 2 ;;
-	--print-dir) print_dir=1; shift ;;
-	--force) force=1; shift ;;
-	-h|--help) sed -n '2,8p' "$0"; exit 0 ;;
-	*) echo "build-image: debian: unknown argument '$1'" >&2; exit 2 ;;
-	esac
-done
-
+debian=$here/debian
 die() { echo "build-image: debian: $*" >&2; exit 1; }
 log() { echo "build-image: debian: $*" >&2; }
 
@@ -59,14 +42,14 @@ done
 
 # The test kernel: the default image's (built first when missing).
 log "the test kernel comes from the default image"
-default=$("$images/build-image.sh" default --cache "$cache" --print-dir | tail -n 1)
+default=$("$here/build-image.sh" default --cache "$cache" --print-dir | tail -n 1)
 [ -f "$default/manifest" ] || die "no default image at '$default'"
 mget() { sed -n "s/^$1=//p" "$default/manifest" | head -n 1; }
 
 # Distribution build flags, as dpkg-buildpackage gives them (PIE and -O2 without frame pointers
 # are Debian's gcc defaults); the file-prefix map names the source directory and stays out of the
 # key.
-cflags=$(cd "$images/workloads" && dpkg-buildflags --get CFLAGS)
+cflags=$(cd "$here/workloads" && dpkg-buildflags --get CFLAGS)
 cppflags=$(dpkg-buildflags --get CPPFLAGS)
 ldflags=$(dpkg-buildflags --get LDFLAGS)
 multiarch=$(gcc -print-multiarch)
@@ -78,7 +61,7 @@ img_key=$( {
 	echo "$(mget sha256.vmlinux) $(mget sha256.vmlinux.btf) $mode"
 	echo "$packages ${dpkg_opts[*]} $mmdebstrap_ver $gcc_ver $multiarch"
 	echo "$cflags $cppflags $ldflags" | sed 's/-ffile-prefix-map=[^ ]*//'
-	cat "${sources[@]}" "$here"/* "$images"/workloads/*.c "$images"/workloads/distro/*
+	cat "${sources[@]}" "$debian"/* "$here"/workloads/*.c "$here"/workloads/distro/*
 } | sha)
 img=$cache/images/debian-$img_key
 
@@ -103,20 +86,20 @@ stage=$tmp/stage
 mkdir -p "$stage/usr/bin" "$stage/usr/sbin" "$stage/usr/lib/$multiarch"
 # shellcheck disable=SC2086  # the flags are lists of words
 (
-	cd "$images/workloads/distro"
+	cd "$here/workloads/distro"
 	gcc $cflags $cppflags -fPIC -shared -Wl,-soname,libhvdistro.so.1 $ldflags \
 		-o "$tmp/work/libhvdistro.so.1" libhvdistro.c
 	ln -sfn libhvdistro.so.1 "$tmp/work/libhvdistro.so"
 	gcc $cflags $cppflags $ldflags -o "$tmp/work/hvprof-distro" hvprof-distro.c \
 		-L"$tmp/work" -lhvdistro
-	cd "$images/workloads"
+	cd "$here/workloads"
 	for w in *.c; do
 		gcc $cflags $cppflags $ldflags -o "$tmp/work/${w%.c}" "$w" -lpthread
 	done
 )
 # The init's exit-register helper is static: nothing it needs can be missing at that point.
 # shellcheck disable=SC2086
-gcc $cflags $cppflags -static $ldflags -o "$tmp/work/hvprof-exit" "$here/hvprof-exit.c"
+gcc $cflags $cppflags -static $ldflags -o "$tmp/work/hvprof-exit" "$debian/hvprof-exit.c"
 for f in "$tmp"/work/*; do
 	[ -L "$f" ] && continue
 	name=$(basename "$f")
@@ -133,7 +116,7 @@ for f in "$tmp"/work/*; do
 		install -m 0755 "$f" "$stage/usr/bin/$name" ;;
 	esac
 done
-install -m 0755 "$here/hvprof-init" "$stage/usr/sbin/hvprof-init"
+install -m 0755 "$debian/hvprof-init" "$stage/usr/sbin/hvprof-init"
 tar --owner=0 --group=0 --numeric-owner -C "$stage" -cf "$tmp/stage.tar" usr
 
 # --- the userland
@@ -188,7 +171,7 @@ if [ "$mode" = root ]; then rm -rf "$root"; else fakeroot -i "$tmp/fakeroot.stat
 # layer holds the added files (addinit.c; docs/guest-interface.md)
 gcc -Os -static -nostdlib -fno-pie -no-pie -fno-stack-protector -fno-builtin \
 	-fno-asynchronous-unwind-tables -Wl,--build-id=none,-z,noseparate-code,-z,norelro -s \
-	-o "$tmp/addinit/init" "$here/addinit.c"
+	-o "$tmp/addinit/init" "$debian/addinit.c"
 mkdir -p "$tmp/addinit"/{dev,proc,hvprof/lower,hvprof/root,hvprof/upper,hvprof/work}
 (cd "$tmp/addinit" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) \
 	> "$tmp/add-initramfs.cpio"
