@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Integration test (suite 'kvm', one boot): the default image described as a libvirt domain in a
-test-driver file, generated here so that os/kernel and os/initrd point at the image, is profiled
-with `hvprof record --connect test:///FILE.xml --domain NAME`.
+test-driver file, generated here so that os/kernel and os/initrd point at the image, with a raw
+ext4 disk (made here with mke2fs -d, <transient/>), is profiled with
+`hvprof record --connect test:///FILE.xml --domain NAME`; the guest reads a file from the disk.
 
 usage: test_domain_record.py HVPROF
 Exit: 0 all checks passed, 1 a check failed, 77 skipped (no /dev/kvm or no default image).
 """
+import hashlib
 import os
 import re
 import shutil
@@ -57,9 +59,21 @@ for f in (kernel, initrd):
     if not os.path.isfile(f):
         skip(f"the default image at {img} has no {os.path.basename(f)}")
 
+mke2fs = shutil.which("mke2fs") or shutil.which("mke2fs", path="/sbin:/usr/sbin")
+if not mke2fs:
+    skip("mke2fs is missing (apt-get install e2fsprogs)")
+
 work = tempfile.mkdtemp(prefix="hvprof-libvirt-kvm-")
+tree = os.path.join(work, "tree")
+os.mkdir(tree)
+with open(os.path.join(tree, "hello.txt"), "w") as f:
+    f.write("hello from the domain's disk\n")
+disk = os.path.join(work, "disk.img")
+subprocess.run([mke2fs, "-q", "-F", "-t", "ext4", "-d", tree, disk, "8M"], check=True)
+disk_sha = hashlib.sha256(open(disk, "rb").read()).hexdigest()
 # memory in GiB and currentMemory in MiB: the guest gets currentMemory (256 MiB); vcpu
-# current=1 of 2; a disk and an interface hvprof leaves out, with one warning.
+# current=1 of 2; a raw disk attached as vda (transient: a snapshot), and an interface hvprof
+# leaves out, with one warning.
 fixture = os.path.join(work, "hvprof-libvirt.xml")
 with open(fixture, "w") as f:
     f.write(f"""<node>
@@ -76,8 +90,10 @@ with open(fixture, "w") as f:
     </os>
     <devices>
       <disk type='file' device='disk'>
-        <source file='/var/lib/libvirt/images/{NAME}.qcow2'/>
+        <driver name='qemu' type='raw'/>
+        <source file='{xml_text(disk)}'/>
         <target dev='vda' bus='virtio'/>
+        <transient/>
       </disk>
       <interface type='network'><source network='default'/></interface>
       <serial type='pty'><target port='0'/></serial>
@@ -90,7 +106,9 @@ with open(fixture, "w") as f:
 
 data = os.path.join(work, "domain.data")
 cmd = [HVPROF, "-v", "record", "-o", data, "--connect", "test://" + fixture, "--domain", NAME,
-       "--run", "/bin/hvprof-demo 2 1", "--duration", "240"]
+       "--run", "mkdir -p /mnt && mount -t ext4 /dev/vda /mnt && cat /mnt/hello.txt && "
+       "echo changed > /mnt/hello.txt && umount /mnt; /bin/hvprof-demo 2 1",
+       "--duration", "240"]
 print("running:", " ".join(cmd), flush=True)
 rec = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
 console, summary = rec.stdout, rec.stderr
@@ -115,9 +133,15 @@ def hv(*args):
 lines = summary.splitlines()
 warnings = [l for l in lines if l.startswith("hvprof: warning:")]
 check("record exits 0", rec.returncode == 0, f"status {rec.returncode}")
-check("one warning line names the disk and the interface",
-      len(warnings) == 1 and "disk vda" in warnings[0] and "interface network (default)"
+check("one warning line names the interface (the raw disk is attached)",
+      len(warnings) == 1 and "disk" not in warnings[0] and "interface network (default)"
       in warnings[0], repr(warnings))
+check("-v says the domain's disk is the guest's /dev/vda (transient: snapshot)",
+      f"hvprof: info: domain '{NAME}': disk vda ({disk}, transient: snapshot) is the guest's "
+      "/dev/vda" in lines)
+check("the guest read a file from the domain's disk", "hello from the domain's disk" in console)
+check("the transient disk's image is unchanged after the guest wrote to it",
+      hashlib.sha256(open(disk, "rb").read()).hexdigest() == disk_sha)
 mapping = [l for l in lines if l.startswith(f"hvprof: info: domain '{NAME}': kernel")]
 check("mapping: kernel from the domain, 256 MiB (currentMemory), 1 vCPU (current=)",
       len(mapping) == 1 and f"kernel {kernel} (domain)" in mapping[0]
