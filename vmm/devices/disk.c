@@ -138,10 +138,8 @@ int disk_open(struct disk *d, const struct vmm_disk *cfg)
 		err = -ENODATA;
 		goto err_close;
 	}
-	if (bytes % DISK_SECTOR)
-		pr_warn("%s: its last %llu bytes are not a whole 512-byte sector: the guest does "
-			"not see them", d->path, (unsigned long long)(bytes % DISK_SECTOR));
 	d->sectors = bytes / DISK_SECTOR;
+	d->tail_bytes = (unsigned int)(bytes % DISK_SECTOR);
 	return 0;
 
 err_close:

@@ -195,6 +195,7 @@ struct disk {
 	int overlay_fd;      /* -1 unless snapshot */
 	uint64_t *written;   /* snapshot: bit per sector in the overlay */
 	uint64_t sectors;    /* capacity in 512-byte sectors */
+	unsigned int tail_bytes; /* bytes after the last whole sector (the guest does not see them) */
 	bool readonly;
 	char *path;
 };

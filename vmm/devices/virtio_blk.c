@@ -218,6 +218,9 @@ int virtio_blk_create(const struct vmm_disk *cfg, const char *id, const struct v
 		free(b);
 		return err;
 	}
+	if (b->disk.tail_bytes)
+		pr_warn("%s: its last %u bytes are not a whole 512-byte sector: the guest does not "
+			"see them", b->disk.path, b->disk.tail_bytes);
 	if (cfg->snapshot) {
 		err = disk_overlay(&b->disk);
 		if (err) {
