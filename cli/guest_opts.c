@@ -38,6 +38,42 @@ static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+/* --duration S: seconds, > 0. */
+static int parse_duration(struct guest_opts *g, const char *arg)
+{
+	char *end;
+
+	errno = 0;
+	g->duration_s = strtod(arg, &end);
+	if (errno || end == arg || *end || !(g->duration_s > 0) || g->duration_s > 1e7) {
+		cli_error("--duration '%s': want a number of seconds > 0", arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* --add HOST_PATH:/GUEST_PATH (split at the last ':' followed by '/'). */
+static int parse_add(struct guest_opts *g, const char *arg)
+{
+	const char *colon = strrchr(arg, ':');
+	struct vmm_initramfs_file *n;
+
+	if (!colon || colon == arg || colon[1] != '/') {
+		cli_error("--add '%s': want HOST_PATH:/GUEST_PATH", arg);
+		return -EINVAL;
+	}
+	n = realloc(g->adds, (g->n_adds + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	g->adds = n;
+	g->adds[g->n_adds].host_path = strndup(arg, (size_t)(colon - arg));
+	g->adds[g->n_adds].guest_path = colon + 1;
+	if (!g->adds[g->n_adds].host_path)
+		return -ENOMEM;
+	g->n_adds++;
+	return 0;
+}
+
 int guest_opt_parse(struct guest_opts *g, int code, const char *arg)
 {
 	uint64_t v;
@@ -71,36 +107,10 @@ int guest_opt_parse(struct guest_opts *g, int code, const char *arg)
 		g->cpus = (unsigned int)v;
 		g->cpus_set = 1;
 		return 0;
-	case 1007: {
-		char *end;
-
-		errno = 0;
-		g->duration_s = strtod(arg, &end);
-		if (errno || end == arg || *end || !(g->duration_s > 0) || g->duration_s > 1e7) {
-			cli_error("--duration '%s': want a number of seconds > 0", arg);
-			return -EINVAL;
-		}
-		return 0;
-	}
-	case 1008: {
-		const char *colon = strrchr(arg, ':');
-		struct vmm_initramfs_file *n;
-
-		if (!colon || colon == arg || colon[1] != '/') {
-			cli_error("--add '%s': want HOST_PATH:/GUEST_PATH", arg);
-			return -EINVAL;
-		}
-		n = realloc(g->adds, (g->n_adds + 1) * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		g->adds = n;
-		g->adds[g->n_adds].host_path = strndup(arg, (size_t)(colon - arg));
-		g->adds[g->n_adds].guest_path = colon + 1;
-		if (!g->adds[g->n_adds].host_path)
-			return -ENOMEM;
-		g->n_adds++;
-		return 0;
-	}
+	case 1007:
+		return parse_duration(g, arg);
+	case 1008:
+		return parse_add(g, arg);
 	case 1009:
 		if (!arg[0]) {
 			cli_error("--run '': the command must not be empty");
