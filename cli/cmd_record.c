@@ -52,6 +52,11 @@ static int sink_user_stack(void *ctx, const struct hvp_user_stack *u)
 	return recfile_write_user_stack(ctx, u);
 }
 
+static int sink_mapping(void *ctx, const struct hvp_mapping *m)
+{
+	return recfile_write_mapping(ctx, m);
+}
+
 static int meta_path(struct recfile_writer *w, const char *key, const char *path)
 {
 	char abs[PATH_MAX];
@@ -337,7 +342,7 @@ int cmd_record(int argc, char **argv)
 
 	sink = (struct sampler_sink){ .sample = sink_sample, .thread = sink_thread,
 				      .process = sink_process, .user_stack = sink_user_stack,
-				      .ctx = w };
+				      .mapping = sink_mapping, .ctx = w };
 	scfg = (struct sampler_config){ .sample_hz = (unsigned int)a.freq, .sink = &sink,
 					.callchain_mode = a.mode, .bare_exits = a.bare };
 	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0)

@@ -240,3 +240,15 @@ int gi_process_mappings(const struct gi *gi, const struct gmem *mem, const struc
 	free(w);
 	return err;
 }
+
+int gi_mm_map_count(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		    uint64_t mm, int32_t *count)
+{
+	if (!gi || !mem || !pg || !count)
+		return -EINVAL;
+	if (!gi->have_layout)
+		return -ENODATA;
+	if (!gi_is_kernel_gva(pg, mm) || (mm & 7))
+		return -EBADMSG;
+	return gi_read_s32_at(mem, pg, mm, gi->layout.mm_map_count, count);
+}

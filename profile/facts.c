@@ -120,6 +120,9 @@ int profile_facts(const struct profile *p, struct facts *f)
 		  "Lost user stacks: %" PRIu64 " (deferred %" PRIu64 ", joined %" PRIu64
 		  ", orphan user-stack records %" PRIu64 ")",
 		  st->lost_user, st->deferred, st->joined, st->orphan_user_stacks);
+	if (st->mappings) /* recordings before MAPPING records have none: no line */
+		facts_add(f, "Address spaces: %" PRIu64 " mappings in %" PRIu64 " snapshots",
+			  st->mappings, st->mapping_snapshots);
 	facts_add(f, "Event: %s%s%s%s%s%s%s", counter ? counter : "(unknown)", freq ? ", " : "",
 		  freq ? freq : "", freq ? " Hz" : "", period ? ", period " : "",
 		  period ? period : "", period ? " ns" : "");

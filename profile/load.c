@@ -306,6 +306,11 @@ static int on_record(struct loader *ld, const struct recfile_record *rec)
 		return on_user_stack(ld, &rec->user_stack);
 	case RECFILE_COUNTER:
 		return profile_set_counter(p, rec->counter.name, rec->counter.value);
+	case RECFILE_MAPPING:
+		/* the address spaces are recorded; naming their frames is the next step */
+		p->stats.mappings++;
+		p->stats.mapping_snapshots += rec->mapping.index == 0;
+		return 0;
 	case RECFILE_END:
 		p->stats.has_end = 1;
 		p->stats.end_reason = rec->end.reason;

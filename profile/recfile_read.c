@@ -311,6 +311,34 @@ static int decode_process(struct recfile_reader *r, const uint8_t *p, size_t ple
 	return 1;
 }
 
+static int decode_mapping(struct recfile_reader *r, const uint8_t *p, size_t plen,
+			  struct recfile_record *rec)
+{
+	struct hvp_mapping *m = &rec->mapping;
+	uint32_t path_len;
+
+	if (plen < RECFILE_MAPPING_FIXED)
+		return -EBADMSG;
+	m->time_ns = get_u64(&p);
+	m->tgid = (int32_t)get_u32(&p);
+	m->index = get_u16(&p);
+	m->count = get_u16(&p);
+	m->start = get_u64(&p);
+	m->end = get_u64(&p);
+	m->pgoff = get_u64(&p);
+	m->ino = get_u64(&p);
+	m->dev = get_u32(&p);
+	m->prot = get_u32(&p);
+	path_len = get_u32(&p);
+	/* SAFETY: path_len <= RECFILE_EXE_MAX < sizeof(m->path). */
+	if (path_len > RECFILE_EXE_MAX || plen != RECFILE_MAPPING_FIXED + path_len ||
+	    m->index >= m->count || m->start >= m->end)
+		return -EBADMSG;
+	memcpy(m->path, p, path_len);
+	m->path[path_len] = '\0';
+	return 1;
+}
+
 static int decode_user_stack(struct recfile_reader *r, const uint8_t *p, size_t plen,
 			     struct recfile_record *rec)
 {
@@ -372,6 +400,7 @@ static recfile_decode_fn *const decoders[] = {
 	[RECFILE_USER_STACK] = decode_user_stack,
 	[RECFILE_COUNTER] = decode_counter,
 	[RECFILE_END] = decode_end,
+	[RECFILE_MAPPING] = decode_mapping,
 };
 
 /*
@@ -498,7 +527,7 @@ const char *recfile_type_name(uint32_t type)
 		[RECFILE_META] = "META",       [RECFILE_SAMPLE] = "SAMPLE",
 		[RECFILE_THREAD] = "THREAD",   [RECFILE_PROCESS] = "PROCESS",
 		[RECFILE_USER_STACK] = "USER_STACK", [RECFILE_COUNTER] = "COUNTER",
-		[RECFILE_END] = "END",
+		[RECFILE_END] = "END",         [RECFILE_MAPPING] = "MAPPING",
 	};
 
 	if (type < ARRAY_SIZE(names) && names[type])

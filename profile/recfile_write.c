@@ -239,6 +239,37 @@ int recfile_write_process(struct recfile_writer *w, const struct hvp_process *pr
 	return err;
 }
 
+int recfile_write_mapping(struct recfile_writer *w, const struct hvp_mapping *m)
+{
+	size_t path_len;
+	uint8_t *p;
+	int err;
+
+	if (!w || !m || m->index >= m->count || m->start >= m->end)
+		return -EINVAL;
+	path_len = strnlen(m->path, RECFILE_EXE_MAX);
+
+	pthread_mutex_lock(&w->lock);
+	err = rec_begin(w, RECFILE_MAPPING, RECFILE_MAPPING_FIXED + path_len, &p);
+	if (!err) {
+		put_u64(&p, m->time_ns);
+		put_u32(&p, (uint32_t)m->tgid);
+		put_u16(&p, m->index);
+		put_u16(&p, m->count);
+		put_u64(&p, m->start);
+		put_u64(&p, m->end);
+		put_u64(&p, m->pgoff);
+		put_u64(&p, m->ino);
+		put_u32(&p, m->dev);
+		put_u32(&p, m->prot);
+		put_u32(&p, (uint32_t)path_len);
+		put_bytes(&p, m->path, path_len);
+		rec_end(w, p);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
 int recfile_write_user_stack(struct recfile_writer *w, const struct hvp_user_stack *u)
 {
 	uint8_t *p;

@@ -23,6 +23,7 @@ struct ident_thread {
 struct ident_process {
 	int32_t tgid;
 	uint64_t mm;
+	int32_t map_count; /* mm->map_count when the mappings were last recorded; -1: not yet */
 };
 
 struct ident_cache {
@@ -52,13 +53,56 @@ void ident_cache_destroy(struct sampler *s)
 }
 
 /* Emit THREAD (and PROCESS) records when this identity was not seen before. */
+/*
+ * MAPPING records of the process @ip: when it is first recorded (@first), and whenever
+ * mm->map_count moved since (mmap, munmap, mprotect splitting a VMA, dlopen): one 4-byte read
+ * per sample, a walk only on a change. Called under ident_lock.
+ */
+static void note_mappings(struct svcpu *sv, struct ident_process *ip, uint64_t mm,
+			  const struct gi_paging *pg, bool first)
+{
+	struct sampler *s = sv->s;
+	const struct sampler_sink *sink = s->cfg.sink;
+	int32_t count;
+	size_t n = 0;
+	uint64_t now;
+
+	if (!sink->mapping || !sv->maps || gi_mm_map_count(s->gi, s->mem, pg, mm, &count) != 0 ||
+	    (!first && count == ip->map_count))
+		return;
+	/* tried once per change, whatever the outcome: a failing walk is not repeated per sample */
+	ip->map_count = count;
+	/* bounded: at most 512 tree nodes read, SAMPLER_MAPS_MAX mappings */
+	if (gi_process_mappings(s->gi, s->mem, pg, mm, sv->maps, SAMPLER_MAPS_MAX, &n) != 0 ||
+	    n == 0 || n > UINT16_MAX) {
+		sv->c.mapping_errors++;
+		return;
+	}
+	now = vmm_now_ns() - sampler_start_ns(s);
+	sv->c.mapping_snapshots++;
+	for (size_t i = 0; i < n; i++) {
+		const struct gi_mapping *g = &sv->maps[i];
+		struct hvp_mapping m = { .time_ns = now, .tgid = ip->tgid, .index = (uint16_t)i,
+					 .count = (uint16_t)n, .start = g->start, .end = g->end,
+					 /* anonymous VMAs keep start >> 12 there: no offset */
+					 .pgoff = g->file ? g->pgoff << 12 : 0, .ino = g->ino,
+					 .dev = g->dev,
+					 .prot = (uint32_t)(g->flags & 0xf) };
+
+		memcpy(m.path, g->path, sizeof(m.path));
+		sv->c.mappings++;
+		if (sink->mapping(sink->ctx, &m))
+			sv->c.samples_sink_errors++;
+	}
+}
+
 void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		   const struct gi_paging *pg)
 {
 	struct sampler *s = sv->s;
 	const struct sampler_sink *sink = s->cfg.sink;
 	struct ident_thread *it;
-	struct ident_process *ip;
+	struct ident_process *ip = NULL;
 	bool new_thread, new_proc = false;
 
 	pthread_mutex_lock(&s->ident_lock);
@@ -84,6 +128,8 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		if (sink->thread && sink->thread(sink->ctx, &rec))
 			sv->c.samples_sink_errors++;
 	}
+	if (ip && !new_proc)
+		note_mappings(sv, ip, mm, pg, false);
 	if (new_proc) {
 		struct hvp_process proc;
 
@@ -94,6 +140,8 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		    proc.end_code > proc.start_code && proc.exe[0]) {
 			ip->tgid = t->tgid;
 			ip->mm = mm;
+			ip->map_count = -1;
+			note_mappings(sv, ip, mm, pg, true);
 			proc.tgid = t->tgid;
 			proc.time_ns = vmm_now_ns() - sampler_start_ns(s);
 			sv->c.processes++;

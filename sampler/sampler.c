@@ -201,6 +201,13 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 		s->vcpus[i].s = s;
 		s->vcpus[i].index = i;
 		s->vcpus[i].perf_fd = -1;
+		if (cfg->sink && cfg->sink->mapping) {
+			s->vcpus[i].maps = calloc(SAMPLER_MAPS_MAX, sizeof(struct gi_mapping));
+			if (!s->vcpus[i].maps) {
+				sampler_destroy(s);
+				return -ENOMEM;
+			}
+		}
 	}
 	*out = s;
 	return 0;
@@ -249,8 +256,10 @@ void sampler_destroy(struct sampler *s)
 {
 	if (!s)
 		return;
-	for (unsigned int i = 0; s->vcpus && i < s->n_vcpus; i++)
+	for (unsigned int i = 0; s->vcpus && i < s->n_vcpus; i++) {
 		counter_close_vcpu(&s->vcpus[i]);
+		free(s->vcpus[i].maps);
+	}
 	if (s->ident)
 		ident_cache_destroy(s);
 	marks_destroy(&s->marks);

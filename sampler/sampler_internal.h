@@ -32,7 +32,10 @@ struct svcpu {
 	struct hvp_sample sample;     /* scratch for building a sample */
 	struct hvp_user_stack ustack; /* scratch for a USER_STACK record */
 	struct pgwalk_cache tcache;   /* this vCPU's translations, invalidated at each sample */
+	struct gi_mapping *maps;      /* scratch for an address space: SAMPLER_MAPS_MAX entries */
 };
+
+#define SAMPLER_MAPS_MAX 1024 /* mappings of one process recorded at most (more: counted error) */
 
 /* ---------------------------------------------------------------- marks (marks.c) */
 

@@ -285,6 +285,13 @@ struct gi_mapping {
 int gi_process_mappings(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
 			uint64_t mm, struct gi_mapping *out, size_t max, size_t *n) __must_check;
 
+/**
+ * gi_mm_map_count - mm->map_count of the mm at @mm: how many VMAs it has, a cheap sign that its
+ * address space changed. Return: 0 and *@count; -ENODATA no such field in the BTF; read errors.
+ */
+int gi_mm_map_count(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		    uint64_t mm, int32_t *count) __must_check;
+
 /* ---------------------------------------------------------------- the running kernel (kentry.c) */
 
 /** struct gi_user_regs - the user registers a user-stack walk starts from (GVAs). */

@@ -41,6 +41,7 @@ enum recfile_type {
 	RECFILE_USER_STACK = 5,
 	RECFILE_COUNTER = 6,
 	RECFILE_END = 7,
+	RECFILE_MAPPING = 8,
 };
 
 struct recfile_writer;
@@ -83,6 +84,12 @@ int recfile_write_thread(struct recfile_writer *w, const struct hvp_thread *t) _
  * bytes). Return: 0; -EINVAL; the sticky write error.
  */
 int recfile_write_process(struct recfile_writer *w, const struct hvp_process *p) __must_check;
+
+/**
+ * recfile_write_mapping - append a MAPPING record (@m->path up to its first NUL, at most 255
+ * bytes). Return: 0; -EINVAL (@m->index >= @m->count, start >= end); the sticky write error.
+ */
+int recfile_write_mapping(struct recfile_writer *w, const struct hvp_mapping *m) __must_check;
 
 /**
  * recfile_write_user_stack - append a USER_STACK record (the first @u->n_user ips).
@@ -159,6 +166,7 @@ struct recfile_record {
 		struct hvp_user_stack user_stack;
 		struct recfile_counter counter;
 		struct recfile_end end;
+		struct hvp_mapping mapping;
 	};
 };
 
@@ -320,6 +328,8 @@ struct profile_stats {
 	uint64_t joined;
 	uint64_t lost_user;
 	uint64_t orphan_user_stacks;
+	uint64_t mappings;          /* MAPPING records */
+	uint64_t mapping_snapshots; /* ... that started a process's snapshot (index 0) */
 	uint64_t period_total;
 	uint64_t stacks;
 	uint64_t frames;

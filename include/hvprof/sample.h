@@ -106,6 +106,28 @@ struct hvp_user_stack {
 	uint64_t user_ips[HVP_MAX_CALLCHAIN];
 };
 
+/* Protection bits of a mapping (hvp_mapping.prot): vm_flags' low bits. */
+#define HVP_PROT_READ 0x1
+#define HVP_PROT_WRITE 0x2
+#define HVP_PROT_EXEC 0x4
+#define HVP_PROT_SHARED 0x8
+
+/**
+ * struct hvp_mapping - one mapping (VMA) of a guest process, as recorded (MAPPING record).
+ * @tgid: the process. @index/@count: its place in the process's snapshot of @count mappings:
+ *   index 0 starts a new snapshot, which replaces every earlier mapping of @tgid.
+ * @start/@end: [start, end) GVAs. @pgoff: file offset of @start in bytes. @ino/@dev: the file's
+ * inode and device (0: anonymous). @prot: HVP_PROT_*. @path: NUL-terminated, "" if anonymous.
+ */
+struct hvp_mapping {
+	uint64_t time_ns;
+	int32_t tgid;
+	uint16_t index, count;
+	uint64_t start, end, pgoff, ino;
+	uint32_t dev, prot;
+	char path[256];
+};
+
 /* How a run ended (END record). */
 enum hvp_end_reason {
 	HVP_END_EXIT_DEVICE = 1, /* the guest wrote its exit status to the exit register */

@@ -34,6 +34,7 @@ struct sampler_sink {
 	int (*thread)(void *ctx, const struct hvp_thread *t);
 	int (*process)(void *ctx, const struct hvp_process *p);
 	int (*user_stack)(void *ctx, const struct hvp_user_stack *u);
+	int (*mapping)(void *ctx, const struct hvp_mapping *m); /* optional */
 	void *ctx;
 };
 
@@ -103,7 +104,10 @@ struct sampler_config {
 	X(sample_ns_regs) X(sample_ns_identity) X(sample_ns_kernel_unwind) X(sample_ns_user)   \
 	X(sample_ns_write)                                                                      \
 	X(tcache_hits)          /* GVA->GPA translations answered by the per-sample cache */    \
-	X(tcache_misses)        /* ... and walked */
+	X(tcache_misses)        /* ... and walked */                                            \
+	X(mapping_snapshots)    /* address spaces recorded (a process first seen, or changed) */ \
+	X(mappings)             /* MAPPING records written */                                   \
+	X(mapping_errors)       /* address spaces that could not be read (counted, skipped) */
 
 /** struct sampler_counters - what the sampler counted, summed over the vCPUs. */
 struct sampler_counters {

@@ -13,7 +13,8 @@ def read(path):
         raise ValueError(f"{path}: bad magic")
     header_size = struct.unpack_from("<I", data, 12)[0]
     off = header_size
-    out = {"samples": [], "user_stacks": {}, "counters": {}, "meta": {}, "threads": {}}
+    out = {"samples": [], "user_stacks": {}, "counters": {}, "meta": {}, "threads": {},
+           "mappings": []}
     while off + 12 <= len(data):
         rtype, size = struct.unpack_from("<II", data, off)
         if size < 12 or off + size > len(data):
@@ -41,6 +42,13 @@ def read(path):
             t, cookie, pid, vcpu, stop, nu = struct.unpack_from("<QQiIBxH", data, p)
             ips = struct.unpack_from(f"<{nu}Q", data, p + 32)
             out["user_stacks"][cookie] = dict(pid=pid, vcpu=vcpu, stop=stop, uips=ips)
+        elif rtype == 8:
+            (t, tgid, index, count, start, end, pgoff, ino, dev, prot,
+             pl) = struct.unpack_from("<QiHHQQQQIII", data, p)
+            path = data[p + 60:p + 60 + pl].decode(errors="replace")
+            out["mappings"].append(dict(tgid=tgid, index=index, count=count, start=start,
+                                        end=end, pgoff=pgoff, ino=ino, dev=dev, prot=prot,
+                                        path=path))
         elif rtype == 6:
             value, nl = struct.unpack_from("<QI", data, p)
             out["counters"][data[p + 12:p + 12 + nl].decode()] = value

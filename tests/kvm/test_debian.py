@@ -74,10 +74,18 @@ truth = re.search(r"hvprof-truth: distro checksum=([\d.]+) sort=([\d.]+)", conso
 check("the distro-built workload (PIE, libhvdistro.so.1) ran and printed its ground truth",
       truth is not None and "unsorted=0" in console, truth.group(0) if truth else "")
 
-rd = hvprec.read(data) if os.path.exists(data) else {"meta": {}, "counters": {}, "threads": {}}
+rd = hvprec.read(data) if os.path.exists(data) else {"meta": {}, "counters": {}, "threads": {},
+                                                   "mappings": []}
 comms = {t["comm"] for t in rd["threads"].values()}
 check("thread names: python3 and hvprof-distro", {"python3", "hvprof-distro"} <= comms,
       ", ".join(sorted(comms)))
+# The address spaces (MAPPING records, issue 14): python3's executable and libc mapped r-x,
+# with their paths, as /proc/PID/maps would show them.
+py = {tgid for tgid, t in rd["threads"].items() if t["comm"] == "python3"}
+rx = {m["path"] for m in rd["mappings"] if m["tgid"] in py and m["prot"] & 5 == 5}
+check("python3's address space recorded: python3.11 and libc.so.6 mapped r-x",
+      "/usr/bin/python3.11" in rx and "/usr/lib/x86_64-linux-gnu/libc.so.6" in rx,
+      f"{len(rd['mappings'])} mappings; python3's r-x: {sorted(rx)[:6]}")
 cnt = rd["counters"]
 if "disk_writes" in cnt:
     check("the guest wrote to its disk (snapshot)", cnt["disk_writes"] > 0,

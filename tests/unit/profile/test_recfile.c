@@ -537,8 +537,55 @@ static int test_open_missing(void)
 	return TEST_OK;
 }
 
+/* MAPPING records: a snapshot of two written and read back; a damaged one stops the reader. */
+static int test_mapping(void)
+{
+	struct hvp_mapping m = { .time_ns = 77, .tgid = 4242, .index = 0, .count = 2,
+				 .start = 0x7f0000000000ull, .end = 0x7f0000021000ull,
+				 .pgoff = 0x3000, .ino = 123456, .dev = 0x800002,
+				 .prot = HVP_PROT_READ | HVP_PROT_EXEC,
+				 .path = "/usr/lib/x86_64-linux-gnu/libc.so.6" };
+	struct recfile_record *rec = malloc(sizeof(*rec));
+	struct recfile_writer *w;
+	struct recfile_reader *r;
+	int fd = mem_file(), n = 0;
+
+	ASSERT_TRUE(rec && fd >= 0);
+	ASSERT_EQ_INT(recfile_writer_open(fd, &w), 0);
+	ASSERT_EQ_INT(recfile_write_mapping(w, &m), 0);
+	m.index = 1;
+	m.start = 0x7ffd00000000ull;
+	m.end = 0x7ffd00021000ull;
+	m.path[0] = '\0'; /* anonymous: the stack */
+	ASSERT_EQ_INT(recfile_write_mapping(w, &m), 0);
+	m.index = 2; /* not in a snapshot of 2 */
+	ASSERT_EQ_INT(recfile_write_mapping(w, &m), -EINVAL);
+	ASSERT_EQ_INT(recfile_writer_close(w), 0);
+	ASSERT_EQ_INT(lseek(fd, 0, SEEK_SET), 0);
+	ASSERT_EQ_INT(recfile_reader_open_fd(fd, NULL, &r, NULL, 0), 0);
+	while (recfile_reader_next(r, rec) == 1) {
+		ASSERT_EQ_INT(rec->type, RECFILE_MAPPING);
+		ASSERT_EQ_INT(rec->mapping.tgid, 4242);
+		ASSERT_EQ_INT(rec->mapping.index, n);
+		ASSERT_EQ_INT(rec->mapping.count, 2);
+		ASSERT_EQ_U64(rec->mapping.pgoff, 0x3000);
+		ASSERT_EQ_U64(rec->mapping.ino, 123456);
+		ASSERT_EQ_U64(rec->mapping.dev, 0x800002);
+		ASSERT_EQ_U64(rec->mapping.prot, HVP_PROT_READ | HVP_PROT_EXEC);
+		ASSERT_EQ_STR(rec->mapping.path, n ? "" : "/usr/lib/x86_64-linux-gnu/libc.so.6");
+		ASSERT_EQ_U64(rec->mapping.start, n ? 0x7ffd00000000ull : 0x7f0000000000ull);
+		n++;
+	}
+	ASSERT_EQ_INT(n, 2);
+	recfile_reader_close(r);
+	close(fd);
+	free(rec);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "round trip of every record type", test_round_trip },
+	{ "MAPPING records: a snapshot written and read back", test_mapping },
 	{ "full callchains; bad arguments refused", test_max_callchain },
 	{ "damaged files stop at the last intact record", test_damaged },
 	{ "unknown record types are skipped", test_unknown_type_skipped },
