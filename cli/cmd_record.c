@@ -294,17 +294,25 @@ static int finish_recording(struct recfile_writer *w, const struct guest *gs,
 static void print_summary(const struct guest *gs, const struct vmm_result *res,
 			  const struct sampler_counters *cnt, const struct record_args *a)
 {
-	double secs = (double)res->runtime_ns / 1e9;
+	double secs = (double)res->runtime_ns / 1e9, vcpu_secs;
+	uint64_t first_user = sampler_first_user_ns(gs->sampler);
+	struct vmm_counters vc;
+	char boot[64] = "";
 
+	vmm_get_counters(gs->vm, &vc);
+	vcpu_secs = (double)vc.vcpu_cpu_ns / 1e9;
+	if (first_user)
+		snprintf(boot, sizeof(boot), "; boot to first user sample %.1f s",
+			 (double)first_user / 1e9);
 	fprintf(stderr,
-		"hvprof: %llu samples (%.0f/s, %llu user, %llu kernel) in %.1f s; "
-		"counter %s at %lu Hz; no task %llu; boot to first user sample %.1f s; "
-		"written to %s\n",
+		"hvprof: %llu samples (%.0f/s of wall time, %.0f per vCPU-second; %llu user, "
+		"%llu kernel, %llu without a task) in %.1f s; counter %s at %lu Hz%s; written to "
+		"%s\n",
 		(unsigned long long)cnt->samples, secs > 0 ? (double)cnt->samples / secs : 0.0,
+		vcpu_secs > 0 ? (double)cnt->samples / vcpu_secs : 0.0,
 		(unsigned long long)cnt->samples_user, (unsigned long long)cnt->samples_kernel,
-		secs, sampler_counter_name(sampler_counter_kind(gs->sampler)), a->freq,
-		(unsigned long long)cnt->samples_no_task,
-		(double)sampler_first_user_ns(gs->sampler) / 1e9, a->output);
+		(unsigned long long)cnt->samples_no_task, secs,
+		sampler_counter_name(sampler_counter_kind(gs->sampler)), a->freq, boot, a->output);
 }
 
 int cmd_record(int argc, char **argv)

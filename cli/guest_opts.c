@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Guest options of `run` and `record`: the image manifest (docs/image-manifest.md), kernel,
+// Guest options of `run` and `record`: the image manifest (docs/guest-interface.md), kernel,
 // initrd (+ --add files), command line (+ --run), memory, vCPUs, duration.
 #include <errno.h>
 #include <fcntl.h>

@@ -133,7 +133,7 @@ fi
 
 # --- image
 rm -rf "$img.tmp"
-mkdir -p "$img.tmp/rootfs"/{bin,sbin,etc,proc,sys,dev,tmp,root,usr/bin,usr/sbin}
+mkdir -p "$img.tmp/rootfs"/{bin,sbin,etc,proc,sys,dev,tmp,root,mnt,usr/bin,usr/sbin}
 cp "$kbuild/vmlinux" "$img.tmp/vmlinux"
 cp "$kbuild/arch/x86/boot/bzImage" "$img.tmp/bzImage"
 cp "$kbuild/bzImage.lz4" "$img.tmp/bzImage.lz4"
@@ -157,7 +157,7 @@ install -m 0755 "$here/rootfs/init" "$img.tmp/rootfs/init"
 
 kver=$(make -s -C "$tree" O="$kbuild" kernelversion 2>/dev/null || echo 6.1)
 {
-	echo "# hvprof image manifest (docs/image-manifest.md): key=value, one per line"
+	echo "# hvprof image manifest (docs/guest-interface.md): key=value, one per line"
 	echo "format=1"
 	echo "name=default"
 	echo "kernel=vmlinux"

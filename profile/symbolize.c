@@ -347,8 +347,9 @@ static int get_dso(struct symbolizer *s, uint32_t exe_id, struct dso **out)
 	if (err == -ENOMEM)
 		return err;
 	if (err) {
-		pr_warn("%s: not found on the host (META add, rootfs, --symfs): its frames stay "
-			"unresolved", exe);
+		pr_warn("%s: not found on the host (among the files given with --add, in the "
+			"image's root tree, or under --symfs DIR; files inside a disk image are not "
+			"read yet): its frames stay unresolved", exe);
 		return 0;
 	}
 	if (open_symtab(d->host_path, exe, false, &d->st) == 0) {

@@ -48,9 +48,14 @@ static int disk_lock(struct disk *d, bool exclusive)
 	if (fcntl(d->fd, F_OFD_SETLK, &fl) == 0)
 		return 0;
 	if (errno == EAGAIN || errno == EACCES) {
-		pr_err("%s is in use by another process (it holds a %s lock on it): stop it, or "
-		       "give the disk ',snapshot' or ',ro' where the other user only reads",
-		       d->path, exclusive ? "read or write" : "write");
+		if (exclusive)
+			pr_err("%s is in use by another process (it holds a lock on it): stop it, "
+			       "or give the disk ',snapshot' or ',ro' here if both only read it",
+			       d->path);
+		else
+			pr_err("%s is being written by another process (it holds a write lock on "
+			       "it): stop it first (',snapshot' and ',ro' only read, but not an "
+			       "image another one writes)", d->path);
 		return -EBUSY;
 	}
 	return 0; /* a file system without locks: go on unlocked */
