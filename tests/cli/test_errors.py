@@ -97,7 +97,7 @@ CASES = [
     ("disk locked by another process", ["run", "--disk", locked_img], 3,
      f"{locked_img} is in use by another process"),
     ("disk locked, even for a snapshot", ["run", "--disk", locked_img + ",snapshot"], 3,
-     f"{locked_img} is in use by another process"),
+     f"{locked_img} is being written by another process"),
     ("unknown --disk option", ["run", "--disk", raw_img + ",cache=none"], 2,
      "unknown option 'cache=none'"),
     ("--disk without a file", ["run", "--disk", ",ro"], 2, "--disk ',ro': no file"),
