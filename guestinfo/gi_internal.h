@@ -98,9 +98,10 @@ int gi_task_identity_flags(const struct gi *gi, const struct gmem *mem,
 			   const struct gi_paging *pg, uint64_t task, struct hvp_thread *out,
 			   uint64_t *mm, uint32_t *task_flags) __must_check;
 
-/* Read a u64 at @base + @off (a BTF offset) in guest virtual memory. */
-static inline int gi_read_u64_at(const struct gmem *mem, const struct gi_paging *pg, uint64_t base,
-			  uint32_t off, uint64_t *val)
+/* Read @len bytes at @base + @off (a BTF offset; UINT32_MAX: the field is missing) in guest
+ * virtual memory. */
+static inline int gi_read_at(const struct gmem *mem, const struct gi_paging *pg, uint64_t base,
+			     uint32_t off, void *val, size_t len)
 {
 	uint64_t gva;
 
@@ -108,19 +109,19 @@ static inline int gi_read_u64_at(const struct gmem *mem, const struct gi_paging 
 		return -ENODATA;
 	if (__builtin_add_overflow(base, (uint64_t)off, &gva))
 		return -ERANGE;
-	return gi_read_gva(mem, pg, gva, val, sizeof(*val));
+	return gi_read_gva(mem, pg, gva, val, len);
 }
 
-static inline int gi_read_s32_at(const struct gmem *mem, const struct gi_paging *pg, uint64_t base,
-			  uint32_t off, int32_t *val)
+static inline int gi_read_u64_at(const struct gmem *mem, const struct gi_paging *pg,
+				 uint64_t base, uint32_t off, uint64_t *val)
 {
-	uint64_t gva;
+	return gi_read_at(mem, pg, base, off, val, sizeof(*val));
+}
 
-	if (off == UINT32_MAX)
-		return -ENODATA;
-	if (__builtin_add_overflow(base, (uint64_t)off, &gva))
-		return -ERANGE;
-	return gi_read_gva(mem, pg, gva, val, sizeof(*val));
+static inline int gi_read_s32_at(const struct gmem *mem, const struct gi_paging *pg,
+				 uint64_t base, uint32_t off, int32_t *val)
+{
+	return gi_read_at(mem, pg, base, off, val, sizeof(*val));
 }
 
 /*
