@@ -22,7 +22,8 @@
 #define RECFILE_USER_STACK_FIXED 32
 #define RECFILE_COUNTER_FIXED 12    /* u64 value, u32 name_len */
 #define RECFILE_END_FIXED 8
-#define RECFILE_MAPPING_FIXED 60    /* then path_len bytes */
+#define RECFILE_MAPPING_FIXED 84    /* then path_len bytes */
+#define RECFILE_BUILD_ID_MAX 20
 #define RECFILE_EXE_MAX 255         /* bytes of PROCESS exe (hvp_process.exe is 256 with NUL) */
 
 static inline void put_u8(uint8_t **p, uint8_t v)

@@ -329,10 +329,14 @@ static int decode_mapping(struct recfile_reader *r, const uint8_t *p, size_t ple
 	m->ino = get_u64(&p);
 	m->dev = get_u32(&p);
 	m->prot = get_u32(&p);
+	m->build_id_len = get_u8(&p);
+	p += 3; /* reserved */
+	memcpy(m->build_id, p, RECFILE_BUILD_ID_MAX);
+	p += RECFILE_BUILD_ID_MAX;
 	path_len = get_u32(&p);
 	/* SAFETY: path_len <= RECFILE_EXE_MAX < sizeof(m->path). */
 	if (path_len > RECFILE_EXE_MAX || plen != RECFILE_MAPPING_FIXED + path_len ||
-	    m->index >= m->count || m->start >= m->end)
+	    m->index >= m->count || m->start >= m->end || m->build_id_len > RECFILE_BUILD_ID_MAX)
 		return -EBADMSG;
 	memcpy(m->path, p, path_len);
 	m->path[path_len] = '\0';

@@ -245,7 +245,8 @@ int recfile_write_mapping(struct recfile_writer *w, const struct hvp_mapping *m)
 	uint8_t *p;
 	int err;
 
-	if (!w || !m || m->index >= m->count || m->start >= m->end)
+	if (!w || !m || m->index >= m->count || m->start >= m->end ||
+	    m->build_id_len > RECFILE_BUILD_ID_MAX)
 		return -EINVAL;
 	path_len = strnlen(m->path, RECFILE_EXE_MAX);
 
@@ -262,6 +263,11 @@ int recfile_write_mapping(struct recfile_writer *w, const struct hvp_mapping *m)
 		put_u64(&p, m->ino);
 		put_u32(&p, m->dev);
 		put_u32(&p, m->prot);
+		put_u8(&p, m->build_id_len);
+		put_u8(&p, 0);
+		put_u8(&p, 0);
+		put_u8(&p, 0);
+		put_bytes(&p, m->build_id, RECFILE_BUILD_ID_MAX);
 		put_u32(&p, (uint32_t)path_len);
 		put_bytes(&p, m->path, path_len);
 		rec_end(w, p);

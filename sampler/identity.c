@@ -90,6 +90,16 @@ static void note_mappings(struct svcpu *sv, struct ident_process *ip, uint64_t m
 					 .prot = (uint32_t)(g->flags & 0xf) };
 
 		memcpy(m.path, g->path, sizeof(m.path));
+		/* the build-id of a file, from its first page (resident after the loader read it) */
+		if (g->file && g->pgoff == 0) {
+			size_t len = 0;
+
+			if (gi_mapping_build_id(s->mem, pg, g->start, m.build_id,
+						sizeof(m.build_id), &len) == 0) {
+				m.build_id_len = (uint8_t)len;
+				sv->c.mapping_build_ids++;
+			}
+		}
 		sv->c.mappings++;
 		if (sink->mapping(sink->ctx, &m))
 			sv->c.samples_sink_errors++;

@@ -286,6 +286,17 @@ int gi_process_mappings(const struct gi *gi, const struct gmem *mem, const struc
 			uint64_t mm, struct gi_mapping *out, size_t max, size_t *n) __must_check;
 
 /**
+ * gi_mapping_build_id - the GNU build-id (NT_GNU_BUILD_ID) of the ELF file whose first page is
+ * mapped at @start (a page-aligned user GVA, the mapping with file offset 0), read from that
+ * page through @pg (the process's page tables) when it is resident, and parsed with libelf: the
+ * ELF header, program headers and a PT_NOTE segment inside that page. @id/@max: where to write.
+ * Return: 0, @id and *@len (bytes); -EFAULT/-ERANGE not resident or not mapped; -ENOENT not a
+ * 64-bit ELF, or no build-id note in the first page; -EINVAL.
+ */
+int gi_mapping_build_id(const struct gmem *mem, const struct gi_paging *pg, uint64_t start,
+			uint8_t *id, size_t max, size_t *len) __must_check;
+
+/**
  * gi_mm_map_count - mm->map_count of the mm at @mm: how many VMAs it has, a cheap sign that its
  * address space changed. Return: 0 and *@count; -ENODATA no such field in the BTF; read errors.
  */

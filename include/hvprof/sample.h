@@ -117,7 +117,9 @@ struct hvp_user_stack {
  * @tgid: the process. @index/@count: its place in the process's snapshot of @count mappings:
  *   index 0 starts a new snapshot, which replaces every earlier mapping of @tgid.
  * @start/@end: [start, end) GVAs. @pgoff: file offset of @start in bytes. @ino/@dev: the file's
- * inode and device (0: anonymous). @prot: HVP_PROT_*. @path: NUL-terminated, "" if anonymous.
+ * inode and device (0: anonymous). @prot: HVP_PROT_*. @build_id/@build_id_len: the GNU build-id
+ * of the file, read from its first page in guest memory (on the mapping at file offset 0).
+ * @path: NUL-terminated, "" if anonymous.
  */
 struct hvp_mapping {
 	uint64_t time_ns;
@@ -125,6 +127,8 @@ struct hvp_mapping {
 	uint16_t index, count;
 	uint64_t start, end, pgoff, ino;
 	uint32_t dev, prot;
+	uint8_t build_id_len; /* 0: unknown (not an ELF, not resident, or not the file's start) */
+	uint8_t build_id[20];
 	char path[256];
 };
 

@@ -107,6 +107,7 @@ struct sampler_config {
 	X(tcache_misses)        /* ... and walked */                                            \
 	X(mapping_snapshots)    /* address spaces recorded (a process first seen, or changed) */ \
 	X(mappings)             /* MAPPING records written */                                   \
+	X(mapping_build_ids)    /* ... with the file's build-id read from guest memory */      \
 	X(mapping_errors)       /* address spaces that could not be read (counted, skipped) */
 
 /** struct sampler_counters - what the sampler counted, summed over the vCPUs. */

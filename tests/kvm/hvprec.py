@@ -44,11 +44,13 @@ def read(path):
             out["user_stacks"][cookie] = dict(pid=pid, vcpu=vcpu, stop=stop, uips=ips)
         elif rtype == 8:
             (t, tgid, index, count, start, end, pgoff, ino, dev, prot,
-             pl) = struct.unpack_from("<QiHHQQQQIII", data, p)
-            path = data[p + 60:p + 60 + pl].decode(errors="replace")
+             bl) = struct.unpack_from("<QiHHQQQQIIB", data, p)
+            build_id = data[p + 60:p + 60 + min(bl, 20)].hex()
+            pl = struct.unpack_from("<I", data, p + 80)[0]
+            path = data[p + 84:p + 84 + pl].decode(errors="replace")
             out["mappings"].append(dict(tgid=tgid, index=index, count=count, start=start,
                                         end=end, pgoff=pgoff, ino=ino, dev=dev, prot=prot,
-                                        path=path))
+                                        build_id=build_id, path=path))
         elif rtype == 6:
             value, nl = struct.unpack_from("<QI", data, p)
             out["counters"][data[p + 12:p + 12 + nl].decode()] = value

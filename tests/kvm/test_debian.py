@@ -86,6 +86,18 @@ rx = {m["path"] for m in rd["mappings"] if m["tgid"] in py and m["prot"] & 5 == 
 check("python3's address space recorded: python3.11 and libc.so.6 mapped r-x",
       "/usr/bin/python3.11" in rx and "/usr/lib/x86_64-linux-gnu/libc.so.6" in rx,
       f"{len(rd['mappings'])} mappings; python3's r-x: {sorted(rx)[:6]}")
+# ... with libc's build-id read from guest memory, the same as the file's in the image (readelf)
+libc_ids = {m["build_id"] for m in rd["mappings"] if m["tgid"] in py and m["pgoff"] == 0
+            and m["path"] == "/usr/lib/x86_64-linux-gnu/libc.so.6" and m["build_id"]}
+libc_copy = os.path.join(tempfile.mkdtemp(prefix="hvprof-libc-"), "libc.so.6")
+subprocess.run(["debugfs", "-R", f"dump /usr/lib/x86_64-linux-gnu/libc.so.6 {libc_copy}", disk],
+               capture_output=True, timeout=60)
+notes = subprocess.run(["readelf", "-n", libc_copy], capture_output=True, text=True,
+                       timeout=60).stdout if os.path.exists(libc_copy) else ""
+m_id = re.search(r"Build ID: ([0-9a-f]+)", notes)
+want_id = m_id.group(1) if m_id else ""
+check("libc.so.6's build-id read from guest memory matches the file in the disk image",
+      bool(want_id) and libc_ids == {want_id}, f"guest {sorted(libc_ids)}, file {want_id}")
 cnt = rd["counters"]
 if "disk_writes" in cnt:
     check("the guest wrote to its disk (snapshot)", cnt["disk_writes"] > 0,

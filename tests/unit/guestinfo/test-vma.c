@@ -230,7 +230,61 @@ static int test_hostile_trees(void)
 	return ret;
 }
 
+/* The build-id of a mapped ELF from its first page in guest memory equals what libelf reads from
+ * the file's sections (this test's own executable); a page that is not an ELF has none, and an
+ * unmapped one is a fault. */
+static int test_build_id(void)
+{
+	struct fakekernel fk;
+	struct symtab *st = NULL;
+	uint8_t page[4096], id[20];
+	char hex[41];
+	size_t len = 0;
+	FILE *f;
+
+	ASSERT_EQ_INT(fakekernel_init(&fk, 4), 0);
+	f = fopen("/proc/self/exe", "rb");
+	ASSERT_TRUE(f && fread(page, 1, sizeof(page), f) == sizeof(page));
+	fclose(f);
+	ASSERT_EQ_INT(symtab_open_elf("/proc/self/exe", &st), 0);
+	if (!symtab_build_id(st)[0]) {
+		printf("# skip: this test was linked without a build-id\n");
+		symtab_free(st);
+		fakekernel_fini(&fk);
+		return TEST_SKIP;
+	}
+	/* the user text pages of the fake process: FK_USER_TEXT */
+	ASSERT_EQ_INT(fk_write_gva(&fk, FK_USER_TEXT, page, sizeof(page)), 0);
+	ASSERT_EQ_INT(gi_mapping_build_id(&fk.fm.mem, &fk.fm.pg, FK_USER_TEXT, id, sizeof(id), &len),
+		      0);
+	ASSERT_TRUE(len > 0 && len <= 20);
+	for (size_t i = 0; i < len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	ASSERT_EQ_STR(hex, symtab_build_id(st));
+	symtab_free(st);
+	/* not an ELF; not mapped; not page aligned */
+	ASSERT_EQ_INT(fk_write_gva(&fk, FK_USER_TEXT + 4096, "#!/bin/sh\n", 10), 0);
+	ASSERT_EQ_INT(gi_mapping_build_id(&fk.fm.mem, &fk.fm.pg, FK_USER_TEXT + 4096, id, sizeof(id),
+					  &len), -ENOENT);
+	ASSERT_EQ_INT(gi_mapping_build_id(&fk.fm.mem, &fk.fm.pg, 0x10000000, id, sizeof(id), &len),
+		      -EFAULT);
+	ASSERT_EQ_INT(gi_mapping_build_id(&fk.fm.mem, &fk.fm.pg, FK_USER_TEXT + 8, id, sizeof(id),
+					  &len), -EINVAL);
+	/* program headers that point past the page are refused, not followed */
+	memset(page + 64, 0xff, 56); /* the first program header: offsets far away */
+	ASSERT_EQ_INT(fk_write_gva(&fk, FK_USER_TEXT, page, sizeof(page)), 0);
+	{
+		int err = gi_mapping_build_id(&fk.fm.mem, &fk.fm.pg, FK_USER_TEXT, id, sizeof(id),
+					      &len);
+
+		ASSERT_TRUE(err == 0 || err == -ENOENT);
+	}
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
+	{ "build-id of a mapped ELF from its first page", test_build_id },
 	{ "mappings from a two-level maple tree, with a file", test_good_tree },
 	{ "hostile maple trees give errors, never loops", test_hostile_trees },
 };

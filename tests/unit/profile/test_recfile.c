@@ -543,7 +543,8 @@ static int test_mapping(void)
 	struct hvp_mapping m = { .time_ns = 77, .tgid = 4242, .index = 0, .count = 2,
 				 .start = 0x7f0000000000ull, .end = 0x7f0000021000ull,
 				 .pgoff = 0x3000, .ino = 123456, .dev = 0x800002,
-				 .prot = HVP_PROT_READ | HVP_PROT_EXEC,
+				 .prot = HVP_PROT_READ | HVP_PROT_EXEC, .build_id_len = 20,
+				 .build_id = { 0xde, 0xad, 0xbe, 0xef, [19] = 0x42 },
 				 .path = "/usr/lib/x86_64-linux-gnu/libc.so.6" };
 	struct recfile_record *rec = malloc(sizeof(*rec));
 	struct recfile_writer *w;
@@ -557,6 +558,7 @@ static int test_mapping(void)
 	m.start = 0x7ffd00000000ull;
 	m.end = 0x7ffd00021000ull;
 	m.path[0] = '\0'; /* anonymous: the stack */
+	m.build_id_len = 0;
 	ASSERT_EQ_INT(recfile_write_mapping(w, &m), 0);
 	m.index = 2; /* not in a snapshot of 2 */
 	ASSERT_EQ_INT(recfile_write_mapping(w, &m), -EINVAL);
@@ -573,6 +575,8 @@ static int test_mapping(void)
 		ASSERT_EQ_U64(rec->mapping.dev, 0x800002);
 		ASSERT_EQ_U64(rec->mapping.prot, HVP_PROT_READ | HVP_PROT_EXEC);
 		ASSERT_EQ_STR(rec->mapping.path, n ? "" : "/usr/lib/x86_64-linux-gnu/libc.so.6");
+		ASSERT_EQ_INT(rec->mapping.build_id_len, n ? 0 : 20);
+		ASSERT_TRUE(n || (rec->mapping.build_id[0] == 0xde && rec->mapping.build_id[19] == 0x42));
 		ASSERT_EQ_U64(rec->mapping.start, n ? 0x7ffd00000000ull : 0x7f0000000000ull);
 		n++;
 	}
