@@ -54,24 +54,18 @@ void ident_cache_destroy(struct sampler *s)
 
 /* Emit THREAD (and PROCESS) records when this identity was not seen before. */
 /*
- * MAPPING records of the process @ip: when it is first recorded (@first), and whenever
- * mm->map_count moved since (mmap, munmap, mprotect splitting a VMA, dlopen): one 4-byte read
- * per sample, a walk only on a change. Called under ident_lock.
+ * The MAPPING records of process @tgid (mm at @mm): a bounded walk of its VMA tree into this
+ * vCPU's scratch, one snapshot of records. Runs outside ident_lock: the walk may read hundreds
+ * of guest pages, and other vCPUs take that lock at every sample.
  */
-static void note_mappings(struct svcpu *sv, struct ident_process *ip, uint64_t mm,
-			  const struct gi_paging *pg, bool first)
+static void emit_mappings(struct svcpu *sv, int32_t tgid, uint64_t mm,
+			  const struct gi_paging *pg)
 {
 	struct sampler *s = sv->s;
 	const struct sampler_sink *sink = s->cfg.sink;
-	int32_t count;
 	size_t n = 0;
 	uint64_t now;
 
-	if (!sink->mapping || !sv->maps || gi_mm_map_count(s->gi, s->mem, pg, mm, &count) != 0 ||
-	    (!first && count == ip->map_count))
-		return;
-	/* tried once per change, whatever the outcome: a failing walk is not repeated per sample */
-	ip->map_count = count;
 	/* bounded: at most 512 tree nodes read, SAMPLER_MAPS_MAX mappings */
 	if (gi_process_mappings(s->gi, s->mem, pg, mm, sv->maps, SAMPLER_MAPS_MAX, &n) != 0 ||
 	    n == 0 || n > UINT16_MAX) {
@@ -82,7 +76,7 @@ static void note_mappings(struct svcpu *sv, struct ident_process *ip, uint64_t m
 	sv->c.mapping_snapshots++;
 	for (size_t i = 0; i < n; i++) {
 		const struct gi_mapping *g = &sv->maps[i];
-		struct hvp_mapping m = { .time_ns = now, .tgid = ip->tgid, .index = (uint16_t)i,
+		struct hvp_mapping m = { .time_ns = now, .tgid = tgid, .index = (uint16_t)i,
 					 .count = (uint16_t)n, .start = g->start, .end = g->end,
 					 /* anonymous VMAs keep start >> 12 there: no offset */
 					 .pgoff = g->file ? g->pgoff << 12 : 0, .ino = g->ino,
@@ -113,8 +107,14 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 	const struct sampler_sink *sink = s->cfg.sink;
 	struct ident_thread *it;
 	struct ident_process *ip = NULL;
-	bool new_thread, new_proc = false;
+	bool new_thread, new_proc = false, walk = false;
+	int32_t count = -1;
 
+	/* A cheap sign that the address space changed (mmap, munmap, mprotect splitting a VMA,
+	 * dlopen): one 4-byte guest read, before the lock; the walk only when it moved. */
+	if (!t->kthread && mm && sink->mapping && sv->maps &&
+	    gi_mm_map_count(s->gi, s->mem, pg, mm, &count) != 0)
+		count = -1;
 	pthread_mutex_lock(&s->ident_lock);
 	/* SAFETY: pid was validated (0..4194304) by gi_task_identity; the modulo bounds it. */
 	it = &s->ident->threads[(uint32_t)t->pid % IDENT_SLOTS];
@@ -138,8 +138,11 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		if (sink->thread && sink->thread(sink->ctx, &rec))
 			sv->c.samples_sink_errors++;
 	}
-	if (ip && !new_proc)
-		note_mappings(sv, ip, mm, pg, false);
+	if (ip && !new_proc && count >= 0 && count != ip->map_count) {
+		/* once per change, whatever the walk gives: a failing one is not retried per sample */
+		ip->map_count = count;
+		walk = true;
+	}
 	if (new_proc) {
 		struct hvp_process proc;
 
@@ -150,8 +153,8 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		    proc.end_code > proc.start_code && proc.exe[0]) {
 			ip->tgid = t->tgid;
 			ip->mm = mm;
-			ip->map_count = -1;
-			note_mappings(sv, ip, mm, pg, true);
+			ip->map_count = count;
+			walk = count >= 0;
 			proc.tgid = t->tgid;
 			proc.time_ns = vmm_now_ns() - sampler_start_ns(s);
 			sv->c.processes++;
@@ -160,5 +163,7 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		}
 	}
 	pthread_mutex_unlock(&s->ident_lock);
+	if (walk)
+		emit_mappings(sv, t->tgid, mm, pg);
 }
 

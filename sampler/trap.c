@@ -8,7 +8,6 @@
 #define pr_fmt(fmt) "sampler: trap: " fmt
 #include <errno.h>
 #include <string.h>
-#include <sys/ioctl.h>
 
 #include <hvprof/log.h>
 
