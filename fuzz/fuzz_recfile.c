@@ -130,6 +130,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (rec.type == RECFILE_SAMPLE)
 				FUZZ_CHECK(rec.sample.n_kernel <= HVP_MAX_CALLCHAIN &&
 					   rec.sample.n_user <= HVP_MAX_CALLCHAIN);
+			if (rec.type == RECFILE_USER_REGS) {
+				const struct hvp_user_regs *u = &rec.user_regs;
+				unsigned int sum = 0;
+
+				FUZZ_CHECK(u->stack_len <= HVP_USER_STACK_MAX &&
+					   u->stack_len <= u->stack_size &&
+					   (u->follows == RECFILE_SAMPLE ||
+					    u->follows == RECFILE_USER_STACK) &&
+					   off - rec.offset == 12 + 176 + (uint64_t)u->stack_len);
+				for (uint32_t i = 0; i < u->stack_len; i++) /* ASan: in bounds */
+					sum += u->stack[i];
+				(void)sum;
+			}
 			prev = off;
 		}
 		FUZZ_LOG("reader: %d after %llu records\n", ret,

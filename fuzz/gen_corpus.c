@@ -387,6 +387,9 @@ static int gen_recfile(void)
 				 .start_code = 0x400000, .end_code = 0x401000, .exe = "/bin/prog" };
 	struct hvp_user_stack u = { .time_ns = 5, .cookie = 7, .pid = 42, .vcpu = 0, .stop = 0,
 				    .n_user = 2, .user_ips = { 0x400100, 0x400200 } };
+	static uint8_t stack[256];
+	struct hvp_user_regs r = { .time_ns = 4, .pid = 42, .follows = RECFILE_SAMPLE,
+				   .stack = stack, .stack_len = 64, .stack_size = 64 };
 	uint8_t *buf;
 	off_t len;
 	int fd = memfd_create("gen-recfile", 0), err = 0;
@@ -407,8 +410,14 @@ static int gen_recfile(void)
 	s.time_ns = 4, s.cpl = 3, s.flags = HVP_SAMPLE_USER, s.rip = 0x400100, s.cookie = 0;
 	s.n_kernel = 0, s.n_user = 2, s.user_ips[0] = 0x400100, s.user_ips[1] = 0x400200;
 	s.user_stop = HVP_WALK_END;
-	err |= recfile_write_sample(w, &s);
-	err |= recfile_write_user_stack(w, &u);
+	for (unsigned int i = 0; i < sizeof(stack); i++)
+		stack[i] = (uint8_t)i;
+	r.regs[HVP_REG_RIP] = 0x400100, r.regs[HVP_REG_RSP] = 0x7ffd0000ff00;
+	r.regs[HVP_REG_RBP] = 0x7ffd0000ff40;
+	err |= recfile_write_sample_regs(w, &s, &r); /* fp mode: a 64-byte leaf window */
+	r.time_ns = 5, r.cookie = 7, r.follows = RECFILE_USER_STACK, r.stack_len = 256;
+	r.stack_size = 8192; /* dwarf mode: the stack ended after 256 bytes */
+	err |= recfile_write_user_stack_regs(w, &u, &r);
 	s.cookie = 9, s.cpl = 0, s.flags = 0, s.n_user = 0, s.n_kernel = 1;
 	s.user_stop = HVP_WALK_DEFERRED;
 	err |= recfile_write_sample(w, &s); /* its user stack never comes: lost */

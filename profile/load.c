@@ -311,6 +311,8 @@ static int on_record(struct loader *ld, const struct recfile_record *rec)
 		p->stats.mappings++;
 		p->stats.mapping_snapshots += rec->mapping.index == 0;
 		return 0;
+	case RECFILE_USER_REGS:
+		return 0; /* registers and stack of the record before: for the DWARF unwinder */
 	case RECFILE_END:
 		p->stats.has_end = 1;
 		p->stats.end_reason = rec->end.reason;

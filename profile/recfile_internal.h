@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <hvprof/profile.h>
+
 /* "HVPROF", NUL, 0x01: the last byte changes only if the header layout itself ever must. */
 #define RECFILE_MAGIC "HVPROF\0\1"
 #define RECFILE_MAGIC_LEN 8
@@ -23,6 +25,7 @@
 #define RECFILE_COUNTER_FIXED 12    /* u64 value, u32 name_len */
 #define RECFILE_END_FIXED 8
 #define RECFILE_MAPPING_FIXED 84    /* then path_len bytes */
+#define RECFILE_USER_REGS_FIXED 176 /* then stack_len bytes */
 #define RECFILE_BUILD_ID_MAX 20
 #define RECFILE_EXE_MAX 255         /* bytes of PROCESS exe (hvp_process.exe is 256 with NUL) */
 
@@ -90,5 +93,13 @@ static inline uint64_t get_u64(const uint8_t **p)
 	*p += 8;
 	return v;
 }
+
+_Static_assert(RECFILE_USER_REGS_FIXED == 40 + 8 * HVP_USER_NREGS, "USER_REGS layout");
+_Static_assert(RECFILE_BUFFER >= 2 * RECFILE_REC_MIN + RECFILE_SAMPLE_FIXED +
+			   16 * HVP_MAX_CALLCHAIN + RECFILE_USER_REGS_FIXED + HVP_USER_STACK_MAX,
+	       "the writer's buffer holds a SAMPLE and its largest USER_REGS at once");
+_Static_assert(RECFILE_WRITER_MAX_RECORD == RECFILE_REC_MIN + RECFILE_USER_REGS_FIXED +
+						     HVP_USER_STACK_MAX,
+	       "largest record the writer produces");
 
 #endif /* HVPROF_RECFILE_INTERNAL_H */

@@ -367,6 +367,38 @@ static int decode_user_stack(struct recfile_reader *r, const uint8_t *p, size_t 
 	return 1;
 }
 
+static int decode_user_regs(struct recfile_reader *r, const uint8_t *p, size_t plen,
+			    struct recfile_record *rec)
+{
+	struct hvp_user_regs *u = &rec->user_regs;
+	uint8_t n_regs;
+
+	(void)r;
+	if (plen < RECFILE_USER_REGS_FIXED)
+		return -EBADMSG;
+	u->time_ns = get_u64(&p);
+	u->cookie = get_u64(&p);
+	u->pid = (int32_t)get_u32(&p);
+	u->vcpu = get_u32(&p);
+	u->follows = get_u8(&p);
+	n_regs = get_u8(&p);
+	(void)get_u16(&p); /* reserved */
+	u->stack_len = get_u32(&p);
+	u->stack_size = get_u32(&p);
+	(void)get_u32(&p); /* reserved */
+	/* SAFETY: n_regs == HVP_USER_NREGS, the length of regs; stack_len is the rest of the
+	 * payload, which the frame check keeps inside the reader's buffer. */
+	if (n_regs != HVP_USER_NREGS ||
+	    (u->follows != RECFILE_SAMPLE && u->follows != RECFILE_USER_STACK) ||
+	    u->stack_len > HVP_USER_STACK_MAX || u->stack_len > u->stack_size ||
+	    plen != RECFILE_USER_REGS_FIXED + (size_t)u->stack_len)
+		return -EBADMSG;
+	for (unsigned int i = 0; i < HVP_USER_NREGS; i++)
+		u->regs[i] = get_u64(&p);
+	u->stack = u->stack_len ? p : NULL;
+	return 1;
+}
+
 static int decode_counter(struct recfile_reader *r, const uint8_t *p, size_t plen,
 			  struct recfile_record *rec)
 {
@@ -405,6 +437,7 @@ static recfile_decode_fn *const decoders[] = {
 	[RECFILE_COUNTER] = decode_counter,
 	[RECFILE_END] = decode_end,
 	[RECFILE_MAPPING] = decode_mapping,
+	[RECFILE_USER_REGS] = decode_user_regs,
 };
 
 /*
@@ -532,6 +565,7 @@ const char *recfile_type_name(uint32_t type)
 		[RECFILE_THREAD] = "THREAD",   [RECFILE_PROCESS] = "PROCESS",
 		[RECFILE_USER_STACK] = "USER_STACK", [RECFILE_COUNTER] = "COUNTER",
 		[RECFILE_END] = "END",         [RECFILE_MAPPING] = "MAPPING",
+		[RECFILE_USER_REGS] = "USER_REGS",
 	};
 
 	if (type < ARRAY_SIZE(names) && names[type])

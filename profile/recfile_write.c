@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -148,40 +149,131 @@ int recfile_write_meta(struct recfile_writer *w, const char *key, const char *va
 	return err;
 }
 
-int recfile_write_sample(struct recfile_writer *w, const struct hvp_sample *s)
+/* The SAMPLE record of @s (checked by the caller). Caller holds w->lock. */
+static int put_sample_locked(struct recfile_writer *w, const struct hvp_sample *s)
 {
 	uint8_t *p;
 	int err;
 
-	if (!w || !s || s->n_kernel > HVP_MAX_CALLCHAIN || s->n_user > HVP_MAX_CALLCHAIN)
-		return -EINVAL;
-
-	pthread_mutex_lock(&w->lock);
 	err = rec_begin(w, RECFILE_SAMPLE,
 			RECFILE_SAMPLE_FIXED + 8 * ((size_t)s->n_kernel + s->n_user), &p);
-	if (!err) {
-		put_u64(&p, s->time_ns);
-		put_u32(&p, s->vcpu);
-		put_u8(&p, s->cpl);
-		put_u8(&p, s->flags);
-		put_u8(&p, s->kernel_stop);
-		put_u8(&p, s->user_stop);
-		put_u64(&p, s->rip);
-		put_u64(&p, s->cr3);
-		put_u64(&p, s->task);
-		put_u32(&p, (uint32_t)s->pid);
-		put_u32(&p, (uint32_t)s->tgid);
-		put_u64(&p, s->cookie);
-		put_u64(&p, s->period);
-		put_u16(&p, s->n_kernel);
-		put_u16(&p, s->n_user);
-		put_u32(&p, 0); /* reserved */
-		for (unsigned int i = 0; i < s->n_kernel; i++)
-			put_u64(&p, s->kernel_ips[i]);
-		for (unsigned int i = 0; i < s->n_user; i++)
-			put_u64(&p, s->user_ips[i]);
-		rec_end(w, p);
-	}
+	if (err)
+		return err;
+	put_u64(&p, s->time_ns);
+	put_u32(&p, s->vcpu);
+	put_u8(&p, s->cpl);
+	put_u8(&p, s->flags);
+	put_u8(&p, s->kernel_stop);
+	put_u8(&p, s->user_stop);
+	put_u64(&p, s->rip);
+	put_u64(&p, s->cr3);
+	put_u64(&p, s->task);
+	put_u32(&p, (uint32_t)s->pid);
+	put_u32(&p, (uint32_t)s->tgid);
+	put_u64(&p, s->cookie);
+	put_u64(&p, s->period);
+	put_u16(&p, s->n_kernel);
+	put_u16(&p, s->n_user);
+	put_u32(&p, 0); /* reserved */
+	for (unsigned int i = 0; i < s->n_kernel; i++)
+		put_u64(&p, s->kernel_ips[i]);
+	for (unsigned int i = 0; i < s->n_user; i++)
+		put_u64(&p, s->user_ips[i]);
+	rec_end(w, p);
+	return 0;
+}
+
+static bool sample_ok(const struct hvp_sample *s)
+{
+	return s && s->n_kernel <= HVP_MAX_CALLCHAIN && s->n_user <= HVP_MAX_CALLCHAIN;
+}
+
+/* @r is a USER_REGS record the writer can store after a record of type @follows (0: any). */
+static bool user_regs_ok(const struct hvp_user_regs *r, uint32_t follows)
+{
+	if (!r || (r->follows != RECFILE_SAMPLE && r->follows != RECFILE_USER_STACK))
+		return false;
+	if (follows && r->follows != follows)
+		return false;
+	return r->stack_len <= HVP_USER_STACK_MAX && r->stack_len <= r->stack_size &&
+	       (r->stack || !r->stack_len);
+}
+
+/* The USER_REGS record of @r (checked by the caller). Caller holds w->lock. */
+static int put_user_regs_locked(struct recfile_writer *w, const struct hvp_user_regs *r)
+{
+	uint8_t *p;
+	int err;
+
+	err = rec_begin(w, RECFILE_USER_REGS, RECFILE_USER_REGS_FIXED + (size_t)r->stack_len, &p);
+	if (err)
+		return err;
+	put_u64(&p, r->time_ns);
+	put_u64(&p, r->cookie);
+	put_u32(&p, (uint32_t)r->pid);
+	put_u32(&p, r->vcpu);
+	put_u8(&p, r->follows);
+	put_u8(&p, HVP_USER_NREGS);
+	put_u16(&p, 0); /* reserved */
+	put_u32(&p, r->stack_len);
+	put_u32(&p, r->stack_size);
+	put_u32(&p, 0); /* reserved */
+	for (unsigned int i = 0; i < HVP_USER_NREGS; i++)
+		put_u64(&p, r->regs[i]);
+	/* SAFETY: stack_len <= HVP_USER_STACK_MAX (user_regs_ok), counted in rec_begin's size. */
+	put_bytes(&p, r->stack, r->stack_len);
+	rec_end(w, p);
+	return 0;
+}
+
+/*
+ * Make room for @bytes in the buffer at once (flushing first if needed), so that the records of
+ * a pair go out in one buffer and no flush falls between them. Caller holds w->lock.
+ */
+static int reserve_locked(struct recfile_writer *w, size_t bytes)
+{
+	if (w->err)
+		return w->err;
+	if (w->used + bytes > sizeof(w->buf))
+		return flush_locked(w);
+	return 0;
+}
+
+int recfile_write_sample(struct recfile_writer *w, const struct hvp_sample *s)
+{
+	return recfile_write_sample_regs(w, s, NULL);
+}
+
+int recfile_write_sample_regs(struct recfile_writer *w, const struct hvp_sample *s,
+			      const struct hvp_user_regs *r)
+{
+	size_t bytes;
+	int err;
+
+	if (!w || !sample_ok(s) || (r && !user_regs_ok(r, RECFILE_SAMPLE)))
+		return -EINVAL;
+	bytes = RECFILE_REC_MIN + RECFILE_SAMPLE_FIXED + 8 * ((size_t)s->n_kernel + s->n_user);
+	if (r)
+		bytes += RECFILE_REC_MIN + RECFILE_USER_REGS_FIXED + (size_t)r->stack_len;
+
+	pthread_mutex_lock(&w->lock);
+	err = reserve_locked(w, bytes);
+	if (!err)
+		err = put_sample_locked(w, s);
+	if (!err && r)
+		err = put_user_regs_locked(w, r);
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
+int recfile_write_user_regs(struct recfile_writer *w, const struct hvp_user_regs *r)
+{
+	int err;
+
+	if (!w || !user_regs_ok(r, 0))
+		return -EINVAL;
+	pthread_mutex_lock(&w->lock);
+	err = put_user_regs_locked(w, r);
 	pthread_mutex_unlock(&w->lock);
 	return err;
 }
@@ -276,30 +368,53 @@ int recfile_write_mapping(struct recfile_writer *w, const struct hvp_mapping *m)
 	return err;
 }
 
-int recfile_write_user_stack(struct recfile_writer *w, const struct hvp_user_stack *u)
+/* The USER_STACK record of @u (checked by the caller). Caller holds w->lock. */
+static int put_user_stack_locked(struct recfile_writer *w, const struct hvp_user_stack *u)
 {
 	uint8_t *p;
 	int err;
 
-	if (!w || !u || u->n_user > HVP_MAX_CALLCHAIN)
-		return -EINVAL;
-
-	pthread_mutex_lock(&w->lock);
 	err = rec_begin(w, RECFILE_USER_STACK, RECFILE_USER_STACK_FIXED + 8 * (size_t)u->n_user,
 			&p);
-	if (!err) {
-		put_u64(&p, u->time_ns);
-		put_u64(&p, u->cookie);
-		put_u32(&p, (uint32_t)u->pid);
-		put_u32(&p, u->vcpu);
-		put_u8(&p, u->stop);
-		put_u8(&p, 0);
-		put_u16(&p, u->n_user);
-		put_u32(&p, 0); /* reserved */
-		for (unsigned int i = 0; i < u->n_user; i++)
-			put_u64(&p, u->user_ips[i]);
-		rec_end(w, p);
-	}
+	if (err)
+		return err;
+	put_u64(&p, u->time_ns);
+	put_u64(&p, u->cookie);
+	put_u32(&p, (uint32_t)u->pid);
+	put_u32(&p, u->vcpu);
+	put_u8(&p, u->stop);
+	put_u8(&p, 0);
+	put_u16(&p, u->n_user);
+	put_u32(&p, 0); /* reserved */
+	for (unsigned int i = 0; i < u->n_user; i++)
+		put_u64(&p, u->user_ips[i]);
+	rec_end(w, p);
+	return 0;
+}
+
+int recfile_write_user_stack(struct recfile_writer *w, const struct hvp_user_stack *u)
+{
+	return recfile_write_user_stack_regs(w, u, NULL);
+}
+
+int recfile_write_user_stack_regs(struct recfile_writer *w, const struct hvp_user_stack *u,
+				  const struct hvp_user_regs *r)
+{
+	size_t bytes;
+	int err;
+
+	if (!w || !u || u->n_user > HVP_MAX_CALLCHAIN || (r && !user_regs_ok(r, RECFILE_USER_STACK)))
+		return -EINVAL;
+	bytes = RECFILE_REC_MIN + RECFILE_USER_STACK_FIXED + 8 * (size_t)u->n_user;
+	if (r)
+		bytes += RECFILE_REC_MIN + RECFILE_USER_REGS_FIXED + (size_t)r->stack_len;
+
+	pthread_mutex_lock(&w->lock);
+	err = reserve_locked(w, bytes);
+	if (!err)
+		err = put_user_stack_locked(w, u);
+	if (!err && r)
+		err = put_user_regs_locked(w, r);
 	pthread_mutex_unlock(&w->lock);
 	return err;
 }

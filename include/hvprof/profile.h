@@ -30,7 +30,10 @@ extern "C" {
 #define RECFILE_MAX_RECORD 1048576 /* largest record size a reader accepts (bytes) */
 #define RECFILE_MAX_KEY 255        /* longest META key, COUNTER name (bytes, no NUL) */
 #define RECFILE_MAX_VALUE 32768    /* longest META value (bytes, no NUL) */
-#define RECFILE_BUFFER 65536       /* writer buffer: at most this many bytes are unflushed */
+#define RECFILE_BUFFER 131072      /* writer buffer: at most this many bytes are unflushed; it
+				    * holds the largest pair of records the writer makes at once
+				    * (a SAMPLE and a USER_REGS with HVP_USER_STACK_MAX bytes) */
+#define RECFILE_WRITER_MAX_RECORD (12 + 176 + HVP_USER_STACK_MAX) /* largest record written */
 
 /* Record types (the u32 type field). Readers skip types they do not know (and count them). */
 enum recfile_type {
@@ -42,6 +45,7 @@ enum recfile_type {
 	RECFILE_COUNTER = 6,
 	RECFILE_END = 7,
 	RECFILE_MAPPING = 8,
+	RECFILE_USER_REGS = 9,
 };
 
 struct recfile_writer;
@@ -97,6 +101,32 @@ int recfile_write_mapping(struct recfile_writer *w, const struct hvp_mapping *m)
  */
 int recfile_write_user_stack(struct recfile_writer *w, const struct hvp_user_stack *u)
 	__must_check;
+
+/**
+ * recfile_write_user_regs - append a USER_REGS record (@r->stack_len bytes of @r->stack) on its
+ * own. The sampler uses the pair writers below instead, so that a USER_REGS record always
+ * follows its SAMPLE or USER_STACK directly; this one is for tests and tools.
+ * Return: 0; -EINVAL (@r->follows not 2 or 5, @r->stack_len > HVP_USER_STACK_MAX, or a
+ * stack_len without @r->stack); the sticky write error.
+ */
+int recfile_write_user_regs(struct recfile_writer *w, const struct hvp_user_regs *r)
+	__must_check;
+
+/**
+ * recfile_write_sample_regs - append a SAMPLE record and, when @r is not NULL, its USER_REGS
+ * record right after it, under one lock hold: no other thread's record comes between them.
+ * @r->follows must be RECFILE_SAMPLE. Return: as recfile_write_sample() and
+ * recfile_write_user_regs(); nothing is written on -EINVAL.
+ */
+int recfile_write_sample_regs(struct recfile_writer *w, const struct hvp_sample *s,
+			      const struct hvp_user_regs *r) __must_check;
+
+/**
+ * recfile_write_user_stack_regs - as recfile_write_sample_regs() for a USER_STACK record and
+ * its USER_REGS (@r->follows RECFILE_USER_STACK; @r may be NULL).
+ */
+int recfile_write_user_stack_regs(struct recfile_writer *w, const struct hvp_user_stack *u,
+				  const struct hvp_user_regs *r) __must_check;
 
 /**
  * recfile_write_counter - append a COUNTER record: a named total (`samples_dropped`, ...).
@@ -167,6 +197,7 @@ struct recfile_record {
 		struct recfile_counter counter;
 		struct recfile_end end;
 		struct hvp_mapping mapping;
+		struct hvp_user_regs user_regs; /* .stack points into the reader's buffer */
 	};
 };
 
@@ -247,6 +278,9 @@ struct profile;
  * @no_symbols: nonzero: do not open any ELF; every frame is shown as an address.
  * @keep_samples: nonzero: also keep every sample (time, vCPU, period and its stack: 24 bytes
  *   each), which profile_perf_script() needs; memory then grows with samples.
+ * @max_stack: nonzero: cut each callchain to its @max_stack innermost frames (kernel and user
+ *   ips together, counted from the leaf, as `perf report --max-stack`) and mark the cut with a
+ *   `[truncated at N frames]` frame at its root; 0: no bound.
  */
 struct profile_options {
 	size_t size;
@@ -255,6 +289,7 @@ struct profile_options {
 	const char *rootfs;
 	int no_symbols;
 	int keep_samples;
+	unsigned int max_stack;
 };
 
 /**
@@ -317,6 +352,14 @@ int profile_counter(const struct profile *p, const char *name, uint64_t *value) 
  * @period_total: sum of sample periods. @stacks: distinct (pid, comm, stack) entries.
  * @frames: distinct frames. @unresolved: distinct frames with no symbol.
  * @has_end/@end_reason/@exit_status: the END record, if any.
+ * Files behind the mappings (docs/symbolization.md), one count per distinct mapped file:
+ * @files_disk/@files_rootfs/@files_symfs/@files_buildid/@files_debuginfod: found (the runnable
+ * file, else its debug file) in a disk image, the root tree or META add, --symfs, a build-id
+ * directory, debuginfod; @files_not_found: neither; @files_debug: with a separate debug file;
+ * @files_build_id_mismatch: candidates refused because their build-id differs from the
+ * guest's; @debuginfod_queries: requests made to debuginfod. @truncated: samples whose
+ * callchain shows `[truncated at N frames]` (the walk's depth bound, or max_stack).
+ * @mapping_bad_records: MAPPING records out of their snapshot's sequence (ignored).
  */
 struct profile_stats {
 	uint64_t records;
@@ -337,6 +380,17 @@ struct profile_stats {
 	int has_end;
 	uint32_t end_reason;
 	int32_t exit_status;
+	uint64_t files_disk;
+	uint64_t files_rootfs;
+	uint64_t files_symfs;
+	uint64_t files_buildid;
+	uint64_t files_debuginfod;
+	uint64_t files_not_found;
+	uint64_t files_debug;
+	uint64_t files_build_id_mismatch;
+	uint64_t debuginfod_queries;
+	uint64_t truncated;
+	uint64_t mapping_bad_records;
 };
 
 /** profile_get_stats - copy the load statistics of @p into @out. */

@@ -106,6 +106,50 @@ struct hvp_user_stack {
 	uint64_t user_ips[HVP_MAX_CALLCHAIN];
 };
 
+/*
+ * User registers and a copy of the user stack (USER_REGS record, docs/recording-format.md), for
+ * unwinding from CFI (--call-graph dwarf) and for mending the frame-pointer walk's leaf hole
+ * (--call-graph fp: a small window of stack above RSP).
+ */
+#define HVP_USER_NREGS 17              /* regs[] entries: DWARF x86-64 registers 0..16 */
+#define HVP_USER_STACK_MAX 65528       /* most stack bytes a USER_REGS record carries */
+#define HVP_USER_STACK_DEFAULT 8192    /* --call-graph dwarf without SIZE */
+#define HVP_USER_STACK_FP_WINDOW 64    /* stack bytes copied in --call-graph fp mode */
+
+/* Index into hvp_user_regs.regs: the DWARF register numbers of the x86-64 System V psABI. */
+enum hvp_dwarf_reg {
+	HVP_REG_RAX = 0, HVP_REG_RDX = 1, HVP_REG_RCX = 2, HVP_REG_RBX = 3,
+	HVP_REG_RSI = 4, HVP_REG_RDI = 5, HVP_REG_RBP = 6, HVP_REG_RSP = 7,
+	HVP_REG_R8 = 8,  HVP_REG_R9 = 9,  HVP_REG_R10 = 10, HVP_REG_R11 = 11,
+	HVP_REG_R12 = 12, HVP_REG_R13 = 13, HVP_REG_R14 = 14, HVP_REG_R15 = 15,
+	HVP_REG_RIP = 16,
+};
+
+/**
+ * struct hvp_user_regs - the user registers of a user walk and the stack above RSP (USER_REGS).
+ * Always written right after the SAMPLE or USER_STACK record it completes (@follows), under
+ * the same writer lock hold, so the two are adjacent in the file.
+ * @time_ns/@cookie/@pid: those of the record it follows (@cookie may be 0 after a SAMPLE).
+ * @vcpu: the vCPU that took them. @follows: RECFILE type of that record, 2 (SAMPLE) or 5
+ * (USER_STACK). @regs: DWARF-numbered user registers (enum hvp_dwarf_reg), GVAs and values.
+ * @stack_size: bytes asked (the mode's SIZE). @stack_len: bytes copied from regs[HVP_REG_RSP]
+ * upward (0..@stack_size; shorter when the stack ended at an unmapped or non-user page, 0 when
+ * RSP was not a user address).
+ * @stack: @stack_len bytes. Writer: the caller's buffer, read during the call. Reader: points
+ *   into the reader's buffer, valid until the next recfile_reader_next().
+ */
+struct hvp_user_regs {
+	uint64_t time_ns;
+	uint64_t cookie;
+	int32_t pid;
+	uint32_t vcpu;
+	uint8_t follows;
+	uint32_t stack_len;
+	uint32_t stack_size;
+	uint64_t regs[HVP_USER_NREGS];
+	const uint8_t *stack;
+};
+
 /* Protection bits of a mapping (hvp_mapping.prot): vm_flags' low bits. */
 #define HVP_PROT_READ 0x1
 #define HVP_PROT_WRITE 0x2

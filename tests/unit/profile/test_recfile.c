@@ -594,7 +594,7 @@ static const struct test_case tests[] = {
 	{ "damaged files stop at the last intact record", test_damaged },
 	{ "unknown record types are skipped", test_unknown_type_skipped },
 	{ "write errors are sticky", test_write_error_sticky },
-	{ "buffer flushed every 64 KiB", test_flush_threshold },
+	{ "buffer flushed every RECFILE_BUFFER bytes", test_flush_threshold },
 	{ "concurrent writers", test_concurrent_writers },
 	{ "names of types, end reasons, walk stops", test_names },
 	{ "open of a missing file names it", test_open_missing },
