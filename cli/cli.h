@@ -190,6 +190,11 @@ void guest_stop(struct guest *gs);
 /* The strategy line: the VMM's part and the sampler's. */
 const char *guest_strategy(const struct guest *gs, char *buf, size_t len);
 
+/*
+ * --max-stack N of report, flamegraph, export and diff (cmd_report.c): @arg a whole number
+ * 1..1000000 into *@out. Return: 0, or -EINVAL (an error line was printed).
+ */
+int cli_max_stack(const char *arg, unsigned int *out);
 /* Print an error line "hvprof: ..." to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Install SIGINT/SIGTERM handlers that ask @vm to stop; restore with NULL. */

@@ -33,6 +33,7 @@ static void diff_usage(void)
 	       "  --svg FILE              differential flamegraph: widths from NEW, colour = change\n"
 	       "  --svg-reverse FILE      the same with widths from BASE (shows what vanished)\n"
 	       "  --symfs DIR, --vmlinux FILE  symbols for recordings (as report)\n"
+	       "  --max-stack N           keep each callchain's N innermost frames (as report)\n"
 	       "  Exit: 0 done, 1 regression (--fail-on-regression), 2 usage, 3 error.\n"
 	       "  docs/diff.md explains the test and the defaults.\n",
 	       PROFILE_DIFF_MIN_SAMPLES, PROFILE_DIFF_THRESHOLD);
@@ -123,6 +124,7 @@ int cmd_diff(int argc, char **argv)
 		{ "max-rows", required_argument, NULL, 6 },
 		{ "symfs", required_argument, NULL, 7 },
 		{ "vmlinux", required_argument, NULL, 'k' },
+		{ "max-stack", required_argument, NULL, 8 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -188,6 +190,10 @@ int cmd_diff(int argc, char **argv)
 		}
 		case 7:
 			po.symfs = optarg;
+			break;
+		case 8:
+			if (cli_max_stack(optarg, &po.max_stack))
+				return EXIT_USAGE;
 			break;
 		case 'k':
 			po.vmlinux = optarg;

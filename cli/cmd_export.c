@@ -20,7 +20,7 @@ static const char *const formats[] = { "folded", "svg", "speedscope", "pprof", "
 static void export_usage(void)
 {
 	printf("usage: hvprof export --format FORMAT [-i FILE] [-o FILE] [--title T] [--symfs DIR]\n"
-	       "                     [--vmlinux FILE]\n"
+	       "                     [--vmlinux FILE] [--max-stack N]\n"
 	       "  FORMAT: folded       folded stacks (flamegraph.pl, speedscope, Pyroscope)\n"
 	       "          svg          self-contained interactive flamegraph\n"
 	       "          speedscope   speedscope's JSON file format\n"
@@ -42,7 +42,7 @@ struct export_mode {
 static void flamegraph_usage(void)
 {
 	printf("usage: hvprof flamegraph [-i FILE] [-o FILE] [--format svg|folded] [--title T]\n"
-	       "                         [--symfs DIR] [--vmlinux FILE]\n"
+	       "                         [--symfs DIR] [--vmlinux FILE] [--max-stack N]\n"
 	       "  default output: flamegraph.svg (svg) or stdout (folded)\n");
 }
 
@@ -55,6 +55,7 @@ static int export_main(int argc, char **argv, const struct export_mode *m)
 		{ "title", required_argument, NULL, 't' },
 		{ "symfs", required_argument, NULL, 1 },
 		{ "vmlinux", required_argument, NULL, 'k' },
+		{ "max-stack", required_argument, NULL, 2 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -86,6 +87,10 @@ static int export_main(int argc, char **argv, const struct export_mode *m)
 			break;
 		case 1:
 			po.symfs = optarg;
+			break;
+		case 2:
+			if (cli_max_stack(optarg, &po.max_stack))
+				return EXIT_USAGE;
 			break;
 		case 'h':
 			m->usage();

@@ -28,6 +28,19 @@ static int load(const char *path, const struct profile_options *po, struct profi
 	return 0;
 }
 
+int cli_max_stack(const char *arg, unsigned int *out)
+{
+	char *end;
+	unsigned long v = strtoul(arg, &end, 10);
+
+	if (*end || end == arg || arg[0] == '-' || v == 0 || v > 1000000) {
+		cli_error("--max-stack '%s': want 1 to 1000000 frames", arg);
+		return -EINVAL;
+	}
+	*out = (unsigned int)v;
+	return 0;
+}
+
 int cmd_report(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -41,6 +54,7 @@ int cmd_report(int argc, char **argv)
 		{ "children", no_argument, NULL, 4 },
 		{ "no-children", no_argument, NULL, 5 },
 		{ "max-rows", required_argument, NULL, 'n' },
+		{ "max-stack", required_argument, NULL, 6 },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -108,15 +122,21 @@ int cmd_report(int argc, char **argv)
 		case 3:
 			ro.format = PROFILE_REPORT_STDIO;
 			break;
+		case 6:
+			if (cli_max_stack(optarg, &po.max_stack))
+				return EXIT_USAGE;
+			break;
 		case 'h':
 			printf("usage: hvprof report [-i FILE] [--sort KEYS] [--symfs DIR] "
 			       "[--vmlinux FILE] [--percent-limit PCT]\n"
 			       "                     [--stdio | --format stdio|json] [--no-children] "
-			       "[--max-rows N]\n"
+			       "[--max-rows N] [--max-stack N]\n"
 			       "  KEYS: comma list of comm, pid, dso, sym (default comm,dso,sym)\n"
 			       "  Children (default on): share of the samples whose stack contains the\n"
 			       "  row's keys; Self: share whose innermost frame has them. --no-children\n"
-			       "  shows self only. --percent-limit applies to the column sorted on.\n");
+			       "  shows self only. --percent-limit applies to the column sorted on.\n"
+			       "  --max-stack N: keep each callchain's N innermost frames; the cut shows\n"
+			       "  as a [truncated at N frames] frame (as a walk's depth bound does).\n");
 			return EXIT_OK;
 		default:
 			return EXIT_USAGE;

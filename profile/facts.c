@@ -123,6 +123,19 @@ int profile_facts(const struct profile *p, struct facts *f)
 	if (st->mappings) /* recordings before MAPPING records have none: no line */
 		facts_add(f, "Address spaces: %" PRIu64 " mappings in %" PRIu64 " snapshots",
 			  st->mappings, st->mapping_snapshots);
+	if (st->mappings) /* docs/symbolization.md: where the mapped files were found */
+		facts_add(f, "Mapped files: %" PRIu64 " found (disk image %" PRIu64 ", rootfs %" PRIu64
+			  ", symfs %" PRIu64 ", build-id dir %" PRIu64 ", debuginfod %" PRIu64
+			  "; %" PRIu64 " with a debug file), %" PRIu64 " not found, %" PRIu64
+			  " refused for a build-id mismatch",
+			  st->files_disk + st->files_rootfs + st->files_symfs + st->files_buildid +
+				  st->files_debuginfod,
+			  st->files_disk, st->files_rootfs, st->files_symfs, st->files_buildid,
+			  st->files_debuginfod, st->files_debug, st->files_not_found,
+			  st->files_build_id_mismatch);
+	if (st->truncated)
+		facts_add(f, "Truncated callchains: %" PRIu64 " samples (walk depth bound or "
+			  "--max-stack)", st->truncated);
 	facts_add(f, "Event: %s%s%s%s%s%s%s", counter ? counter : "(unknown)", freq ? ", " : "",
 		  freq ? freq : "", freq ? " Hz" : "", period ? ", period " : "",
 		  period ? period : "", period ? " ns" : "");

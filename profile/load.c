@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Loading a recording: records to raw samples. Tracks the comm per pid and the executable per
-// tgid, joins deferred user stacks to kernel samples by cookie, and aggregates raw stacks;
-// symbolize_pass.c then turns the distinct raw stacks into the profile's stacks.
+// Loading a recording: records to raw samples. Tracks the comm per pid and the address space
+// per tgid (addrspace.c), joins deferred user stacks to kernel samples by cookie, and aggregates
+// raw stacks; symbolize_pass.c then turns the distinct raw stacks into the profile's stacks.
 #define pr_fmt(fmt) "profile: " fmt
 
 #include <errno.h>
@@ -13,6 +13,7 @@
 #include <hvprof/log.h>
 #include <hvprof/profile.h>
 
+#include "addrspace.h"
 #include "profile_internal.h"
 
 /* A deferred kernel sample waiting for the USER_STACK with its cookie. */
@@ -40,8 +41,10 @@ struct early_us {
 struct loader {
 	struct profile *p;
 	struct u64map comm_of_pid;   /* pid -> comm strpool id */
-	struct u64map image_of_tgid; /* tgid -> image index in raw.images */
+	struct as_table ast;         /* the address spaces, by tgid */
 	struct raw_stacks raw;
+	struct sym_config cfg;
+	struct symbolizer *sym;      /* created by loader_symbolizer() */
 	struct u64map pending;       /* cookie -> struct pending * (list head) */
 	struct u64map early;         /* cookie -> struct early_us * (list head) */
 	int keep_samples;
@@ -73,13 +76,28 @@ static int thread_comm(struct loader *ld, int32_t pid, uint8_t flags, uint32_t *
 	return strpool_intern(&ld->p->strs, buf, strlen(buf), comm);
 }
 
-static uint64_t image_of(struct loader *ld, int32_t tgid)
+const struct addrspace *loader_current_as(const struct loader *ld, int32_t tgid)
 {
-	uint64_t val;
+	return as_table_current(&ld->ast, tgid);
+}
 
-	if (u64map_get(&ld->image_of_tgid, (uint64_t)(int64_t)tgid, &val))
-		return 0;
-	return val + 1;
+int loader_symbolizer(struct loader *ld, struct symbolizer **out)
+{
+	int err = 0;
+
+	if (!ld->sym)
+		err = symbolizer_create(ld->p, &ld->cfg, &ld->sym);
+	if (!err)
+		*out = ld->sym;
+	return err;
+}
+
+/* RAW_AS of a sample of @tgid now: its current address space's id + 1, 0 none. */
+static uint64_t as_of(struct loader *ld, int32_t tgid)
+{
+	const struct addrspace *as = as_table_current(&ld->ast, tgid);
+
+	return as ? as->id + 1ull : 0;
 }
 
 /* Keep one sample (keep_samples): @raw is its raw stack index until symbolize_pass(). */
@@ -99,8 +117,8 @@ static int keep_sample(struct profile *p, uint64_t time_ns, uint32_t vcpu, uint6
 }
 
 /* Aggregate one resolved sample into the raw table. */
-static int add_raw(struct loader *ld, uint32_t comm, int32_t pid, int32_t tgid, uint64_t image,
-		   uint64_t lost, const uint64_t *kips, unsigned int n_kernel, const uint64_t *uips,
+static int add_raw(struct loader *ld, uint32_t comm, int32_t pid, int32_t tgid, uint64_t as,
+		   uint64_t lost, int trunc, const uint64_t *kips, unsigned int n_kernel, const uint64_t *uips,
 		   unsigned int n_user, uint64_t period, uint64_t time_ns, uint32_t vcpu)
 {
 	uint64_t *k = ld->key;
@@ -111,8 +129,9 @@ static int add_raw(struct loader *ld, uint32_t comm, int32_t pid, int32_t tgid, 
 	k[RAW_COMM] = comm;
 	k[RAW_PID] = (uint64_t)(int64_t)pid;
 	k[RAW_TGID] = (uint64_t)(int64_t)tgid;
-	k[RAW_IMAGE] = image;
+	k[RAW_AS] = as;
 	k[RAW_LOST] = lost;
+	k[RAW_TRUNC] = trunc != 0;
 	k[RAW_N_KERNEL] = n_kernel;
 	k[RAW_N_USER] = n_user;
 	if (n_kernel) /* kips/uips may be NULL when their count is 0 */
@@ -146,23 +165,16 @@ static int on_thread(struct loader *ld, const struct hvp_thread *t)
 	return u64map_put(&ld->comm_of_pid, (uint64_t)(int64_t)t->pid, comm);
 }
 
-static int on_process(struct loader *ld, const struct hvp_process *pr)
+static int on_mapping(struct loader *ld, const struct hvp_mapping *m)
 {
-	uint64_t key[3];
-	uint32_t exe;
-	size_t idx;
+	struct profile_stats *st = &ld->p->stats;
 	int err;
 
-	err = strpool_intern(&ld->p->strs, pr->exe, strlen(pr->exe), &exe);
-	if (err)
-		return err;
-	key[0] = exe;
-	key[1] = pr->start_code;
-	key[2] = pr->end_code;
-	err = seqtab_add(&ld->raw.images, key, 3, 1, 0, &idx);
-	if (err)
-		return err;
-	return u64map_put(&ld->image_of_tgid, (uint64_t)(int64_t)pr->tgid, idx);
+	st->mappings++;
+	st->mapping_snapshots += m->index == 0;
+	err = as_table_mapping(&ld->ast, &ld->p->strs, m);
+	st->mapping_bad_records = ld->ast.bad_records;
+	return err;
 }
 
 static int join_early(struct loader *ld, const struct hvp_sample *s, uint32_t comm, int *joined)
@@ -179,8 +191,9 @@ static int join_early(struct loader *ld, const struct hvp_sample *s, uint32_t co
 		e->claimed = 1;
 		*joined = 1;
 		ld->p->stats.joined++;
-		return add_raw(ld, comm, s->pid, s->tgid, image_of(ld, s->tgid),
-			       user_lost(e->n_user, e->stop), s->kernel_ips, s->n_kernel, e->ips,
+		return add_raw(ld, comm, s->pid, s->tgid, as_of(ld, s->tgid),
+			       user_lost(e->n_user, e->stop), e->stop == HVP_WALK_DEPTH && e->n_user,
+			       s->kernel_ips, s->n_kernel, e->ips,
 			       e->n_user, s->period, s->time_ns, s->vcpu);
 	}
 	return 0;
@@ -190,7 +203,7 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 {
 	struct profile_stats *st = &ld->p->stats;
 	struct pending *pd;
-	uint64_t image = image_of(ld, s->tgid);
+	uint64_t as = as_of(ld, s->tgid);
 	uint32_t comm;
 	int err, joined;
 
@@ -207,10 +220,11 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 		return err;
 
 	if (s->user_stop == HVP_WALK_LOST)
-		return add_raw(ld, comm, s->pid, s->tgid, image, RAW_LOST_DROPPED, s->kernel_ips,
+		return add_raw(ld, comm, s->pid, s->tgid, as, RAW_LOST_DROPPED, 0, s->kernel_ips,
 			       s->n_kernel, NULL, 0, s->period, s->time_ns, s->vcpu);
 	if (s->user_stop != HVP_WALK_DEFERRED)
-		return add_raw(ld, comm, s->pid, s->tgid, image, RAW_LOST_NONE, s->kernel_ips,
+		return add_raw(ld, comm, s->pid, s->tgid, as, RAW_LOST_NONE,
+			       s->user_stop == HVP_WALK_DEPTH && s->n_user, s->kernel_ips,
 			       s->n_kernel, s->user_ips, s->n_user, s->period, s->time_ns,
 			       s->vcpu);
 
@@ -259,7 +273,7 @@ static int keep_early(struct loader *ld, const struct hvp_user_stack *u)
 static int on_user_stack(struct loader *ld, const struct hvp_user_stack *u)
 {
 	struct pending *pd, *next, *keep = NULL;
-	uint64_t val, lost, image;
+	uint64_t val, lost, as;
 	int matched = 0, err = 0;
 
 	if (u64map_get(&ld->pending, u->cookie, &val))
@@ -272,9 +286,10 @@ static int on_user_stack(struct loader *ld, const struct hvp_user_stack *u)
 			keep = pd;
 			continue;
 		}
-		/* The executable as of the return to user (an exec may have happened since). */
-		image = image_of(ld, pd->tgid);
-		err = add_raw(ld, pd->comm, pd->pid, pd->tgid, image, lost, pd->ips, pd->n_kernel,
+		/* The address space as of the return to user (an exec may have happened since). */
+		as = as_of(ld, pd->tgid);
+		err = add_raw(ld, pd->comm, pd->pid, pd->tgid, as, lost,
+			      u->stop == HVP_WALK_DEPTH && u->n_user, pd->ips, pd->n_kernel,
 			      u->user_ips, u->n_user, pd->period, pd->time_ns, pd->vcpu);
 		ld->p->stats.joined++;
 		matched = 1;
@@ -301,16 +316,13 @@ static int on_record(struct loader *ld, const struct recfile_record *rec)
 	case RECFILE_THREAD:
 		return on_thread(ld, &rec->thread);
 	case RECFILE_PROCESS:
-		return on_process(ld, &rec->process);
+		return as_table_process(&ld->ast, &p->strs, &rec->process);
 	case RECFILE_USER_STACK:
 		return on_user_stack(ld, &rec->user_stack);
 	case RECFILE_COUNTER:
 		return profile_set_counter(p, rec->counter.name, rec->counter.value);
 	case RECFILE_MAPPING:
-		/* the address spaces are recorded; naming their frames is the next step */
-		p->stats.mappings++;
-		p->stats.mapping_snapshots += rec->mapping.index == 0;
-		return 0;
+		return on_mapping(ld, &rec->mapping);
 	case RECFILE_USER_REGS:
 		return 0; /* registers and stack of the record before: for the DWARF unwinder */
 	case RECFILE_END:
@@ -361,8 +373,8 @@ static int finish_pending(struct loader *ld)
 			continue;
 		for (struct pending *pd = (struct pending *)(uintptr_t)ld->pending.vals[i];
 		     pd && !err; pd = pd->next)
-			err = add_raw(ld, pd->comm, pd->pid, pd->tgid, image_of(ld, pd->tgid),
-				      RAW_LOST_NO_RECORD, pd->ips, pd->n_kernel, NULL, 0,
+			err = add_raw(ld, pd->comm, pd->pid, pd->tgid, as_of(ld, pd->tgid),
+				      RAW_LOST_NO_RECORD, 0, pd->ips, pd->n_kernel, NULL, 0,
 				      pd->period, pd->time_ns, pd->vcpu);
 	}
 	free_lists(ld);
@@ -373,8 +385,8 @@ static void loader_free(struct loader *ld)
 {
 	free_lists(ld);
 	u64map_free(&ld->comm_of_pid);
-	u64map_free(&ld->image_of_tgid);
-	seqtab_free(&ld->raw.images);
+	symbolizer_free(ld->sym);
+	as_table_free(&ld->ast);
 	seqtab_free(&ld->raw.stacks);
 }
 
@@ -389,7 +401,7 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 {
 	struct loader ld = { 0 };
 	struct recfile_record *rec;
-	struct sym_config cfg;
+	struct symbolizer *sym;
 	struct profile *p;
 	int ret, err;
 
@@ -401,6 +413,13 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 		goto err_free;
 	}
 	ld.p = p;
+	ld.raw.ases = &ld.ast;
+	ld.cfg = (struct sym_config){
+		.vmlinux = OPT(opts, vmlinux, NULL),
+		.symfs = OPT(opts, symfs, NULL),
+		.rootfs = OPT(opts, rootfs, NULL),
+		.no_symbols = OPT(opts, no_symbols, 0),
+	};
 	ld.keep_samples = OPT(opts, keep_samples, 0) != 0;
 	p->kept_samples = ld.keep_samples;
 	while ((ret = recfile_reader_next(r, rec)) == 1) {
@@ -434,13 +453,9 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 		goto err_free;
 	}
 
-	cfg = (struct sym_config){
-		.vmlinux = OPT(opts, vmlinux, NULL),
-		.symfs = OPT(opts, symfs, NULL),
-		.rootfs = OPT(opts, rootfs, NULL),
-		.no_symbols = OPT(opts, no_symbols, 0),
-	};
-	err = symbolize_pass(p, &ld.raw, &cfg);
+	err = loader_symbolizer(&ld, &sym);
+	if (!err)
+		err = symbolize_pass(p, &ld.raw, sym, OPT(opts, max_stack, 0u));
 	if (err) {
 		copy_err(errbuf, errbuf_len, name, "symbolizing", err);
 		goto err_free;

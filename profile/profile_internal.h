@@ -168,6 +168,19 @@ int symbolize_kernel(struct symbolizer *s, uint64_t ip, uint32_t *frame, uint64_
  */
 int symbolize_user(struct symbolizer *s, uint32_t image, const char *exe, uint64_t start_code,
 		   uint64_t end_code, uint64_t ip, uint32_t *frame, uint64_t *sym_off) __must_check;
+struct addrspace;
+/*
+ * A frame for user @ip of address space @as (symbolize_map.c; NULL: the process is unknown).
+ * An address space without mappings (a recording without MAPPING records) goes through
+ * symbolize_user() with its executable. Otherwise by the mapping of @ip: its file's symbol
+ * (DSO: the basename of its path, "libc.so.6"); "[libc.so.6+0xOFF]" (OFF: file offset) when
+ * the file is not found, stripped, or no symbol covers @ip; "[vdso+0xOFF]" in the vDSO;
+ * "0xOFF" in "[anon]" for other anonymous memory (OFF: offset in the mapping); "0xIP" in
+ * "[unknown]" outside every mapping. *@sym_off: @ip minus its symbol's start, or UINT64_MAX.
+ * Return: 0, or -ENOMEM.
+ */
+int symbolize_user_as(struct symbolizer *s, const struct addrspace *as, uint64_t ip,
+		      uint32_t *frame, uint64_t *sym_off) __must_check;
 void symbolizer_free(struct symbolizer *s);
 
 /* Resolve @guest_path inside @root (symlinks stay inside it). *@out: malloc'ed host path. */
@@ -175,16 +188,17 @@ int resolve_in_root(const char *root, const char *guest_path, char **out) __must
 
 /*
  * ---- load.c -> symbolize_pass.c: the raw samples. A raw stack's key is RAW_FIXED values
- * [comm strpool id, pid, tgid, image index + 1 (0: none), lost (RAW_LOST_*), n_kernel, n_user]
- * then n_kernel kernel ips and n_user user ips, each innermost first; count and period are
- * those of its samples.
+ * [comm strpool id, pid, tgid, address-space id + 1 (0: none), lost (RAW_LOST_*), truncated,
+ * n_kernel, n_user] then n_kernel kernel ips and n_user user ips, each innermost first; count
+ * and period are those of its samples.
  */
 enum raw_key {
 	RAW_COMM,
 	RAW_PID,     /* (uint64_t)(int64_t) pid */
 	RAW_TGID,    /* (uint64_t)(int64_t) tgid */
-	RAW_IMAGE,
+	RAW_AS,      /* the address space (addrspace.h) the user ips belong to: id + 1, 0 none */
 	RAW_LOST,
+	RAW_TRUNC,   /* 1: the user walk stopped at its depth bound (HVP_WALK_DEPTH) */
 	RAW_N_KERNEL,
 	RAW_N_USER,
 	RAW_FIXED,   /* the number of the fields above: the first ip's index */
@@ -197,19 +211,22 @@ enum raw_key {
 #define RAW_LOST_NO_RECORD 2 /* deferred, and no USER_STACK with its cookie and pid in the file */
 #define RAW_LOST_STOP 0x100  /* | enum hvp_walk_stop: the USER_STACK has no frame */
 
+struct as_table;
+
 struct raw_stacks {
-	struct seqtab stacks; /* key as above */
-	struct seqtab images; /* key [exe strpool id, start_code, end_code] (GVAs) */
+	struct seqtab stacks;        /* key as above */
+	const struct as_table *ases; /* the address spaces RAW_AS names (the loader's) */
 };
 
 /*
- * Symbolize every raw stack of @raw with a symbolizer made from @cfg: aggregate the stacks of
- * frames and of locations into @p (p->stacks, p->lstacks, p->locs, mappings' ranges), point the
- * kept samples at their location stacks and sort them by time, and fill the stacks, frames and
- * unresolved statistics. @raw stays the caller's. Return: 0, -ENOMEM, or the symbolizer's error.
+ * Symbolize every raw stack of @raw with the symbolizer @sym (the loader's): aggregate the
+ * stacks of frames and of locations into @p (p->stacks, p->lstacks, p->locs, mappings'
+ * ranges), point the kept samples at their location stacks and sort them by time, and fill the
+ * stacks, frames, truncated and unresolved statistics. @max_stack: profile_options.max_stack.
+ * @raw and @sym stay the caller's. Return: 0, -ENOMEM, or the symbolizer's error.
  */
-int symbolize_pass(struct profile *p, const struct raw_stacks *raw, const struct sym_config *cfg)
-	__must_check;
+int symbolize_pass(struct profile *p, const struct raw_stacks *raw, struct symbolizer *sym,
+		   unsigned int max_stack) __must_check;
 
 /* ---- outbuf.c: buffered, formatted output to a profile_sink, with a sticky error. */
 struct outbuf {

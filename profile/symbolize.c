@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// IPs to frames: the guest kernel through its vmlinux, user IPs through the process's
-// executable found on the host (META `add`, META `rootfs`, --symfs), one symtab per file.
+// IPs to frames: the guest kernel through its vmlinux; user IPs of recordings without MAPPING
+// records through the process's executable found on the host (META `add`, META `rootfs`,
+// --symfs), one symtab per file. User IPs by mapping: symbolize_map.c and filefind.c.
 #define pr_fmt(fmt) "symbolize: " fmt
 
 #include <errno.h>
@@ -16,9 +17,8 @@
 #include <hvprof/guestinfo.h>
 #include <hvprof/log.h>
 
-#include "profile_internal.h"
+#include "symbolize_internal.h"
 
-#define ET_EXEC_TYPE 2 /* ELF e_type values (elf.h) */
 #define ET_DYN_TYPE 3
 #define MAX_SYMLINKS 40 /* as the kernel's MAXSYMLINKS */
 
@@ -26,37 +26,8 @@
 #define UNKNOWN "[unknown]"
 #define EARLY_BOOT "[early boot]" /* kernel mode at an identity-mapped (lower-half) address */
 
-/* An executable: where it is on the host, and its symbols (NULL when not found/usable). */
-struct dso {
-	uint32_t exe;      /* strpool id of the guest path */
-	char *host_path;
-	struct symtab *st;
-	unsigned int e_type;
-	uint64_t text_vaddr;
-	char *short_name;  /* basename of the guest path, for the Shared Object column */
-};
-
-struct add_map {
-	char *host;
-	const char *guest; /* points into host's allocation */
-};
-
-struct symbolizer {
-	struct profile *p;
-	int no_symbols;
-	char *symfs;
-	char *rootfs;
-	struct add_map *adds;
-	size_t n_adds;
-	struct symtab *kernel;
-	uint64_t kernel_slide;
-	struct dso *dsos;
-	size_t n_dsos, cap_dsos;
-	struct u64map dso_of_exe; /* exe strpool id -> index in dsos */
-};
-
 /* Join @a and @b with exactly one '/' between them. */
-static char *path_join(const char *a, const char *b)
+char *path_join(const char *a, const char *b)
 {
 	size_t la = strlen(a);
 	char *out;
@@ -262,6 +233,8 @@ int symbolizer_create(struct profile *p, const struct sym_config *cfg, struct sy
 	if (!s->no_symbols)
 		open_kernel(s, cfg);
 	err = note_kernel_mapping(s, cfg);
+	if (!err)
+		err = filefind_init(s);
 	if (err)
 		goto err_free;
 	*out = s;
@@ -276,6 +249,7 @@ void symbolizer_free(struct symbolizer *s)
 {
 	if (!s)
 		return;
+	filefind_free(s);
 	for (size_t i = 0; i < s->n_adds; i++)
 		free(s->adds[i].host);
 	free(s->adds);
@@ -292,8 +266,7 @@ void symbolizer_free(struct symbolizer *s)
 	free(s);
 }
 
-/* Where the guest file @exe is on the host: 0 and *@host (malloc'ed), or -ENOENT. */
-static int find_host_path(struct symbolizer *s, const char *exe, char **host)
+int find_host_path(struct symbolizer *s, const char *exe, char **host)
 {
 	for (size_t i = s->n_adds; i-- > 0;) {
 		if (strcmp(s->adds[i].guest, exe) == 0) {
@@ -348,8 +321,8 @@ static int get_dso(struct symbolizer *s, uint32_t exe_id, struct dso **out)
 		return err;
 	if (err) {
 		pr_warn("%s: not found on the host (among the files given with --add, in the "
-			"image's root tree, or under --symfs DIR; files inside a disk image are not "
-			"read yet): its frames stay unresolved", exe);
+			"image's root tree, or under --symfs DIR; this recording has no MAPPING "
+			"records, so disk images are not searched): its frames stay unresolved", exe);
 		return 0;
 	}
 	if (open_symtab(d->host_path, exe, false, &d->st) == 0) {

@@ -3,9 +3,11 @@
 // locations (distinct frame and ip) and a stack of frames, both aggregated in the profile; the
 // kept samples are then pointed at their location stacks and sorted by time.
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "addrspace.h"
 #include "profile_internal.h"
 
 /* One pass over the raw stacks: the stack being built, and what is shared between stacks. */
@@ -13,6 +15,7 @@ struct pass {
 	struct profile *p;
 	const struct raw_stacks *raw;
 	struct symbolizer *sym;
+	unsigned int max_stack; /* 0: no bound */
 	struct seqtab loc_ids; /* key [frame, ip] -> index in p->locs */
 	struct u64map cache;   /* ip cache key (see symbolize_stack()) -> index in p->locs */
 	uint64_t *key;         /* the stack of frames: [pid, tgid, frame ids root..leaf] */
@@ -76,8 +79,8 @@ static int make_loc(struct profile *p, struct seqtab *loc_ids, uint32_t frame, u
  * The loc of a user or kernel ip, symbolized once per distinct (address space, ip): @cache_key
  * as the packing below, or 0 when the ip cannot be cached (then it is symbolized each time).
  */
-static int ip_loc(struct pass *ps, uint64_t cache_key, int kernel, uint64_t image,
-		  const char *exe, uint64_t start, uint64_t end, uint64_t ip, uint32_t *loc)
+static int ip_loc(struct pass *ps, uint64_t cache_key, int kernel, const struct addrspace *as,
+		  uint64_t ip, uint32_t *loc)
 {
 	uint64_t val, sym_off;
 	uint32_t frame;
@@ -90,8 +93,7 @@ static int ip_loc(struct pass *ps, uint64_t cache_key, int kernel, uint64_t imag
 	if (kernel)
 		err = symbolize_kernel(ps->sym, ip, &frame, &sym_off);
 	else
-		err = symbolize_user(ps->sym, image ? (uint32_t)(image - 1) : UINT32_MAX, exe,
-				     start, end, ip, &frame, &sym_off);
+		err = symbolize_user_as(ps->sym, as, ip, &frame, &sym_off);
 	if (!err)
 		err = make_loc(ps->p, &ps->loc_ids, frame, ip, sym_off, loc);
 	if (!err && cache_key)
@@ -114,8 +116,9 @@ static int cmp_psample(const void *a, const void *b)
 static void push(struct pass *ps, uint32_t frame, uint32_t loc)
 {
 	/*
-	 * SAFETY: a raw stack has at most a comm, a lost frame and 2 * HVP_MAX_CALLCHAIN ips (the
-	 * reader checks the counts), which key and lkey have room for after their fixed fields.
+	 * SAFETY: a raw stack has at most a comm, a truncation and a lost frame and
+	 * 2 * HVP_MAX_CALLCHAIN ips (the reader checks the counts), which key and lkey have
+	 * room for after their fixed fields.
 	 */
 	ps->key[ps->nk++] = frame;
 	ps->lkey[ps->nl++] = loc;
@@ -136,6 +139,32 @@ static int push_named(struct pass *ps, enum frame_kind kind, const char *name, c
 	return err;
 }
 
+/* The user ips of a raw stack, symbolized into the stacks being built (root first). */
+static int push_user(struct pass *ps, const uint64_t *raw, const uint64_t *uips, uint32_t n_user)
+{
+	const struct addrspace *as = NULL;
+	uint64_t as_key = raw[RAW_AS];
+	uint32_t loc;
+	int err;
+
+	/* SAFETY: RAW_AS is 0 or an address-space id + 1 the loader made (< ases->n). */
+	if (as_key)
+		as = as_table_get(ps->raw->ases, (uint32_t)(as_key - 1));
+	/* ips are innermost first; stacks are written root first. */
+	for (uint32_t j = n_user; j-- > 0;) {
+		/* Cache key: address space + 1 in bits 47..62, the user IP (< 2^47) below; bit 63 0. */
+		uint64_t ck = as_key && as_key < 0xffff && uips[j] < (1ULL << 47)
+				      ? as_key << 47 | uips[j]
+				      : 0;
+
+		err = ip_loc(ps, ck, 0, as, uips[j], &loc);
+		if (err)
+			return err;
+		push(ps, ps->p->locs[loc].frame, loc);
+	}
+	return 0;
+}
+
 /* Symbolize raw stack @i into p->stacks and p->lstacks; *@lstack: its index in p->lstacks. */
 static int symbolize_stack(struct pass *ps, size_t i, uint32_t *lstack)
 {
@@ -144,53 +173,48 @@ static int symbolize_stack(struct pass *ps, size_t i, uint32_t *lstack)
 	const uint64_t *raw = seqtab_key(&ps->raw->stacks, i, &len);
 	uint32_t n_kernel = (uint32_t)raw[RAW_N_KERNEL], n_user = (uint32_t)raw[RAW_N_USER];
 	const uint64_t *kips = raw + RAW_FIXED, *uips = kips + n_kernel;
-	uint64_t image = raw[RAW_IMAGE], lost = raw[RAW_LOST];
+	uint64_t lost = raw[RAW_LOST];
 	uint64_t count = ps->raw->stacks.e[i].count, period = ps->raw->stacks.e[i].period;
-	const char *exe = "";
-	uint64_t start = 0, end = 0;
+	uint32_t trunc_at = raw[RAW_TRUNC] ? n_kernel + n_user : 0;
 	char buf[96], name[128];
 	size_t sidx, lidx;
 	int err;
 
+	/* --max-stack: keep the innermost max_stack ips, kernel (the leaf side) first */
+	if (ps->max_stack && n_kernel + n_user > ps->max_stack) {
+		trunc_at = ps->max_stack;
+		if (n_kernel >= ps->max_stack) {
+			n_kernel = ps->max_stack;
+			n_user = 0;
+		} else {
+			n_user = ps->max_stack - n_kernel;
+		}
+		lost = RAW_LOST_NONE; /* outer than every frame kept */
+	}
 	ps->nk = 0;
 	ps->nl = LSTACK_KEY_LOCS;
 	ps->key[ps->nk++] = raw[RAW_PID];
 	ps->key[ps->nk++] = raw[RAW_TGID];
 	err = push_named(ps, FRAME_COMM, strpool_get(&p->strs, (uint32_t)raw[RAW_COMM]), "", 1);
-	if (err)
-		return err;
-	if (image) {
-		uint32_t ilen;
-		const uint64_t *ik = seqtab_key(&ps->raw->images, image - 1, &ilen);
-
-		exe = strpool_get(&p->strs, (uint32_t)ik[0]);
-		start = ik[1];
-		end = ik[2];
+	if (!err && trunc_at) {
+		snprintf(name, sizeof(name), "[truncated at %" PRIu32 " frames]", trunc_at);
+		err = push_named(ps, FRAME_LOST, name, "[unknown]", 0);
+		p->stats.truncated += count;
 	}
-	if (lost != RAW_LOST_NONE) {
+	if (!err && lost != RAW_LOST_NONE) {
 		snprintf(name, sizeof(name), "[user stack lost: %s]",
 			 lost_reason(lost, buf, sizeof(buf)));
 		err = push_named(ps, FRAME_LOST, name, "[unknown]", 0);
-		if (err)
-			return err;
 	}
-	/* ips are innermost first; stacks are written root first. */
-	for (uint32_t j = n_user; j-- > 0;) {
-		/* Cache key: image + 1 in bits 47..62, the user IP (< 2^47) below; bit 63 0. */
-		uint64_t ck = image && image < 0xffff && uips[j] < (1ULL << 47)
-				      ? image << 47 | uips[j]
-				      : 0;
-
-		err = ip_loc(ps, ck, 0, image, exe, start, end, uips[j], &loc);
-		if (err)
-			return err;
-		push(ps, p->locs[loc].frame, loc);
-	}
+	if (!err)
+		err = push_user(ps, raw, uips, n_user);
+	if (err)
+		return err;
 	for (uint32_t j = n_kernel; j-- > 0;) {
 		/* Kernel IPs have the top bit set; user cache keys above never do. */
 		uint64_t ck = kips[j] >> 63 ? kips[j] : 0;
 
-		err = ip_loc(ps, ck, 1, 0, "", 0, 0, kips[j], &loc);
+		err = ip_loc(ps, ck, 1, NULL, kips[j], &loc);
 		if (err)
 			return err;
 		push(ps, p->locs[loc].frame, loc);
@@ -204,17 +228,16 @@ static int symbolize_stack(struct pass *ps, size_t i, uint32_t *lstack)
 	return err;
 }
 
-int symbolize_pass(struct profile *p, const struct raw_stacks *raw, const struct sym_config *cfg)
+int symbolize_pass(struct profile *p, const struct raw_stacks *raw, struct symbolizer *sym,
+		   unsigned int max_stack)
 {
-	struct pass ps = { .p = p, .raw = raw };
+	struct pass ps = { .p = p, .raw = raw, .sym = sym, .max_stack = max_stack };
 	uint32_t *raw2l = NULL;
-	int err;
+	int err = 0;
 
-	err = symbolizer_create(p, cfg, &ps.sym);
-	if (err)
-		return err;
-	ps.key = malloc((STACK_KEY_FRAMES + 1 + 1 + 2 * HVP_MAX_CALLCHAIN) * sizeof(*ps.key));
-	ps.lkey = malloc((LSTACK_KEY_LOCS + 1 + 1 + 2 * HVP_MAX_CALLCHAIN) * sizeof(*ps.lkey));
+	/* room for the comm, a truncation and a lost frame, and every ip */
+	ps.key = malloc((STACK_KEY_FRAMES + 3 + 2 * HVP_MAX_CALLCHAIN) * sizeof(*ps.key));
+	ps.lkey = malloc((LSTACK_KEY_LOCS + 3 + 2 * HVP_MAX_CALLCHAIN) * sizeof(*ps.lkey));
 	raw2l = malloc((raw->stacks.n ? raw->stacks.n : 1) * sizeof(*raw2l));
 	if (!ps.key || !ps.lkey || !raw2l) {
 		err = -ENOMEM;
@@ -240,6 +263,5 @@ out:
 	free(ps.key);
 	u64map_free(&ps.cache);
 	seqtab_free(&ps.loc_ids);
-	symbolizer_free(ps.sym);
 	return err;
 }

@@ -8,6 +8,8 @@ pkgs=(meson ninja-build pkg-config gcc libc6-dev libelf-dev libdw-dev libbpf-dev
       libssl-dev cpio xz-utils file patch make libvirt-dev libxml2-dev libseccomp-dev)
 # the Debian image (images/debian/build.sh): its userland, its disk, distribution build flags
 pkgs+=(mmdebstrap e2fsprogs dpkg-dev)
+# user frames: files read out of guest disk images (libext2fs), by build-id (libdebuginfod)
+pkgs+=(libext2fs-dev libdebuginfod-dev)
 # pprof export (protobuf-c) and the consumer tests (tests/consumers: Chromium, Node.js, npm)
 pkgs+=(protobuf-c-compiler libprotobuf-c-dev chromium nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+// User IPs to frames by the mapping they fall in (MAPPING snapshots, addrspace.h): the file's
+// symbols at the file vaddr the PT_LOAD headers give, else its name and an offset, never a
+// guessed name.
+#define pr_fmt(fmt) "symbolize: " fmt
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <hvprof/guestinfo.h>
+#include <hvprof/log.h>
+
+#include "symbolize_internal.h"
+
+#define UNKNOWN "[unknown]"
+#define ANON_DSO "[anon]"
+#define VDSO_DSO "[vdso]"
+#define VDSO_MAX_SIZE 0x10000ull /* the x86-64 vDSO is 2 pages; vvar 4 */
+#define VVAR_MAX_SIZE 0x100000ull
+
+/*
+ * Whether anonymous mapping @m of @as is the vDSO: the recording names no file for it (it is a
+ * special mapping), so recognise its shape: small, executable, not writable, and right after
+ * the vvar area (anonymous, read-only, small), which the kernel maps just below it
+ * (arch/x86/entry/vdso/vma.c map_vdso()). Anonymous JIT code is not laid out that way.
+ */
+static int is_vdso(const struct addrspace *as, const struct as_mapping *m)
+{
+	const struct as_mapping *prev = m > as->maps ? m - 1 : NULL;
+
+	if ((m->prot & (HVP_PROT_EXEC | HVP_PROT_WRITE | HVP_PROT_SHARED)) != HVP_PROT_EXEC ||
+	    m->end - m->start > VDSO_MAX_SIZE || !prev || prev->file || prev->end != m->start)
+		return 0;
+	return (prev->prot & (HVP_PROT_EXEC | HVP_PROT_WRITE)) == 0 &&
+	       prev->end - prev->start <= VVAR_MAX_SIZE;
+}
+
+/* The file vaddr of file offset @off: by the PT_LOAD whose file bytes hold it. 0: found. */
+static int file_vaddr(const struct ff_file *ff, uint64_t off, uint64_t *vaddr)
+{
+	for (size_t i = 0; i < ff->n_loads; i++) {
+		const struct ff_load *l = &ff->loads[i];
+
+		if (off >= l->off && off - l->off < l->filesz) {
+			*vaddr = off - l->off + l->vaddr;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static int offset_frame(struct symbolizer *s, const char *fmt_dso, const char *dso,
+			uint64_t off, uint32_t *frame)
+{
+	char name[300];
+
+	if (fmt_dso)
+		snprintf(name, sizeof(name), "[%s+0x%" PRIx64 "]", fmt_dso, off);
+	else
+		snprintf(name, sizeof(name), "0x%" PRIx64, off);
+	return profile_frame(s->p, FRAME_USER, name, dso, 0, frame);
+}
+
+/* Say once which file and build-id the frames of @ff's DSO name come from. */
+static int note_file(struct symbolizer *s, const struct as_file *f, struct ff_file *ff)
+{
+	char hex[2 * AS_BUILD_ID_MAX + 1] = "";
+
+	if (ff->noted)
+		return 0;
+	ff->noted = 1;
+	for (size_t i = 0; i < f->build_id_len; i++)
+		snprintf(hex + 2 * i, 3, "%02x", f->build_id[i]);
+	return profile_mapping_note(s->p, ff->base, f->path, hex);
+}
+
+int symbolize_user_as(struct symbolizer *s, const struct addrspace *as, uint64_t ip,
+		      uint32_t *frame, uint64_t *sym_off)
+{
+	const struct as_mapping *m;
+	uint64_t off, vaddr, sym;
+	struct ff_file *ff;
+	const char *name;
+	int err;
+
+	*sym_off = UINT64_MAX;
+	if (as && !as->has_maps)
+		return symbolize_user(s, as->id, as->exe, as->start_code, as->end_code, ip, frame,
+				      sym_off);
+	m = as_find(as, ip);
+	if (!m) {
+		char buf[32];
+
+		snprintf(buf, sizeof(buf), "0x%" PRIx64, ip);
+		return profile_frame(s->p, FRAME_USER, buf, UNKNOWN, 0, frame);
+	}
+	if (!m->file) {
+		/* SAFETY: start <= ip < end (as_find), so ip - start does not wrap. */
+		if (is_vdso(as, m))
+			return offset_frame(s, "vdso", VDSO_DSO, ip - m->start, frame);
+		return offset_frame(s, NULL, ANON_DSO, ip - m->start, frame);
+	}
+	off = ip - m->start + m->pgoff; /* wraps only for a bogus guest pgoff: then no PT_LOAD */
+	err = filefind_get(s, m->file, &ff);
+	if (!err)
+		err = note_file(s, m->file, ff);
+	if (err)
+		return err;
+	if (ff->st && !file_vaddr(ff, off, &vaddr) && !symtab_lookup(ff->st, vaddr, &name, &sym)) {
+		*sym_off = sym;
+		return profile_frame(s->p, FRAME_USER, name, ff->base, 1, frame);
+	}
+	return offset_frame(s, ff->base, ff->base, off, frame);
+}
