@@ -47,6 +47,17 @@ int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct 
 	memcpy(&out->ip, buf + l->pt_regs_ip, 8);
 	memcpy(&out->sp, buf + l->pt_regs_sp, 8);
 	memcpy(&out->bp, buf + l->pt_regs_bp, 8);
+	/* SAFETY: each field is read only when its offset + 8 <= pt_regs_size <= sizeof(buf). */
+#define KENTRY_READ_GPR(name)                                                   \
+	do {                                                                    \
+		uint32_t off_ = l->pt_regs_##name;                              \
+									\
+		out->name = 0;                                                  \
+		if (off_ != UINT32_MAX && (uint64_t)off_ + 8 <= l->pt_regs_size) \
+			memcpy(&out->name, buf + off_, 8);                      \
+	} while (0);
+	GI_PT_REGS_GPRS(KENTRY_READ_GPR)
+#undef KENTRY_READ_GPR
 	return 0;
 }
 

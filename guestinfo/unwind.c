@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Frame-pointer unwinding of guest kernel and user stacks, every step checked against guest data.
+// Frame-pointer unwinding of guest kernel and user stacks, every step checked against guest data,
+// and the copy of a user stack's top for unwinding elsewhere (from CFI, in the report).
 #define pr_fmt(fmt) "unwind: " fmt
 
 #include <errno.h>
@@ -14,6 +15,9 @@
 
 /* User stacks: frames are looked for within this distance above RSP (the default RLIMIT_STACK). */
 #define GI_USER_STACK_SPAN (8ull << 20)
+
+/* U/S, bit 2 of a paging-structure entry: user-mode accesses allowed (SDM vol. 3A, 4.6). */
+#define GI_PTE_US (1ull << 2)
 
 /* A frame record is [fp] = caller's fp, [fp + 8] = return address. */
 #define GI_FRAME_SIZE 16
@@ -211,4 +215,56 @@ enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging
 		prev_fp = fp;
 		fp = frame[0];
 	}
+}
+
+/* The page at @gva is present and user-accessible: U/S set at every level (SDM vol. 3A, 4.6). */
+static int user_page(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva,
+		     uint64_t *gpa, uint64_t *page_size)
+{
+	struct pgwalk_trace trace;
+	int err;
+
+	err = gi_gva_to_gpa(mem, pg, gva, gpa, page_size, &trace);
+	if (err)
+		return err;
+	for (unsigned int i = 0; i < trace.levels && i < PGWALK_MAX_LEVELS; i++)
+		if (!(trace.entry[i] & GI_PTE_US))
+			return -EFAULT;
+	return 0;
+}
+
+int gi_copy_user_stack(const struct gmem *mem, const struct gi_paging *pg, uint64_t rsp, void *dst,
+		       uint32_t size, uint32_t *len)
+{
+	uint8_t *out = dst;
+	uint64_t gva = rsp;
+	uint32_t left = size;
+
+	if (len)
+		*len = 0;
+	if (!mem || !mem->read || !pg || !len || (!dst && size))
+		return -EINVAL;
+	if ((rsp & 7) || !gi_is_user_gva(pg, rsp))
+		return -EINVAL;
+	while (left) {
+		uint64_t gpa, page_size, chunk;
+
+		/* past the user half (or wrapped): not canonical user memory, the stack ended */
+		if (!gi_is_user_gva(pg, gva))
+			break;
+		if (user_page(mem, pg, gva, &gpa, &page_size) != 0)
+			break;
+		/* SAFETY: chunk <= bytes left in this page and <= left, so @dst stays in bounds;
+		 * gmem_read checks [gpa, gpa + chunk) is guest RAM. */
+		chunk = page_size - (gva & (page_size - 1));
+		if (chunk > left)
+			chunk = left;
+		if (gmem_read(mem, gpa, out, chunk) != 0)
+			break;
+		out += chunk;
+		left -= (uint32_t)chunk;
+		gva += chunk; /* < 2^57 + 2^32: no wrap */
+	}
+	*len = size - left;
+	return 0;
 }

@@ -33,6 +33,11 @@ extern "C" {
  * kernel's BTF via libbpf (never from hand-written tables). An offset of UINT32_MAX means the
  * field is missing from this kernel.
  */
+/* The general-purpose registers of struct pt_regs besides ip, sp and bp, by their BTF field
+ * names (arch/x86/include/asm/ptrace.h, x86-64). */
+#define GI_PT_REGS_GPRS(X)                                                                    \
+	X(ax) X(bx) X(cx) X(dx) X(si) X(di) X(r8) X(r9) X(r10) X(r11) X(r12) X(r13) X(r14) X(r15)
+
 struct gi_layout {
 	uint32_t task_pid;       /* task_struct.pid (pid_t) */
 	uint32_t task_tgid;      /* task_struct.tgid */
@@ -54,6 +59,9 @@ struct gi_layout {
 	uint32_t pt_regs_sp;     /* pt_regs.sp */
 	uint32_t pt_regs_bp;     /* pt_regs.bp */
 	uint32_t pt_regs_cs;     /* pt_regs.cs */
+#define GI_LAYOUT_PT_REGS_GPR(name) uint32_t pt_regs_##name;
+	GI_PT_REGS_GPRS(GI_LAYOUT_PT_REGS_GPR) /* pt_regs.ax, .bx, ..., .r15 */
+#undef GI_LAYOUT_PT_REGS_GPR
 	uint32_t pcpu_hot_current_task; /* pcpu_hot.current_task (6.2+: current_task moved there) */
 	/* process address spaces (vma.c): the VMAs' maple tree, 6.1+ (include/linux/maple_tree.h) */
 	uint32_t mm_mt_root;     /* mm_struct.mm_mt.ma_root */
@@ -305,13 +313,21 @@ int gi_mm_map_count(const struct gi *gi, const struct gmem *mem, const struct gi
 
 /* ---------------------------------------------------------------- the running kernel (kentry.c) */
 
-/** struct gi_user_regs - the user registers a user-stack walk starts from (GVAs). */
+/**
+ * struct gi_user_regs - the user registers a user-stack walk starts from: @ip, @sp, @bp (GVAs),
+ * and every other general-purpose register (pt_regs names), for unwinding from CFI. A register
+ * whose pt_regs field the BTF lacks reads as 0.
+ */
 struct gi_user_regs {
 	uint64_t ip, sp, bp;
+#define GI_USER_REGS_GPR(name) uint64_t name;
+	GI_PT_REGS_GPRS(GI_USER_REGS_GPR)
+#undef GI_USER_REGS_GPR
 };
 
 /**
- * gi_task_user_regs - the user registers saved at @task's last kernel entry: struct pt_regs at
+ * gi_task_user_regs - the user registers saved at @task's last kernel entry (ip, sp, bp and the
+ * other general-purpose registers): struct pt_regs at
  * task->stack + THREAD_SIZE - sizeof(pt_regs) (x86-64 task_pt_regs(), no top padding;
  * arch/x86/include/asm/processor.h), field offsets from BTF, one THREAD_SIZE for guestinfo.
  * Return: 0 and *@out; -ENODATA the BTF lacks pt_regs fields; -EBADMSG task->stack is not a
@@ -544,6 +560,21 @@ const char *gi_kernel_unwinder(const struct gi *gi);
 enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging *pg, uint64_t rip,
 				  uint64_t rsp, uint64_t rbp, uint64_t *ips, unsigned int max,
 				  unsigned int *n);
+
+/**
+ * gi_copy_user_stack - copy up to @size bytes of a thread's user stack, from @rsp upward, into
+ * @dst, reading through @pg (the thread's page tables) one page at a time. The copy stops at
+ * the first page that is not present, not user-accessible (U/S clear at some level of the
+ * walk), outside guest RAM, or past the user half: the stack ended (or the guest lies). Never
+ * reads outside guest RAM; @pg->cache is not used (the walk must see every level's U/S bit).
+ * @rsp: a user GVA, 8-byte aligned. @size: bytes (0..HVP_USER_STACK_MAX is what hvprof asks).
+ * Return: 0 and *@len bytes copied (0..@size; fewer than @size: the stack ended, including 0
+ * when the page at @rsp is not mapped); -EINVAL @rsp is not an 8-byte aligned canonical user
+ * address (hostile or garbage RSP: nothing is read, *@len = 0), or NULL arguments.
+ * Thread-safety: reentrant; only reads through @mem.
+ */
+int gi_copy_user_stack(const struct gmem *mem, const struct gi_paging *pg, uint64_t rsp, void *dst,
+		       uint32_t size, uint32_t *len) __must_check;
 
 /* ---------------------------------------------------------------- what hvprof understands (kinfo.c) */
 

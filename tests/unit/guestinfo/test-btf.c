@@ -222,6 +222,8 @@ static int test_full_layout(void)
 	ASSERT_EQ_INT(l.pt_regs_sp, 152);
 	ASSERT_EQ_INT(l.pt_regs_bp, 32);
 	ASSERT_EQ_INT(l.pt_regs_cs, 136);
+	ASSERT_EQ_INT(l.pt_regs_r15, 0);
+	ASSERT_EQ_U64(l.pt_regs_ax, UINT32_MAX); /* not in this BTF: missing */
 	return TEST_OK;
 }
 

@@ -53,6 +53,11 @@ static int test_btf_layout(void)
 	ASSERT_EQ_INT(l.pt_regs_ip, 128);
 	ASSERT_EQ_INT(l.pt_regs_cs, 136);
 	ASSERT_EQ_INT(l.pt_regs_sp, 152);
+	ASSERT_EQ_INT(l.pt_regs_r15, 0);
+	ASSERT_EQ_INT(l.pt_regs_bx, 40);
+	ASSERT_EQ_INT(l.pt_regs_r8, 72);
+	ASSERT_EQ_INT(l.pt_regs_ax, 80);
+	ASSERT_EQ_INT(l.pt_regs_di, 112);
 	/* Every optional field exists in 6.1. */
 	ASSERT_TRUE(l.mm_start_code != UINT32_MAX && l.mm_end_code == l.mm_start_code + 8);
 	ASSERT_TRUE(l.mm_exe_file != UINT32_MAX && l.file_f_path != UINT32_MAX);
