@@ -28,13 +28,18 @@ static const char record_usage[] =
 	"  --callchain-mode M  user part of kernel samples: deferred (walk at the thread's\n"
 	"                      return to user; default), eager (walk at once from pt_regs)\n"
 	"                      or both (deferred, with the eager walk kept as a cross-check)\n"
+	"  --call-graph fp|dwarf[,SIZE]\n"
+	"                      what each user walk records besides its frame-pointer chain:\n"
+	"                      fp (default): the user registers and 64 bytes of stack (the\n"
+	"                      leaf's return address); dwarf: the registers and SIZE bytes of\n"
+	"                      user stack (default 8192, at most 65528) for CFI unwinding\n"
 	"  --bare-exits        benchmarking: exit at the sampling rate and record nothing\n"
 	"                      (the floor that bench/overhead.py compares hvprof with)\n"
 	"\nguest options:\n" GUEST_OPTIONS_HELP;
 
-static int sink_sample(void *ctx, const struct hvp_sample *s)
+static int sink_sample(void *ctx, const struct hvp_sample *s, const struct hvp_user_regs *r)
 {
-	return recfile_write_sample(ctx, s);
+	return recfile_write_sample_regs(ctx, s, r);
 }
 
 static int sink_thread(void *ctx, const struct hvp_thread *t)
@@ -47,9 +52,10 @@ static int sink_process(void *ctx, const struct hvp_process *p)
 	return recfile_write_process(ctx, p);
 }
 
-static int sink_user_stack(void *ctx, const struct hvp_user_stack *u)
+static int sink_user_stack(void *ctx, const struct hvp_user_stack *u,
+			   const struct hvp_user_regs *r)
 {
-	return recfile_write_user_stack(ctx, u);
+	return recfile_write_user_stack_regs(ctx, u, r);
 }
 
 static int sink_mapping(void *ctx, const struct hvp_mapping *m)
@@ -75,7 +81,7 @@ static int meta_u64(struct recfile_writer *w, const char *key, uint64_t v)
 }
 
 static int write_meta(struct recfile_writer *w, const struct guest_opts *g,
-		      const struct guest *gs, unsigned int freq)
+		      const struct guest *gs, unsigned int freq, const char *call_graph)
 {
 	const struct sampler *sm = gs->sampler;
 	char buf[PATH_MAX + 8], abs[PATH_MAX];
@@ -120,6 +126,7 @@ static int write_meta(struct recfile_writer *w, const struct guest_opts *g,
 	err = err ?: meta_u64(w, "vcpus", g->cpus);
 	err = err ?: meta_u64(w, "mem_mib", g->mem_mib);
 	err = err ?: recfile_write_meta(w, "callchain_mode", sampler_callchain_mode_name(sm));
+	err = err ?: recfile_write_meta(w, "call_graph", call_graph); /* docs/recording-format.md */
 	err = err ?: recfile_write_meta(w, "strategy", guest_strategy(gs, buf, sizeof(buf)));
 	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 	err = err ?: recfile_write_meta(w, "start_time", buf);
@@ -202,8 +209,42 @@ struct record_args {
 	const char *output;
 	unsigned long freq;
 	enum sampler_callchain_mode mode;
+	enum sampler_call_graph call_graph;
+	uint32_t stack_size; /* dwarf: bytes of user stack per walk */
 	bool bare;
 };
+
+/* --call-graph fp | dwarf[,SIZE] (perf's spelling): SIZE 1..65528, rounded up to 8 bytes. */
+static int parse_call_graph(const char *arg, struct record_args *a)
+{
+	unsigned long long size = HVP_USER_STACK_DEFAULT;
+	const char *p;
+	char *end;
+
+	if (!strcmp(arg, "fp")) {
+		a->call_graph = SAMPLER_CALL_GRAPH_FP;
+		return 0;
+	}
+	if (strncmp(arg, "dwarf", 5) || (arg[5] && arg[5] != ',')) {
+		cli_error("--call-graph '%s': want fp or dwarf[,SIZE]", arg);
+		return EXIT_USAGE;
+	}
+	if (arg[5] == ',') {
+		p = arg + 6;
+		errno = 0;
+		size = strtoull(p, &end, 10);
+		if (errno || *end || end == p || *p == '-' || *p == '+' || size < 1 ||
+		    size > HVP_USER_STACK_MAX) {
+			cli_error("--call-graph '%s': SIZE must be a number of bytes from 1 to %d",
+				  arg, HVP_USER_STACK_MAX);
+			return EXIT_USAGE;
+		}
+		size = (size + 7) & ~7ull; /* <= 65528, a multiple of 8 already */
+	}
+	a->call_graph = SAMPLER_CALL_GRAPH_DWARF;
+	a->stack_size = (uint32_t)size;
+	return 0;
+}
 
 /* Parse the command line into @g and @a. Return: 0; EXIT_USAGE (printed); -1 for --help. */
 static int parse_args(int argc, char **argv, struct guest_opts *g, struct record_args *a)
@@ -213,6 +254,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 					      { "output", required_argument, NULL, 'o' },
 					      { "callchain-mode", required_argument, NULL, 'm' },
 					      { "bare-exits", no_argument, NULL, 'B' },
+					      { "call-graph", required_argument, NULL, 'g' + 2000 },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
 	int c;
@@ -239,6 +281,10 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 			break;
 		case 'B':
 			a->bare = true;
+			break;
+		case 'g' + 2000:
+			if (parse_call_graph(optarg, a) != 0)
+				return EXIT_USAGE;
 			break;
 		case 'm':
 			if (!strcmp(optarg, "deferred")) {
@@ -328,6 +374,7 @@ int cmd_record(int argc, char **argv)
 	struct guest gs = { 0 };
 	int err, fd = -1, status = EXIT_ERROR;
 	struct timespec ts_start, ts_run;
+	char call_graph[32];
 
 	clock_gettime(CLOCK_MONOTONIC, &ts_start);
 	guest_opts_init(&g);
@@ -352,10 +399,15 @@ int cmd_record(int argc, char **argv)
 				      .process = sink_process, .user_stack = sink_user_stack,
 				      .mapping = sink_mapping, .ctx = w };
 	scfg = (struct sampler_config){ .sample_hz = (unsigned int)a.freq, .sink = &sink,
-					.callchain_mode = a.mode, .bare_exits = a.bare };
+					.callchain_mode = a.mode, .call_graph = a.call_graph,
+					.stack_size = a.stack_size, .bare_exits = a.bare };
 	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0)
 		goto out;
-	err = write_meta(w, &g, &gs, (unsigned int)a.freq);
+	if (a.call_graph == SAMPLER_CALL_GRAPH_DWARF)
+		snprintf(call_graph, sizeof(call_graph), "dwarf,%u", a.stack_size);
+	else
+		snprintf(call_graph, sizeof(call_graph), "fp");
+	err = write_meta(w, &g, &gs, (unsigned int)a.freq, call_graph);
 	if (!err)
 		err = recfile_writer_flush(w);
 	if (err) {

@@ -94,6 +94,9 @@ static inline uint64_t get_u64(const uint8_t **p)
 	return v;
 }
 
+_Static_assert(HVP_USER_REGS_AFTER_SAMPLE == RECFILE_SAMPLE &&
+			       HVP_USER_REGS_AFTER_USER_STACK == RECFILE_USER_STACK,
+	       "hvp_user_regs.follows holds record types");
 _Static_assert(RECFILE_USER_REGS_FIXED == 40 + 8 * HVP_USER_NREGS, "USER_REGS layout");
 _Static_assert(RECFILE_BUFFER >= 2 * RECFILE_REC_MIN + RECFILE_SAMPLE_FIXED +
 			   16 * HVP_MAX_CALLCHAIN + RECFILE_USER_REGS_FIXED + HVP_USER_STACK_MAX,

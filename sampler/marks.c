@@ -183,7 +183,13 @@ static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk)
 	u->n_user = mk->n_entry;
 	/* SAFETY: n_entry <= HVP_MAX_CALLCHAIN, the size of both arrays. */
 	memcpy(u->user_ips, mk->entry_ips, mk->n_entry * sizeof(u->user_ips[0]));
-	sampler_emit_user_stack(sv, u);
+	/* the entry's registers; its stack is gone (exit tears it down, execve replaced it) */
+	if (mk->entry_known) {
+		user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, &mk->pg, &mk->entry, false);
+		sampler_emit_user_stack(sv, u, &sv->ustack_regs);
+	} else {
+		sampler_emit_user_stack(sv, u, NULL);
+	}
 }
 
 static void emit_lost(struct svcpu *sv, const struct mark *mk)
@@ -192,7 +198,7 @@ static void emit_lost(struct svcpu *sv, const struct mark *mk)
 				    .cookie = mk->cookie, .pid = mk->pid, .vcpu = sv->index,
 				    .stop = HVP_WALK_LOST };
 
-	sampler_emit_user_stack(sv, &u);
+	sampler_emit_user_stack(sv, &u, NULL);
 }
 
 /* Resolve @mk (already released) from its entry registers; check the task is still the same. */

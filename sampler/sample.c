@@ -89,6 +89,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	smp->n_user = (uint16_t)n;
 	smp->user_stop = (uint8_t)why;
 	count_walk_stop(sv, why, true);
+	sample_regs_take(sv, pg, &ur); /* pt_regs (or the caught SYSCALL's registers) */
 	if (smp->cookie) /* both: the eager walk stays in the sample as a cross-check */
 		smp->user_stop = HVP_WALK_DEFERRED;
 }
@@ -134,6 +135,7 @@ static void sample_init(struct svcpu *sv, struct hvp_sample *smp, uint64_t t0,
 							      : 0;
 	smp->n_kernel = smp->n_user = 0;
 	smp->kernel_stop = smp->user_stop = HVP_WALK_NONE;
+	sv->sample_has_regs = false;
 }
 
 /* The callchains of a sample whose thread is known (@task 0: not known). */
@@ -149,8 +151,9 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 		/* CPL3 with RIP in the kernel: a SYSCALL caught between the instruction and the
 		 * VMM's completion of it (PVM). It is a kernel entry: RIP = LSTAR, and the user
 		 * state is RCX (return address), RSP and RBP. */
-		struct gi_user_regs ur = { regs->rcx, regs->rsp, regs->rbp };
+		struct gi_user_regs ur;
 
+		user_regs_from_vcpu(regs, regs->rcx, regs->rsp, &ur);
 		smp->cpl = 0;
 		smp->flags &= (uint8_t)~HVP_SAMPLE_USER;
 		smp->kernel_ips[0] = regs->rip;
@@ -160,11 +163,15 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 		if (user_thread)
 			user_part_of_kernel_sample(sv, smp, task, &gr->pg, &ur, exiting);
 	} else if (smp->cpl == 3) {
+		struct gi_user_regs ur;
+
 		why = gi_unwind_user(s->mem, &gr->pg, regs->rip, regs->rsp, regs->rbp,
 				     smp->user_ips, HVP_MAX_CALLCHAIN, &n);
 		smp->n_user = (uint16_t)n;
 		smp->user_stop = (uint8_t)why;
 		count_walk_stop(sv, why, true);
+		user_regs_from_vcpu(regs, regs->rip, regs->rsp, &ur);
+		sample_regs_take(sv, &gr->pg, &ur);
 		sv->c.samples_user++;
 		if (!atomic_load(&s->first_user_ns))
 			atomic_store(&s->first_user_ns, smp->time_ns);
@@ -180,6 +187,26 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 		sv->c.sample_ns_kernel_unwind += vmm_now_ns() - t0;
 		if (user_thread)
 			user_part_of_kernel_sample(sv, smp, task, &gr->pg, NULL, exiting);
+	}
+}
+
+/* The SAMPLE record, and right after it the USER_REGS of its user walk if one was made. */
+static void write_sample(struct svcpu *sv, const struct hvp_sample *smp)
+{
+	const struct sampler_sink *sink = sv->s->cfg.sink;
+	struct hvp_user_regs *r = sv->sample_has_regs ? &sv->sample_regs : NULL;
+
+	if (r) {
+		r->time_ns = smp->time_ns;
+		r->cookie = smp->cookie;
+		r->pid = smp->pid;
+		r->follows = HVP_USER_REGS_AFTER_SAMPLE;
+	}
+	if (sink->sample(sink->ctx, smp, r) != 0) {
+		sv->c.samples_sink_errors++;
+		sampler_fail(sv->s, "the recording could not be written");
+	} else if (r) {
+		sv->c.user_regs++;
 	}
 }
 
@@ -240,10 +267,8 @@ int sample_take(struct svcpu *sv)
 		unwind_ns = sv->c.sample_ns_kernel_unwind - unwind_ns;
 		sv->c.sample_ns_user += t1 - t2 - unwind_ns;
 	}
-	if (sink->sample && sink->sample(sink->ctx, smp) != 0) {
-		sv->c.samples_sink_errors++;
-		sampler_fail(s, "the recording could not be written");
-	}
+	if (sink->sample)
+		write_sample(sv, smp);
 	t2 = vmm_now_ns();
 	sv->c.sample_ns_write += t2 - t1;
 	sv->c.sample_ns_total += t2 - t0;

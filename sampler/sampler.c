@@ -42,13 +42,24 @@ void sampler_fail(struct sampler *s, const char *what)
 		vmm_end(s->vm, HVP_END_ERROR, -1, "%s", what);
 }
 
-void sampler_emit_user_stack(struct svcpu *sv, const struct hvp_user_stack *u)
+void sampler_emit_user_stack(struct svcpu *sv, const struct hvp_user_stack *u,
+			     struct hvp_user_regs *r)
 {
 	const struct sampler_sink *sink = sv->s->cfg.sink;
 
-	if (sink && sink->user_stack && sink->user_stack(sink->ctx, u) != 0) {
+	if (r) {
+		r->time_ns = u->time_ns;
+		r->cookie = u->cookie;
+		r->pid = u->pid;
+		r->follows = HVP_USER_REGS_AFTER_USER_STACK;
+	}
+	if (!sink || !sink->user_stack)
+		return;
+	if (sink->user_stack(sink->ctx, u, r) != 0) {
 		sv->c.samples_sink_errors++;
 		sampler_fail(sv->s, "the recording could not be written");
+	} else if (r) {
+		sv->c.user_regs++;
 	}
 }
 
@@ -177,9 +188,14 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 		unsigned int maxphyaddr, unsigned int n_vcpus, struct sampler **out)
 {
 	struct sampler *s;
+	uint32_t ustack_size = HVP_USER_STACK_FP_WINDOW;
 	int err;
 
 	if (!cfg || !mem || !out || !n_vcpus || (cfg->sample_hz && (!cfg->sink || !gi)))
+		return -EINVAL;
+	if (cfg->call_graph == SAMPLER_CALL_GRAPH_DWARF)
+		ustack_size = cfg->stack_size ? cfg->stack_size : HVP_USER_STACK_DEFAULT;
+	if (ustack_size > HVP_USER_STACK_MAX || (ustack_size & 7))
 		return -EINVAL;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -189,6 +205,7 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 	s->mem = mem;
 	s->maxphyaddr = maxphyaddr;
 	s->callchain = cfg->callchain_mode;
+	s->ustack_size = ustack_size;
 	marks_init(&s->marks, cfg->mark_timeout_ns ? cfg->mark_timeout_ns : 100000000ull);
 	s->n_vcpus = n_vcpus;
 	s->vcpus = calloc(s->n_vcpus, sizeof(*s->vcpus));
@@ -201,6 +218,12 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 		s->vcpus[i].s = s;
 		s->vcpus[i].index = i;
 		s->vcpus[i].perf_fd = -1;
+		s->vcpus[i].sample_stack = malloc(s->ustack_size);
+		s->vcpus[i].ustack_stack = malloc(s->ustack_size);
+		if (!s->vcpus[i].sample_stack || !s->vcpus[i].ustack_stack) {
+			sampler_destroy(s);
+			return -ENOMEM;
+		}
 		if (cfg->sink && cfg->sink->mapping) {
 			s->vcpus[i].maps = calloc(SAMPLER_MAPS_MAX, sizeof(struct gi_mapping));
 			if (!s->vcpus[i].maps) {
@@ -259,6 +282,8 @@ void sampler_destroy(struct sampler *s)
 	for (unsigned int i = 0; s->vcpus && i < s->n_vcpus; i++) {
 		counter_close_vcpu(&s->vcpus[i]);
 		free(s->vcpus[i].maps);
+		free(s->vcpus[i].sample_stack);
+		free(s->vcpus[i].ustack_stack);
 	}
 	if (s->ident)
 		ident_cache_destroy(s);

@@ -33,6 +33,12 @@ struct svcpu {
 	struct hvp_user_stack ustack; /* scratch for a USER_STACK record */
 	struct pgwalk_cache tcache;   /* this vCPU's translations, invalidated at each sample */
 	struct gi_mapping *maps;      /* scratch for an address space: SAMPLER_MAPS_MAX entries */
+	/* USER_REGS scratch: one for the sample being built, one for USER_STACK records (a sample
+	 * may resolve marks, and write their USER_STACKs, before it is itself written); each with
+	 * a stack buffer of s->ustack_size bytes */
+	struct hvp_user_regs sample_regs, ustack_regs;
+	uint8_t *sample_stack, *ustack_stack;
+	bool sample_has_regs;         /* sample_regs belongs to the sample being built */
 };
 
 #define SAMPLER_MAPS_MAX 1024 /* mappings of one process recorded at most (more: counted error) */
@@ -157,6 +163,7 @@ struct sampler {
 	struct svcpu *vcpus;
 	enum sampler_counter_kind counter;
 	enum sampler_callchain_mode callchain;
+	uint32_t ustack_size;      /* stack bytes each user walk copies (64 in fp mode) */
 	char strategy[128];
 	struct marks marks;
 	struct traps traps;
@@ -188,12 +195,29 @@ struct gi_paging sampler_paging(const struct sampler *s, const struct kvm_sregs 
 /* The end of the run with an error (no-op without a VM: unit tests). */
 void sampler_fail(struct sampler *s, const char *what);
 
-/* Send one record to the sink, counting a failure (and ending the run: the recording is bad). */
-void sampler_emit_user_stack(struct svcpu *sv, const struct hvp_user_stack *u);
+/*
+ * Send one USER_STACK record to the sink, with its USER_REGS @r (NULL: none; its time, cookie
+ * and pid are set from @u here), counting a failure (and ending the run: the recording is bad).
+ */
+void sampler_emit_user_stack(struct svcpu *sv, const struct hvp_user_stack *u,
+			     struct hvp_user_regs *r);
 
-/* ustack.c: walk @ur's user stack and emit a USER_STACK record for @cookie. */
+/* ustack.c: walk @ur's user stack and emit a USER_STACK record for @cookie, with its USER_REGS. */
 void emit_user_stack(struct svcpu *sv, uint64_t cookie, int32_t pid, const struct gi_paging *pg,
 		     const struct gi_user_regs *ur);
+/*
+ * ustack.c: the USER_REGS of a user walk from @ur into @r (@buf: its stack buffer of
+ * s->ustack_size bytes): the registers in DWARF order and, when @copy, the stack from ur->sp
+ * through @pg (counted: copies, bytes, short, refused, ns); else no stack (a walk saved earlier
+ * whose stack is gone). time_ns, cookie, pid and follows are the caller's to set.
+ */
+void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
+		    const struct gi_paging *pg, const struct gi_user_regs *ur, bool copy);
+/* The USER_REGS of the sample being built (sv->sample_regs), from @ur; the stack is copied. */
+void sample_regs_take(struct svcpu *sv, const struct gi_paging *pg, const struct gi_user_regs *ur);
+/* The user registers as the vCPU holds them (@ip, @sp: where user mode resumes). */
+void user_regs_from_vcpu(const struct kvm_regs *regs, uint64_t ip, uint64_t sp,
+			 struct gi_user_regs *ur);
 void count_walk_stop(struct svcpu *sv, enum hvp_walk_stop why, bool user);
 
 /* ns since the run started (the VMM's clock; 0-based without a VM: unit tests). */

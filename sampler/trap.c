@@ -154,10 +154,15 @@ static int complete_iret(struct svcpu *sv, struct kvm_regs *regs, struct kvm_sre
 enum trap_action trap_decide(bool is_sysret, bool repeat, const struct kvm_regs *regs,
 			     const uint64_t frame[5], struct gi_user_regs *ur)
 {
+	/* The live registers, not pt_regs: at sysretq and iretq the exit path has restored every
+	 * general-purpose register from pt_regs already (POP_REGS), so they are the user values
+	 * and need no guest read; SYSRET takes RIP from RCX (and RFLAGS from R11, which hold the
+	 * same in pt_regs: Linux takes this path only when regs->cx == ip and r11 == flags), IRET
+	 * takes RIP and RSP from its frame. */
 	if (is_sysret) {
-		*ur = (struct gi_user_regs){ regs->rcx, regs->rsp, regs->rbp };
+		user_regs_from_vcpu(regs, regs->rcx, regs->rsp, ur);
 	} else {
-		*ur = (struct gi_user_regs){ frame[0], frame[3], regs->rbp };
+		user_regs_from_vcpu(regs, frame[0], frame[3], ur);
 		if (!repeat && (frame[1] & 3) != 3)
 			return TRAP_TO_KERNEL;
 	}

@@ -1,12 +1,82 @@
 // SPDX-License-Identifier: MIT
-// The USER_STACK record of a cookie: a user-stack walk from the given user registers through
-// the thread's page tables (guestinfo), bounded by HVP_MAX_CALLCHAIN frames.
+// The user part of a walk as records: the USER_STACK record of a cookie (a frame-pointer walk from
+// the given user registers through the thread's page tables, bounded by HVP_MAX_CALLCHAIN
+// frames), and the USER_REGS record every user walk carries: the registers in DWARF order and
+// a copy of the stack above RSP (s->ustack_size bytes: the SIZE of --call-graph dwarf, or
+// HVP_USER_STACK_FP_WINDOW in fp mode), for unwinding from CFI in the report.
 #define pr_fmt(fmt) "sampler: ustack: " fmt
 #include <string.h>
 
 #include <hvprof/log.h>
 
 #include "sampler_internal.h"
+
+void user_regs_from_vcpu(const struct kvm_regs *regs, uint64_t ip, uint64_t sp,
+			 struct gi_user_regs *ur)
+{
+	*ur = (struct gi_user_regs){
+		.ip = ip, .sp = sp, .bp = regs->rbp,
+		.ax = regs->rax, .bx = regs->rbx, .cx = regs->rcx, .dx = regs->rdx,
+		.si = regs->rsi, .di = regs->rdi, .r8 = regs->r8, .r9 = regs->r9,
+		.r10 = regs->r10, .r11 = regs->r11, .r12 = regs->r12, .r13 = regs->r13,
+		.r14 = regs->r14, .r15 = regs->r15,
+	};
+}
+
+/* DWARF x86-64 register numbering (System V psABI, "DWARF Register Number Mapping"). */
+static void dwarf_regs(const struct gi_user_regs *ur, uint64_t regs[HVP_USER_NREGS])
+{
+	regs[HVP_REG_RAX] = ur->ax;
+	regs[HVP_REG_RDX] = ur->dx;
+	regs[HVP_REG_RCX] = ur->cx;
+	regs[HVP_REG_RBX] = ur->bx;
+	regs[HVP_REG_RSI] = ur->si;
+	regs[HVP_REG_RDI] = ur->di;
+	regs[HVP_REG_RBP] = ur->bp;
+	regs[HVP_REG_RSP] = ur->sp;
+	regs[HVP_REG_R8] = ur->r8;
+	regs[HVP_REG_R9] = ur->r9;
+	regs[HVP_REG_R10] = ur->r10;
+	regs[HVP_REG_R11] = ur->r11;
+	regs[HVP_REG_R12] = ur->r12;
+	regs[HVP_REG_R13] = ur->r13;
+	regs[HVP_REG_R14] = ur->r14;
+	regs[HVP_REG_R15] = ur->r15;
+	regs[HVP_REG_RIP] = ur->ip;
+}
+
+void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
+		    const struct gi_paging *pg, const struct gi_user_regs *ur, bool copy)
+{
+	struct sampler *s = sv->s;
+	uint32_t len = 0;
+
+	r->vcpu = sv->index;
+	r->stack_size = s->ustack_size;
+	r->stack = buf;
+	dwarf_regs(ur, r->regs);
+	if (copy && buf) {
+		uint64_t t0 = vmm_now_ns();
+
+		/* bounded: at most ustack_size bytes, one page walk per page */
+		if (gi_copy_user_stack(s->mem, pg, ur->sp, buf, s->ustack_size, &len) != 0)
+			sv->c.user_stack_refused++;
+		else if (len < s->ustack_size)
+			sv->c.user_stack_short++;
+		sv->c.user_stack_copies++;
+		sv->c.user_stack_bytes += len;
+		sv->c.user_stack_copy_ns += vmm_now_ns() - t0;
+	} else {
+		sv->c.user_stack_not_copied++;
+	}
+	r->stack_len = len;
+}
+
+void sample_regs_take(struct svcpu *sv, const struct gi_paging *pg, const struct gi_user_regs *ur)
+{
+	user_regs_take(sv, &sv->sample_regs, sv->sample_stack, pg, ur, true);
+	sv->sample_has_regs = true;
+}
 
 void emit_user_stack(struct svcpu *sv, uint64_t cookie, int32_t pid, const struct gi_paging *pg,
 		     const struct gi_user_regs *ur)
@@ -24,5 +94,6 @@ void emit_user_stack(struct svcpu *sv, uint64_t cookie, int32_t pid, const struc
 	u->n_user = (uint16_t)n;
 	u->stop = (uint8_t)why;
 	count_walk_stop(sv, why, true);
-	sampler_emit_user_stack(sv, u);
+	user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, pg, ur, true);
+	sampler_emit_user_stack(sv, u, &sv->ustack_regs);
 }

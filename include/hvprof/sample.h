@@ -115,6 +115,8 @@ struct hvp_user_stack {
 #define HVP_USER_STACK_MAX 65528       /* most stack bytes a USER_REGS record carries */
 #define HVP_USER_STACK_DEFAULT 8192    /* --call-graph dwarf without SIZE */
 #define HVP_USER_STACK_FP_WINDOW 64    /* stack bytes copied in --call-graph fp mode */
+#define HVP_USER_REGS_AFTER_SAMPLE 2     /* hvp_user_regs.follows: RECFILE_SAMPLE */
+#define HVP_USER_REGS_AFTER_USER_STACK 5 /* hvp_user_regs.follows: RECFILE_USER_STACK */
 
 /* Index into hvp_user_regs.regs: the DWARF register numbers of the x86-64 System V psABI. */
 enum hvp_dwarf_reg {

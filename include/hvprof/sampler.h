@@ -28,12 +28,15 @@ struct sampler;
  * from several vCPU threads at once: the sink serialises. A callback returning non-zero
  * (-errno) stops the run with HVP_END_ERROR after the current exit. All pointers are valid only
  * during the call.
+ * @sample/@user_stack: @r, when not NULL, is the USER_REGS of that user walk (registers and
+ *   stack copy): the sink must store it right after @s / @u, with no other record between
+ *   (recfile_write_sample_regs / recfile_write_user_stack_regs).
  */
 struct sampler_sink {
-	int (*sample)(void *ctx, const struct hvp_sample *s);
+	int (*sample)(void *ctx, const struct hvp_sample *s, const struct hvp_user_regs *r);
 	int (*thread)(void *ctx, const struct hvp_thread *t);
 	int (*process)(void *ctx, const struct hvp_process *p);
-	int (*user_stack)(void *ctx, const struct hvp_user_stack *u);
+	int (*user_stack)(void *ctx, const struct hvp_user_stack *u, const struct hvp_user_regs *r);
 	int (*mapping)(void *ctx, const struct hvp_mapping *m); /* optional */
 	void *ctx;
 };
@@ -53,6 +56,12 @@ enum sampler_callchain_mode {
 					 * cross-check (docs/recording-format.md, SAMPLE) */
 };
 
+/* What each user walk records besides its frame-pointer chain (USER_REGS records). */
+enum sampler_call_graph {
+	SAMPLER_CALL_GRAPH_FP = 0,    /* registers and HVP_USER_STACK_FP_WINDOW bytes of stack */
+	SAMPLER_CALL_GRAPH_DWARF = 1, /* registers and up to stack_size bytes of stack */
+};
+
 /**
  * struct sampler_config - how to sample. Zero-initialise, then set fields.
  * @sample_hz: samples per second per vCPU; 0: no counter, no samples, only watching the guest
@@ -63,6 +72,8 @@ enum sampler_callchain_mode {
  *   cannot trap the guest's return to user (no breakpoint slot, no return sites found).
  * @mark_timeout_ns: a mark not resolved at the return to user within this long is resolved from
  *   the registers saved at kernel entry (0: 100 ms).
+ * @call_graph: enum sampler_call_graph. @stack_size: bytes of user stack each walk copies in
+ *   SAMPLER_CALL_GRAPH_DWARF mode (8..HVP_USER_STACK_MAX, a multiple of 8; 0: 8192).
  * @bare_exits: benchmarking only: each overflow is counted as a sample and nothing else is done
  *   (no registers, no record): the floor hvprof's cost is compared to.
  */
@@ -72,6 +83,8 @@ struct sampler_config {
 	enum sampler_counter_kind force_counter;
 	enum sampler_callchain_mode callchain_mode;
 	uint64_t mark_timeout_ns;
+	enum sampler_call_graph call_graph;
+	uint32_t stack_size;
 	bool bare_exits;
 };
 
@@ -108,7 +121,14 @@ struct sampler_config {
 	X(mapping_snapshots)    /* address spaces recorded (a process first seen, or changed) */ \
 	X(mappings)             /* MAPPING records written */                                   \
 	X(mapping_build_ids)    /* ... with the file's build-id read from guest memory */      \
-	X(mapping_errors)       /* address spaces that could not be read (counted, skipped) */
+	X(mapping_errors)       /* address spaces that could not be read (counted, skipped) */ \
+	X(user_regs)            /* USER_REGS records written (one per user walk) */             \
+	X(user_stack_copies)    /* user stacks copied for them */                               \
+	X(user_stack_bytes)     /* ... bytes copied */                                          \
+	X(user_stack_short)     /* ... shorter than asked: the stack ended (unmapped page) */   \
+	X(user_stack_refused)   /* ... not copied: RSP not an aligned canonical user address */ \
+	X(user_stack_not_copied) /* walks saved at the mark (exit, exec): registers, no stack */ \
+	X(user_stack_copy_ns)   /* host ns spent copying user stacks */
 
 /** struct sampler_counters - what the sampler counted, summed over the vCPUs. */
 struct sampler_counters {

@@ -26,12 +26,16 @@ struct rec {
 	uint8_t stop;
 	uint16_t n;
 	uint64_t ips[8];
+	bool has_regs; /* a USER_REGS came with it: */
+	struct hvp_user_regs regs; /* .stack not kept */
+	uint64_t stack0; /* its first 8 stack bytes (0 when fewer) */
 };
 
 static struct rec recs[MAX_RECS];
 static int n_recs, n_first, n_last;
 
-static int sink_user_stack(void *ctx, const struct hvp_user_stack *u)
+static int sink_user_stack(void *ctx, const struct hvp_user_stack *u,
+			   const struct hvp_user_regs *ur)
 {
 	struct rec *r;
 
@@ -44,13 +48,22 @@ static int sink_user_stack(void *ctx, const struct hvp_user_stack *u)
 	r->stop = u->stop;
 	r->n = u->n_user;
 	memcpy(r->ips, u->user_ips, (u->n_user < 8 ? u->n_user : 8) * sizeof(r->ips[0]));
+	r->has_regs = ur != NULL;
+	r->stack0 = 0;
+	if (ur) {
+		r->regs = *ur;
+		r->regs.stack = NULL;
+		if (ur->stack_len >= 8)
+			memcpy(&r->stack0, ur->stack, 8);
+	}
 	return 0;
 }
 
-static int sink_sample(void *ctx, const struct hvp_sample *s)
+static int sink_sample(void *ctx, const struct hvp_sample *s, const struct hvp_user_regs *r)
 {
 	(void)ctx;
 	(void)s;
+	(void)r;
 	return 0;
 }
 
@@ -77,11 +90,12 @@ struct fixture {
 	struct gi_user_regs entry; /* a good user chain: ip + 3 frames */
 };
 
-static int fixture_init(struct fixture *f, enum sampler_callchain_mode mode,
-			unsigned int stack_pages)
+static int fixture_init_cg(struct fixture *f, enum sampler_callchain_mode mode,
+			   unsigned int stack_pages, enum sampler_call_graph cg, uint32_t stack_size)
 {
 	struct sampler_config cfg = { .sample_hz = 1000, .sink = &sink, .callchain_mode = mode,
-				      .mark_timeout_ns = 1000000 };
+				      .mark_timeout_ns = 1000000, .call_graph = cg,
+				      .stack_size = stack_size };
 
 	memset(f, 0, sizeof(*f));
 	n_recs = n_first = n_last = 0;
@@ -95,6 +109,12 @@ static int fixture_init(struct fixture *f, enum sampler_callchain_mode mode,
 	f->s->marks.on_last = on_last;
 	f->entry = (struct gi_user_regs){ 0x400100, U + 0x100, U + 0x3000 };
 	return fk_uchain(&f->fk, U + 0x3000, 3);
+}
+
+static int fixture_init(struct fixture *f, enum sampler_callchain_mode mode,
+			unsigned int stack_pages)
+{
+	return fixture_init_cg(f, mode, stack_pages, SAMPLER_CALL_GRAPH_FP, 0);
 }
 
 static void fixture_fini(struct fixture *f)
@@ -405,6 +425,120 @@ out:
 	return ret;
 }
 
+/* ---------------------------------------------------------------- USER_REGS */
+
+/* Every user walk carries its registers and stack; a saved walk its registers only. */
+static int test_user_regs_records(void)
+{
+	struct fixture f;
+	struct gi_user_regs other = { 0x400200, U + 0x80, U + 0x3000 }, bad;
+	struct mark_req req;
+	struct svcpu *sv;
+	uint64_t c1;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		return TEST_FAIL;
+	sv = &f.s->vcpus[0];
+	f.entry.ax = 0xaa;
+	f.entry.r15 = 0xf15;
+	if (fk_w64(&f.fk, U + 0x100, 0x1122334455667788ull))
+		goto out;
+	/* resolved at the return: fp mode, the registers and the 64-byte leaf window */
+	req = req_of(&f, FK_PID, &f.entry);
+	c1 = marks_take(sv, &req);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, &f.fk.fm.pg, &f.entry);
+	if (n_recs != 1 || !recs[0].has_regs || recs[0].regs.cookie != c1 ||
+	    recs[0].regs.pid != FK_PID || recs[0].regs.follows != HVP_USER_REGS_AFTER_USER_STACK ||
+	    recs[0].regs.regs[HVP_REG_RIP] != recs[0].ips[0] ||
+	    recs[0].regs.regs[HVP_REG_RSP] != U + 0x100 ||
+	    recs[0].regs.regs[HVP_REG_RBP] != U + 0x3000 || recs[0].regs.regs[HVP_REG_RAX] != 0xaa ||
+	    recs[0].regs.regs[HVP_REG_R15] != 0xf15 || recs[0].regs.stack_size != 64 ||
+	    recs[0].regs.stack_len != 64 || recs[0].stack0 != 0x1122334455667788ull ||
+	    sv->c.user_regs != 1 || sv->c.user_stack_bytes != 64) {
+		fprintf(stderr, "at return: n %d regs %d len %u\n", n_recs, recs[0].has_regs,
+			recs[0].regs.stack_len);
+		goto out;
+	}
+	/* a saved walk (execve: other registers in the same stay): registers, no stack */
+	c1 = marks_take(sv, &req);
+	req.entry = &other;
+	(void)marks_take(sv, &req);
+	if (n_recs != 2 || !recs[1].has_regs || recs[1].regs.stack_len != 0 ||
+	    recs[1].regs.regs[HVP_REG_RSP] != U + 0x100 || recs[1].cookie != c1 ||
+	    sv->c.user_stack_not_copied != 1)
+		goto out;
+	/* a hostile RSP: registers, nothing copied, counted */
+	bad = f.entry;
+	bad.sp = 0xffff888000000000ull;
+	emit_user_stack(sv, 99, FK_PID, &f.fk.fm.pg, &bad);
+	if (n_recs != 3 || !recs[2].has_regs || recs[2].regs.stack_len != 0 ||
+	    sv->c.user_stack_refused != 1)
+		goto out;
+	ret = TEST_OK;
+out:
+	fixture_fini(&f);
+	return ret;
+}
+
+/* dwarf mode: SIZE bytes of stack, cut where the user stack's pages end. */
+static int test_user_regs_dwarf(void)
+{
+	struct fixture f;
+	struct svcpu *sv;
+	struct gi_user_regs ur;
+	int ret = TEST_FAIL;
+
+	if (fixture_init_cg(&f, SAMPLER_CALLCHAIN_EAGER, 4, SAMPLER_CALL_GRAPH_DWARF, 8192))
+		return TEST_FAIL;
+	sv = &f.s->vcpus[0];
+	ur = f.entry;
+	emit_user_stack(sv, 5, FK_PID, &f.fk.fm.pg, &ur); /* 4 pages above U: all 8192 */
+	if (n_recs != 1 || recs[0].regs.stack_size != 8192 || recs[0].regs.stack_len != 8192 ||
+	    sv->c.user_stack_short != 0)
+		goto out;
+	ur.sp = U + 0x4000 - 0x100; /* the last 256 bytes of the stack's pages */
+	emit_user_stack(sv, 6, FK_PID, &f.fk.fm.pg, &ur);
+	if (n_recs != 2 || recs[1].regs.stack_len != 0x100 || sv->c.user_stack_short != 1 ||
+	    sv->c.user_stack_copies != 2 || sv->c.user_stack_bytes != 8192 + 0x100)
+		goto out;
+	/* the eager user part of a kernel sample: the sample's own USER_REGS, from pt_regs */
+	if (write_pt_regs(&f, &f.entry))
+		goto out;
+	{
+		struct hvp_sample smp = { .pid = FK_PID, .rip = FK_STEXT + 0x100 };
+
+		user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false);
+		if (!sv->sample_has_regs || sv->sample_regs.regs[HVP_REG_RIP] != smp.user_ips[0] ||
+		    sv->sample_regs.regs[HVP_REG_RSP] != U + 0x100 ||
+		    sv->sample_regs.stack_len != 8192)
+			goto out;
+	}
+	ret = TEST_OK;
+out:
+	fixture_fini(&f);
+	return ret;
+}
+
+/* A stack size the sampler cannot use is refused. */
+static int test_user_regs_bad_size(void)
+{
+	struct fakekernel fk;
+	struct sampler_config cfg = { .sample_hz = 1000, .sink = &sink,
+				      .call_graph = SAMPLER_CALL_GRAPH_DWARF, .stack_size = 65536 };
+	struct sampler *s = NULL;
+
+	ASSERT_EQ_INT(fakekernel_init(&fk, 4), 0);
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), -EINVAL);
+	cfg.stack_size = 100; /* not a multiple of 8 */
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), -EINVAL);
+	cfg.stack_size = HVP_USER_STACK_MAX;
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), 0);
+	sampler_destroy(s);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
 /* ---------------------------------------------------------------- trap decisions */
 
 struct trap_row {
@@ -418,10 +552,11 @@ struct trap_row {
 
 static const struct trap_row trap_rows[] = {
 	{ "sysretq: RCX, RSP, RBP are the user's", true, false,
-	  { .rcx = 0x401234, .rsp = 0x7ffff000, .rbp = 0x7ffff100, .rip = 0xffffffff812001a9 },
+	  { .rcx = 0x401234, .rsp = 0x7ffff000, .rbp = 0x7ffff100, .rip = 0xffffffff812001a9,
+	    .rax = 7, .r15 = 0x1515 },
 	  { 0 }, TRAP_RESOLVE, { 0x401234, 0x7ffff000, 0x7ffff100 } },
 	{ "iretq to user mode: RIP and RSP from the frame", false, false,
-	  { .rsp = 0xffffc90000013f58, .rbp = 0x7ffff200 },
+	  { .rsp = 0xffffc90000013f58, .rbp = 0x7ffff200, .rax = 1, .rcx = 2, .r15 = 3 },
 	  { 0x402000, 0x33, 0x246, 0x7fffe000, 0x2b }, TRAP_RESOLVE,
 	  { 0x402000, 0x7fffe000, 0x7ffff200 } },
 	{ "iretq to kernel mode", false, false, { .rsp = 0xffffc90000013f58 },
@@ -441,7 +576,9 @@ static int test_trap_decide(void)
 		struct gi_user_regs ur;
 		enum trap_action a = trap_decide(r->is_sysret, r->repeat, &r->regs, r->frame, &ur);
 
-		if (a != r->want || ur.ip != r->ur.ip || ur.sp != r->ur.sp || ur.bp != r->ur.bp) {
+		/* every other register as the vCPU holds it: POP_REGS restored them */
+		if (a != r->want || ur.ip != r->ur.ip || ur.sp != r->ur.sp || ur.bp != r->ur.bp ||
+		    ur.ax != r->regs.rax || ur.cx != r->regs.rcx || ur.r15 != r->regs.r15) {
 			fprintf(stderr, "%s: action %d ip 0x%llx sp 0x%llx bp 0x%llx\n", r->name, a,
 				(unsigned long long)ur.ip, (unsigned long long)ur.sp,
 				(unsigned long long)ur.bp);
@@ -463,6 +600,9 @@ static const struct test_case tests[] = {
 	  test_user_part_modes },
 	{ "current thread: an exiting user thread is no kernel thread", test_current_thread_exiting },
 	{ "trap decisions from sysretq/iretq registers", test_trap_decide },
+	{ "USER_REGS: at return, saved walk, hostile RSP", test_user_regs_records },
+	{ "USER_REGS: dwarf mode sizes, the eager part's own", test_user_regs_dwarf },
+	{ "USER_REGS: bad stack sizes refused", test_user_regs_bad_size },
 };
 
 TEST_MAIN(tests)
