@@ -126,8 +126,33 @@ static int probe_fd(int fd, struct ff_probe *pr)
 	return err;
 }
 
-/* The symbols of the ELF file open at @fd (NULL when it has none). */
-static struct symtab *symtab_of_fd(int fd, const char *name)
+/*
+ * A separate debug file (objcopy --only-keep-debug) keeps .text as SHT_NOBITS: the symtab code
+ * bounds lookups by the executable PROGBITS sections, so mark those sections PROGBITS in our
+ * private copy (@buf, @len bytes: a MAP_PRIVATE mapping; the file is not changed). ELF64 only.
+ */
+static void debug_text_progbits(uint8_t *buf, size_t len)
+{
+	Elf64_Ehdr *eh = (Elf64_Ehdr *)buf;
+	uint64_t end;
+
+	if (len < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_shentsize != sizeof(Elf64_Shdr) ||
+	    __builtin_mul_overflow((uint64_t)eh->e_shnum, sizeof(Elf64_Shdr), &end) ||
+	    __builtin_add_overflow(end, eh->e_shoff, &end) || end > len || eh->e_shoff % 8)
+		return;
+	for (size_t i = 0; i < eh->e_shnum; i++) {
+		/* SAFETY: e_shoff + e_shnum * sizeof(Elf64_Shdr) <= len, checked above. */
+		Elf64_Shdr *sh = (Elf64_Shdr *)(buf + eh->e_shoff) + i;
+
+		if (sh->sh_type == SHT_NOBITS &&
+		    (sh->sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) == (SHF_ALLOC | SHF_EXECINSTR))
+			sh->sh_type = SHT_PROGBITS;
+	}
+}
+
+/* The symbols of the ELF file open at @fd (NULL when it has none); @debug: a debug file. */
+static struct symtab *symtab_of_fd(int fd, const char *name, int debug)
 {
 	struct symtab *st = NULL;
 	struct stat sb;
@@ -135,9 +160,11 @@ static struct symtab *symtab_of_fd(int fd, const char *name)
 
 	if (fstat(fd, &sb) < 0 || sb.st_size <= 0 || (uint64_t)sb.st_size > FF_MAX_ELF)
 		return NULL;
-	buf = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	buf = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 	if (buf == MAP_FAILED)
 		return NULL;
+	if (debug)
+		debug_text_progbits(buf, (size_t)sb.st_size);
 	if (symtab_open_elf_mem(buf, (size_t)sb.st_size, name, &st) == -ENODATA)
 		pr_info("%s: no .symtab nor .dynsym (stripped)", name);
 	munmap(buf, (size_t)sb.st_size);
@@ -397,14 +424,23 @@ static int search(struct symbolizer *s, const struct as_file *f, struct ff_file 
 		return err;
 	if (ff->fd >= 0 && probe_fd(ff->fd, &pr) == 0)
 		free(pr.loads);
-	err = search_debug(s, f, ff, pr.has_symtab);
+	if (!f->build_id_len && pr.bid_len) {
+		/* the guest's page was not resident: the debug file must match the file used */
+		struct as_file known = *f;
+
+		memcpy(known.build_id, pr.bid, pr.bid_len);
+		known.build_id_len = (uint8_t)pr.bid_len;
+		err = search_debug(s, &known, ff, pr.has_symtab);
+	} else {
+		err = search_debug(s, f, ff, pr.has_symtab);
+	}
 	if (err < 0)
 		return err;
 	count_found(s, ff);
 	if (ff->debug_fd >= 0)
-		ff->st = symtab_of_fd(ff->debug_fd, ff->debug_name);
+		ff->st = symtab_of_fd(ff->debug_fd, ff->debug_name, 1);
 	if (!ff->st && ff->fd >= 0)
-		ff->st = symtab_of_fd(ff->fd, ff->name);
+		ff->st = symtab_of_fd(ff->fd, ff->name, 0);
 	if (ff->src == FF_NONE)
 		pr_warn("%s: not found (%zu disk image%s, META add/rootfs, --symfs, %zu build-id "
 			"dir%s%s): its frames show offsets", f->path, s->n_disks,
