@@ -14,7 +14,8 @@ def read(path):
     header_size = struct.unpack_from("<I", data, 12)[0]
     off = header_size
     out = {"samples": [], "user_stacks": {}, "counters": {}, "meta": {}, "threads": {},
-           "mappings": []}
+           "mappings": [], "user_regs": []}
+    prev = None  # (type, record dict) of the record before, for USER_REGS
     while off + 12 <= len(data):
         rtype, size = struct.unpack_from("<II", data, off)
         if size < 12 or off + size > len(data):
@@ -23,6 +24,7 @@ def read(path):
         if zlib.crc32(data[off:off + size - 4]) != crc:
             raise ValueError(f"{path}: CRC mismatch at {off}")
         p = off + 8
+        cur = None
         if rtype == 1:
             kl, vl = struct.unpack_from("<II", data, p)
             key = data[p + 8:p + 8 + kl].decode()
@@ -31,9 +33,9 @@ def read(path):
             (t, vcpu, cpl, flags, kstop, ustop, rip, cr3, task, pid, tgid, cookie, period,
              nk, nu) = struct.unpack_from("<QIBBBBQQQiiQQHH", data, p)
             ips = struct.unpack_from(f"<{nk + nu}Q", data, p + 72)
-            out["samples"].append(dict(vcpu=vcpu, cpl=cpl, flags=flags, kstop=kstop,
-                                       ustop=ustop, rip=rip, pid=pid, tgid=tgid, cookie=cookie,
-                                       kips=ips[:nk], uips=ips[nk:]))
+            cur = dict(t=t, vcpu=vcpu, cpl=cpl, flags=flags, kstop=kstop, ustop=ustop, rip=rip,
+                       pid=pid, tgid=tgid, cookie=cookie, kips=ips[:nk], uips=ips[nk:])
+            out["samples"].append(cur)
         elif rtype == 3:
             t, task, pid, tgid, kthread = struct.unpack_from("<QQiiB", data, p)
             comm = data[p + 28:p + 44].split(b"\0")[0].decode(errors="replace")
@@ -41,7 +43,17 @@ def read(path):
         elif rtype == 5:
             t, cookie, pid, vcpu, stop, nu = struct.unpack_from("<QQiIBxH", data, p)
             ips = struct.unpack_from(f"<{nu}Q", data, p + 32)
-            out["user_stacks"][cookie] = dict(pid=pid, vcpu=vcpu, stop=stop, uips=ips)
+            cur = dict(t=t, cookie=cookie, pid=pid, vcpu=vcpu, stop=stop, uips=ips)
+            out["user_stacks"][cookie] = cur
+        elif rtype == 9:
+            # USER_REGS: joined to the record just before it (prev_type, prev)
+            t, cookie, pid, vcpu, follows, nregs, slen, ssize = struct.unpack_from(
+                "<QQiIBBxxII", data, p)
+            regs = struct.unpack_from(f"<{nregs}Q", data, p + 40)
+            out["user_regs"].append(dict(
+                t=t, cookie=cookie, pid=pid, vcpu=vcpu, follows=follows, regs=regs,
+                stack_len=slen, stack_size=ssize, stack=data[p + 176:p + 176 + slen],
+                size=size, prev_type=prev[0] if prev else 0, prev=prev[1] if prev else None))
         elif rtype == 8:
             (t, tgid, index, count, start, end, pgoff, ino, dev, prot,
              bl) = struct.unpack_from("<QiHHQQQQIIB", data, p)
@@ -54,5 +66,6 @@ def read(path):
         elif rtype == 6:
             value, nl = struct.unpack_from("<QI", data, p)
             out["counters"][data[p + 12:p + 12 + nl].decode()] = value
+        prev = (rtype, cur)
         off += size
     return out

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Integration test: one boot of the default image profiles the demo workload and a user's own
-static binary (--add), and every check reads that one recording.
+static binary (--add), and every check reads that one recording. It is recorded with
+--call-graph dwarf: every user walk carries a USER_REGS record (registers and 8 KiB of stack).
 
 usage: test_record.py HVPROF MYBENCH
 Exit: 0 all checks passed, 1 a check failed, 77 skipped (no /dev/kvm or no default image).
@@ -22,6 +23,7 @@ hvtest.require_vm()
 work = tempfile.mkdtemp(prefix="hvprof-kvm-")
 data = os.path.join(work, "demo.data")
 cmd = [HVPROF, "record", "-F", "1000", "-o", data, "--add", f"{MYBENCH}:/bin/mybench",
+       "--call-graph", "dwarf",
        "--run", "/bin/hvprof-demo 4 3; /bin/mybench", "--duration", "240"]
 print("running:", " ".join(cmd), flush=True)
 rec = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
@@ -101,6 +103,42 @@ check("--add binary's functions appear by name (mybench_parse, mybench_render)",
 code, rep2, err = hv("report", "-i", data, "--sort", "comm,dso,sym")
 check("report names the --add binary's symbols and its dso",
       re.search(r"mybench\s+mybench\s+\[\.\] mybench_parse", rep2) is not None)
+
+# USER_REGS (docs/recording-format.md): right after every user walk's SAMPLE or USER_STACK, with
+# the walk's first ip as rip, a user RSP and the stack above it.
+raw = hvprec.read(data) if os.path.exists(data) else {"user_regs": [], "meta": {}, "counters": {}}
+ur = raw["user_regs"]
+after = {2: [r for r in ur if r["prev_type"] == 2], 5: [r for r in ur if r["prev_type"] == 5]}
+check("META call_graph is dwarf,8192", raw["meta"].get("call_graph") == "dwarf,8192",
+      raw["meta"].get("call_graph"))
+check("USER_REGS records follow both SAMPLE and USER_STACK records",
+      len(after[2]) >= 100 and len(after[5]) >= 100, f"{len(after[2])} / {len(after[5])}")
+check("every USER_REGS directly follows the record it names (follows, time, pid, cookie)",
+      all(r["prev"] is not None and r["follows"] == r["prev_type"] and r["t"] == r["prev"]["t"]
+          and r["pid"] == r["prev"]["pid"] and r["cookie"] == r["prev"]["cookie"] for r in ur),
+      f"{len(ur)} records")
+first_ip = sum(1 for r in ur if r["prev"]["uips"] and r["regs"][16] == r["prev"]["uips"][0])
+check("regs[16] (rip) is the preceding record's first user ip",
+      ur and first_ip == sum(1 for r in ur if r["prev"]["uips"]), f"{first_ip} of {len(ur)}")
+user_rsp = sum(1 for r in ur if 0 < r["regs"][7] < (1 << 47))
+with_stack = sum(1 for r in ur if r["stack_len"] >= 8 and len(r["stack"]) == r["stack_len"])
+copied = [r for r in ur if r["stack_len"] or r["stack_size"]]
+check("regs[7] (rsp) is a user address", user_rsp == len(ur), f"{user_rsp} of {len(ur)}")
+check("the first 8 stack bytes were copied (>= 99% of USER_REGS)",
+      with_stack >= 0.99 * len(ur), f"{with_stack} of {len(ur)}")
+cnt = raw["counters"]
+walks = sum(1 for s in raw["samples"] if s["uips"]) + sum(
+    1 for u in raw["user_stacks"].values() if u["uips"] and u["stop"] != 6)
+check("one USER_REGS per user walk (counter user_regs)",
+      cnt.get("user_regs") == len(ur) and len(ur) == walks, f"{cnt.get('user_regs')} {len(ur)} {walks}")
+if ur:
+    size = os.path.getsize(data)
+    print(f"USER_REGS: {len(ur)} records, {sum(r['size'] for r in ur) / len(ur):.0f} bytes each "
+          f"(mean stack_len {sum(r['stack_len'] for r in ur) / len(ur):.0f}); recording "
+          f"{size} bytes, {size / max(1, len(raw['samples'])):.0f} bytes per sample; stack copy "
+          f"{cnt.get('user_stack_copy_ns', 0) / max(1, cnt.get('user_stack_copies', 1)):.0f} ns "
+          f"of VMM time each ({cnt.get('user_stack_short', 0)} short, "
+          f"{cnt.get('user_stack_refused', 0)} refused)")
 
 svg = os.path.join(work, "demo.svg")
 code, out, err = hv("flamegraph", "-i", data, "-o", svg)
