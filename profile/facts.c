@@ -133,6 +133,27 @@ int profile_facts(const struct profile *p, struct facts *f)
 			  st->files_disk, st->files_rootfs, st->files_symfs, st->files_buildid,
 			  st->files_debuginfod, st->files_debug, st->files_not_found,
 			  st->files_build_id_mismatch);
+	if (st->dwarf_unwinds) /* docs/symbolization.md: DWARF unwinding */
+		facts_add(f, "DWARF unwinding: %" PRIu64 " user chains (ended: %" PRIu64 " at the "
+			  "outermost frame, %" PRIu64 " depth, %" PRIu64 " outside the stack copy, %"
+			  PRIu64 " in no file, %" PRIu64 " no CFI, %" PRIu64 " other); %" PRIu64
+			  " equal to the frame-pointer walk, %" PRIu64 " completed by it",
+			  st->dwarf_unwinds, st->dwarf_stop[0], st->dwarf_stop[1], st->dwarf_stop[3],
+			  st->dwarf_stop[2], st->dwarf_stop[4], st->dwarf_stop[5] + st->dwarf_stop[6],
+			  st->dwarf_fp_agree, st->dwarf_fp_extended);
+	if (st->eager_compared)
+		facts_add(f, "Deferred vs eager: %" PRIu64 " of %" PRIu64 " deferred user chains "
+			  "equal to the eager chain of the same kernel entry (%" PRIu64 " not compared:"
+			  " one side copied no stack)", st->eager_equal, st->eager_compared,
+			  st->eager_no_stack);
+	if (st->leaf_checked || st->leaf_unchecked)
+		facts_add(f, "Leaf frames: %" PRIu64 " frame-pointer chains checked against the "
+			  "leaf's CFI, %" PRIu64 " mended (the leaf's caller was missing), %" PRIu64
+			  " not checkable (no CFI, or the 64-byte window too short)",
+			  st->leaf_checked, st->leaf_fixed, st->leaf_unchecked);
+	if (st->user_regs_orphans)
+		facts_add(f, "USER_REGS records completing no record: %" PRIu64,
+			  st->user_regs_orphans);
 	if (st->truncated)
 		facts_add(f, "Truncated callchains: %" PRIu64 " samples (walk depth bound or "
 			  "--max-stack)", st->truncated);

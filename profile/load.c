@@ -15,6 +15,7 @@
 
 #include "addrspace.h"
 #include "profile_internal.h"
+#include "user_unwind.h"
 
 /* A deferred kernel sample waiting for the USER_STACK with its cookie. */
 struct pending {
@@ -49,6 +50,13 @@ struct loader {
 	struct u64map early;         /* cookie -> struct early_us * (list head) */
 	int keep_samples;
 	uint64_t key[RAW_MAX];
+	/* --call-graph recordings: the SAMPLE or USER_STACK just read, held until the next record
+	 * says whether a USER_REGS completes it (docs/recording-format.md: always the next one) */
+	int hold;                    /* -1 not known yet, 0 no call_graph META, 1 hold */
+	int has_held;
+	struct recfile_record *held;
+	struct u64map tgid_of_pid;   /* pid -> tgid (THREAD records): a USER_STACK's process */
+	struct user_unwind *uu;      /* created at the first USER_REGS */
 };
 
 /* The list of @cookie in @m (pending samples or early user stacks), or NULL. */
@@ -160,6 +168,9 @@ static int on_thread(struct loader *ld, const struct hvp_thread *t)
 	int err;
 
 	err = strpool_intern(&ld->p->strs, t->comm, strlen(t->comm), &comm);
+	if (!err)
+		err = u64map_put(&ld->tgid_of_pid, (uint64_t)(int64_t)t->pid,
+				 (uint64_t)(int64_t)t->tgid);
 	if (err)
 		return err;
 	return u64map_put(&ld->comm_of_pid, (uint64_t)(int64_t)t->pid, comm);
@@ -334,6 +345,107 @@ static int on_record(struct loader *ld, const struct recfile_record *rec)
 	return 0;
 }
 
+/* Unwind the held record's user walk with the USER_REGS @ur that completes it (user_unwind.c). */
+static int apply_user_regs(struct loader *ld, struct recfile_record *h,
+			   const struct hvp_user_regs *ur)
+{
+	struct symbolizer *sym;
+	uint64_t tgid;
+	int err;
+
+	if (!ld->uu) {
+		err = loader_symbolizer(ld, &sym);
+		if (!err)
+			err = user_unwind_new(sym, &ld->uu);
+		if (err)
+			return err;
+	}
+	if (h->type == RECFILE_SAMPLE && h->sample.user_stop == HVP_WALK_DEFERRED)
+		/* the eager copy of --callchain-mode both: only compared, never shown */
+		return user_unwind_eager(ld->uu, loader_current_as(ld, h->sample.tgid), ur,
+					 h->sample.user_ips, h->sample.n_user);
+	if (h->type == RECFILE_SAMPLE)
+		return user_unwind_apply(ld->uu, loader_current_as(ld, h->sample.tgid), ur,
+					 h->sample.user_ips, &h->sample.n_user,
+					 &h->sample.user_stop);
+	if (u64map_get(&ld->tgid_of_pid, (uint64_t)(int64_t)h->user_stack.pid, &tgid))
+		tgid = (uint64_t)-1;
+	return user_unwind_apply(ld->uu, loader_current_as(ld, (int32_t)tgid), ur,
+				 h->user_stack.user_ips, &h->user_stack.n_user,
+				 &h->user_stack.stop);
+}
+
+/* Process the held record, if any, as it is. */
+static int flush_held(struct loader *ld)
+{
+	if (!ld->has_held)
+		return 0;
+	ld->has_held = 0;
+	return on_record(ld, ld->held);
+}
+
+/*
+ * One record, in file order: a SAMPLE or USER_STACK of a --call-graph recording is held until
+ * the next record, which may be the USER_REGS that completes it (the same time, pid and
+ * cookie); a USER_REGS that completes nothing is counted and ignored.
+ */
+static int on_record_held(struct loader *ld, const struct recfile_record *rec)
+{
+	int err;
+
+	if (rec->type == RECFILE_USER_REGS) {
+		const struct hvp_user_regs *ur = &rec->user_regs;
+		struct recfile_record *h = ld->held;
+		int match = ld->has_held && (uint32_t)h->type == ur->follows &&
+			    (h->type == RECFILE_SAMPLE
+				     ? h->sample.pid == ur->pid && h->sample.time_ns == ur->time_ns
+				     : h->user_stack.pid == ur->pid &&
+					       h->user_stack.cookie == ur->cookie);
+
+		if (!match) {
+			ld->p->stats.user_regs_orphans++;
+			return flush_held(ld);
+		}
+		err = apply_user_regs(ld, h, ur);
+		return err ? err : flush_held(ld);
+	}
+	err = flush_held(ld);
+	if (err)
+		return err;
+	if (ld->hold < 0 && (rec->type == RECFILE_SAMPLE || rec->type == RECFILE_USER_STACK))
+		ld->hold = profile_meta(ld->p, "call_graph") != NULL;
+	if (ld->hold > 0 && (rec->type == RECFILE_SAMPLE || rec->type == RECFILE_USER_STACK)) {
+		if (!ld->held && !(ld->held = malloc(sizeof(*ld->held))))
+			return -ENOMEM;
+		*ld->held = *rec;
+		ld->has_held = 1;
+		return 0;
+	}
+	return on_record(ld, rec);
+}
+
+/* The user unwinds' counts into the profile's stats. */
+static void unwind_stats(struct loader *ld)
+{
+	const struct user_unwind_stats *us;
+	struct profile_stats *st = &ld->p->stats;
+
+	if (!ld->uu)
+		return;
+	us = user_unwind_stats(ld->uu);
+	st->dwarf_unwinds = us->dwarf;
+	for (unsigned int i = 0; i < UNW_STOP_COUNT && i < PROFILE_UNWIND_STOPS; i++)
+		st->dwarf_stop[i] = us->dwarf_stop[i];
+	st->dwarf_fp_agree = us->dwarf_fp_agree;
+	st->dwarf_fp_extended = us->fp_extended;
+	st->leaf_checked = us->leaf_checked;
+	st->leaf_fixed = us->leaf_fixed;
+	st->leaf_unchecked = us->leaf_unchecked;
+	st->eager_compared = us->eager_compared;
+	st->eager_equal = us->eager_equal;
+	st->eager_no_stack = us->eager_no_stack;
+}
+
 /* Free the lists of pending samples and early user stacks (counting unclaimed stacks). */
 static void free_lists(struct loader *ld)
 {
@@ -385,6 +497,9 @@ static void loader_free(struct loader *ld)
 {
 	free_lists(ld);
 	u64map_free(&ld->comm_of_pid);
+	u64map_free(&ld->tgid_of_pid);
+	user_unwind_free(ld->uu);
+	free(ld->held);
 	symbolizer_free(ld->sym);
 	as_table_free(&ld->ast);
 	seqtab_free(&ld->raw.stacks);
@@ -413,6 +528,7 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 		goto err_free;
 	}
 	ld.p = p;
+	ld.hold = -1;
 	ld.raw.ases = &ld.ast;
 	ld.cfg = (struct sym_config){
 		.vmlinux = OPT(opts, vmlinux, NULL),
@@ -423,7 +539,7 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 	ld.keep_samples = OPT(opts, keep_samples, 0) != 0;
 	p->kept_samples = ld.keep_samples;
 	while ((ret = recfile_reader_next(r, rec)) == 1) {
-		err = on_record(&ld, rec);
+		err = on_record_held(&ld, rec);
 		if (err) {
 			copy_err(errbuf, errbuf_len, name, "loading", err);
 			goto err_free;
@@ -447,7 +563,10 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 			recfile_reader_records(r), p->read_error);
 	}
 	p->stats.records = recfile_reader_records(r);
-	err = finish_pending(&ld);
+	err = flush_held(&ld);
+	unwind_stats(&ld);
+	if (!err)
+		err = finish_pending(&ld);
 	if (err) {
 		copy_err(errbuf, errbuf_len, name, "joining user stacks", err);
 		goto err_free;

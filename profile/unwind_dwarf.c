@@ -181,31 +181,43 @@ out:
 	return err;
 }
 
-/* Report the file of @maps[@i] (its lowest mapping among those with the same fd). */
+/* Mappings @a and @b are of the same file: the same name (the symbolizer may hand out
+ * several fds for one file), or the same fd. */
+static bool same_file(const struct unw_map *a, const struct unw_map *b)
+{
+	if (a->fd == b->fd)
+		return true;
+	return a->name && b->name && strcmp(a->name, b->name) == 0;
+}
+
+/*
+ * Report the file of @maps[@i] once, placed by its lowest mapping. A second report of the
+ * same file would overlap the first, and libdw then drops both (DWFL_E_OVERLAP marks the
+ * module for collection at dwfl_report_end()).
+ */
 static void report_file(Dwfl *dwfl, const struct unw_map *maps, size_t n_maps, size_t i)
 {
 	const struct unw_map *low = &maps[i];
+	const char *name = maps[i].name ? maps[i].name : "?";
 	uint64_t bias;
 	int fd;
 
 	for (size_t j = 0; j < n_maps; j++) {
-		if (maps[j].fd != maps[i].fd)
+		if (j == i || maps[j].fd < 0 || !same_file(&maps[j], &maps[i]))
 			continue;
 		if (j < i)
 			return; /* reported with an earlier mapping of the same file */
 		if (maps[j].start < low->start)
 			low = &maps[j];
 	}
-	if (elf_load_bias(maps[i].fd, low->start, low->pgoff, &bias))
+	if (elf_load_bias(low->fd, low->start, low->pgoff, &bias))
 		return;
-	fd = dup(maps[i].fd);
+	fd = dup(low->fd);
 	if (fd < 0)
 		return;
-	/* libdw owns fd from here, also on failure (an overlap with a module already reported). */
-	if (!dwfl_report_elf(dwfl, low->name ? low->name : "?", low->name ? low->name : "?", fd,
-			     bias, true))
-		pr_info("%s: not usable for unwinding: %s", low->name ? low->name : "?",
-			dwfl_errmsg(-1));
+	/* libdw owns fd from here, also on failure (an overlap with another file). */
+	if (!dwfl_report_elf(dwfl, name, name, fd, bias, true))
+		pr_info("%s: not usable for unwinding: %s", name, dwfl_errmsg(-1));
 }
 
 static int space_new(uint64_t key, const struct unw_map *maps, size_t n_maps,

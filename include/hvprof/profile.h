@@ -361,6 +361,8 @@ int profile_counter(const struct profile *p, const char *name, uint64_t *value) 
  * callchain shows `[truncated at N frames]` (the walk's depth bound, or max_stack).
  * @mapping_bad_records: MAPPING records out of their snapshot's sequence (ignored).
  */
+#define PROFILE_UNWIND_STOPS 7 /* profile_stats.dwarf_stop[] entries */
+
 struct profile_stats {
 	uint64_t records;
 	uint64_t samples;
@@ -391,6 +393,23 @@ struct profile_stats {
 	uint64_t debuginfod_queries;
 	uint64_t truncated;
 	uint64_t mapping_bad_records;
+	/* USER_REGS (--call-graph): chains unwound from CFI, by why they ended (index: end, depth,
+	 * no module, outside the stack copy, no CFI, bad registers, other error), how many equal
+	 * the frame-pointer chain recorded beside them, how many kept the fp chain because CFI
+	 * stopped early where the fp chain agreed and went further; fp mode's leaf frames checked
+	 * against their CFI, mended (the direct caller inserted), or not checkable; USER_REGS
+	 * records that completed no record. */
+	uint64_t dwarf_unwinds;
+	uint64_t dwarf_stop[PROFILE_UNWIND_STOPS];
+	uint64_t dwarf_fp_agree;
+	uint64_t dwarf_fp_extended;
+	uint64_t leaf_checked;
+	uint64_t leaf_fixed;
+	uint64_t leaf_unchecked;
+	uint64_t user_regs_orphans;
+	uint64_t eager_compared;    /* --callchain-mode both, DWARF: deferred chains compared */
+	uint64_t eager_equal;       /* ... equal to the eager chain of the same kernel entry */
+	uint64_t eager_no_stack;    /* ... not compared: one side copied no stack */
 };
 
 /** profile_get_stats - copy the load statistics of @p into @out. */
