@@ -17,6 +17,7 @@ struct user_unwind {
 	struct unw_map *maps;
 	size_t cap_maps;
 	struct u64map eager; /* cookie -> hash of the eager chain (--callchain-mode both) */
+	struct u64map key_of_snap; /* snapshot id << 20 | mappings -> content key of its session */
 };
 
 int user_unwind_new(struct symbolizer *s, struct user_unwind **out)
@@ -42,6 +43,7 @@ void user_unwind_free(struct user_unwind *uu)
 		return;
 	unwinder_free(uu->u);
 	u64map_free(&uu->eager);
+	u64map_free(&uu->key_of_snap);
 	free(uu->maps);
 	free(uu);
 }
@@ -51,17 +53,30 @@ const struct user_unwind_stats *user_unwind_stats(const struct user_unwind *uu)
 	return &uu->st;
 }
 
+/* FNV-1a of @len bytes at @p into @h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t len)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
 /*
- * The unwinder session of @as. Keyed by the snapshot and the number of its mappings known so
- * far: a snapshot whose MAPPING records are still arriving gets a new session when it grows.
+ * The unwinder session of @as. Snapshots of a process differ mostly in anonymous memory (the
+ * heap, thread stacks): sessions are keyed by the files mapped and where (a hash of path,
+ * range and offset of every file mapping found), so such snapshots share one session and its
+ * parsed CFI. Which content key a snapshot has is cached by (snapshot, mappings known so far):
+ * a snapshot whose MAPPING records are still arriving is looked at again when it grows.
  */
 static int space_of(struct user_unwind *uu, const struct addrspace *as, struct unw_space **out)
 {
-	uint64_t key = (uint64_t)as->id << 20 | (as->n_maps & 0xfffff);
+	uint64_t snap = (uint64_t)as->id << 20 | (as->n_maps & 0xfffff), key;
 	size_t n = 0;
+	int err;
 
-	*out = unwinder_lookup(uu->u, key);
-	if (*out)
+	if (!u64map_get(&uu->key_of_snap, snap, &key) && (*out = unwinder_lookup(uu->u, key)))
 		return 0;
 	if (as->n_maps > uu->cap_maps) {
 		struct unw_map *nm = realloc(uu->maps, as->n_maps * sizeof(*nm));
@@ -71,10 +86,11 @@ static int space_of(struct user_unwind *uu, const struct addrspace *as, struct u
 		uu->maps = nm;
 		uu->cap_maps = as->n_maps;
 	}
+	key = 0xcbf29ce484222325ull;
 	for (size_t i = 0; i < as->n_maps; i++) {
 		const struct as_mapping *m = &as->maps[i];
 		const char *name;
-		int fd, err;
+		int fd;
 
 		if (!m->file)
 			continue;
@@ -86,7 +102,18 @@ static int space_of(struct user_unwind *uu, const struct addrspace *as, struct u
 		uu->maps[n++] = (struct unw_map){ .start = m->start, .end = m->end,
 						  .pgoff = m->pgoff, .fd = fd,
 						  .name = m->file->path };
+		key = fnv(key, m->file->path, strlen(m->file->path) + 1);
+		key = fnv(key, &m->start, sizeof(m->start));
+		key = fnv(key, &m->end, sizeof(m->end));
+		key = fnv(key, &m->pgoff, sizeof(m->pgoff));
 	}
+	err = u64map_put(&uu->key_of_snap, snap, key);
+	if (err)
+		return err;
+	*out = unwinder_lookup(uu->u, key);
+	if (*out)
+		return 0;
+	uu->st.sessions++;
 	return unwinder_space(uu->u, key, uu->maps, n, out);
 }
 

@@ -28,6 +28,7 @@
  * chain of the eager copy taken at the sample (same cookie), and how many were equal;
  * @eager_no_stack: pairs not compared because one copy holds no stack (the eager one taken in
  * a fault on the stack page itself; a deferred walk saved at exit or execve).
+ * @sessions: libdw sessions opened (one per distinct set of mapped files).
  * @no_space: USER_REGS of a process with no address space known (chain left as recorded).
  */
 struct user_unwind_stats {
@@ -38,6 +39,7 @@ struct user_unwind_stats {
 	uint64_t leaf_checked, leaf_fixed, leaf_unchecked;
 	uint64_t no_space;
 	uint64_t eager_compared, eager_equal, eager_no_stack;
+	uint64_t sessions;
 };
 
 struct user_unwind;
