@@ -20,6 +20,7 @@
 #include "unwind_dwarf.h"
 
 #define UNW_TID 1 /* the one thread of each session (any positive id) */
+#define UNW_MAX_SPACES 64 /* sessions kept open (each holds an fd per file): then all closed */
 
 /* The one unwind in progress on a space: what the callbacks read. */
 struct unw_state {
@@ -91,9 +92,12 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 {
 	struct unw_space *sp = arg;
 	struct unw_state *st = sp->cur;
-	uint64_t rsp = st->regs[UNW_REG_RSP], off;
+	uint64_t rsp, off;
 
 	(void)dwfl;
+	if (!st)
+		return false;
+	rsp = st->regs[UNW_REG_RSP];
 	/* SAFETY: off + 8 <= stack_len, the bytes the record holds. */
 	if (addr < rsp || (off = addr - rsp) > st->stack_len || st->stack_len - off < 8) {
 		st->outside = true;
@@ -181,62 +185,74 @@ out:
 	return err;
 }
 
-/* Mappings @a and @b are of the same file: the same name (the symbolizer may hand out
- * several fds for one file), or the same fd. */
-static bool same_file(const struct unw_map *a, const struct unw_map *b)
+/* Order of mappings by file name, then start: each file's mappings in a run, lowest first. */
+static int cmp_map(const void *pa, const void *pb)
 {
-	if (a->fd == b->fd)
-		return true;
-	return a->name && b->name && strcmp(a->name, b->name) == 0;
+	const struct unw_map *a = *(const struct unw_map *const *)pa;
+	const struct unw_map *b = *(const struct unw_map *const *)pb;
+	int c = strcmp(a->name ? a->name : "", b->name ? b->name : "");
+
+	if (c)
+		return c;
+	return a->start < b->start ? -1 : a->start > b->start;
 }
 
 /*
- * Report the file of @maps[@i] once, placed by its lowest mapping. A second report of the
- * same file would overlap the first, and libdw then drops both (DWFL_E_OVERLAP marks the
- * module for collection at dwfl_report_end()).
+ * Report the file of @low, its lowest mapping, once. A second report of the same file would
+ * overlap the first, and libdw then drops both (DWFL_E_OVERLAP marks the module for collection
+ * at dwfl_report_end()).
  */
-static void report_file(Dwfl *dwfl, const struct unw_map *maps, size_t n_maps, size_t i)
+static void report_file(Dwfl *dwfl, const struct unw_map *low)
 {
-	const struct unw_map *low = &maps[i];
-	const char *name = maps[i].name ? maps[i].name : "?";
+	const char *name = low->name ? low->name : "?";
 	uint64_t bias;
 	int fd;
 
-	for (size_t j = 0; j < n_maps; j++) {
-		if (j == i || maps[j].fd < 0 || !same_file(&maps[j], &maps[i]))
-			continue;
-		if (j < i)
-			return; /* reported with an earlier mapping of the same file */
-		if (maps[j].start < low->start)
-			low = &maps[j];
-	}
 	if (elf_load_bias(low->fd, low->start, low->pgoff, &bias))
 		return;
 	fd = dup(low->fd);
 	if (fd < 0)
 		return;
-	/* libdw owns fd from here, also on failure (an overlap with another file). */
-	if (!dwfl_report_elf(dwfl, name, name, fd, bias, true))
+	/* On success libdw owns fd (closed by dwfl_end()); on failure it is still ours. */
+	if (!dwfl_report_elf(dwfl, name, name, fd, bias, true)) {
 		pr_info("%s: not usable for unwinding: %s", name, dwfl_errmsg(-1));
+		close(fd);
+	}
 }
 
 static int space_new(uint64_t key, const struct unw_map *maps, size_t n_maps,
 		     struct unw_space **out)
 {
+	const struct unw_map **order = NULL;
 	struct unw_space *sp = calloc(1, sizeof(*sp));
+	size_t n = 0;
 
-	if (!sp)
-		return -ENOMEM;
-	sp->key = key;
-	sp->dwfl = dwfl_begin(&dwfl_callbacks);
-	if (!sp->dwfl) {
+	if (n_maps)
+		order = malloc(n_maps * sizeof(*order));
+	if (!sp || (n_maps && !order)) {
+		free(order);
 		free(sp);
 		return -ENOMEM;
 	}
-	dwfl_report_begin(sp->dwfl);
+	sp->key = key;
+	sp->dwfl = dwfl_begin(&dwfl_callbacks);
+	if (!sp->dwfl) {
+		free(order);
+		free(sp);
+		return -ENOMEM;
+	}
 	for (size_t i = 0; i < n_maps; i++)
 		if (maps[i].fd >= 0 && maps[i].end > maps[i].start)
-			report_file(sp->dwfl, maps, n_maps, i);
+			order[n++] = &maps[i];
+	if (n > 1)
+		qsort(order, n, sizeof(*order), cmp_map);
+	dwfl_report_begin(sp->dwfl);
+	/* One report per file (same name, or same fd), at its lowest mapping: O(n log n). */
+	for (size_t i = 0; i < n; i++)
+		if (i == 0 || strcmp(order[i - 1]->name ? order[i - 1]->name : "",
+				     order[i]->name ? order[i]->name : "") != 0)
+			report_file(sp->dwfl, order[i]);
+	free(order);
 	if (dwfl_report_end(sp->dwfl, NULL, NULL) != 0) {
 		space_free(sp);
 		return -ENOMEM;
@@ -254,6 +270,16 @@ struct unw_space *unwinder_lookup(const struct unwinder *u, uint64_t key)
 	return u && !u64map_get(&u->of_key, key, &idx) ? u->spaces[idx] : NULL;
 }
 
+/* Close every cached session (the cache is bounded: UNW_MAX_SPACES). */
+static void unwinder_reset(struct unwinder *u)
+{
+	for (size_t i = 0; i < u->n; i++)
+		space_free(u->spaces[i]);
+	u->n = 0;
+	u64map_free(&u->of_key);
+	memset(&u->of_key, 0, sizeof(u->of_key));
+}
+
 int unwinder_space(struct unwinder *u, uint64_t key, const struct unw_map *maps, size_t n_maps,
 		   struct unw_space **out)
 {
@@ -267,6 +293,8 @@ int unwinder_space(struct unwinder *u, uint64_t key, const struct unw_map *maps,
 		*out = u->spaces[idx];
 		return 0;
 	}
+	if (u->n >= UNW_MAX_SPACES)
+		unwinder_reset(u); /* earlier spaces handed out are gone: callers hold one at a time */
 	if (u->n == u->cap) {
 		struct unw_space **ns = array_grow(u->spaces, &u->cap, sizeof(*ns), 16);
 

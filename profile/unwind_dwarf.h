@@ -68,9 +68,11 @@ void unwinder_free(struct unwinder *u);
  * from @maps (n_maps, in any order) on first use and cached: later calls with the same @key
  * return the cached space and ignore @maps. Files whose fd is -1 or that libdw cannot use as
  * ELF are left out (pcs in them stop the unwind with UNW_STOP_NO_MODULE); mappings of one
- * file (same fd and pgoff base) become one module, placed by its lowest mapping (load bias
+ * file (same name) become one module, placed by its lowest mapping (load bias
  * = start - pgoff + p_offset - p_vaddr of the PT_LOAD holding that file offset; ET_EXEC at
  * its link addresses).
+ * At most 64 sessions stay open (each holds an fd per file): the next one closes them all, so
+ * a space returned earlier is valid only until the next call.
  * Return: 0 and *@out (owned by @u); -ENOMEM; -EINVAL @n_maps but no @maps.
  */
 int unwinder_space(struct unwinder *u, uint64_t key, const struct unw_map *maps, size_t n_maps,

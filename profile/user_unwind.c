@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // USER_REGS at load time: the address space's files handed to the DWARF unwinder (one session
-// per snapshot), the CFI chain checked against the frame-pointer chain recorded beside it, and
-// the frame-pointer chain's leaf mended from the leaf's CFI in --call-graph fp mode.
+// per set of mapped files), the CFI chain checked against the frame-pointer chain recorded
+// beside it, and the frame-pointer chain's leaf mended from the leaf's CFI in fp mode.
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -78,6 +78,9 @@ static int space_of(struct user_unwind *uu, const struct addrspace *as, struct u
 
 	if (!u64map_get(&uu->key_of_snap, snap, &key) && (*out = unwinder_lookup(uu->u, key)))
 		return 0;
+	/* A snapshot whose MAPPING records are still arriving: no session from half of it. */
+	if (as->expect != as->count)
+		return -EAGAIN;
 	if (as->n_maps > uu->cap_maps) {
 		struct unw_map *nm = realloc(uu->maps, as->n_maps * sizeof(*nm));
 
@@ -102,7 +105,7 @@ static int space_of(struct user_unwind *uu, const struct addrspace *as, struct u
 		uu->maps[n++] = (struct unw_map){ .start = m->start, .end = m->end,
 						  .pgoff = m->pgoff, .fd = fd,
 						  .name = m->file->path };
-		key = fnv(key, m->file->path, strlen(m->file->path) + 1);
+		key = fnv(key, &m->file->id, sizeof(m->file->id)); /* path, inode, build-id */
 		key = fnv(key, &m->start, sizeof(m->start));
 		key = fnv(key, &m->end, sizeof(m->end));
 		key = fnv(key, &m->pgoff, sizeof(m->pgoff));
@@ -119,7 +122,7 @@ static int space_of(struct user_unwind *uu, const struct addrspace *as, struct u
 
 /* --call-graph fp: insert the leaf's direct caller when its CFI shows the fp chain skipped it. */
 static void mend_leaf(struct user_unwind *uu, struct unw_space *sp,
-		      const struct hvp_user_regs *ur, uint64_t *ips, uint16_t *n)
+		      const struct hvp_user_regs *ur, uint64_t *ips, uint16_t *n, uint8_t *stop)
 {
 	uint64_t cfi[2];
 	unsigned int nc;
@@ -137,6 +140,8 @@ static void mend_leaf(struct user_unwind *uu, struct unw_space *sp,
 	uu->st.leaf_fixed++;
 	if (*n < HVP_MAX_CALLCHAIN)
 		(*n)++;
+	else
+		*stop = HVP_WALK_DEPTH; /* the outermost frame makes room */
 	/* SAFETY: *n <= HVP_MAX_CALLCHAIN, the capacity of @ips; moves ips[1..*n-2] up by one. */
 	memmove(ips + 2, ips + 1, (size_t)(*n - 2) * sizeof(*ips));
 	ips[1] = cfi[1];
@@ -157,6 +162,8 @@ static int dwarf_chain(struct user_unwind *uu, struct unw_space *sp,
 			      &why);
 	if (err)
 		return err == -EINVAL ? 0 : err;
+	if (!nc) /* rip 0: nothing to show instead of the recorded chain */
+		return 0;
 	if (count) {
 		uu->st.dwarf++;
 		uu->st.dwarf_stop[why]++;
@@ -167,11 +174,12 @@ static int dwarf_chain(struct user_unwind *uu, struct unw_space *sp,
 		uu->st.fp_extended += count;
 		return 0;
 	}
-	if (!nc)
-		return 0;
 	memcpy(ips, cfi, nc * sizeof(*ips));
 	*n = (uint16_t)nc;
-	*stop = why == UNW_STOP_DEPTH ? HVP_WALK_DEPTH : HVP_WALK_END;
+	*stop = why == UNW_STOP_END	? HVP_WALK_END
+		: why == UNW_STOP_DEPTH ? HVP_WALK_DEPTH
+		: why == UNW_STOP_STACK ? HVP_WALK_FAULT
+					: HVP_WALK_BAD_FP;
 	return 0;
 }
 
@@ -210,7 +218,6 @@ static int compare_eager(struct user_unwind *uu, struct unw_space *sp,
 		uu->st.eager_compared++;
 		uu->st.eager_equal += val == chain_hash(ips, n);
 
-		u64map_del(&uu->eager, ur->cookie);
 		return 0;
 	}
 	/* No stack at the sample (its first page not present: a fault on the stack itself). */
@@ -230,6 +237,8 @@ int user_unwind_eager(struct user_unwind *uu, const struct addrspace *as,
 	if (!as || !as->has_maps || !ur->cookie || ur->stack_size <= HVP_USER_STACK_FP_WINDOW)
 		return 0;
 	err = space_of(uu, as, &sp);
+	if (err == -EAGAIN)
+		return 0;
 	return err ? err : compare_eager(uu, sp, ur, ips, n);
 }
 
@@ -244,6 +253,10 @@ int user_unwind_apply(struct user_unwind *uu, const struct addrspace *as,
 		return 0;
 	}
 	err = space_of(uu, as, &sp);
+	if (err == -EAGAIN) {
+		uu->st.no_space++;
+		return 0;
+	}
 	if (err)
 		return err;
 	if (ur->stack_size > HVP_USER_STACK_FP_WINDOW) {
@@ -252,7 +265,7 @@ int user_unwind_apply(struct user_unwind *uu, const struct addrspace *as,
 			err = compare_eager(uu, sp, ur, ips, *n);
 		return err;
 	}
-	mend_leaf(uu, sp, ur, ips, n);
+	mend_leaf(uu, sp, ur, ips, n, stop);
 	return 0;
 }
 _Static_assert(UNW_STOP_COUNT == PROFILE_UNWIND_STOPS, "profile_stats.dwarf_stop has a slot per reason");
