@@ -30,9 +30,9 @@ static const char record_usage[] =
 	"                      or both (deferred, with the eager walk kept as a cross-check)\n"
 	"  --call-graph fp|dwarf[,SIZE]\n"
 	"                      what each user walk records besides its frame-pointer chain:\n"
-	"                      fp (default): the user registers and 64 bytes of stack (the\n"
-	"                      leaf's return address); dwarf: the registers and SIZE bytes of\n"
-	"                      user stack (default 8192, at most 65528) for CFI unwinding\n"
+	"                      dwarf (default): the user registers and SIZE bytes of user\n"
+	"                      stack (default 8192, at most 65528) for CFI unwinding; fp: the\n"
+	"                      registers and 64 bytes of stack (the leaf's return address)\n"
 	"  --bare-exits        benchmarking: exit at the sampling rate and record nothing\n"
 	"                      (the floor that bench/overhead.py compares hvprof with)\n"
 	"\nguest options:\n" GUEST_OPTIONS_HELP;
@@ -363,8 +363,12 @@ static void print_summary(const struct guest *gs, const struct vmm_result *res,
 
 int cmd_record(int argc, char **argv)
 {
+	/* --call-graph dwarf by default: README "Registers and stack for CFI unwinding" gives the
+	 * measurement (distribution code has no frame pointers) */
 	struct record_args a = { .output = "hvprof.data", .freq = DEFAULT_FREQ,
-				 .mode = SAMPLER_CALLCHAIN_DEFERRED };
+				 .mode = SAMPLER_CALLCHAIN_DEFERRED,
+				 .call_graph = SAMPLER_CALL_GRAPH_DWARF,
+				 .stack_size = HVP_USER_STACK_DEFAULT };
 	struct recfile_writer *w = NULL;
 	struct sampler_config scfg;
 	struct sampler_counters cnt;
