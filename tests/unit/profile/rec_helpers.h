@@ -3,6 +3,8 @@
 #ifndef HVPROF_TEST_REC_HELPERS_H
 #define HVPROF_TEST_REC_HELPERS_H
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -118,6 +120,28 @@ static inline int str_sink_write(void *ctx, const void *buf, size_t len)
 	ns[ss->len] = '\0';
 	ss->s = ns;
 	return 0;
+}
+
+/* Copy the file @from to @to (created mode 0755, truncated). Return: 0 or -errno/-EIO. */
+static inline int copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	int in = open(from, O_RDONLY | O_CLOEXEC), out, err = 0;
+	ssize_t n;
+
+	if (in < 0)
+		return -errno;
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+	if (out < 0) {
+		close(in);
+		return -errno;
+	}
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			err = -EIO;
+	close(in);
+	close(out);
+	return n < 0 ? -EIO : err;
 }
 
 #endif /* HVPROF_TEST_REC_HELPERS_H */

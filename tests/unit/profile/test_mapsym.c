@@ -247,27 +247,6 @@ static char *folded(const struct profile *p)
 	return ss.s;
 }
 
-static int copy_file(const char *from, const char *to)
-{
-	char buf[65536];
-	int in = open(from, O_RDONLY | O_CLOEXEC), out, err = 0;
-	ssize_t n;
-
-	if (in < 0)
-		return -errno;
-	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	if (out < 0) {
-		close(in);
-		return -errno;
-	}
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		if (write(out, buf, (size_t)n) != n)
-			err = -EIO;
-	close(in);
-	close(out);
-	return n < 0 ? -EIO : err;
-}
-
 /* @dir (under tmp) as a guest tree: usr/bin/target (@exe), usr/lib/<lib>, lib -> usr/lib. */
 static int make_tree(const char *dir, const char *exe, char *out, size_t len)
 {

@@ -97,27 +97,6 @@ static int folded_of(const char *const *meta, const char *exe, const struct targ
 	return err;
 }
 
-static int copy_file(const char *from, const char *to)
-{
-	char buf[65536];
-	int in = open(from, O_RDONLY | O_CLOEXEC), out, err = 0;
-	ssize_t n;
-
-	if (in < 0)
-		return -errno;
-	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-	if (out < 0) {
-		close(in);
-		return -errno;
-	}
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		if (write(out, buf, (size_t)n) != n)
-			err = -EIO;
-	close(in);
-	close(out);
-	return n < 0 ? -EIO : err;
-}
-
 /*
  * The guest tree:  /opt/t/target (the ELF), /usr/bin/target -> /opt/t/target (absolute: must
  * resolve inside the root), /bin -> usr/bin (relative), /usr/bin/loop -> loop,
