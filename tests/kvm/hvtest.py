@@ -21,12 +21,15 @@ def skip(why):
     sys.exit(77)
 
 
-def require_vm():
-    """Skip (77) unless /dev/kvm is usable and the default image is built."""
+def require_vm(name="default"):
+    """Skip (77) unless /dev/kvm is usable and the image @name is built; its directory."""
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         skip("/dev/kvm is missing or not accessible")
-    if not os.path.isfile(os.path.join(image_dir(), "manifest")):
-        skip(f"no default image at {image_dir()} (build it with images/build-image.sh)")
+    img = image_dir(name)
+    if not os.path.isfile(os.path.join(img, "manifest")):
+        build = "images/build-image.sh" + ("" if name == "default" else f" {name}")
+        skip(f"no {'default' if name == 'default' else name} image at {img} (build it with {build})")
+    return img
 
 
 class Checks:

@@ -25,11 +25,7 @@ import hvprec  # noqa: E402
 import hvtest  # noqa: E402
 
 HVPROF = sys.argv[1]
-IMG = hvtest.image_dir("debian")
-if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-    hvtest.skip("/dev/kvm is missing or not accessible")
-if not os.path.isfile(os.path.join(IMG, "manifest")):
-    hvtest.skip(f"no Debian image at {IMG} (build it with images/build-image.sh debian)")
+IMG = hvtest.require_vm("debian")
 
 manifest = dict(l.split("=", 1) for l in open(os.path.join(IMG, "manifest")).read().splitlines()
                 if "=" in l and not l.startswith("#"))

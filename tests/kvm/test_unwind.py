@@ -30,11 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hvtest  # noqa: E402
 
 HVPROF = sys.argv[1]
-IMG = hvtest.image_dir("debian")
-if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-    hvtest.skip("/dev/kvm is missing or not accessible")
-if not os.path.isfile(os.path.join(IMG, "manifest")):
-    hvtest.skip(f"no Debian image at {IMG} (build it with images/build-image.sh debian)")
+IMG = hvtest.require_vm("debian")
 
 
 def user_regs_pairs(path):
