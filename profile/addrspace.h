@@ -142,4 +142,16 @@ int loader_symbolizer(struct loader *ld, struct symbolizer **out) __must_check;
 int symbolizer_mapping_file(struct symbolizer *s, const struct as_mapping *m, int *fd,
 			    const char **name, int *debug_fd) __must_check;
 
+/*
+ * The guest's vDSO image for mapping @m of @as (docs/symbolization.md): when @m has the vDSO's
+ * shape (anonymous, read+execute, right after the vvar area) and exactly the size of the image
+ * read out of the kernel's vmlinux (symbol vdso_image_64; read on the first call), *@fd is a
+ * memfd holding the image (an ELF shared object whose PT_LOAD at offset 0 is mapped at
+ * m->start). The fd is owned by @s, open until symbolizer_free(); read it with pread().
+ * Return: 0; -ENOENT not the vDSO, no vmlinux (e.g. a bzImage's kallsyms), an image refused,
+ * or the sizes disagree; -EINVAL; -ENOMEM.
+ */
+int symbolizer_vdso_file(struct symbolizer *s, const struct addrspace *as,
+			 const struct as_mapping *m, int *fd) __must_check;
+
 #endif /* HVPROF_ADDRSPACE_H */

@@ -5,7 +5,6 @@
 #define pr_fmt(fmt) "symbolize: " fmt
 
 #include <errno.h>
-#include <stdbool.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -156,11 +155,10 @@ static int parse_adds(struct symbolizer *s)
 	return 0;
 }
 
-/* The kernel may be a vmlinux, a System.map or kallsyms copy, or a stock bzImage (its embedded
- * kallsyms); executables are ELF files. */
-static int open_symtab(const char *path, const char *what, bool kernel, struct symtab **st)
+/* The symbols of executable @path (an ELF file); @what names it in messages. */
+static int open_symtab(const char *path, const char *what, struct symtab **st)
 {
-	int err = kernel ? symtab_open_kernel(path, st, NULL) : symtab_open_elf(path, st);
+	int err = symtab_open_elf(path, st);
 
 	/* a stripped executable (no .symtab nor .dynsym) is normal, e.g. Debian's busybox: say it
 	 * with -v; a missing or unreadable file is worth a warning */
@@ -169,6 +167,19 @@ static int open_symtab(const char *path, const char *what, bool kernel, struct s
 	else if (err)
 		pr_warn("no symbols for %s from %s: %s", what, path, hvp_strerror(err));
 	return err;
+}
+
+/* The kernel's symbols from @path, remembering the file (the vDSO image is read out of it). */
+static void open_kernel_at(struct symbolizer *s, const char *path)
+{
+	int err = symtab_open_kernel(path, &s->kernel, &s->kernel_src);
+
+	if (err == -ENODATA)
+		pr_info("no symbols for the kernel in %s (stripped)", path);
+	else if (err)
+		pr_warn("no symbols for the kernel from %s: %s", path, hvp_strerror(err));
+	else if (!(s->kernel_path = strdup(path)))
+		pr_warn("%s: out of memory: no vDSO image from it", path);
 }
 
 static void open_kernel(struct symbolizer *s, const struct sym_config *cfg)
@@ -180,20 +191,20 @@ static void open_kernel(struct symbolizer *s, const struct sym_config *cfg)
 	if (slide)
 		s->kernel_slide = strtoull(slide, NULL, 0);
 	if (cfg->vmlinux) {
-		(void)open_symtab(cfg->vmlinux, "the kernel", true, &s->kernel);
+		open_kernel_at(s, cfg->vmlinux);
 		return;
 	}
 	if (cfg->symfs) {
 		symfs_vmlinux = path_join(cfg->symfs, "vmlinux");
 		if (symfs_vmlinux && access(symfs_vmlinux, R_OK) == 0) {
-			(void)open_symtab(symfs_vmlinux, "the kernel", true, &s->kernel);
+			open_kernel_at(s, symfs_vmlinux);
 			free(symfs_vmlinux);
 			return;
 		}
 		free(symfs_vmlinux);
 	}
 	if (meta && meta[0])
-		(void)open_symtab(meta, "the kernel", true, &s->kernel);
+		open_kernel_at(s, meta);
 	else
 		pr_warn("no kernel image named (META kernel, --vmlinux or --symfs): kernel frames "
 			"stay unresolved");
@@ -220,6 +231,7 @@ int symbolizer_create(struct profile *p, const struct sym_config *cfg, struct sy
 	if (!s)
 		return -ENOMEM;
 	s->p = p;
+	s->vdso.fd = -1;
 	s->no_symbols = cfg->no_symbols;
 	rootfs = cfg->rootfs ? cfg->rootfs : profile_meta(p, "rootfs");
 	if ((rootfs && rootfs[0] && !(s->rootfs = strdup(rootfs))) ||
@@ -260,6 +272,10 @@ void symbolizer_free(struct symbolizer *s)
 	}
 	free(s->dsos);
 	symtab_free(s->kernel);
+	free(s->kernel_path);
+	if (s->vdso.fd >= 0)
+		close(s->vdso.fd);
+	symtab_free(s->vdso.st);
 	u64map_free(&s->dso_of_exe);
 	free(s->symfs);
 	free(s->rootfs);
@@ -325,7 +341,7 @@ static int get_dso(struct symbolizer *s, uint32_t exe_id, struct dso **out)
 			"records, so disk images are not searched): its frames stay unresolved", exe);
 		return 0;
 	}
-	if (open_symtab(d->host_path, exe, false, &d->st) == 0) {
+	if (open_symtab(d->host_path, exe, &d->st) == 0) {
 		symtab_elf_info(d->st, &d->e_type, &d->text_vaddr);
 		return profile_mapping_note(s->p, d->short_name, exe, symtab_build_id(d->st));
 	}

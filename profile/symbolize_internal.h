@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include <hvprof/compiler.h>
+#include <hvprof/kimage.h>
 
 #include "addrspace.h"
 #include "profile_internal.h"
@@ -26,6 +27,35 @@ int ext4img_open(const char *path, struct ext4img **out) __must_check;
  */
 int ext4img_read_file(struct ext4img *img, const char *guest_path, int *fd_out) __must_check;
 void ext4img_close(struct ext4img *img);
+
+/* ---- vdso.c: the guest's 64-bit vDSO image, out of its vmlinux. */
+#define VDSO_MAX_IMAGE 0x10000ull /* bytes: the x86-64 vDSO is 1 or 2 pages */
+
+/*
+ * An extracted vDSO image: @fd a memfd holding its @size bytes (a multiple of 4096, at most
+ * VDSO_MAX_IMAGE), -1 when none; @vaddr0 the p_vaddr of its PT_LOAD at file offset 0 (a GVA in
+ * the vDSO mapping is then ip - start + vaddr0); @st its symbols (.symtab, else .dynsym: the
+ * kernel's image is stripped to .dynsym), NULL when it has none.
+ */
+struct vdso_file {
+	int fd;
+	uint64_t size;
+	uint64_t vaddr0;
+	struct symtab *st;
+};
+
+/*
+ * Read the vDSO image the kernel maps into every 64-bit process out of the vmlinux ELF at host
+ * path @vmlinux: @image_kva is the link-time address of its `struct vdso_image vdso_image_64`
+ * (from the kernel's symbols), whose first fields `void *data; unsigned long size;`
+ * (arch/x86/include/asm/vdso.h) give the image's link-time address and size. Both are read
+ * through the file's section headers (PROGBITS, allocated) and refused unless the size is a
+ * non-zero multiple of 4096 of at most VDSO_MAX_IMAGE and the bytes are an x86-64 ELF64 shared
+ * object (warned). *@out: on success only; the caller closes out->fd and frees out->st.
+ * Return: 0; -EBADMSG not an ELF, no such section, an absurd size, not a vDSO image; -EINVAL;
+ * -ENOMEM; open/read/memfd errors.
+ */
+int vdso_extract(const char *vmlinux, uint64_t image_kva, struct vdso_file *out) __must_check;
 
 /* Where a file was found (the order of the search, docs/symbolization.md). */
 enum ff_source {
@@ -85,7 +115,11 @@ struct symbolizer {
 	struct add_map *adds;
 	size_t n_adds;
 	struct symtab *kernel;
+	char *kernel_path;        /* the file s->kernel was read from */
+	enum symtab_source kernel_src;
 	uint64_t kernel_slide;
+	int vdso_tried;           /* vdso_get() ran */
+	struct vdso_file vdso;    /* the vDSO image out of kernel_path (fd -1: none) */
 	struct dso *dsos;
 	size_t n_dsos, cap_dsos;
 	struct u64map dso_of_exe; /* exe strpool id -> index in dsos */

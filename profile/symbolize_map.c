@@ -17,7 +17,8 @@
 #define UNKNOWN "[unknown]"
 #define ANON_DSO "[anon]"
 #define VDSO_DSO "[vdso]"
-#define VDSO_MAX_SIZE 0x10000ull /* the x86-64 vDSO is 2 pages; vvar 4 */
+#define VDSO_MAX_SIZE VDSO_MAX_IMAGE /* the x86-64 vDSO is 1 or 2 pages; vvar 4 */
+#define VDSO_SYMBOL "vdso_image_64"   /* arch/x86/entry/vdso/vdso-image-64.c (vdso2c) */
 #define VVAR_MAX_SIZE 0x100000ull
 
 /*
@@ -63,6 +64,99 @@ static int offset_frame(struct symbolizer *s, const char *fmt_dso, const char *d
 	return profile_frame(s->p, FRAME_USER, name, dso, 0, frame);
 }
 
+/*
+ * The guest's vDSO image (vdso.c), read out of the kernel's vmlinux on the first call: *@out
+ * NULL when there is none (no kernel symbols, symbols not from a vmlinux, e.g. a bzImage's
+ * kallsyms, or an image refused), said once with -v. Return: 0; -ENOMEM.
+ */
+static int vdso_get(struct symbolizer *s, const struct vdso_file **out)
+{
+	uint64_t kva;
+	int err;
+
+	*out = NULL;
+	if (s->vdso_tried)
+		goto done;
+	s->vdso_tried = 1;
+	if (!s->kernel || s->kernel_src != SYMTAB_SRC_ELF || !s->kernel_path) {
+		pr_info("the kernel's symbols are not from a vmlinux ELF: no vDSO image, [vdso] "
+			"frames stay offsets");
+		return 0;
+	}
+	if (symtab_find(s->kernel, VDSO_SYMBOL, &kva)) {
+		pr_info("%s: no symbol %s: no vDSO image, [vdso] frames stay offsets",
+			s->kernel_path, VDSO_SYMBOL);
+		return 0;
+	}
+	err = vdso_extract(s->kernel_path, kva, &s->vdso);
+	if (err == -ENOMEM)
+		return err;
+	if (err) {
+		pr_info("%s: no vDSO image (%s): [vdso] frames stay offsets", s->kernel_path,
+			hvp_strerror(err));
+		return 0;
+	}
+	err = profile_mapping_note(s->p, VDSO_DSO, s->kernel_path,
+				   s->vdso.st ? symtab_build_id(s->vdso.st) : "");
+	if (err)
+		return err;
+	pr_info("%s: the vDSO image (%" PRIu64 " bytes) names [vdso] frames", s->kernel_path,
+		s->vdso.size);
+done:
+	if (s->vdso.fd >= 0)
+		*out = &s->vdso;
+	return 0;
+}
+
+/*
+ * Whether anonymous mapping @m of @as is the vDSO and @v its image: the shape says vDSO and the
+ * mapping is exactly the image's pages (map_vdso() maps image->size bytes of text).
+ */
+static int vdso_agrees(const struct addrspace *as, const struct as_mapping *m,
+		       const struct vdso_file *v)
+{
+	return v && is_vdso(as, m) && m->pgoff == 0 && m->end - m->start == v->size;
+}
+
+int symbolizer_vdso_file(struct symbolizer *s, const struct addrspace *as,
+			 const struct as_mapping *m, int *fd)
+{
+	const struct vdso_file *v;
+	int err;
+
+	if (!s || !as || !m || !fd)
+		return -EINVAL;
+	if (m->file || s->no_symbols || !is_vdso(as, m))
+		return -ENOENT;
+	err = vdso_get(s, &v);
+	if (err)
+		return err;
+	if (!vdso_agrees(as, m, v))
+		return -ENOENT;
+	*fd = v->fd;
+	return 0;
+}
+
+/* A frame for @ip in the vDSO mapping @m: its symbol when the image agrees, else its offset. */
+static int vdso_frame(struct symbolizer *s, const struct addrspace *as,
+		      const struct as_mapping *m, uint64_t ip, uint32_t *frame, uint64_t *sym_off)
+{
+	const struct vdso_file *v = NULL;
+	const char *name;
+	uint64_t sym;
+	int err = s->no_symbols ? 0 : vdso_get(s, &v);
+
+	if (err)
+		return err;
+	/* SAFETY: start <= ip < end (as_find), so ip - start does not wrap and is < size. */
+	if (vdso_agrees(as, m, v) && v->st &&
+	    !symtab_lookup(v->st, ip - m->start + v->vaddr0, &name, &sym)) {
+		*sym_off = sym;
+		return profile_frame(s->p, FRAME_USER, name, VDSO_DSO, 1, frame);
+	}
+	return offset_frame(s, "vdso", VDSO_DSO, ip - m->start, frame);
+}
+
 /* Say once which file and build-id the frames of @ff's DSO name come from. */
 static int note_file(struct symbolizer *s, const struct as_file *f, struct ff_file *ff)
 {
@@ -97,9 +191,9 @@ int symbolize_user_as(struct symbolizer *s, const struct addrspace *as, uint64_t
 		return profile_frame(s->p, FRAME_USER, buf, UNKNOWN, 0, frame);
 	}
 	if (!m->file) {
-		/* SAFETY: start <= ip < end (as_find), so ip - start does not wrap. */
 		if (is_vdso(as, m))
-			return offset_frame(s, "vdso", VDSO_DSO, ip - m->start, frame);
+			return vdso_frame(s, as, m, ip, frame, sym_off);
+		/* SAFETY: start <= ip < end (as_find), so ip - start does not wrap. */
 		return offset_frame(s, NULL, ANON_DSO, ip - m->start, frame);
 	}
 	off = ip - m->start + m->pgoff; /* wraps only for a bogus guest pgoff: then no PT_LOAD */

@@ -10,6 +10,8 @@
 #include "profile_internal.h"
 #include "user_unwind.h"
 
+#define VDSO_NAME "[vdso]" /* the vDSO's module name: it has no path */
+
 struct user_unwind {
 	struct symbolizer *s;
 	struct unwinder *u;
@@ -66,9 +68,10 @@ static uint64_t fnv(uint64_t h, const void *p, size_t len)
 /*
  * The unwinder session of @as. Snapshots of a process differ mostly in anonymous memory (the
  * heap, thread stacks): sessions are keyed by the files mapped and where (a hash of path,
- * range and offset of every file mapping found), so such snapshots share one session and its
- * parsed CFI. Which content key a snapshot has is cached by (snapshot, mappings known so far):
- * a snapshot whose MAPPING records are still arriving is looked at again when it grows.
+ * range and offset of every file mapping found, the vDSO included), so such snapshots share
+ * one session and its parsed CFI. Which content key a snapshot has is cached by (snapshot,
+ * mappings known so far): a snapshot whose MAPPING records are still arriving is looked at
+ * again when it grows.
  */
 static int space_of(struct user_unwind *uu, const struct addrspace *as, struct unw_space **out)
 {
@@ -92,20 +95,27 @@ static int space_of(struct user_unwind *uu, const struct addrspace *as, struct u
 	key = 0xcbf29ce484222325ull;
 	for (size_t i = 0; i < as->n_maps; i++) {
 		const struct as_mapping *m = &as->maps[i];
+		uint32_t file_id;
 		const char *name;
 		int fd;
 
-		if (!m->file)
-			continue;
-		err = symbolizer_mapping_file(uu->s, m, &fd, &name, NULL);
+		if (m->file) {
+			err = symbolizer_mapping_file(uu->s, m, &fd, &name, NULL);
+			name = m->file->path;
+			file_id = m->file->id; /* path, inode, build-id */
+		} else {
+			/* the vDSO: the image out of the kernel's vmlinux, when it agrees */
+			err = symbolizer_vdso_file(uu->s, as, m, &fd);
+			name = VDSO_NAME;
+			file_id = UINT32_MAX;
+		}
 		if (err == -ENOMEM)
 			return err;
 		if (err || fd < 0)
 			continue;
 		uu->maps[n++] = (struct unw_map){ .start = m->start, .end = m->end,
-						  .pgoff = m->pgoff, .fd = fd,
-						  .name = m->file->path };
-		key = fnv(key, &m->file->id, sizeof(m->file->id)); /* path, inode, build-id */
+						  .pgoff = m->pgoff, .fd = fd, .name = name };
+		key = fnv(key, &file_id, sizeof(file_id));
 		key = fnv(key, &m->start, sizeof(m->start));
 		key = fnv(key, &m->end, sizeof(m->end));
 		key = fnv(key, &m->pgoff, sizeof(m->pgoff));
