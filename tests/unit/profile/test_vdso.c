@@ -22,6 +22,7 @@
 #include "rec_helpers.h"
 #include "symbolize_internal.h"
 #include "test.h"
+#include "unwind_dwarf.h"
 
 /* ---- a real vmlinux */
 
@@ -206,6 +207,51 @@ static int test_symbolize(void)
 	return TEST_OK;
 }
 
+/* ---- the image's CFI for the DWARF unwinder */
+
+/*
+ * At __vdso_clock_gettime's first instruction the return address is at rsp (its FDE: CFA
+ * rsp+8, ra at CFA-8); rbp 0 leaves libdw's frame-pointer fallback nothing to walk. With the
+ * image reported as module [vdso] (pgoff 0) the caller is found; without it, only the pc.
+ */
+static int test_unwind(void)
+{
+	uint64_t regs[UNW_NREGS] = { 0 }, stack[4] = { 0x401234, 0, 0, 0 }, ips[8], addr;
+	struct unw_space *sp, *none;
+	struct unwinder *u;
+	struct vdso_file v;
+	unsigned int n;
+	enum unw_stop why;
+	int r = real_vmlinux();
+
+	if (r)
+		return r;
+	ASSERT_EQ_INT(vdso_extract(vmlinux, image_kva, &v), 0);
+	ASSERT_EQ_INT(symtab_find(v.st, "__vdso_clock_gettime", &addr), 0);
+	ASSERT_EQ_INT(unwinder_new(&u), 0);
+	{
+		struct unw_map m = { .start = VDSO_START, .end = VDSO_START + v.size, .pgoff = 0,
+				     .fd = v.fd, .name = "[vdso]" };
+
+		ASSERT_EQ_INT(unwinder_space(u, 1, &m, 1, &sp), 0);
+	}
+	regs[UNW_REG_RIP] = VDSO_START + addr - v.vaddr0;
+	regs[UNW_REG_RSP] = 0x7ffffffde000ull;
+	ASSERT_EQ_INT(unwinder_unwind(sp, regs, (const uint8_t *)stack, sizeof(stack), ips, 8, &n,
+				      &why), 0);
+	ASSERT_TRUE(n >= 2);
+	ASSERT_EQ_U64(ips[0], regs[UNW_REG_RIP]);
+	ASSERT_EQ_U64(ips[1], 0x401234);
+	ASSERT_EQ_INT(unwinder_space(u, 2, NULL, 0, &none), 0);
+	ASSERT_EQ_INT(unwinder_unwind(none, regs, (const uint8_t *)stack, sizeof(stack), ips, 8, &n,
+				      &why), 0);
+	ASSERT_EQ_INT(n, 1);
+	unwinder_free(u);
+	close(v.fd);
+	symtab_free(v.st);
+	return TEST_OK;
+}
+
 /* ---- a fake vmlinux: refusals */
 
 #define FAKE_KVA 0xffffffff81800000ull /* .rodata's address */
@@ -355,6 +401,7 @@ static const struct test_case tests[] = {
 	{ "the image's vmlinux: an ELF with __vdso_clock_gettime", test_real },
 	{ "a recording naming that vmlinux: [vdso] frames named when the sizes agree",
 	  test_symbolize },
+	{ "the image's CFI unwinds a frame in the vDSO", test_unwind },
 };
 
 int main(void)
