@@ -573,8 +573,10 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 	}
 
 	err = loader_symbolizer(&ld, &sym);
-	if (!err)
+	if (!err) {
+		symbolizer_read_slide(sym); /* META kernel_slide may come after the first USER_REGS */
 		err = symbolize_pass(p, &ld.raw, sym, OPT(opts, max_stack, 0u));
+	}
 	if (err) {
 		copy_err(errbuf, errbuf_len, name, "symbolizing", err);
 		goto err_free;

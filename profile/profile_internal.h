@@ -181,6 +181,13 @@ struct addrspace;
  */
 int symbolize_user_as(struct symbolizer *s, const struct addrspace *as, uint64_t ip,
 		      uint32_t *frame, uint64_t *sym_off) __must_check;
+/*
+ * symbolizer_read_slide - take the KASLR slide from META `kernel_slide` again. The symbolizer
+ * may be created while loading (for the DWARF unwinder), before the slide's META record, which
+ * the recorder writes when it learns the slide (mid-run for a guest-chosen KASLR): the loader
+ * calls this once the whole file is read, before kernel IPs are symbolized.
+ */
+void symbolizer_read_slide(struct symbolizer *s);
 void symbolizer_free(struct symbolizer *s);
 
 /* Resolve @guest_path inside @root (symlinks stay inside it). *@out: malloc'ed host path. */

@@ -182,14 +182,19 @@ static void open_kernel_at(struct symbolizer *s, const char *path)
 		pr_warn("%s: out of memory: no vDSO image from it", path);
 }
 
+void symbolizer_read_slide(struct symbolizer *s)
+{
+	const char *slide = profile_meta(s->p, "kernel_slide");
+
+	s->kernel_slide = slide ? strtoull(slide, NULL, 0) : 0;
+}
+
 static void open_kernel(struct symbolizer *s, const struct sym_config *cfg)
 {
 	const char *meta = profile_meta(s->p, "kernel");
-	const char *slide = profile_meta(s->p, "kernel_slide");
 	char *symfs_vmlinux = NULL;
 
-	if (slide)
-		s->kernel_slide = strtoull(slide, NULL, 0);
+	symbolizer_read_slide(s);
 	if (cfg->vmlinux) {
 		open_kernel_at(s, cfg->vmlinux);
 		return;

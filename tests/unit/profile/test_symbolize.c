@@ -269,6 +269,55 @@ static int test_unresolved(void)
 	return TEST_OK;
 }
 
+/*
+ * A --call-graph recording: the symbolizer is made at the first USER_REGS, while loading, and
+ * the KASLR slide's META record comes later in the file (the recorder learns a guest-chosen
+ * slide mid-run): kernel frames must still be symbolized with that slide.
+ */
+static int test_slide_after_user_regs(void)
+{
+	const uint64_t slide = 0x4000000;
+	struct profile_options opts = { .size = sizeof(opts), .vmlinux = exec_path };
+	struct hvp_thread th = mk_thread(10, 10, "target", 0);
+	struct hvp_user_regs ur = { .pid = 10, .follows = RECFILE_SAMPLE, .stack_size = 8192 };
+	struct str_sink ss = { 0 };
+	struct profile_sink sink = { .write = str_sink_write, .ctx = &ss };
+	struct hvp_sample *smp = malloc(sizeof(*smp));
+	struct recfile_writer *w;
+	struct profile *p;
+	struct target t;
+	char errbuf[256];
+	int fd = mem_file(), err;
+
+	ASSERT_TRUE(smp && fd >= 0);
+	ASSERT_EQ_INT(target_info(exec_path, &t), 0);
+	struct hvp_process pr = mk_process(10, "/nonexistent/target", t.text_vaddr,
+					   t.text_vaddr + 0x100000);
+	uint64_t kips[] = { t.leaf + 1 + slide, t.mid + 1 + slide, 0 };
+	uint64_t uips[] = { t.leaf + 4, 0 };
+
+	mk_sample(smp, 10, 10, 0, HVP_WALK_END, 0, kips, uips);
+	ur.regs[HVP_REG_RIP] = t.leaf + 4;
+	ur.regs[HVP_REG_RSP] = 0x7ffc0000;
+	ASSERT_EQ_INT(recfile_writer_open(fd, &w), 0);
+	err = recfile_write_meta(w, "call_graph", "dwarf,8192");
+	err = err ? err : recfile_write_thread(w, &th);
+	err = err ? err : recfile_write_process(w, &pr);
+	err = err ? err : recfile_write_sample_regs(w, smp, &ur);
+	err = err ? err : recfile_write_meta(w, "kernel_slide", "0x4000000");
+	ASSERT_EQ_INT(recfile_writer_close(w), 0);
+	free(smp);
+	ASSERT_EQ_INT(err, 0);
+	ASSERT_EQ_INT(lseek(fd, 0, SEEK_SET), 0);
+	ASSERT_EQ_INT(profile_load_fd(fd, "slide", &opts, &p, errbuf, sizeof(errbuf)), 0);
+	close(fd);
+	ASSERT_EQ_INT(profile_folded(p, &sink), 0);
+	profile_free(p);
+	ASSERT_TRUE(ss.s && strstr(ss.s, ";hvp_target_mid_[k];hvp_target_leaf_[k] 1\n"));
+	free(ss.s);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "guest paths resolve inside the root", test_resolve_in_root },
 	{ "META add mapping", test_add_mapping },
@@ -276,6 +325,7 @@ static const struct test_case tests[] = {
 	{ "symfs and vmlinux override", test_symfs_and_vmlinux },
 	{ "PIE load bias", test_pie_bias },
 	{ "executable not found", test_unresolved },
+	{ "KASLR slide META after the first USER_REGS", test_slide_after_user_regs },
 };
 
 int main(int argc, char **argv)
