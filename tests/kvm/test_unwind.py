@@ -14,6 +14,8 @@ Checks:
   the vmlinux (`__vdso_clock_gettime` in DSO `[vdso]`, not `[vdso+0x...]`) and its chain still
   reaches `main`; when no sample falls in the vDSO (under PVM the clock may take the syscall)
   this check says SKIP and checks nothing;
+- python3 running a script: >= 97% of its user samples stand on an entry point (_start, or
+  ld.so's _dl_start_user before main), most under Py_BytesMain;
 - deferred and eager give the same user chains: for >= 99.9% of kernel samples, the registers
   and stack copy taken at the sample (eager, from pt_regs) equal those taken at the thread's
   return to user (deferred), so both unwind to the same chain.
@@ -69,7 +71,8 @@ checks = hvtest.Checks()
 check = checks.check
 
 cmd = [HVPROF, "record", "-F", "1000", "-o", data, "--image", "debian", "--duration", "400",
-       "--call-graph", "dwarf", "--callchain-mode", "both", "--run", "/usr/bin/hvprof-distro 4"]
+       "--call-graph", "dwarf", "--callchain-mode", "both", "--run",
+       "/usr/bin/hvprof-distro 4; python3 -c 'print(sum(i * i for i in range(3000000)))'"]
 print("running:", " ".join(cmd), flush=True)
 rec = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 console, summary = rec.stdout, rec.stderr
@@ -175,6 +178,29 @@ else:
     # takes the syscall and hardly runs vDSO code. Not a pass: say that nothing was checked.
     print("SKIP (this check only): no hvprof-distro sample has a frame in the vDSO, so the "
           "vDSO naming and unwinding were not checked", flush=True)
+
+# A Debian program as shipped: python3 (python3.11, stripped; libc). Its chains stand on an
+# entry point: _start, or the dynamic loader's _dl_start_user before main (ld.so maps and
+# relocates ~10 libraries first); main tail-calls Py_BytesMain, so main's frame is gone (as in
+# perf). Samples after main (exit handlers) stand on _start without Py_BytesMain. Measured: 98.3
+# and 99.5% in two runs; the rest end in frames larger than the 8 KiB copy (python3.11's path
+# functions keep 16 KiB buffers on the stack): `outside the stack copy`, as in perf.
+py_total = py_entry = py_main = 0
+for line in folded.splitlines():
+    stack, _, count = line.rpartition(" ")
+    frames = stack.split(";")
+    if frames[0] != "python3" or frames[-1].endswith("_[k]"):
+        continue
+    n = int(count)
+    py_total += n
+    py_entry += n if frames[1] in ("_start", "_dl_start_user") else 0
+    py_main += n if frames[1] == "_start" and {"main", "Py_BytesMain"} & set(frames) else 0
+check(">= 97% of python3's user samples stand on an entry point (_start, _dl_start_user)",
+      py_total >= 300 and py_entry >= 0.97 * py_total,
+      f"{py_entry}/{py_total} = {100 * py_entry / max(py_total, 1):.2f}%; "
+      f"through Py_BytesMain: {py_main}")
+check("... and most of them run under Py_BytesMain", py_main >= 0.8 * py_total,
+      f"{py_main}/{py_total}")
 
 # Deferred vs eager: the loader unwinds the eager copy (USER_REGS after a deferred SAMPLE of
 # --callchain-mode both) and compares its chain with the deferred one of the same kernel entry.
