@@ -116,6 +116,13 @@ int profile_facts(const struct profile *p, struct facts *f)
 		  "Samples: %" PRIu64 " (kernel %" PRIu64 ", user %" PRIu64
 		  ", kernel threads %" PRIu64 ")",
 		  st->samples, st->kernel_samples, st->user_samples, st->kthread_samples);
+	if (p->filter_desc) { /* docs/export-formats.md, "Filters" */
+		uint64_t all = st->samples + st->filtered_out;
+
+		facts_add(f, "Filtered: %s: kept %" PRIu64 " of %" PRIu64 " samples (%.1f%%)",
+			  p->filter_desc, st->samples, all,
+			  all ? 100.0 * (double)st->samples / (double)all : 0.0);
+	}
 	facts_add(f,
 		  "Lost user stacks: %" PRIu64 " (deferred %" PRIu64 ", joined %" PRIu64
 		  ", orphan user-stack records %" PRIu64 ")",

@@ -25,6 +25,7 @@ struct pending {
 	uint32_t vcpu;
 	uint64_t time_ns;
 	uint64_t period;
+	uint8_t cpl, flags;
 	uint16_t n_kernel;
 	uint64_t ips[];
 };
@@ -57,6 +58,25 @@ struct loader {
 	struct recfile_record *held;
 	struct u64map tgid_of_pid;   /* pid -> tgid (THREAD records): a USER_STACK's process */
 	struct user_unwind *uu;      /* created at the first USER_REGS */
+	struct sample_filter filter; /* profile_options' filters: asked by add_raw() */
+};
+
+/*
+ * One complete sample (its user part known: walked, joined, or lost) on its way to the raw
+ * table: @kips/@uips innermost first (NULL when their count is 0), @lost RAW_LOST_*, @as
+ * RAW_AS; @deferred its user part was deferred, @joined and found in a USER_STACK.
+ */
+struct raw_sample {
+	uint32_t comm;
+	int32_t pid, tgid;
+	uint64_t as, lost;
+	int trunc;
+	const uint64_t *kips, *uips;
+	unsigned int n_kernel, n_user;
+	uint64_t period, time_ns;
+	uint32_t vcpu;
+	uint8_t cpl, flags;
+	int deferred, joined;
 };
 
 /* The list of @cookie in @m (pending samples or early user stacks), or NULL. */
@@ -124,34 +144,86 @@ static int keep_sample(struct profile *p, uint64_t time_ns, uint32_t vcpu, uint6
 	return 0;
 }
 
-/* Aggregate one resolved sample into the raw table. */
-static int add_raw(struct loader *ld, uint32_t comm, int32_t pid, int32_t tgid, uint64_t as,
-		   uint64_t lost, int trunc, const uint64_t *kips, unsigned int n_kernel, const uint64_t *uips,
-		   unsigned int n_user, uint64_t period, uint64_t time_ns, uint32_t vcpu)
+/* Count @rs, a kept sample, in the profile's statistics. */
+static void count_sample(struct profile_stats *st, const struct raw_sample *rs)
 {
+	st->samples++;
+	st->period_total += rs->period;
+	if (rs->cpl == 3)
+		st->user_samples++;
+	else
+		st->kernel_samples++;
+	st->kthread_samples += (rs->flags & HVP_SAMPLE_KTHREAD) != 0;
+	st->deferred += rs->deferred != 0;
+	st->joined += rs->joined != 0;
+	st->lost_user += rs->lost != RAW_LOST_NONE;
+}
+
+/*
+ * Aggregate one complete sample into the raw table, if the filters keep it (with
+ * --kernel-only/--user-only, only the kernel/user part of its callchain).
+ */
+static int add_raw(struct loader *ld, const struct raw_sample *in)
+{
+	struct raw_sample rs = *in;
 	uint64_t *k = ld->key;
 	size_t idx;
 	int err;
 
+	if (!sample_filter_keep(&ld->filter, strpool_get(&ld->p->strs, rs.comm), rs.pid, rs.tgid,
+				rs.time_ns, rs.cpl)) {
+		ld->p->stats.filtered_out++;
+		return 0;
+	}
+	if (ld->filter.only == PROFILE_ONLY_KERNEL) {
+		rs.n_user = 0;
+		rs.lost = RAW_LOST_NONE;
+		rs.trunc = 0;
+	} else if (ld->filter.only == PROFILE_ONLY_USER) {
+		rs.n_kernel = 0;
+	}
+	count_sample(&ld->p->stats, &rs);
 	/* SAFETY: n_kernel, n_user <= HVP_MAX_CALLCHAIN (checked by the reader). */
-	k[RAW_COMM] = comm;
-	k[RAW_PID] = (uint64_t)(int64_t)pid;
-	k[RAW_TGID] = (uint64_t)(int64_t)tgid;
-	k[RAW_AS] = as;
-	k[RAW_LOST] = lost;
-	k[RAW_TRUNC] = trunc != 0;
-	k[RAW_N_KERNEL] = n_kernel;
-	k[RAW_N_USER] = n_user;
-	if (n_kernel) /* kips/uips may be NULL when their count is 0 */
-		memcpy(k + RAW_FIXED, kips, n_kernel * sizeof(*k));
-	if (n_user)
-		memcpy(k + RAW_FIXED + n_kernel, uips, n_user * sizeof(*k));
-	if (lost != RAW_LOST_NONE)
-		ld->p->stats.lost_user++;
-	err = seqtab_add(&ld->raw.stacks, k, RAW_FIXED + n_kernel + n_user, 1, period, &idx);
+	k[RAW_COMM] = rs.comm;
+	k[RAW_PID] = (uint64_t)(int64_t)rs.pid;
+	k[RAW_TGID] = (uint64_t)(int64_t)rs.tgid;
+	k[RAW_AS] = rs.as;
+	k[RAW_LOST] = rs.lost;
+	k[RAW_TRUNC] = rs.trunc != 0;
+	k[RAW_N_KERNEL] = rs.n_kernel;
+	k[RAW_N_USER] = rs.n_user;
+	if (rs.n_kernel)
+		memcpy(k + RAW_FIXED, rs.kips, rs.n_kernel * sizeof(*k));
+	if (rs.n_user)
+		memcpy(k + RAW_FIXED + rs.n_kernel, rs.uips, rs.n_user * sizeof(*k));
+	err = seqtab_add(&ld->raw.stacks, k, RAW_FIXED + rs.n_kernel + rs.n_user, 1, rs.period,
+			 &idx);
 	if (err || !ld->keep_samples)
 		return err;
-	return keep_sample(ld->p, time_ns, vcpu, period, idx);
+	return keep_sample(ld->p, rs.time_ns, rs.vcpu, rs.period, idx);
+}
+
+/* The raw_sample of the SAMPLE record @s with thread comm @comm (its own user part, if any). */
+static struct raw_sample raw_of_sample(struct loader *ld, const struct hvp_sample *s,
+				       uint32_t comm)
+{
+	return (struct raw_sample){
+		.comm = comm, .pid = s->pid, .tgid = s->tgid, .as = as_of(ld, s->tgid),
+		.lost = RAW_LOST_NONE, .kips = s->kernel_ips, .n_kernel = s->n_kernel,
+		.uips = s->user_ips, .n_user = s->n_user, .period = s->period,
+		.time_ns = s->time_ns, .vcpu = s->vcpu, .cpl = s->cpl, .flags = s->flags,
+	};
+}
+
+/* The raw_sample of the pending deferred sample @pd (user part to be filled in). */
+static struct raw_sample raw_of_pending(struct loader *ld, const struct pending *pd)
+{
+	return (struct raw_sample){
+		.comm = pd->comm, .pid = pd->pid, .tgid = pd->tgid, .as = as_of(ld, pd->tgid),
+		.kips = pd->ips, .n_kernel = pd->n_kernel, .period = pd->period,
+		.time_ns = pd->time_ns, .vcpu = pd->vcpu, .cpl = pd->cpl, .flags = pd->flags,
+		.deferred = 1,
+	};
 }
 
 /* RAW_LOST of a sample joined to a USER_STACK of @n_user frames whose walk ended at @stop. */
@@ -197,49 +269,43 @@ static int join_early(struct loader *ld, const struct hvp_sample *s, uint32_t co
 	if (u64map_get(&ld->early, s->cookie, &val))
 		return 0;
 	for (e = (struct early_us *)(uintptr_t)val; e; e = e->next) {
+		struct raw_sample rs = raw_of_sample(ld, s, comm);
+
 		if (e->pid != s->pid)
 			continue;
 		e->claimed = 1;
 		*joined = 1;
-		ld->p->stats.joined++;
-		return add_raw(ld, comm, s->pid, s->tgid, as_of(ld, s->tgid),
-			       user_lost(e->n_user, e->stop), e->stop == HVP_WALK_DEPTH && e->n_user,
-			       s->kernel_ips, s->n_kernel, e->ips,
-			       e->n_user, s->period, s->time_ns, s->vcpu);
+		rs.lost = user_lost(e->n_user, e->stop);
+		rs.trunc = e->stop == HVP_WALK_DEPTH && e->n_user;
+		rs.uips = e->ips;
+		rs.n_user = e->n_user;
+		rs.deferred = rs.joined = 1;
+		return add_raw(ld, &rs);
 	}
 	return 0;
 }
 
 static int on_sample(struct loader *ld, const struct hvp_sample *s)
 {
-	struct profile_stats *st = &ld->p->stats;
+	struct raw_sample rs;
 	struct pending *pd;
-	uint64_t as = as_of(ld, s->tgid);
 	uint32_t comm;
 	int err, joined;
 
-	st->samples++;
-	st->period_total += s->period;
-	if (s->cpl == 3)
-		st->user_samples++;
-	else
-		st->kernel_samples++;
-	if (s->flags & HVP_SAMPLE_KTHREAD)
-		st->kthread_samples++;
 	err = thread_comm(ld, s->pid, s->flags, &comm);
 	if (err)
 		return err;
+	rs = raw_of_sample(ld, s, comm);
+	if (s->user_stop == HVP_WALK_LOST) {
+		rs.lost = RAW_LOST_DROPPED;
+		rs.n_user = 0;
+		return add_raw(ld, &rs);
+	}
+	if (s->user_stop != HVP_WALK_DEFERRED) {
+		rs.trunc = s->user_stop == HVP_WALK_DEPTH && s->n_user;
+		return add_raw(ld, &rs);
+	}
 
-	if (s->user_stop == HVP_WALK_LOST)
-		return add_raw(ld, comm, s->pid, s->tgid, as, RAW_LOST_DROPPED, 0, s->kernel_ips,
-			       s->n_kernel, NULL, 0, s->period, s->time_ns, s->vcpu);
-	if (s->user_stop != HVP_WALK_DEFERRED)
-		return add_raw(ld, comm, s->pid, s->tgid, as, RAW_LOST_NONE,
-			       s->user_stop == HVP_WALK_DEPTH && s->n_user, s->kernel_ips,
-			       s->n_kernel, s->user_ips, s->n_user, s->period, s->time_ns,
-			       s->vcpu);
-
-	st->deferred++;
 	err = join_early(ld, s, comm, &joined);
 	if (err || joined)
 		return err;
@@ -252,6 +318,8 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 	pd->period = s->period;
 	pd->time_ns = s->time_ns;
 	pd->vcpu = s->vcpu;
+	pd->cpl = s->cpl;
+	pd->flags = s->flags;
 	pd->n_kernel = s->n_kernel;
 	memcpy(pd->ips, s->kernel_ips, s->n_kernel * sizeof(pd->ips[0]));
 	pd->next = list_head(&ld->pending, s->cookie);
@@ -284,7 +352,8 @@ static int keep_early(struct loader *ld, const struct hvp_user_stack *u)
 static int on_user_stack(struct loader *ld, const struct hvp_user_stack *u)
 {
 	struct pending *pd, *next, *keep = NULL;
-	uint64_t val, lost, as;
+	struct raw_sample rs;
+	uint64_t val, lost;
 	int matched = 0, err = 0;
 
 	if (u64map_get(&ld->pending, u->cookie, &val))
@@ -298,11 +367,13 @@ static int on_user_stack(struct loader *ld, const struct hvp_user_stack *u)
 			continue;
 		}
 		/* The address space as of the return to user (an exec may have happened since). */
-		as = as_of(ld, pd->tgid);
-		err = add_raw(ld, pd->comm, pd->pid, pd->tgid, as, lost,
-			      u->stop == HVP_WALK_DEPTH && u->n_user, pd->ips, pd->n_kernel,
-			      u->user_ips, u->n_user, pd->period, pd->time_ns, pd->vcpu);
-		ld->p->stats.joined++;
+		rs = raw_of_pending(ld, pd);
+		rs.lost = lost;
+		rs.trunc = u->stop == HVP_WALK_DEPTH && u->n_user;
+		rs.uips = u->user_ips;
+		rs.n_user = u->n_user;
+		rs.joined = 1;
+		err = add_raw(ld, &rs);
 		matched = 1;
 		free(pd);
 	}
@@ -484,10 +555,12 @@ static int finish_pending(struct loader *ld)
 		if (!ld->pending.used[i])
 			continue;
 		for (struct pending *pd = (struct pending *)(uintptr_t)ld->pending.vals[i];
-		     pd && !err; pd = pd->next)
-			err = add_raw(ld, pd->comm, pd->pid, pd->tgid, as_of(ld, pd->tgid),
-				      RAW_LOST_NO_RECORD, 0, pd->ips, pd->n_kernel, NULL, 0,
-				      pd->period, pd->time_ns, pd->vcpu);
+		     pd && !err; pd = pd->next) {
+			struct raw_sample rs = raw_of_pending(ld, pd);
+
+			rs.lost = RAW_LOST_NO_RECORD;
+			err = add_raw(ld, &rs);
+		}
 	}
 	free_lists(ld);
 	return err;
@@ -503,6 +576,7 @@ static void loader_free(struct loader *ld)
 	symbolizer_free(ld->sym);
 	as_table_free(&ld->ast);
 	seqtab_free(&ld->raw.stacks);
+	sample_filter_free(&ld->filter);
 }
 
 static void copy_err(char *errbuf, size_t errbuf_len, const char *name, const char *what, int err)
@@ -538,6 +612,14 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 	};
 	ld.keep_samples = OPT(opts, keep_samples, 0) != 0;
 	p->kept_samples = ld.keep_samples;
+	err = sample_filter_init(&ld.filter, opts, errbuf, errbuf_len);
+	if (err)
+		goto err_free;
+	if (ld.filter.desc && !(p->filter_desc = strdup(ld.filter.desc))) {
+		err = -ENOMEM;
+		copy_err(errbuf, errbuf_len, name, "loading", err);
+		goto err_free;
+	}
 	while ((ret = recfile_reader_next(r, rec)) == 1) {
 		err = on_record_held(&ld, rec);
 		if (err) {

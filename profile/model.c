@@ -170,6 +170,7 @@ void profile_free(struct profile *p)
 		free(p->counters[i].name);
 	free(p->counters);
 	free(p->read_error);
+	free(p->filter_desc);
 	free(p);
 }
 

@@ -115,6 +115,7 @@ struct profile {
 	size_t n_counters, cap_counters;
 	struct profile_stats stats;
 	char *read_error;
+	char *filter_desc;            /* sample_filter.desc of the load's filters, or NULL */
 };
 
 /*
@@ -234,6 +235,35 @@ struct raw_stacks {
  */
 int symbolize_pass(struct profile *p, const struct raw_stacks *raw, struct symbolizer *sym,
 		   unsigned int max_stack) __must_check;
+
+/* ---- filter.c: the sample filters of profile_options, for the loader. */
+struct sample_filter {
+	int active;            /* any filter at all */
+	char *desc;            /* the filters as options ("--comm a,b --time 1.5,"), or NULL */
+	char **comms;          /* n_comms names, pointing into comm_buf; NULL: any comm */
+	size_t n_comms;
+	char *comm_buf;
+	int32_t *pids, *tids;  /* n_pids tgids, n_tids tids; NULL: any */
+	size_t n_pids, n_tids;
+	int has_time;
+	uint64_t time_start, time_end; /* ns since the recording started, both included */
+	int only;              /* enum profile_only */
+};
+
+/*
+ * Parse the filters of @opts into @f (see profile_filter_check()). Return: 0 (free @f with
+ * sample_filter_free()); -EINVAL a bad filter, said in @errbuf; -ENOMEM. On error @f is empty.
+ */
+int sample_filter_init(struct sample_filter *f, const struct profile_options *opts,
+		       char *errbuf, size_t errbuf_len) __must_check;
+/*
+ * Whether @f keeps a sample of thread @tid of process @tgid whose comm is @comm, taken at
+ * @time_ns (since the recording started) at CPL @cpl (3 user, else kernel): 1 keep, 0 drop.
+ */
+int sample_filter_keep(const struct sample_filter *f, const char *comm, int32_t tid,
+		       int32_t tgid, uint64_t time_ns, uint8_t cpl);
+/* Free what @f holds and leave it empty (no filter); a zeroed @f is fine. */
+void sample_filter_free(struct sample_filter *f);
 
 /* ---- outbuf.c: buffered, formatted output to a profile_sink, with a sticky error. */
 struct outbuf {
@@ -393,7 +423,8 @@ struct facts {
 
 /*
  * The facts of @p into @f, one line each, in this order: "Samples: 1000 (kernel 600, user
- * 400, kernel threads 0)", lost user stacks, event, then as present callchain mode, kernel,
+ * 400, kernel threads 0)", the filters ("Filtered: --comm sh: kept 10 of 1000 samples
+ * (1.0%)") when the load had any, lost user stacks, event, then as present callchain mode, kernel,
  * kernel placement, strategy, vCPUs, image, command line; the end; every counter in recording
  * order as "Counters: name=value, ..." lines of at most 98 columns (one counter longer than
  * that on a line of its own); where a damaged recording stopped. Lines are not truncated.

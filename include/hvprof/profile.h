@@ -281,6 +281,18 @@ struct profile;
  * @max_stack: nonzero: cut each callchain to its @max_stack innermost frames (kernel and user
  *   ips together, counted from the leaf, as `perf report --max-stack`) and mark the cut with a
  *   `[truncated at N frames]` frame at its root; 0: no bound.
+ * Sample filters (docs/export-formats.md, "Filters"; each NULL or 0: none). A sample is kept
+ * when it passes all of them; the profile, its statistics and every output then hold only the
+ * kept samples, and profile_stats.filtered_out counts the others. Syntax: profile_filter_check().
+ * @filter_comm: comma list of comms; the thread's comm at the sample, as the folded output's
+ *   first frame shows it (":PID" or "[unknown]" for a thread the recording never named).
+ * @filter_pid: comma list of process ids (tgid, as `perf report --pid`).
+ * @filter_tid: comma list of thread ids.
+ * @filter_time: "START,END", seconds since the recording started (each side optional,
+ *   decimals allowed, both ends included), as `perf report --time`.
+ * @filter_only: enum profile_only: PROFILE_ONLY_KERNEL keeps the samples taken in the kernel
+ *   (CPL 0) and shows only the kernel part of their callchains; PROFILE_ONLY_USER keeps those
+ *   taken in user mode (CPL 3) and shows only the user part.
  */
 struct profile_options {
 	size_t size;
@@ -290,7 +302,32 @@ struct profile_options {
 	int no_symbols;
 	int keep_samples;
 	unsigned int max_stack;
+	const char *filter_comm;
+	const char *filter_pid;
+	const char *filter_tid;
+	const char *filter_time;
+	int filter_only;
 };
+
+/* profile_options.filter_only: which samples, and which part of their callchains. */
+enum profile_only {
+	PROFILE_ONLY_ALL = 0,
+	PROFILE_ONLY_KERNEL = 1, /* --kernel-only */
+	PROFILE_ONLY_USER = 2,   /* --user-only */
+};
+
+/**
+ * profile_filter_check - validate the filters of @opts (profile_load() checks them too):
+ * @filter_comm a comma list of names (no empty one); @filter_pid and @filter_tid comma lists
+ * of whole numbers 0..2147483647; @filter_time "START,END" with START and END seconds (digits,
+ * optionally a '.' and up to 9 decimals), either one empty, END not before START;
+ * @filter_only one of enum profile_only.
+ * @errbuf/@errbuf_len: optional; on -EINVAL, one line naming the option as the CLI spells it
+ *   ("--time '3,1': END before START", "--pid 'x': not a number").
+ * Return: 0; -EINVAL a bad filter (or NULL @opts).
+ */
+int profile_filter_check(const struct profile_options *opts, char *errbuf, size_t errbuf_len)
+	__must_check;
 
 /**
  * profile_load - read a whole recording, join deferred user stacks to their kernel samples by
@@ -303,8 +340,8 @@ struct profile_options {
  * @out: the profile; free with profile_free().
  * Return: 0 (also when the file is damaged after its header: see profile_read_error());
  * errors of recfile_reader_open() (-ENOENT, -EACCES, -EBADMSG bad magic, -ENOTSUP newer
- * version); -EINVAL NULL @path or @out; -ENOMEM. Fields of @opts beyond @opts->size take
- * their defaults.
+ * version); -EINVAL NULL @path or @out, or a bad filter (see profile_filter_check(), whose
+ * line goes to @errbuf); -ENOMEM. Fields of @opts beyond @opts->size take their defaults.
  */
 int profile_load(const char *path, const struct profile_options *opts, struct profile **out,
 		 char *errbuf, size_t errbuf_len) __must_check;
@@ -345,8 +382,9 @@ int profile_counter(const struct profile *p, const char *name, uint64_t *value) 
 
 /**
  * struct profile_stats - what loading found.
- * @records: intact records read. @samples: SAMPLE records. @kernel_samples/@user_samples: by
- * CPL. @kthread_samples: of kernel threads. @deferred: samples whose user part was deferred.
+ * @records: intact records read. @samples: SAMPLE records (with filters, those kept: so are
+ * all the per-sample counts). @kernel_samples/@user_samples: by CPL. @kthread_samples: of
+ * kernel threads. @deferred: samples whose user part was deferred.
  * @joined: deferred samples that found their USER_STACK. @lost_user: samples shown with a
  * `[user stack lost: ...]` frame. @orphan_user_stacks: USER_STACK records no sample claimed.
  * @period_total: sum of sample periods. @stacks: distinct (pid, comm, stack) entries.
@@ -410,6 +448,8 @@ struct profile_stats {
 	uint64_t eager_compared;    /* --callchain-mode both, DWARF: deferred chains compared */
 	uint64_t eager_equal;       /* ... equal to the eager chain of the same kernel entry */
 	uint64_t eager_no_stack;    /* ... not compared: one side copied no stack */
+	/* Sample filters (profile_options.filter_*): every count above is of the kept samples */
+	uint64_t filtered_out;      /* samples the filters dropped */
 };
 
 /** profile_get_stats - copy the load statistics of @p into @out. */
