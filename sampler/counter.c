@@ -96,13 +96,23 @@ int counter_open_vcpu(struct sampler *s, struct svcpu *sv)
 		close(fd);
 		return err;
 	}
-	if (ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0) {
+	sv->perf_fd = fd; /* disabled until counter_enable_vcpu (record --from) */
+	sv->counting = false;
+	return 0;
+}
+
+int counter_enable_vcpu(struct svcpu *sv)
+{
+	int err;
+
+	if (sv->perf_fd < 0 || sv->counting)
+		return 0;
+	if (ioctl(sv->perf_fd, PERF_EVENT_IOC_ENABLE, 0) < 0) {
 		err = -errno;
 		pr_err("vCPU %u: PERF_EVENT_IOC_ENABLE: %s", sv->index, hvp_strerror(err));
-		close(fd);
 		return err;
 	}
-	sv->perf_fd = fd;
+	sv->counting = true;
 	return 0;
 }
 
@@ -113,4 +123,5 @@ void counter_close_vcpu(struct svcpu *sv)
 		close(sv->perf_fd);
 		sv->perf_fd = -1;
 	}
+	sv->counting = false;
 }

@@ -65,28 +65,25 @@ void sampler_emit_user_stack(struct svcpu *sv, const struct hvp_user_stack *u,
 
 /* ---------------------------------------------------------------- hooks */
 
-static struct svcpu *sv_of(struct sampler *s, struct vmm_vcpu *v)
-{
-	unsigned int i = vmm_vcpu_index(v);
-
-	/* SAFETY: the VMM's vCPU indexes are < vmm_vcpu_count() == n_vcpus. */
-	return i < s->n_vcpus ? &s->vcpus[i] : NULL;
-}
-
+/* The counter is opened disabled, and enabled here when sampling has started (start.c). */
 static int hook_vcpu_start(void *ctx, struct vmm_vcpu *v)
 {
 	struct sampler *s = ctx;
-	struct svcpu *sv = sv_of(s, v);
+	struct svcpu *sv = svcpu_of(s, v);
+	int err;
 
 	if (!sv)
 		return -EINVAL;
 	sv->v = v;
-	return counter_open_vcpu(s, sv);
+	err = counter_open_vcpu(s, sv);
+	if (!err && atomic_load(&s->sampling_start))
+		err = counter_enable_vcpu(sv);
+	return err;
 }
 
 static void hook_vcpu_stop(void *ctx, struct vmm_vcpu *v)
 {
-	struct svcpu *sv = sv_of(ctx, v);
+	struct svcpu *sv = svcpu_of(ctx, v);
 
 	if (!sv)
 		return;
@@ -98,7 +95,7 @@ static void hook_vcpu_stop(void *ctx, struct vmm_vcpu *v)
 static int hook_overflow(void *ctx, struct vmm_vcpu *v)
 {
 	struct sampler *s = ctx;
-	struct svcpu *sv = sv_of(s, v);
+	struct svcpu *sv = svcpu_of(s, v);
 
 	if (!sv)
 		return 0;
@@ -111,11 +108,12 @@ static int hook_overflow(void *ctx, struct vmm_vcpu *v)
 
 static void hook_io(void *ctx, struct vmm_vcpu *v)
 {
-	struct svcpu *sv = sv_of(ctx, v);
+	struct svcpu *sv = svcpu_of(ctx, v);
 
 	if (sv) {
 		sv->v = v;
 		kwatch_io(sv);
+		sampler_catch_up(sv); /* sampling started on another thread: enable here too */
 	}
 }
 
@@ -191,7 +189,9 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 	uint32_t ustack_size = HVP_USER_STACK_FP_WINDOW;
 	int err;
 
-	if (!cfg || !mem || !out || !n_vcpus || (cfg->sample_hz && (!cfg->sink || !gi)))
+	if (!cfg || !mem || !out || !n_vcpus || (cfg->sample_hz && (!cfg->sink || !gi)) ||
+	    cfg->start > SAMPLER_START_AFTER ||
+	    (cfg->start == SAMPLER_START_EVENT && (cfg->start_event < 1 || cfg->start_event > 255)))
 		return -EINVAL;
 	if (cfg->call_graph == SAMPLER_CALL_GRAPH_DWARF)
 		ustack_size = cfg->stack_size ? cfg->stack_size : HVP_USER_STACK_DEFAULT;
@@ -207,6 +207,9 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 	s->callchain = cfg->callchain_mode;
 	s->ustack_size = ustack_size;
 	marks_init(&s->marks, cfg->mark_timeout_ns ? cfg->mark_timeout_ns : 100000000ull);
+	if (cfg->start == SAMPLER_START_BOOT ||
+	    (cfg->start == SAMPLER_START_AFTER && !cfg->start_after_ns))
+		atomic_store(&s->sampling_start, 1); /* from the first instruction: time 0 */
 	s->n_vcpus = n_vcpus;
 	s->vcpus = calloc(s->n_vcpus, sizeof(*s->vcpus));
 	err = s->vcpus ? ident_cache_create(s) : -ENOMEM;
@@ -263,6 +266,8 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 	hooks = (struct vmm_hooks){ .ctx = s, .vcpu_start = hook_vcpu_start,
 				    .vcpu_stop = hook_vcpu_stop, .overflow = hook_overflow,
 				    .debug = trap_debug_hook, .io = hook_io,
+				    .guest_event = sampler_hook_guest_event,
+				    .kick = sampler_hook_kick, .tick = sampler_hook_tick,
 				    .run_end = hook_run_end };
 	err = vmm_set_hooks(vm, &hooks);
 	if (err)
@@ -302,6 +307,10 @@ void sampler_get_counters(const struct sampler *s, struct sampler_counters *out)
 
 		for (size_t k = 0; k < SAMPLER_N_COUNTERS; k++)
 			dst[k] += src[k];
+	}
+	if (s) { /* counted on any thread, not per vCPU */
+		out->events = atomic_load(&((struct sampler *)s)->events);
+		out->events_dropped = atomic_load(&((struct sampler *)s)->events_dropped);
 	}
 }
 

@@ -26,6 +26,7 @@ struct svcpu {
 	struct vmm_vcpu *v;
 	unsigned int index;
 	int perf_fd;
+	bool counting;          /* perf_fd is enabled (start.c: only this vCPU's thread enables it) */
 	uint64_t percpu_base;   /* per-CPU base (kernel GS) seen on this vCPU, 0 until known */
 	uint64_t kaslr_poll_ns; /* last MSR_LSTAR look from an I/O exit (kwatch.c) */
 	struct sampler_counters c;
@@ -170,6 +171,11 @@ struct sampler {
 	atomic_int pti;            /* enum gi_pti */
 	atomic_bool pf_entry_set;  /* the PVM fix-up has its #PF entry */
 	atomic_uint_fast64_t first_user_ns;
+	/* when sampling started (start.c): 0 not yet, else its ns since the run's start + 1; set
+	 * once, by the thread that starts it */
+	atomic_uint_fast64_t sampling_start;
+	atomic_uint_fast64_t events, events_dropped; /* EVENT records (any thread: not per vCPU) */
+	atomic_uint guest_events_seen;
 	/* identity caches (thread/process records are emitted once per change) */
 	pthread_mutex_t ident_lock;
 	struct ident_cache *ident;
@@ -183,6 +189,15 @@ struct sampler {
  */
 int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gmem *mem,
 		unsigned int maxphyaddr, unsigned int n_vcpus, struct sampler **out) __must_check;
+
+/* The sampler's state of the VMM's vCPU @v (NULL: not one of ours). */
+static inline struct svcpu *svcpu_of(struct sampler *s, struct vmm_vcpu *v)
+{
+	unsigned int i = vmm_vcpu_index(v);
+
+	/* SAFETY: the VMM's vCPU indexes are < vmm_vcpu_count() == n_vcpus. */
+	return i < s->n_vcpus ? &s->vcpus[i] : NULL;
+}
 
 /*
  * The translation state of a vCPU, from its segment/control registers. Under page-table
@@ -240,10 +255,22 @@ void ident_cache_destroy(struct sampler *s);
 void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		   const struct gi_paging *pg);
 
-/* counter.c */
+/* counter.c: open (disabled) at the vCPU's start; enable on its own thread (start.c) */
 int counter_probe(struct sampler *s) __must_check;
 int counter_open_vcpu(struct sampler *s, struct svcpu *sv) __must_check;
+int counter_enable_vcpu(struct svcpu *sv) __must_check;
 void counter_close_vcpu(struct svcpu *sv);
+
+/* start.c: when sampling starts (record --from) */
+#define SAMPLER_MAX_EVENTS 4096 /* EVENT records of guest events kept (the guest writes them) */
+/* Enable this vCPU's counter if sampling has started and it is not counting yet (its thread). */
+void sampler_catch_up(struct svcpu *sv);
+/* Start sampling now (first caller wins): from @self's thread (NULL: the monitor's). */
+void sampler_begin(struct sampler *s, struct svcpu *self, uint64_t time_ns);
+int sampler_hook_guest_event(void *ctx, struct vmm_vcpu *v, uint32_t kind, uint32_t value,
+			     uint64_t time_ns);
+void sampler_hook_kick(void *ctx, struct vmm_vcpu *v);
+void sampler_hook_tick(void *ctx, uint64_t time_ns);
 
 /* kwatch.c: the KASLR slide and PTI. kwatch_setup: before the vCPUs start. kwatch_kernel: from a
  * kernel-mode sample until the slide is decided. kwatch_io: the same from I/O exits (rate

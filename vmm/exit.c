@@ -215,8 +215,11 @@ static int exit_intr(struct vmm_vcpu *vcpu, bool overflow)
 	vcpu->c.exits_intr++;
 	if (atomic_load(&vm->stop_reason))
 		return 1;
-	if (!overflow)
+	if (!overflow) {
+		if (vm->hooks.kick) /* a kick: another thread changed VM-wide state (vmm_kick) */
+			vm->hooks.kick(vm->hooks.ctx, vcpu);
 		return 0;
+	}
 	vcpu->c.exits_overflow++;
 	if (vm->hooks.overflow && vm->hooks.overflow(vm->hooks.ctx, vcpu) != 0)
 		return 1;

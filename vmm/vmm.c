@@ -73,6 +73,13 @@ void vmm_kick_all(struct vmm *vm)
 	}
 }
 
+void vmm_kick(struct vmm *vm, const struct vmm_vcpu *self)
+{
+	for (unsigned int i = 0; vm && i < vm->n_vcpus; i++)
+		if (!self || i != self->index)
+			vmm_kick_vcpu(vm, i);
+}
+
 bool vmm_stopping(const struct vmm *vm)
 {
 	return atomic_load(&vm->stop_reason) != 0;
@@ -516,8 +523,8 @@ static void run_epilogue(struct vmm *vm)
 /* A guest silent for this long gets a hint naming its command line. */
 #define SILENT_HINT_NS (120ull * 1000000000ull)
 
-/* The monitor: duration, stop requests (signals), a hint for a silent guest, and the end of
- * every vCPU thread. */
+/* The monitor: duration, stop requests (signals), a hint for a silent guest, the rider's tick,
+ * and the end of every vCPU thread. */
 static void monitor(struct vmm *vm)
 {
 	bool hinted = false;
@@ -543,6 +550,8 @@ static void monitor(struct vmm *vm)
 				(unsigned long long)(SILENT_HINT_NS / 1000000000ull),
 				vm->cfg.cmdline ? vm->cfg.cmdline : "(none)");
 		}
+		if (vm->hooks.tick)
+			vm->hooks.tick(vm->hooks.ctx, ran);
 		nanosleep(&tick, NULL);
 	}
 }

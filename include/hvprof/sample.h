@@ -178,6 +178,33 @@ struct hvp_mapping {
 	char path[256];
 };
 
+/**
+ * enum hvp_event_kind - what an EVENT record tells (docs/recording-format.md). Kinds 1..255 are
+ * the guest's own events, as its init wrote them to the exit register (docs/guest-interface.md,
+ * "Events"); kinds from 256 are hvprof's.
+ * @HVP_EVENT_INIT: the guest's init started. @HVP_EVENT_WORKLOAD_START: the --run command is
+ * about to start. @HVP_EVENT_WORKLOAD_END: it ended, value: its exit status (0..255).
+ * @HVP_EVENT_SAMPLING_START: hvprof armed the sampling counters (`record --from` later than
+ * boot); no sample is older.
+ */
+enum hvp_event_kind {
+	HVP_EVENT_INIT = 1,
+	HVP_EVENT_WORKLOAD_START = 2,
+	HVP_EVENT_WORKLOAD_END = 3,
+	HVP_EVENT_SAMPLING_START = 256,
+};
+
+/**
+ * struct hvp_event - one event of the run (EVENT record).
+ * @time_ns: host CLOCK_MONOTONIC ns since the run started, as a sample's. @kind: enum
+ * hvp_event_kind (or another guest kind 1..255). @value: the event's value (a status), else 0.
+ */
+struct hvp_event {
+	uint64_t time_ns;
+	uint32_t kind;
+	int32_t value;
+};
+
 /* How a run ended (END record). */
 enum hvp_end_reason {
 	HVP_END_EXIT_DEVICE = 1, /* the guest wrote its exit status to the exit register */

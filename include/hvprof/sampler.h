@@ -38,7 +38,16 @@ struct sampler_sink {
 	int (*process)(void *ctx, const struct hvp_process *p);
 	int (*user_stack)(void *ctx, const struct hvp_user_stack *u, const struct hvp_user_regs *r);
 	int (*mapping)(void *ctx, const struct hvp_mapping *m); /* optional */
+	int (*event)(void *ctx, const struct hvp_event *e);     /* optional; also from the VMM's
+								   monitor thread */
 	void *ctx;
+};
+
+/* When sampling starts (`record --from`). */
+enum sampler_start {
+	SAMPLER_START_BOOT = 0,  /* at the first instruction */
+	SAMPLER_START_EVENT = 1, /* at the guest event start_event (enum hvp_event_kind 1..255) */
+	SAMPLER_START_AFTER = 2, /* start_after_ns after the run started (20 ms resolution) */
 };
 
 /* Sampling counter actually used (probed at start-up). */
@@ -76,6 +85,9 @@ enum sampler_call_graph {
  *   SAMPLER_CALL_GRAPH_DWARF mode (8..HVP_USER_STACK_MAX, a multiple of 8; 0: 8192).
  * @bare_exits: benchmarking only: each overflow is counted as a sample and nothing else is done
  *   (no registers, no record): the floor hvprof's cost is compared to.
+ * @start/@start_event/@start_after_ns: when sampling starts (enum sampler_start). Until then no
+ *   vCPU's counter is enabled (no overflow, no exit for it); the guest is still watched (KASLR
+ *   slide, PVM fix-up) and its events recorded.
  */
 struct sampler_config {
 	unsigned int sample_hz;
@@ -86,6 +98,9 @@ struct sampler_config {
 	enum sampler_call_graph call_graph;
 	uint32_t stack_size;
 	bool bare_exits;
+	enum sampler_start start;
+	uint32_t start_event;
+	uint64_t start_after_ns;
 };
 
 /*
@@ -128,7 +143,9 @@ struct sampler_config {
 	X(user_stack_short)     /* ... shorter than asked: the stack ended (unmapped page) */   \
 	X(user_stack_refused)   /* ... not copied: RSP not an aligned canonical user address */ \
 	X(user_stack_not_copied) /* walks saved at the mark (exit, exec): registers, no stack */ \
-	X(user_stack_copy_ns)   /* host ns spent copying user stacks */
+	X(user_stack_copy_ns)   /* host ns spent copying user stacks */                         \
+	X(events)               /* EVENT records written (guest events, sampling start) */      \
+	X(events_dropped)       /* guest events past SAMPLER_MAX_EVENTS, or the sink failed */
 
 /** struct sampler_counters - what the sampler counted, summed over the vCPUs. */
 struct sampler_counters {
@@ -169,6 +186,13 @@ const char *sampler_callchain_mode_name(const struct sampler *s);
 
 /** sampler_strategy - ", user-callchains=..., kernel-callchains=..." (appended to the VMM's). */
 const char *sampler_strategy(const struct sampler *s);
+
+/**
+ * sampler_sampling_start - when the counters were armed: 0 and *@time_ns (ns since the run
+ * started; 0 for SAMPLER_START_BOOT); -ENODATA not (yet): the event never came, or the run ended
+ * first; -EINVAL. Any thread.
+ */
+int sampler_sampling_start(const struct sampler *s, uint64_t *time_ns) __must_check;
 
 /** sampler_first_user_ns - ns from the run's start to the first CPL3 sample (0: none seen). */
 uint64_t sampler_first_user_ns(const struct sampler *s);

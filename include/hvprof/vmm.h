@@ -125,7 +125,8 @@ struct vmm_result {
 	X(disk_read_bytes)                                                                 \
 	X(disk_write_bytes)                                                                \
 	X(disk_errors)        /* requests answered with an error status (past the end...) */ \
-	X(disk_broken)        /* devices a malformed queue put in DEVICE_NEEDS_RESET */
+	X(disk_broken)        /* devices a malformed queue put in DEVICE_NEEDS_RESET */ \
+	X(guest_events)       /* event writes to the exit register (enum vmm_guest_event) */
 
 /** struct vmm_counters - what the VMM counted, summed over the vCPUs (VMM_COUNTER_LIST). */
 struct vmm_counters {
@@ -200,6 +201,23 @@ void vmm_placement(const struct vmm *vm, struct vmm_placement *out);
 struct vmm_vcpu;
 
 /**
+ * enum vmm_guest_event - what a guest's init tells the VMM through the exit register, besides
+ * its exit status (docs/guest-interface.md, "Events", protocol version 1): a 4-byte write of
+ * VMM_GUEST_EVENT_MAGIC | kind << 8 | value (kind 1..255, value 0..255). Kinds this VMM does not
+ * name are passed on too: the rider decides.
+ * @VMM_GUEST_EVENT_INIT: the image's init started (value 0).
+ * @VMM_GUEST_EVENT_WORKLOAD_START: the --run command is about to start (value 0).
+ * @VMM_GUEST_EVENT_WORKLOAD_END: the command ended; value: its exit status (0..255).
+ */
+enum vmm_guest_event {
+	VMM_GUEST_EVENT_INIT = 1,
+	VMM_GUEST_EVENT_WORKLOAD_START = 2,
+	VMM_GUEST_EVENT_WORKLOAD_END = 3,
+};
+
+#define VMM_GUEST_EVENT_MAGIC 0x48450000u /* "HE" in the upper half: an event, not an exit */
+
+/**
  * struct vmm_hooks - what a rider (the sampler) is told of the VM's exits. Every callback runs
  * on the vCPU thread of @v, several vCPUs at once; each may be NULL. A callback returning 1
  * stops that vCPU's loop (the rider called vmm_end() first), 0 continues.
@@ -212,6 +230,13 @@ struct vmm_vcpu;
  *   @repeat: the same breakpoint hit again right after vmm_bp_step() resumed with RFLAGS.RF (the
  *   host ignores RF: the rider must get past the instruction itself; the hit was told already).
  * @io: a port I/O exit: a cheap chance to look at the guest (rate-limit it yourself).
+ * @guest_event: the guest wrote event @kind (enum vmm_guest_event, or another kind 1..255) with
+ *   @value (0..255) to the exit register, @time_ns after vmm_run started the vCPUs; on the
+ *   writing vCPU's thread, with its registers as of the write (vmm_vcpu_regs).
+ * @kick: KVM_RUN was interrupted by a kick (vmm_kick(), a breakpoint change, the run's end),
+ *   not by the overflow signal: a chance to apply VM-wide state another thread changed.
+ * @tick: the exception to "on a vCPU thread": on vmm_run's monitor thread, about every 20 ms
+ *   while the run lasts, @time_ns after vmm_run started the vCPUs (timed actions).
  * @run_end: every vCPU thread has stopped, before breakpoints are cleared (flush marks).
  */
 struct vmm_hooks {
@@ -221,11 +246,23 @@ struct vmm_hooks {
 	int (*overflow)(void *ctx, struct vmm_vcpu *v);
 	int (*debug)(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool repeat);
 	void (*io)(void *ctx, struct vmm_vcpu *v);
+	int (*guest_event)(void *ctx, struct vmm_vcpu *v, uint32_t kind, uint32_t value,
+			   uint64_t time_ns);
+	void (*kick)(void *ctx, struct vmm_vcpu *v);
+	void (*tick)(void *ctx, uint64_t time_ns);
 	void (*run_end)(void *ctx, struct vmm_vcpu *v0);
 };
 
 /** vmm_set_hooks - install @hooks (copied) before vmm_run. Return: 0; -EINVAL; -EBUSY running. */
 int vmm_set_hooks(struct vmm *vm, const struct vmm_hooks *hooks) __must_check;
+
+/**
+ * vmm_kick - interrupt the KVM_RUN of every vCPU but @self (NULL: all of them); each calls the
+ * @kick hook before it runs the guest again. A kick that arrives while a vCPU is outside KVM_RUN
+ * stays pending (the signal is blocked there) and ends its next KVM_RUN at once, so no vCPU that
+ * had started misses it. Any thread; never a sample.
+ */
+void vmm_kick(struct vmm *vm, const struct vmm_vcpu *self);
 
 /** vmm_overflow_signal - the signal a rider routes counter overflows to (F_SETSIG). */
 int vmm_overflow_signal(void);

@@ -193,6 +193,146 @@ static int test_kick_is_no_sample(void)
 	return TEST_OK;
 }
 
+/* What the guest_event and kick hooks were told. */
+static struct {
+	int calls, kicks;
+	uint32_t kind, value;
+	uint64_t time_ns;
+	int ret;
+} ev_seen;
+
+static int record_event(void *ctx, struct vmm_vcpu *v, uint32_t kind, uint32_t value,
+			uint64_t time_ns)
+{
+	(void)ctx;
+	(void)v;
+	ev_seen.calls++;
+	ev_seen.kind = kind;
+	ev_seen.value = value;
+	ev_seen.time_ns = time_ns;
+	return ev_seen.ret;
+}
+
+static void record_kick(void *ctx, struct vmm_vcpu *v)
+{
+	(void)ctx;
+	(void)v;
+	ev_seen.kicks++;
+}
+
+struct event_case {
+	const char *name;
+	uint32_t value;
+	uint32_t len;
+	int hook_ret;       /* what the rider's hook returns */
+	int want_ret;       /* exit_mmio's return */
+	int want_calls;     /* hook calls */
+	uint32_t want_kind, want_value;
+	uint64_t want_events, want_unhandled;
+};
+
+/* docs/guest-interface.md, "Events": 0x4845KKVV is event KK with value VV; the run goes on. */
+static const struct event_case event_cases[] = {
+	{ "init started", 0x48450100, 4, 0, 0, 1, 1, 0, 1, 0 },
+	{ "workload start", 0x48450200, 4, 0, 0, 1, 2, 0, 1, 0 },
+	{ "workload end, status 42", 0x4845032a, 4, 0, 0, 1, 3, 42, 1, 0 },
+	{ "workload end, status 255", 0x484503ff, 4, 0, 0, 1, 3, 255, 1, 0 },
+	{ "an unnamed kind is passed on", 0x4845c807, 4, 0, 0, 1, 200, 7, 1, 0 },
+	{ "kind 0 is no event", 0x48450005, 4, 0, 0, 0, 0, 0, 0, 1 },
+	{ "a 2-byte write is no event", 0x48450100, 2, 0, 0, 0, 0, 0, 0, 1 },
+	{ "the rider ends the run at the event", 0x48450200, 4, 1, 1, 1, 2, 0, 1, 0 },
+};
+
+static int test_exit_reg_events(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(event_cases); i++) {
+		const struct event_case *c = &event_cases[i];
+		struct vmm *vm = fake_vm();
+		struct vmm_vcpu vcpu = { .vm = vm };
+		struct kvm_run run;
+		int ret;
+
+		memset(&ev_seen, 0, sizeof(ev_seen));
+		ev_seen.ret = c->hook_ret;
+		vm->hooks.guest_event = record_event;
+		vm->t_start_ns = vmm_now_ns() - 5000000000ull; /* the run started 5 s ago */
+		memset(&run, 0, sizeof(run));
+		run.exit_reason = KVM_EXIT_MMIO;
+		run.mmio.phys_addr = VMM_EXIT_REG_GPA;
+		run.mmio.is_write = 1;
+		run.mmio.len = c->len;
+		memcpy(run.mmio.data, &c->value, 4);
+		ret = exit_mmio(vm, &vcpu, &run);
+		if (ret != c->want_ret || ev_seen.calls != c->want_calls ||
+		    (c->want_calls && (ev_seen.kind != c->want_kind ||
+				       ev_seen.value != c->want_value ||
+				       ev_seen.time_ns < 5000000000ull ||
+				       ev_seen.time_ns > 65000000000ull)) ||
+		    vcpu.c.guest_events != c->want_events ||
+		    vcpu.c.mmio_unhandled != c->want_unhandled ||
+		    atomic_load(&vm->stop_reason) != 0) {
+			fprintf(stderr,
+				"case '%s': ret %d calls %d kind %u value %u time %llu events %llu "
+				"unhandled %llu\n",
+				c->name, ret, ev_seen.calls, ev_seen.kind, ev_seen.value,
+				(unsigned long long)ev_seen.time_ns,
+				(unsigned long long)vcpu.c.guest_events,
+				(unsigned long long)vcpu.c.mmio_unhandled);
+			free(vm);
+			return TEST_FAIL;
+		}
+		free(vm);
+	}
+	return TEST_OK;
+}
+
+/* Without a rider an event is only counted; the exit status still ends the run after events. */
+static int test_exit_reg_event_then_exit(void)
+{
+	struct vmm *vm = fake_vm();
+	struct vmm_vcpu vcpu = { .vm = vm };
+	struct kvm_run run;
+	uint32_t v = 0x48450307;
+
+	memset(&run, 0, sizeof(run));
+	run.exit_reason = KVM_EXIT_MMIO;
+	run.mmio.phys_addr = VMM_EXIT_REG_GPA;
+	run.mmio.is_write = 1;
+	run.mmio.len = 4;
+	memcpy(run.mmio.data, &v, 4);
+	ASSERT_EQ_INT(exit_mmio(vm, &vcpu, &run), 0);
+	ASSERT_EQ_U64(vcpu.c.guest_events, 1);
+	ASSERT_EQ_INT(atomic_load(&vm->stop_reason), 0);
+	v = 0x48560007;
+	memcpy(run.mmio.data, &v, 4);
+	ASSERT_EQ_INT(exit_mmio(vm, &vcpu, &run), 1);
+	ASSERT_EQ_INT(atomic_load(&vm->stop_reason), HVP_END_EXIT_DEVICE);
+	ASSERT_EQ_INT(vm->exit_status, 7);
+	free(vm);
+	return TEST_OK;
+}
+
+/* A kick calls the rider's kick hook (record --from arms the other vCPUs there); an overflow
+ * does not. */
+static int test_kick_hook(void)
+{
+	struct vmm *vm = fake_vm();
+	struct kvm_run run;
+	struct vmm_vcpu vcpu = { .vm = vm, .run = &run, .fd = -1 };
+
+	memset(&run, 0, sizeof(run));
+	memset(&ev_seen, 0, sizeof(ev_seen));
+	vm->hooks.kick = record_kick;
+	vm->hooks.overflow = count_overflow;
+	run.exit_reason = KVM_EXIT_INTR;
+	ASSERT_EQ_INT(exit_handle(&vcpu, false), 0);
+	ASSERT_EQ_INT(ev_seen.kicks, 1);
+	ASSERT_EQ_INT(exit_handle(&vcpu, true), 0);
+	ASSERT_EQ_INT(ev_seen.kicks, 1);
+	free(vm);
+	return TEST_OK;
+}
+
 /* Registers that cannot be written back end the run (not only the vCPU's thread). */
 static int test_set_regs_failure_ends_run(void)
 {
@@ -348,6 +488,9 @@ static const struct test_case tests[] = {
 	{ "exit: MMIO table (exit register)", test_exit_mmio_table },
 	{ "exit: I/O ports (absent port, 8042 reset)", test_exit_io },
 	{ "exit: a kick interrupts KVM_RUN without a sample", test_kick_is_no_sample },
+	{ "exit register: events (protocol version 1)", test_exit_reg_events },
+	{ "exit register: an event, then the exit status", test_exit_reg_event_then_exit },
+	{ "exit: a kick calls the kick hook, an overflow does not", test_kick_hook },
 	{ "run loop: a failed register write-back ends the run", test_set_regs_failure_ends_run },
 	{ "PVM host: the command-line words a guest needs, added by key", test_guest_cmdline },
 	{ "mptable: checksums and entries", test_mptable },

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+// When sampling starts (`record --from boot|init|workload|SECONDS`) and the guest's events
+// (docs/guest-interface.md, "Events") as EVENT records.
+//
+// Until sampling starts, every vCPU's counter is open but disabled: no overflow, so no exit
+// costs anything for it. Starting is one atomic step, sampling_start going from 0 to the time
+// + 1, taken by the first thread that decides (the vCPU thread on which the guest's event
+// arrived, or the VMM's monitor thread for SECONDS). A counter is only ever enabled by its own
+// vCPU thread (no thread touches another's perf fd, which vcpu_stop may close), at whichever of
+// these comes first after the step: the deciding vCPU at once; the others at the kick the
+// decider sends (vmm_kick: the vmm_hooks kick hook), or at their next I/O exit or guest event.
+// A kick sent while a vCPU is outside KVM_RUN stays pending and ends its next KVM_RUN at once,
+// and a vCPU thread that starts later enables its counter in vcpu_start: none is left behind.
+#define pr_fmt(fmt) "sampler: start: " fmt
+#include <errno.h>
+
+#include <hvprof/log.h>
+
+#include "sampler_internal.h"
+
+_Static_assert((int)HVP_EVENT_INIT == (int)VMM_GUEST_EVENT_INIT &&
+		       (int)HVP_EVENT_WORKLOAD_START == (int)VMM_GUEST_EVENT_WORKLOAD_START &&
+		       (int)HVP_EVENT_WORKLOAD_END == (int)VMM_GUEST_EVENT_WORKLOAD_END,
+	       "EVENT kinds are the guest's kinds");
+
+/* One EVENT record. @guest: written by the guest, so bounded (SAMPLER_MAX_EVENTS). */
+static void event_record(struct sampler *s, uint32_t kind, int32_t value, uint64_t time_ns,
+			 bool guest)
+{
+	const struct sampler_sink *sink = s->cfg.sink;
+	struct hvp_event e = { .time_ns = time_ns, .kind = kind, .value = value };
+
+	if (!sink || !sink->event)
+		return;
+	if (guest && atomic_fetch_add(&s->guest_events_seen, 1) >= SAMPLER_MAX_EVENTS) {
+		atomic_fetch_add(&s->events_dropped, 1);
+		return;
+	}
+	if (sink->event(sink->ctx, &e) != 0) {
+		atomic_fetch_add(&s->events_dropped, 1);
+		sampler_fail(s, "the recording could not be written");
+		return;
+	}
+	atomic_fetch_add(&s->events, 1);
+}
+
+void sampler_catch_up(struct svcpu *sv)
+{
+	if (sv->counting || sv->perf_fd < 0 || !atomic_load(&sv->s->sampling_start))
+		return;
+	if (counter_enable_vcpu(sv) != 0)
+		sampler_fail(sv->s, "a vCPU's sampling counter could not be enabled");
+}
+
+void sampler_begin(struct sampler *s, struct svcpu *self, uint64_t time_ns)
+{
+	uint_fast64_t not_started = 0;
+
+	if (!atomic_compare_exchange_strong(&s->sampling_start, &not_started, time_ns + 1))
+		return;
+	event_record(s, HVP_EVENT_SAMPLING_START, 0, time_ns, false);
+	if (self)
+		sampler_catch_up(self);
+	if (s->vm)
+		vmm_kick(s->vm, self ? self->v : NULL);
+}
+
+/* Does event @kind start sampling? --from init also starts at a workload start (the image's
+ * init could not write before it: it started). */
+static bool starts_sampling(const struct sampler *s, uint32_t kind)
+{
+	if (s->cfg.start != SAMPLER_START_EVENT)
+		return false;
+	return kind == s->cfg.start_event ||
+	       (s->cfg.start_event == HVP_EVENT_INIT && kind == HVP_EVENT_WORKLOAD_START);
+}
+
+/* The guest is looked at where it wrote the event (a user process: its CR3 tells PTI, which a
+ * late start would otherwise learn only at its first user sample). */
+static void watch_at_event(struct svcpu *sv)
+{
+	struct kvm_sregs *sregs;
+
+	if (!sv->v || !sv->s->gi || vmm_vcpu_regs(sv->v, NULL, &sregs) != 0)
+		return;
+	if (sregs->cs.selector & 3)
+		kwatch_user(sv, sregs);
+	else
+		kwatch_kernel(sv, sregs);
+}
+
+int sampler_hook_guest_event(void *ctx, struct vmm_vcpu *v, uint32_t kind, uint32_t value,
+			     uint64_t time_ns)
+{
+	struct sampler *s = ctx;
+	struct svcpu *sv = svcpu_of(s, v);
+
+	if (!sv)
+		return 0;
+	sv->v = v;
+	event_record(s, kind, (int32_t)value, time_ns, true);
+	watch_at_event(sv);
+	if (starts_sampling(s, kind))
+		sampler_begin(s, sv, time_ns);
+	else
+		sampler_catch_up(sv);
+	return s->vm && vmm_stopping(s->vm) ? 1 : 0;
+}
+
+void sampler_hook_kick(void *ctx, struct vmm_vcpu *v)
+{
+	struct svcpu *sv = svcpu_of(ctx, v);
+
+	if (sv)
+		sampler_catch_up(sv);
+}
+
+void sampler_hook_tick(void *ctx, uint64_t time_ns)
+{
+	struct sampler *s = ctx;
+
+	if (s->cfg.start == SAMPLER_START_AFTER && time_ns >= s->cfg.start_after_ns &&
+	    !atomic_load(&s->sampling_start))
+		sampler_begin(s, NULL, time_ns);
+}
+
+int sampler_sampling_start(const struct sampler *s, uint64_t *time_ns)
+{
+	uint_fast64_t t;
+
+	if (!s || !time_ns)
+		return -EINVAL;
+	t = atomic_load(&((struct sampler *)s)->sampling_start);
+	if (!t)
+		return -ENODATA;
+	*time_ns = t - 1;
+	return 0;
+}
