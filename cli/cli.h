@@ -195,6 +195,44 @@ const char *guest_strategy(const struct guest *gs, char *buf, size_t len);
  * 1..1000000 into *@out. Return: 0, or -EINVAL (an error line was printed).
  */
 int cli_max_stack(const char *arg, unsigned int *out);
+/* getopt_long codes of the sample filters of report, flamegraph, export and diff. */
+enum cli_filter_code {
+	CLI_FILTER_COMM = 1201,
+	CLI_FILTER_PID,
+	CLI_FILTER_TID,
+	CLI_FILTER_TIME,
+	CLI_FILTER_KERNEL,
+	CLI_FILTER_USER,
+};
+
+#define FILTER_LONG_OPTIONS                                             \
+	{ "comm", required_argument, NULL, CLI_FILTER_COMM },           \
+	{ "pid", required_argument, NULL, CLI_FILTER_PID },             \
+	{ "tid", required_argument, NULL, CLI_FILTER_TID },             \
+	{ "time", required_argument, NULL, CLI_FILTER_TIME },           \
+	{ "kernel-only", no_argument, NULL, CLI_FILTER_KERNEL },        \
+	{ "user-only", no_argument, NULL, CLI_FILTER_USER }
+
+#define FILTER_OPTIONS_HELP                                                                     \
+	"  Filters (a sample is kept when it passes all; the header says what was dropped):\n"  \
+	"  --comm NAME[,NAME...]  threads of these comms (as the folded output's first frame)\n" \
+	"  --pid PID[,PID...]     these processes (tgid, as perf report --pid)\n"                \
+	"  --tid TID[,TID...]     these threads\n"                                               \
+	"  --time START,END       seconds since the recording started, both included; either\n" \
+	"                         side may be empty (--time 1.5, or --time ,3)\n"                \
+	"  --kernel-only          samples taken in the kernel, kernel frames only\n"            \
+	"  --user-only            samples taken in user mode, user frames only\n"
+
+struct profile_options;
+
+/*
+ * A filter option of report, flamegraph, export or diff (cli/filter_opts.c): @code one of enum
+ * cli_filter_code, @arg its value, into @po (the value is checked by cli_filter_check()).
+ * Return: 1 handled; 0 @code is not a filter's; -EINVAL (an error line was printed).
+ */
+int cli_filter_opt(struct profile_options *po, int code, const char *arg);
+/* Check @po's filters once parsed: 0, or -EINVAL after printing what is wrong. */
+int cli_filter_check(const struct profile_options *po);
 /* Print an error line "hvprof: ..." to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Install SIGINT/SIGTERM handlers that ask @vm to stop; restore with NULL. */

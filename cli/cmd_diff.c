@@ -34,6 +34,8 @@ static void diff_usage(void)
 	       "  --svg-reverse FILE      the same with widths from BASE (shows what vanished)\n"
 	       "  --symfs DIR, --vmlinux FILE  symbols for recordings (as report)\n"
 	       "  --max-stack N           keep each callchain's N innermost frames (as report)\n"
+	       "  --comm, --pid, --tid, --time, --kernel-only, --user-only: the filters of report,\n"
+	       "                          applied to both sides (recordings only)\n"
 	       "  Exit: 0 done, 1 regression (--fail-on-regression), 2 usage, 3 error.\n"
 	       "  docs/diff.md explains the test and the defaults.\n",
 	       PROFILE_DIFF_MIN_SAMPLES, PROFILE_DIFF_THRESHOLD);
@@ -125,6 +127,7 @@ int cmd_diff(int argc, char **argv)
 		{ "symfs", required_argument, NULL, 7 },
 		{ "vmlinux", required_argument, NULL, 'k' },
 		{ "max-stack", required_argument, NULL, 8 },
+		FILTER_LONG_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -202,9 +205,13 @@ int cmd_diff(int argc, char **argv)
 			diff_usage();
 			return EXIT_OK;
 		default:
-			return EXIT_USAGE;
+			if (cli_filter_opt(&po, c, optarg) <= 0)
+				return EXIT_USAGE;
+			break;
 		}
 	}
+	if (cli_filter_check(&po))
+		return EXIT_USAGE;
 	if (argc - optind != 2) {
 		cli_error("diff: want two files, BASE and NEW (see 'hvprof diff --help')");
 		return EXIT_USAGE;

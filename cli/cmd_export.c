@@ -20,7 +20,7 @@ static const char *const formats[] = { "folded", "svg", "speedscope", "pprof", "
 static void export_usage(void)
 {
 	printf("usage: hvprof export --format FORMAT [-i FILE] [-o FILE] [--title T] [--symfs DIR]\n"
-	       "                     [--vmlinux FILE] [--max-stack N]\n"
+	       "                     [--vmlinux FILE] [--max-stack N] [FILTERS]\n"
 	       "  FORMAT: folded       folded stacks (flamegraph.pl, speedscope, Pyroscope)\n"
 	       "          svg          self-contained interactive flamegraph\n"
 	       "          speedscope   speedscope's JSON file format\n"
@@ -28,7 +28,8 @@ static void export_usage(void)
 	       "          perf-script  `perf script` text (stackcollapse-perf.pl, Firefox Profiler)\n"
 	       "  -i FILE   recording (default hvprof.data)\n"
 	       "  -o FILE   output (default: stdout; '-' is stdout)\n"
-	       "  docs/export-formats.md describes each format and what reads it.\n");
+	       "  docs/export-formats.md describes each format and what reads it.\n"
+	       FILTER_OPTIONS_HELP);
 }
 
 /* What `export` and `flamegraph` differ in. */
@@ -42,8 +43,9 @@ struct export_mode {
 static void flamegraph_usage(void)
 {
 	printf("usage: hvprof flamegraph [-i FILE] [-o FILE] [--format svg|folded] [--title T]\n"
-	       "                         [--symfs DIR] [--vmlinux FILE] [--max-stack N]\n"
-	       "  default output: flamegraph.svg (svg) or stdout (folded)\n");
+	       "                         [--symfs DIR] [--vmlinux FILE] [--max-stack N] [FILTERS]\n"
+	       "  default output: flamegraph.svg (svg) or stdout (folded)\n"
+	       FILTER_OPTIONS_HELP);
 }
 
 static int export_main(int argc, char **argv, const struct export_mode *m)
@@ -56,6 +58,7 @@ static int export_main(int argc, char **argv, const struct export_mode *m)
 		{ "symfs", required_argument, NULL, 1 },
 		{ "vmlinux", required_argument, NULL, 'k' },
 		{ "max-stack", required_argument, NULL, 2 },
+		FILTER_LONG_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -96,9 +99,13 @@ static int export_main(int argc, char **argv, const struct export_mode *m)
 			m->usage();
 			return EXIT_OK;
 		default:
-			return EXIT_USAGE;
+			if (cli_filter_opt(&po, c, optarg) <= 0)
+				return EXIT_USAGE;
+			break;
 		}
 	}
+	if (cli_filter_check(&po))
+		return EXIT_USAGE;
 	if (optind < argc) {
 		cli_error("%s: unexpected argument '%s'", m->cmd, argv[optind]);
 		return EXIT_USAGE;

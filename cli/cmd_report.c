@@ -55,6 +55,7 @@ int cmd_report(int argc, char **argv)
 		{ "no-children", no_argument, NULL, 5 },
 		{ "max-rows", required_argument, NULL, 'n' },
 		{ "max-stack", required_argument, NULL, 6 },
+		FILTER_LONG_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -131,21 +132,29 @@ int cmd_report(int argc, char **argv)
 			       "[--vmlinux FILE] [--percent-limit PCT]\n"
 			       "                     [--stdio | --format stdio|json] [--no-children] "
 			       "[--max-rows N] [--max-stack N]\n"
+			       "                     [--comm NAMES] [--pid PIDS] [--tid TIDS] "
+			       "[--time START,END]\n"
+			       "                     [--kernel-only | --user-only]\n"
 			       "  KEYS: comma list of comm, pid, dso, sym (default comm,dso,sym)\n"
 			       "  Children (default on): share of the samples whose stack contains the\n"
 			       "  row's keys; Self: share whose innermost frame has them. --no-children\n"
 			       "  shows self only. --percent-limit applies to the column sorted on.\n"
 			       "  --max-stack N: keep each callchain's N innermost frames; the cut shows\n"
-			       "  as a [truncated at N frames] frame (as a walk's depth bound does).\n");
+			       "  as a [truncated at N frames] frame (as a walk's depth bound does).\n"
+			       FILTER_OPTIONS_HELP);
 			return EXIT_OK;
 		default:
-			return EXIT_USAGE;
+			if (cli_filter_opt(&po, c, optarg) <= 0)
+				return EXIT_USAGE;
+			break;
 		}
 	}
 	if (optind < argc) {
 		cli_error("report: unexpected argument '%s'", argv[optind]);
 		return EXIT_USAGE;
 	}
+	if (cli_filter_check(&po))
+		return EXIT_USAGE;
 	if (ro.sort && profile_sort_check(ro.sort, bad, sizeof(bad)) != 0) {
 		cli_error("--sort '%s': unknown or repeated key '%s' (keys: comm, pid, dso, sym)",
 			  ro.sort, bad);

@@ -262,6 +262,26 @@ out:
 	return err;
 }
 
+/*
+ * Whether @opts has sample filters, which folded stacks (no pid, time or CPL) cannot take:
+ * 1 and a line in @errbuf saying so about @path (or the filters' own error), else 0.
+ */
+static int has_filters(const struct profile_options *opts, const char *path, char *errbuf,
+		       size_t errbuf_len)
+{
+	struct sample_filter f;
+	int active;
+
+	if (sample_filter_init(&f, opts, errbuf, errbuf_len))
+		return 1;
+	active = f.active;
+	if (active && errbuf && errbuf_len)
+		snprintf(errbuf, errbuf_len, "%s: folded stacks cannot be filtered (%s): the "
+			 "filters need a recording", path, f.desc);
+	sample_filter_free(&f);
+	return active;
+}
+
 int profile_stacks_load(const char *path, const struct profile_options *opts,
 			struct profile_stacks **out, char *errbuf, size_t errbuf_len)
 {
@@ -288,6 +308,8 @@ int profile_stacks_load(const char *path, const struct profile_options *opts,
 				snprintf(errbuf, errbuf_len, "%s: %s", path, hvp_strerror(err));
 		}
 		profile_free(p);
+	} else if (has_filters(opts, path, errbuf, errbuf_len)) {
+		err = -EINVAL;
 	} else {
 		err = profile_stacks_read_folded(fd, path, out, errbuf, errbuf_len);
 		if (err && err != -EBADMSG && err != -ERANGE && errbuf && errbuf_len)

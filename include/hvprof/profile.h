@@ -636,7 +636,8 @@ int profile_stacks_read_folded(int fd, const char *name, struct profile_stacks *
 /**
  * profile_stacks_load - the stacks of the file at @path: a recording (recognized by its magic:
  * loaded with profile_load() and @opts, then profile_stacks_from_profile()) or else folded
- * text (profile_stacks_read_folded()).
+ * text (profile_stacks_read_folded()); @opts' filters apply to a recording, and a folded
+ * file given filters is refused (-EINVAL: it has no pid, time or CPL).
  * Return: 0; errors of open(2), profile_load() and profile_stacks_read_folded(); @errbuf says
  * which file and what.
  */

@@ -67,6 +67,9 @@ with open(locked_img, "wb") as f:
 lock_holder = open(locked_img, "r+b")
 fcntl.lockf(lock_holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
 nine_disks = [a for _ in range(9) for a in ("--disk", raw_img + ",ro")]
+folded_a = os.path.join(work, "a.folded")
+with open(folded_a, "w") as f:
+    f.write("sh;main 3\n")
 
 # (name, args, expected exit status, text the single error line must contain)
 CASES = [
@@ -111,6 +114,22 @@ CASES = [
     ("newer recording", ["report", "-i", newer], 3, "newer"),
     ("flamegraph of garbage", ["flamegraph", "-i", garbage, "-o", os.path.join(work, "x.svg")],
      3, "bad magic"),
+    # the filters of report, flamegraph, export and diff (cli/filter_opts.c)
+    ("--time END before START", ["report", "--time", "3,1"], 2, "--time '3,1': END before START"),
+    ("--time without a comma", ["flamegraph", "--time", "3"], 2, "--time '3': want START,END"),
+    ("--time not seconds", ["export", "--format", "folded", "--time", "1s,"], 2,
+     "--time '1s,': not a number of seconds"),
+    ("--time both sides empty", ["diff", "--time", ",", "a", "b"], 2, "--time ',': want"),
+    ("--pid not a number", ["report", "--pid", "x"], 2, "--pid 'x': not a number"),
+    ("--pid out of range", ["export", "--format", "folded", "--pid", "1,9999999999"], 2,
+     "--pid '9999999999': out of range"),
+    ("--tid empty item", ["diff", "--tid", "1,,2", "a", "b"], 2,
+     "--tid '1,,2': empty item in the list"),
+    ("--comm empty", ["flamegraph", "--comm", ""], 2, "--comm '': empty list"),
+    ("--kernel-only with --user-only", ["report", "--kernel-only", "--user-only"], 2,
+     "--kernel-only and --user-only exclude each other"),
+    ("diff filters on folded stacks", ["diff", "--comm", "sh", folded_a, folded_a], 3,
+     "folded stacks cannot be filtered (--comm sh): the filters need a recording"),
 ]
 
 for name, args, want_status, want_text in CASES:
@@ -126,6 +145,11 @@ ok = (status == 0 and "damaged" in err and "CRC" in err and "# Samples: 0" in ou
       and "cpu-clock" in out)
 print(f"{'ok' if ok else 'FAIL'}: damaged recording keeps its intact records: exit {status}, "
       f"stderr {err.strip()!r}")
+failures += not ok
+
+status, out, err = run("report", "-i", damaged, "--comm", "sh", "--time", "1.5,")
+ok = status == 0 and "# Filtered: --comm sh --time 1.5,: kept 0 of 0 samples (0.0%)" in out
+print(f"{'ok' if ok else 'FAIL'}: filtered report says what was filtered: exit {status}")
 failures += not ok
 
 print(f"{failures} failure(s)" if failures else "all passed")
