@@ -35,6 +35,10 @@ static const char record_usage[] =
 	"                      registers and 64 bytes of stack (the leaf's return address)\n"
 	"  --bare-exits        benchmarking: exit at the sampling rate and record nothing\n"
 	"                      (the floor that bench/overhead.py compares hvprof with)\n"
+	"  --from WHEN         start sampling at: boot (the first instruction; default),\n"
+	"                      init (when the image's /init starts), workload (when the\n"
+	"                      --run command starts), or SECONDS after the start (e.g. 2.5);\n"
+	"                      until then sampling costs no exits (docs/guest-interface.md)\n"
 	"\nguest options:\n" GUEST_OPTIONS_HELP;
 
 static int sink_sample(void *ctx, const struct hvp_sample *s, const struct hvp_user_regs *r)
@@ -61,6 +65,11 @@ static int sink_user_stack(void *ctx, const struct hvp_user_stack *u,
 static int sink_mapping(void *ctx, const struct hvp_mapping *m)
 {
 	return recfile_write_mapping(ctx, m);
+}
+
+static int sink_event(void *ctx, const struct hvp_event *e)
+{
+	return recfile_write_event(ctx, e);
 }
 
 static int meta_path(struct recfile_writer *w, const char *key, const char *path)
@@ -207,6 +216,10 @@ static int open_output(const char *path, int *fd_out)
 
 struct record_args {
 	const char *output;
+	const char *from;             /* --from as given ("boot" by default) */
+	enum sampler_start start;     /* ... parsed */
+	uint32_t start_event;
+	uint64_t start_after_ns;
 	unsigned long freq;
 	enum sampler_callchain_mode mode;
 	enum sampler_call_graph call_graph;
@@ -246,6 +259,35 @@ static int parse_call_graph(const char *arg, struct record_args *a)
 	return 0;
 }
 
+/* --from boot | init | workload | SECONDS (a decimal number of seconds since the start). */
+static int parse_from(const char *arg, struct record_args *a)
+{
+	double secs;
+	char *end;
+
+	a->from = arg;
+	a->start = SAMPLER_START_EVENT;
+	if (!strcmp(arg, "boot")) {
+		a->start = SAMPLER_START_BOOT;
+	} else if (!strcmp(arg, "init")) {
+		a->start_event = HVP_EVENT_INIT;
+	} else if (!strcmp(arg, "workload")) {
+		a->start_event = HVP_EVENT_WORKLOAD_START;
+	} else {
+		errno = 0;
+		secs = strtod(arg, &end);
+		if (errno || *end || end == arg || !(secs >= 0 && secs <= 1e6) || *arg == '-' ||
+		    *arg == '+') {
+			cli_error("--from '%s': want boot, init, workload or a number of seconds",
+				  arg);
+			return EXIT_USAGE;
+		}
+		a->start = SAMPLER_START_AFTER;
+		a->start_after_ns = (uint64_t)(secs * 1e9 + 0.5);
+	}
+	return 0;
+}
+
 /* Parse the command line into @g and @a. Return: 0; EXIT_USAGE (printed); -1 for --help. */
 static int parse_args(int argc, char **argv, struct guest_opts *g, struct record_args *a)
 {
@@ -255,6 +297,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 					      { "callchain-mode", required_argument, NULL, 'm' },
 					      { "bare-exits", no_argument, NULL, 'B' },
 					      { "call-graph", required_argument, NULL, 'g' + 2000 },
+					      { "from", required_argument, NULL, 'f' + 2000 },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
 	int c;
@@ -286,6 +329,10 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 			if (parse_call_graph(optarg, a) != 0)
 				return EXIT_USAGE;
 			break;
+		case 'f' + 2000:
+			if (parse_from(optarg, a) != 0)
+				return EXIT_USAGE;
+			break;
 		case 'm':
 			if (!strcmp(optarg, "deferred")) {
 				a->mode = SAMPLER_CALLCHAIN_DEFERRED;
@@ -309,6 +356,40 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 		return EXIT_USAGE;
 	}
 	return guest_opts_check(g) != 0 ? EXIT_USAGE : 0;
+}
+
+/*
+ * META sampling_from (docs/recording-format.md) at the start; at the end, when sampling never
+ * started, the warning and the META again saying so (the last one wins).
+ */
+static int write_sampling_from(struct recfile_writer *w, const struct record_args *a, bool end,
+			       const struct sampler *sm, const struct vmm_result *res)
+{
+	char text[128];
+	uint64_t t;
+
+	if (a->start == SAMPLER_START_AFTER)
+		snprintf(text, sizeof(text), "%s s", a->from);
+	else
+		snprintf(text, sizeof(text), "%s", a->from);
+	if (!end)
+		return recfile_write_meta(w, "sampling_from", text);
+	if (sampler_sampling_start(sm, &t) == 0)
+		return 0;
+	if (a->start == SAMPLER_START_AFTER) {
+		fprintf(stderr, "hvprof: warning: --from %s: the run ended after %.1f s, before "
+			"sampling was to start; nothing was sampled\n", a->from,
+			(double)res->runtime_ns / 1e9);
+		snprintf(text, sizeof(text), "%s s (the run ended first: nothing was sampled)",
+			 a->from);
+	} else {
+		fprintf(stderr, "hvprof: warning: --from %s: the guest never signalled %s (its "
+			"init does not speak docs/guest-interface.md events); nothing was sampled\n",
+			a->from, a->start_event == HVP_EVENT_INIT ? "that its init started"
+								   : "the workload start");
+		snprintf(text, sizeof(text), "%s (never signalled: nothing was sampled)", a->from);
+	}
+	return recfile_write_meta(w, "sampling_from", text);
 }
 
 static uint64_t ns_between(const struct timespec *a, const struct timespec *b)
@@ -365,7 +446,7 @@ int cmd_record(int argc, char **argv)
 {
 	/* --call-graph dwarf by default: README "Registers and stack for CFI unwinding" gives the
 	 * measurement (distribution code has no frame pointers) */
-	struct record_args a = { .output = "hvprof.data", .freq = DEFAULT_FREQ,
+	struct record_args a = { .output = "hvprof.data", .freq = DEFAULT_FREQ, .from = "boot",
 				 .mode = SAMPLER_CALLCHAIN_DEFERRED,
 				 .call_graph = SAMPLER_CALL_GRAPH_DWARF,
 				 .stack_size = HVP_USER_STACK_DEFAULT };
@@ -376,7 +457,7 @@ int cmd_record(int argc, char **argv)
 	struct sampler_sink sink;
 	struct guest_opts g;
 	struct guest gs = { 0 };
-	int err, fd = -1, status = EXIT_ERROR;
+	int err, meta_err, fd = -1, status = EXIT_ERROR;
 	struct timespec ts_start, ts_run;
 	char call_graph[32];
 
@@ -401,10 +482,12 @@ int cmd_record(int argc, char **argv)
 
 	sink = (struct sampler_sink){ .sample = sink_sample, .thread = sink_thread,
 				      .process = sink_process, .user_stack = sink_user_stack,
-				      .mapping = sink_mapping, .ctx = w };
+				      .mapping = sink_mapping, .event = sink_event, .ctx = w };
 	scfg = (struct sampler_config){ .sample_hz = (unsigned int)a.freq, .sink = &sink,
 					.callchain_mode = a.mode, .call_graph = a.call_graph,
-					.stack_size = a.stack_size, .bare_exits = a.bare };
+					.stack_size = a.stack_size, .bare_exits = a.bare,
+					.start = a.start, .start_event = a.start_event,
+					.start_after_ns = a.start_after_ns };
 	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0)
 		goto out;
 	if (a.call_graph == SAMPLER_CALL_GRAPH_DWARF)
@@ -412,6 +495,7 @@ int cmd_record(int argc, char **argv)
 	else
 		snprintf(call_graph, sizeof(call_graph), "fp");
 	err = write_meta(w, &g, &gs, (unsigned int)a.freq, call_graph);
+	err = err ?: write_sampling_from(w, &a, false, gs.sampler, NULL);
 	if (!err)
 		err = recfile_writer_flush(w);
 	if (err) {
@@ -433,8 +517,10 @@ int cmd_record(int argc, char **argv)
 	status = cli_outcome(&res);
 
 	sampler_get_counters(gs.sampler, &cnt);
+	meta_err = write_sampling_from(w, &a, true, gs.sampler, &res);
 	err = finish_recording(w, &gs, &res, &cnt, ns_between(&ts_start, &ts_run));
 	w = NULL;
+	err = meta_err ?: err;
 	if (!err && fsync(fd) != 0 && errno != EINVAL)
 		err = -errno;
 	if (err) {

@@ -421,6 +421,13 @@ static int gen_recfile(void)
 	s.cookie = 9, s.cpl = 0, s.flags = 0, s.n_user = 0, s.n_kernel = 1;
 	s.user_stop = HVP_WALK_DEFERRED;
 	err |= recfile_write_sample(w, &s); /* its user stack never comes: lost */
+	{ /* the workload window (docs/recording-format.md, EVENT) */
+		struct hvp_event ev = { .time_ns = 2, .kind = HVP_EVENT_WORKLOAD_START };
+
+		err |= recfile_write_event(w, &ev);
+		ev.time_ns = 6, ev.kind = HVP_EVENT_WORKLOAD_END, ev.value = 3;
+		err |= recfile_write_event(w, &ev);
+	}
 	err |= recfile_write_counter(w, "samples", 3);
 	err |= recfile_write_end(w, HVP_END_SIGNAL, 0);
 	err |= recfile_writer_close(w);

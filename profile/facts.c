@@ -49,6 +49,29 @@ static void __printf(2, 3) facts_add(struct facts *f, const char *fmt, ...)
  * Every counter, in recording order: "Counters: name=value, name=value", over as many such
  * lines as keep each within COUNTERS_WRAP columns (a counter longer than that alone on its line).
  */
+/* The workload's window and a late sampling start, from the EVENT records (docs/guest-interface.md
+ * events; record --from). */
+static void add_window(struct facts *f, const struct profile *p)
+{
+	struct profile_window w;
+
+	if (profile_workload_window(p, &w) != 0) {
+		if (p->window.has_sampling_start)
+			facts_add(f, "Sampling started at %.3f s (record --from); no workload window "
+				  "recorded", (double)p->window.sampling_start_ns / 1e9);
+		return;
+	}
+	if (w.has_end)
+		facts_add(f, "Workload window: %.3f s to %.3f s (exit status %" PRId32 ")",
+			  (double)w.start_ns / 1e9, (double)w.end_ns / 1e9, w.exit_status);
+	else
+		facts_add(f, "Workload window: %.3f s to the end of the recording (no workload end "
+			  "recorded)", (double)w.start_ns / 1e9);
+	if (w.has_sampling_start)
+		facts_add(f, "Sampling started at %.3f s (record --from)",
+			  (double)w.sampling_start_ns / 1e9);
+}
+
 static void add_counters(struct facts *f, const struct profile *p)
 {
 	char *line = NULL; /* the line being filled, owned here */
@@ -193,6 +216,7 @@ int profile_facts(const struct profile *p, struct facts *f)
 		facts_add(f, "End: %s", recfile_end_reason_name(st->end_reason));
 	else
 		facts_add(f, "End: no END record (the recording was cut short)");
+	add_window(f, p);
 	add_counters(f, p);
 	if (p->read_error)
 		facts_add(f, "Damaged recording: kept %" PRIu64 " records, stopped at %s",

@@ -407,6 +407,9 @@ static int on_record(struct loader *ld, const struct recfile_record *rec)
 		return on_mapping(ld, &rec->mapping);
 	case RECFILE_USER_REGS:
 		return 0; /* registers and stack of the record before: for the DWARF unwinder */
+	case RECFILE_EVENT:
+		profile_add_event(p, &rec->event);
+		return 0;
 	case RECFILE_END:
 		p->stats.has_end = 1;
 		p->stats.end_reason = rec->end.reason;

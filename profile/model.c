@@ -200,6 +200,43 @@ int profile_meta_at(const struct profile *p, size_t idx, const char **key, const
 	return 0;
 }
 
+void profile_add_event(struct profile *p, const struct hvp_event *e)
+{
+	struct profile_window *w = &p->window;
+
+	switch (e->kind) {
+	case HVP_EVENT_WORKLOAD_START:
+		if (!p->has_window) {
+			p->has_window = 1;
+			w->start_ns = e->time_ns;
+		}
+		break;
+	case HVP_EVENT_WORKLOAD_END: /* of the workload whose start was seen (a guest may lie) */
+		if (p->has_window && !w->has_end && e->time_ns >= w->start_ns) {
+			w->has_end = 1;
+			w->end_ns = e->time_ns;
+			w->exit_status = e->value;
+		}
+		break;
+	case HVP_EVENT_SAMPLING_START:
+		if (!w->has_sampling_start) {
+			w->has_sampling_start = 1;
+			w->sampling_start_ns = e->time_ns;
+		}
+		break;
+	default: /* init started, and kinds this reader does not know */
+		break;
+	}
+}
+
+int profile_workload_window(const struct profile *p, struct profile_window *out)
+{
+	if (!p || !out || !p->has_window)
+		return -ENOENT;
+	*out = p->window;
+	return 0;
+}
+
 int profile_counter(const struct profile *p, const char *name, uint64_t *value)
 {
 	if (!p || !name)

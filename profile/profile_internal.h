@@ -116,7 +116,12 @@ struct profile {
 	struct profile_stats stats;
 	char *read_error;
 	char *filter_desc;            /* sample_filter.desc of the load's filters, or NULL */
+	struct profile_window window; /* from EVENT records (profile_add_event) */
+	int has_window;               /* a workload start was seen */
 };
+
+/* An EVENT record: the first workload start, the first end after it, the sampling start. */
+void profile_add_event(struct profile *p, const struct hvp_event *e);
 
 /*
  * Intern the frame (@kind, @name, @dso); @resolved: it names a symbol (kept from the first time

@@ -26,6 +26,7 @@
 #define RECFILE_END_FIXED 8
 #define RECFILE_MAPPING_FIXED 84    /* then path_len bytes */
 #define RECFILE_USER_REGS_FIXED 176 /* then stack_len bytes */
+#define RECFILE_EVENT_FIXED 16      /* u64 time_ns, u32 kind, i32 value */
 #define RECFILE_BUILD_ID_MAX 20
 #define RECFILE_EXE_MAX 255         /* bytes of PROCESS exe (hvp_process.exe is 256 with NUL) */
 

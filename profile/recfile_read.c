@@ -425,6 +425,17 @@ static int decode_end(struct recfile_reader *r, const uint8_t *p, size_t plen,
 	return 1;
 }
 
+static int decode_event(struct recfile_reader *r, const uint8_t *p, size_t plen,
+			struct recfile_record *rec)
+{
+	if (plen != RECFILE_EVENT_FIXED)
+		return -EBADMSG;
+	rec->event.time_ns = get_u64(&p);
+	rec->event.kind = get_u32(&p);
+	rec->event.value = (int32_t)get_u32(&p);
+	return 1;
+}
+
 typedef int recfile_decode_fn(struct recfile_reader *r, const uint8_t *p, size_t plen,
 			      struct recfile_record *rec);
 
@@ -438,6 +449,7 @@ static recfile_decode_fn *const decoders[] = {
 	[RECFILE_END] = decode_end,
 	[RECFILE_MAPPING] = decode_mapping,
 	[RECFILE_USER_REGS] = decode_user_regs,
+	[RECFILE_EVENT] = decode_event,
 };
 
 /*
@@ -565,7 +577,7 @@ const char *recfile_type_name(uint32_t type)
 		[RECFILE_THREAD] = "THREAD",   [RECFILE_PROCESS] = "PROCESS",
 		[RECFILE_USER_STACK] = "USER_STACK", [RECFILE_COUNTER] = "COUNTER",
 		[RECFILE_END] = "END",         [RECFILE_MAPPING] = "MAPPING",
-		[RECFILE_USER_REGS] = "USER_REGS",
+		[RECFILE_USER_REGS] = "USER_REGS", [RECFILE_EVENT] = "EVENT",
 	};
 
 	if (type < ARRAY_SIZE(names) && names[type])

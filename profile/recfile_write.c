@@ -443,6 +443,25 @@ int recfile_write_counter(struct recfile_writer *w, const char *name, uint64_t v
 	return err;
 }
 
+int recfile_write_event(struct recfile_writer *w, const struct hvp_event *e)
+{
+	uint8_t *p;
+	int err;
+
+	if (!w || !e)
+		return -EINVAL;
+	pthread_mutex_lock(&w->lock);
+	err = rec_begin(w, RECFILE_EVENT, RECFILE_EVENT_FIXED, &p);
+	if (!err) {
+		put_u64(&p, e->time_ns);
+		put_u32(&p, e->kind);
+		put_u32(&p, (uint32_t)e->value);
+		rec_end(w, p);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return err;
+}
+
 int recfile_write_end(struct recfile_writer *w, enum hvp_end_reason reason, int32_t exit_status)
 {
 	uint8_t *p;

@@ -46,6 +46,7 @@ enum recfile_type {
 	RECFILE_END = 7,
 	RECFILE_MAPPING = 8,
 	RECFILE_USER_REGS = 9,
+	RECFILE_EVENT = 10,
 };
 
 struct recfile_writer;
@@ -137,6 +138,13 @@ int recfile_write_counter(struct recfile_writer *w, const char *name, uint64_t v
 	__must_check;
 
 /**
+ * recfile_write_event - append an EVENT record: a guest event (init, workload start or end) or
+ * hvprof's start of sampling, at @e->time_ns (struct hvp_event). Thread-safe.
+ * Return: 0; -EINVAL; the sticky write error.
+ */
+int recfile_write_event(struct recfile_writer *w, const struct hvp_event *e) __must_check;
+
+/**
  * recfile_write_end - append the END record: how the run ended and the guest's exit status
  * (meaningful for HVP_END_EXIT_DEVICE; 0 otherwise).
  * Return: 0; -EINVAL unknown @reason; the sticky write error.
@@ -198,6 +206,7 @@ struct recfile_record {
 		struct recfile_end end;
 		struct hvp_mapping mapping;
 		struct hvp_user_regs user_regs; /* .stack points into the reader's buffer */
+		struct hvp_event event;
 	};
 };
 
@@ -379,6 +388,29 @@ int profile_meta_at(const struct profile *p, size_t idx, const char **key, const
  * profile_counter - the value of COUNTER @name: 0 and *@value, or -ENOENT.
  */
 int profile_counter(const struct profile *p, const char *name, uint64_t *value) __must_check;
+
+/**
+ * struct profile_window - the workload's window, from the recording's EVENT records: the first
+ * workload start and the first workload end after it (docs/recording-format.md).
+ * @start_ns: ns since the run started. @has_end: the workload end was recorded: @end_ns and
+ * the command's @exit_status; else the window runs to the end of the recording.
+ * @has_sampling_start/@sampling_start_ns: sampling started late (record --from), at that time.
+ */
+struct profile_window {
+	uint64_t start_ns;
+	int has_end;
+	uint64_t end_ns;
+	int32_t exit_status;
+	int has_sampling_start;
+	uint64_t sampling_start_ns;
+};
+
+/**
+ * profile_workload_window - the workload's window of @p (filled in by profile_load()).
+ * Return: 0 and *@out; -ENOENT the recording has no workload start (an image whose init writes
+ * no events, or a recording made before EVENT records).
+ */
+int profile_workload_window(const struct profile *p, struct profile_window *out) __must_check;
 
 /**
  * struct profile_stats - what loading found.

@@ -58,6 +58,12 @@ static int write_all_types(int fd)
 		err = recfile_write_user_stack(w, &u);
 	if (!err)
 		err = recfile_write_counter(w, "samples_dropped", 0xfedcba9876543210ULL);
+	if (!err) {
+		struct hvp_event ev = { .time_ns = 16789000000ull, .kind = HVP_EVENT_WORKLOAD_END,
+					.value = 42 };
+
+		err = recfile_write_event(w, &ev);
+	}
 	if (!err)
 		err = recfile_write_end(w, HVP_END_EXIT_DEVICE, -3);
 	if (!err) {
@@ -72,7 +78,7 @@ out:
 	return err;
 }
 
-#define N_ALL_TYPES 8
+#define N_ALL_TYPES 9
 
 static int test_round_trip(void)
 {
@@ -151,6 +157,13 @@ static int test_round_trip(void)
 	ASSERT_EQ_INT(rec->type, RECFILE_COUNTER);
 	ASSERT_EQ_STR(rec->counter.name, "samples_dropped");
 	ASSERT_EQ_U64(rec->counter.value, 0xfedcba9876543210ULL);
+
+	ASSERT_EQ_INT(recfile_reader_next(r, rec), 1);
+	ASSERT_EQ_INT(rec->type, RECFILE_EVENT);
+	ASSERT_EQ_U64(rec->event.time_ns, 16789000000ull);
+	ASSERT_EQ_INT(rec->event.kind, HVP_EVENT_WORKLOAD_END);
+	ASSERT_EQ_INT(rec->event.value, 42);
+	ASSERT_EQ_STR(recfile_type_name(RECFILE_EVENT), "EVENT");
 
 	ASSERT_EQ_INT(recfile_reader_next(r, rec), 1);
 	ASSERT_EQ_INT(rec->type, RECFILE_END);
@@ -246,6 +259,8 @@ static const struct damage_case damage_cases[] = {
 	  "malformed SAMPLE record" },
 	{ "THREAD with a wrong size", EDIT_SET_U32_CRC, 3, 4, 12 + 44 - 4, 0, 3,
 	  "malformed THREAD record" },
+	{ "EVENT with a wrong size", EDIT_SET_U32_CRC, 7, 4, 12 + 16 - 4, 0, 7,
+	  "malformed EVENT record" },
 	{ "bad magic", EDIT_FLIP, -1, 0, 0, -EBADMSG, 0, "bad magic" },
 	{ "future version", EDIT_SET_U32, -1, 8, RECFILE_VERSION + 1, -ENOTSUP, 0,
 	  "newer than this hvprof reads" },
