@@ -14,7 +14,7 @@ def read(path):
     header_size = struct.unpack_from("<I", data, 12)[0]
     off = header_size
     out = {"samples": [], "user_stacks": {}, "counters": {}, "meta": {}, "threads": {},
-           "mappings": [], "user_regs": []}
+           "mappings": [], "user_regs": [], "events": []}
     prev = None  # (type, record dict) of the record before, for USER_REGS
     while off + 12 <= len(data):
         rtype, size = struct.unpack_from("<II", data, off)
@@ -63,9 +63,27 @@ def read(path):
             out["mappings"].append(dict(tgid=tgid, index=index, count=count, start=start,
                                         end=end, pgoff=pgoff, ino=ino, dev=dev, prot=prot,
                                         build_id=build_id, path=path))
+        elif rtype == 10:
+            # EVENT: kind 1 init, 2 workload start, 3 workload end (value: status), 256
+            # sampling started (record --from)
+            t, kind, value = struct.unpack_from("<QIi", data, p)
+            out["events"].append(dict(t=t, kind=kind, value=value))
         elif rtype == 6:
             value, nl = struct.unpack_from("<QI", data, p)
             out["counters"][data[p + 12:p + 12 + nl].decode()] = value
         prev = (rtype, cur)
         off += size
     return out
+
+
+EVENT_INIT, EVENT_WORKLOAD_START, EVENT_WORKLOAD_END, EVENT_SAMPLING_START = 1, 2, 3, 256
+
+
+def workload_window(rec):
+    """(start_ns, end_ns or None, status or None) of the first workload window, or None."""
+    start = next((e["t"] for e in rec["events"] if e["kind"] == EVENT_WORKLOAD_START), None)
+    if start is None:
+        return None
+    end = next((e for e in rec["events"]
+                if e["kind"] == EVENT_WORKLOAD_END and e["t"] >= start), None)
+    return (start, end["t"] if end else None, end["value"] if end else None)

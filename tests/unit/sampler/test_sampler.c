@@ -539,6 +539,89 @@ static int test_user_regs_bad_size(void)
 	return TEST_OK;
 }
 
+/* ---------------------------------------------------------------- when sampling starts */
+
+static struct hvp_event events_seen[8];
+static int n_events_seen;
+
+static int sink_event_cb(void *ctx, const struct hvp_event *e)
+{
+	(void)ctx;
+	if (n_events_seen < 8)
+		events_seen[n_events_seen] = *e;
+	n_events_seen++;
+	return 0;
+}
+
+/* record --from: boot starts at once; an event or a time starts once (the first caller wins,
+ * with one SAMPLING_START event); a bad start event is refused. */
+static int test_sampling_start(void)
+{
+	struct sampler_sink esink = sink;
+	struct fakekernel fk;
+	struct sampler_config cfg = { .sample_hz = 1000, .sink = &esink,
+				      .start = SAMPLER_START_EVENT,
+				      .start_event = HVP_EVENT_WORKLOAD_START };
+	struct sampler_counters c;
+	struct sampler *s = NULL;
+	uint64_t t = 99;
+
+	esink.event = sink_event_cb;
+	n_events_seen = 0;
+	ASSERT_EQ_INT(fakekernel_init(&fk, 4), 0);
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), 0);
+	ASSERT_EQ_INT(sampler_sampling_start(s, &t), -ENODATA);
+	sampler_hook_tick(s, 5000000000ull); /* not a timed start: nothing */
+	ASSERT_EQ_INT(sampler_sampling_start(s, &t), -ENODATA);
+	sampler_catch_up(&s->vcpus[0]); /* not started, no counter: nothing */
+	ASSERT_TRUE(!s->vcpus[0].counting);
+	sampler_begin(s, NULL, 12345);
+	sampler_begin(s, NULL, 99999); /* a second start is ignored */
+	ASSERT_EQ_INT(sampler_sampling_start(s, &t), 0);
+	ASSERT_EQ_U64(t, 12345);
+	ASSERT_EQ_INT(n_events_seen, 1);
+	ASSERT_EQ_INT(events_seen[0].kind, HVP_EVENT_SAMPLING_START);
+	ASSERT_EQ_U64(events_seen[0].time_ns, 12345);
+	sampler_get_counters(s, &c);
+	ASSERT_EQ_U64(c.events, 1);
+	sampler_destroy(s);
+
+	/* SECONDS: the monitor's tick starts it once the time has come */
+	cfg.start = SAMPLER_START_AFTER;
+	cfg.start_after_ns = 2000000000ull;
+	n_events_seen = 0;
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), 0);
+	sampler_hook_tick(s, 1990000000ull);
+	ASSERT_EQ_INT(sampler_sampling_start(s, &t), -ENODATA);
+	sampler_hook_tick(s, 2010000000ull);
+	sampler_hook_tick(s, 2030000000ull);
+	ASSERT_EQ_INT(sampler_sampling_start(s, &t), 0);
+	ASSERT_EQ_U64(t, 2010000000ull);
+	ASSERT_EQ_INT(n_events_seen, 1);
+	sampler_destroy(s);
+
+	/* boot (and 0 seconds): from the first instruction, no SAMPLING_START event */
+	cfg.start_after_ns = 0;
+	n_events_seen = 0;
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), 0);
+	ASSERT_EQ_INT(sampler_sampling_start(s, &t), 0);
+	ASSERT_EQ_U64(t, 0);
+	sampler_destroy(s);
+	cfg.start = SAMPLER_START_BOOT;
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), 0);
+	ASSERT_EQ_INT(sampler_sampling_start(s, &t), 0);
+	ASSERT_EQ_INT(n_events_seen, 0);
+	sampler_destroy(s);
+
+	cfg.start = SAMPLER_START_EVENT;
+	cfg.start_event = 0;
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), -EINVAL);
+	cfg.start_event = 256; /* hvprof's own kind, not a guest event */
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), -EINVAL);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
 /* ---------------------------------------------------------------- trap decisions */
 
 struct trap_row {
@@ -589,6 +672,7 @@ static int test_trap_decide(void)
 }
 
 static const struct test_case tests[] = {
+	{ "record --from: boot, an event, SECONDS; started once", test_sampling_start },
 	{ "marks: take, reuse within one stay, resolve on another vCPU", test_mark_reuse_resolve },
 	{ "marks: other user registers end a mark with its saved walk", test_stale_registers },
 	{ "marks: expiry from entry registers, a reused pid is lost", test_expire_from_pt_regs },
