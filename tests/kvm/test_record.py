@@ -143,6 +143,26 @@ if ur:
           f"of VMM time each ({cnt.get('user_stack_short', 0)} short, "
           f"{cnt.get('user_stack_refused', 0)} refused)")
 
+# The workload window (docs/guest-interface.md events, EVENT records), also with --from boot.
+ev = raw.get("events", [])
+kinds = [e["kind"] for e in ev]
+check("EVENT records: init, workload start, workload end (status 0), in time order",
+      kinds == [hvprec.EVENT_INIT, hvprec.EVENT_WORKLOAD_START, hvprec.EVENT_WORKLOAD_END]
+      and [e["t"] for e in ev] == sorted(e["t"] for e in ev) and ev[-1]["value"] == 0,
+      str(ev))
+check("META sampling_from is boot", raw["meta"].get("sampling_from") == "boot",
+      raw["meta"].get("sampling_from"))
+win = hvprec.workload_window(raw)
+demo_pids = {p for p, t in raw["threads"].items() if t["comm"] in ("hvprof-demo", "mybench")}
+demo_t = [s["t"] for s in raw["samples"] if s["pid"] in demo_pids]
+check("every sample of the workload's programs lies in the window",
+      win and win[1] and demo_t and win[0] <= min(demo_t) and max(demo_t) <= win[1],
+      f"window {win}, samples {min(demo_t) if demo_t else '-'}..{max(demo_t) if demo_t else '-'}")
+wl = re.search(r"^# Workload window: ([\d.]+) s to ([\d.]+) s \(exit status 0\)$", rep, re.M)
+check("report prints the workload window",
+      wl is not None and win and abs(float(wl.group(1)) - win[0] / 1e9) < 0.001,
+      wl.group(0) if wl else "no line")
+
 svg = os.path.join(work, "demo.svg")
 code, out, err = hv("flamegraph", "-i", data, "-o", svg)
 body = open(svg, encoding="utf-8").read() if os.path.exists(svg) else ""
