@@ -58,7 +58,8 @@ static inline void put_u64(uint8_t **p, uint64_t v)
 
 static inline void put_bytes(uint8_t **p, const void *src, size_t len)
 {
-	memcpy(*p, src, len);
+	if (len) /* src may be NULL for 0 bytes (a USER_REGS without stack); memcpy may not */
+		memcpy(*p, src, len);
 	*p += len;
 }
 
