@@ -591,6 +591,7 @@ const char *recfile_end_reason_name(uint32_t reason)
 		[HVP_END_EXIT_DEVICE] = "guest exit", [HVP_END_RESET] = "guest reset",
 		[HVP_END_SHUTDOWN] = "triple fault",  [HVP_END_DURATION] = "duration elapsed",
 		[HVP_END_SIGNAL] = "signal",          [HVP_END_ERROR] = "error",
+		[HVP_END_DETACHED] = "detached",
 	};
 
 	if (reason < ARRAY_SIZE(names) && names[reason])

@@ -467,7 +467,7 @@ int recfile_write_end(struct recfile_writer *w, enum hvp_end_reason reason, int3
 	uint8_t *p;
 	int err;
 
-	if (!w || reason < HVP_END_EXIT_DEVICE || reason > HVP_END_ERROR)
+	if (!w || reason < HVP_END_EXIT_DEVICE || reason > HVP_END_DETACHED)
 		return -EINVAL;
 
 	pthread_mutex_lock(&w->lock);

@@ -98,6 +98,7 @@ int counter_open_vcpu(struct sampler *s, struct svcpu *sv)
 	}
 	sv->perf_fd = fd; /* disabled until counter_enable_vcpu (record --from) */
 	sv->counting = false;
+	sv->hz_applied = s->cfg.sample_hz;
 	return 0;
 }
 
@@ -113,6 +114,42 @@ int counter_enable_vcpu(struct svcpu *sv)
 		return err;
 	}
 	sv->counting = true;
+	return 0;
+}
+
+int counter_disable_vcpu(struct svcpu *sv)
+{
+	int err;
+
+	if (sv->perf_fd < 0 || !sv->counting)
+		return 0;
+	if (ioctl(sv->perf_fd, PERF_EVENT_IOC_DISABLE, 0) < 0) {
+		err = -errno;
+		pr_err("vCPU %u: PERF_EVENT_IOC_DISABLE: %s", sv->index, hvp_strerror(err));
+		return err;
+	}
+	sv->counting = false;
+	return 0;
+}
+
+/* PERF_EVENT_IOC_PERIOD sets sample_freq of a frequency event (cycles) and sample_period of
+ * the others (cpu-clock: ns of thread CPU time), as counter_attr does (perf_event_open(2)). */
+int counter_set_rate(struct svcpu *sv, unsigned int hz)
+{
+	struct sampler *s = sv->s;
+	uint64_t value;
+	int err;
+
+	if (sv->perf_fd < 0 || !hz)
+		return 0;
+	value = s->counter == SAMPLER_COUNTER_CYCLES ? hz : 1000000000ull / hz;
+	if (ioctl(sv->perf_fd, PERF_EVENT_IOC_PERIOD, &value) < 0) {
+		err = -errno;
+		pr_err("vCPU %u: PERF_EVENT_IOC_PERIOD %llu: %s", sv->index,
+		       (unsigned long long)value, hvp_strerror(err));
+		return err;
+	}
+	sv->hz_applied = hz;
 	return 0;
 }
 

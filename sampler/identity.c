@@ -44,6 +44,16 @@ int ident_cache_create(struct sampler *s)
 	return 0;
 }
 
+void ident_cache_reset(struct sampler *s)
+{
+	pthread_mutex_lock(&s->ident_lock);
+	for (int i = 0; i < IDENT_SLOTS; i++) {
+		s->ident->threads[i].pid = -1;
+		s->ident->procs[i].tgid = -1;
+	}
+	pthread_mutex_unlock(&s->ident_lock);
+}
+
 void ident_cache_destroy(struct sampler *s)
 {
 	if (s->ident)

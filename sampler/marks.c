@@ -271,3 +271,17 @@ void marks_flush(struct svcpu *sv)
 		resolve_from_entry(sv, &copy);
 	}
 }
+
+unsigned int marks_drop_all(struct marks *m)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&m->lock);
+	n = m->n_used;
+	for (unsigned int i = 0; i < MARKS_MAX; i++)
+		m->slot[i].used = false;
+	m->n_used = 0;
+	atomic_store(&m->pending, 0);
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}

@@ -76,8 +76,9 @@ static int hook_vcpu_start(void *ctx, struct vmm_vcpu *v)
 		return -EINVAL;
 	sv->v = v;
 	err = counter_open_vcpu(s, sv);
-	if (!err && atomic_load(&s->sampling_start))
-		err = counter_enable_vcpu(sv);
+	err = err ?: sampler_sync_vcpu(sv); /* enabled when sampling has started */
+	if (!err)
+		atomic_store(&sv->running, true);
 	return err;
 }
 
@@ -87,6 +88,7 @@ static void hook_vcpu_stop(void *ctx, struct vmm_vcpu *v)
 
 	if (!sv)
 		return;
+	atomic_store(&sv->running, false); /* a detach no longer waits for this vCPU */
 	counter_close_vcpu(sv);
 	sv->c.tcache_hits = sv->tcache.hits;
 	sv->c.tcache_misses = sv->tcache.misses;
@@ -99,6 +101,9 @@ static int hook_overflow(void *ctx, struct vmm_vcpu *v)
 
 	if (!sv)
 		return 0;
+	sampler_catch_up(sv); /* a kick that came with the overflow (a detach) is applied here */
+	if (!atomic_load(&s->sampling_start))
+		return 0; /* an overflow that was pending when a detach disabled the counter */
 	if (s->cfg.bare_exits) {
 		sv->c.samples++; /* an exit at the sampling rate, nothing more */
 		return 0;
@@ -190,7 +195,8 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 	int err;
 
 	if (!cfg || !mem || !out || !n_vcpus || (cfg->sample_hz && (!cfg->sink || !gi)) ||
-	    cfg->start > SAMPLER_START_AFTER ||
+	    cfg->start > SAMPLER_START_ATTACH ||
+	    (cfg->start == SAMPLER_START_ATTACH && !cfg->sample_hz) ||
 	    (cfg->start == SAMPLER_START_EVENT && (cfg->start_event < 1 || cfg->start_event > 255)))
 		return -EINVAL;
 	if (cfg->call_graph == SAMPLER_CALL_GRAPH_DWARF)
@@ -206,6 +212,7 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 	s->maxphyaddr = maxphyaddr;
 	s->callchain = cfg->callchain_mode;
 	s->ustack_size = ustack_size;
+	atomic_store(&s->hz, cfg->sample_hz);
 	marks_init(&s->marks, cfg->mark_timeout_ns ? cfg->mark_timeout_ns : 100000000ull);
 	if (cfg->start == SAMPLER_START_BOOT ||
 	    (cfg->start == SAMPLER_START_AFTER && !cfg->start_after_ns))
@@ -221,8 +228,12 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 		s->vcpus[i].s = s;
 		s->vcpus[i].index = i;
 		s->vcpus[i].perf_fd = -1;
-		s->vcpus[i].sample_stack = malloc(s->ustack_size);
-		s->vcpus[i].ustack_stack = malloc(s->ustack_size);
+		/* an attach window chooses its stack size later: buffers for the largest */
+		size_t stack_buf = cfg->start == SAMPLER_START_ATTACH ? HVP_USER_STACK_MAX
+								      : s->ustack_size;
+
+		s->vcpus[i].sample_stack = malloc(stack_buf);
+		s->vcpus[i].ustack_stack = malloc(stack_buf);
 		if (!s->vcpus[i].sample_stack || !s->vcpus[i].ustack_stack) {
 			sampler_destroy(s);
 			return -ENOMEM;
@@ -311,6 +322,8 @@ void sampler_get_counters(const struct sampler *s, struct sampler_counters *out)
 	if (s) { /* counted on any thread, not per vCPU */
 		out->events = atomic_load(&((struct sampler *)s)->events);
 		out->events_dropped = atomic_load(&((struct sampler *)s)->events_dropped);
+		out->marks_dropped_detach =
+			atomic_load(&((struct sampler *)s)->marks_dropped_detach);
 	}
 }
 

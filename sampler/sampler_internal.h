@@ -27,6 +27,9 @@ struct svcpu {
 	unsigned int index;
 	int perf_fd;
 	bool counting;          /* perf_fd is enabled (start.c: only this vCPU's thread enables it) */
+	unsigned int hz_applied; /* the rate perf_fd samples at (attach windows may change it) */
+	atomic_uint seen_epoch; /* the last s->epoch this vCPU's thread applied (attach.c) */
+	atomic_bool running;    /* between vcpu_start and vcpu_stop */
 	uint64_t percpu_base;   /* per-CPU base (kernel GS) seen on this vCPU, 0 until known */
 	uint64_t kaslr_poll_ns; /* last MSR_LSTAR look from an I/O exit (kwatch.c) */
 	struct sampler_counters c;
@@ -115,6 +118,9 @@ void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid,
 void marks_expire(struct svcpu *sv, uint64_t now_ns);
 /* At the end of the run: resolve every pending mark. */
 void marks_flush(struct svcpu *sv);
+/* Drop every pending mark without resolving it (a detach); on_last is not called. Return: how
+ * many. */
+unsigned int marks_drop_all(struct marks *m);
 
 /* ---------------------------------------------------------------- return-to-user traps (trap.c) */
 
@@ -176,6 +182,12 @@ struct sampler {
 	atomic_uint_fast64_t sampling_start;
 	atomic_uint_fast64_t events, events_dropped; /* EVENT records (any thread: not per vCPU) */
 	atomic_uint guest_events_seen;
+	/* attach windows (attach.c, SAMPLER_START_ATTACH): bumped after every change of
+	 * sampling_start, acknowledged by each vCPU thread in seen_epoch once applied */
+	atomic_uint epoch;
+	atomic_bool window_open;
+	atomic_uint hz;            /* the sampling rate of the window (cfg.sample_hz otherwise) */
+	atomic_uint_fast64_t marks_dropped_detach;
 	/* identity caches (thread/process records are emitted once per change) */
 	pthread_mutex_t ident_lock;
 	struct ident_cache *ident;
@@ -251,6 +263,8 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 /* identity.c */
 int ident_cache_create(struct sampler *s) __must_check;
 void ident_cache_destroy(struct sampler *s);
+/* Forget every identity seen (a new attach window: its recording gets its own records). */
+void ident_cache_reset(struct sampler *s);
 /* Emit THREAD (and PROCESS) records when this identity was not seen before. */
 void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		   const struct gi_paging *pg);
@@ -259,11 +273,21 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 int counter_probe(struct sampler *s) __must_check;
 int counter_open_vcpu(struct sampler *s, struct svcpu *sv) __must_check;
 int counter_enable_vcpu(struct svcpu *sv) __must_check;
+/* Disable this vCPU's counter (its own thread; a detach). Return: 0; -errno of the ioctl. */
+int counter_disable_vcpu(struct svcpu *sv) __must_check;
+/* Make the (disabled) counter sample at @hz per second (its own thread). Return: 0; -errno. */
+int counter_set_rate(struct svcpu *sv, unsigned int hz) __must_check;
 void counter_close_vcpu(struct svcpu *sv);
 
 /* start.c: when sampling starts (record --from) */
 #define SAMPLER_MAX_EVENTS 4096 /* EVENT records of guest events kept (the guest writes them) */
-/* Enable this vCPU's counter if sampling has started and it is not counting yet (its thread). */
+/*
+ * Make this vCPU's counter follow sampling_start on its own thread: enabled (at the window's
+ * rate) once sampling started, disabled once it stopped (a detach); then acknowledge the epoch.
+ * Return: 0; -errno of the counter's ioctl.
+ */
+int sampler_sync_vcpu(struct svcpu *sv) __must_check;
+/* sampler_sync_vcpu, ending the run on a failure. */
 void sampler_catch_up(struct svcpu *sv);
 /* Start sampling now (first caller wins): from @self's thread (NULL: the monitor's). */
 void sampler_begin(struct sampler *s, struct svcpu *self, uint64_t time_ns);

@@ -11,6 +11,8 @@
 // decider sends (vmm_kick: the vmm_hooks kick hook), or at their next I/O exit or guest event.
 // A kick sent while a vCPU is outside KVM_RUN stays pending and ends its next KVM_RUN at once,
 // and a vCPU thread that starts later enables its counter in vcpu_start: none is left behind.
+// Attach windows (attach.c) reuse this: sampling_start goes back to 0 at a detach, and the same
+// kicks make each vCPU disable its own counter.
 #define pr_fmt(fmt) "sampler: start: " fmt
 #include <errno.h>
 
@@ -44,12 +46,30 @@ static void event_record(struct sampler *s, uint32_t kind, int32_t value, uint64
 	atomic_fetch_add(&s->events, 1);
 }
 
+int sampler_sync_vcpu(struct svcpu *sv)
+{
+	struct sampler *s = sv->s;
+	/* the epoch first: a vCPU that saw the new epoch sees the sampling_start set before it */
+	unsigned int epoch = atomic_load(&s->epoch), hz;
+	bool on = atomic_load(&s->sampling_start) != 0;
+	int err = 0;
+
+	if (on && !sv->counting && sv->perf_fd >= 0) {
+		hz = atomic_load(&s->hz);
+		if (hz != sv->hz_applied)
+			err = counter_set_rate(sv, hz);
+		err = err ?: counter_enable_vcpu(sv);
+	} else if (!on && sv->counting) {
+		err = counter_disable_vcpu(sv);
+	}
+	atomic_store(&sv->seen_epoch, epoch);
+	return err;
+}
+
 void sampler_catch_up(struct svcpu *sv)
 {
-	if (sv->counting || sv->perf_fd < 0 || !atomic_load(&sv->s->sampling_start))
-		return;
-	if (counter_enable_vcpu(sv) != 0)
-		sampler_fail(sv->s, "a vCPU's sampling counter could not be enabled");
+	if (sampler_sync_vcpu(sv) != 0)
+		sampler_fail(sv->s, "a vCPU's sampling counter could not be enabled or disabled");
 }
 
 void sampler_begin(struct sampler *s, struct svcpu *self, uint64_t time_ns)

@@ -43,6 +43,7 @@ static const unsigned long allowed_ioctls[] = {
 	KVM_GET_MSRS, KVM_SET_GUEST_DEBUG, KVM_GET_VCPU_EVENTS, KVM_SET_VCPU_EVENTS,
 	KVM_IRQ_LINE, KVM_IRQ_LINE_STATUS, KVM_SIGNAL_MSI, KVM_IRQFD, KVM_IOEVENTFD,
 	PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE,
+	PERF_EVENT_IOC_PERIOD, /* an attach window's sampling rate (sampler/attach.c) */
 };
 
 int vmm_seccomp_confine(void)

@@ -213,6 +213,7 @@ enum hvp_end_reason {
 	HVP_END_DURATION = 4,    /* --duration elapsed */
 	HVP_END_SIGNAL = 5,      /* SIGINT/SIGTERM to hvprof */
 	HVP_END_ERROR = 6,       /* an exit hvprof does not handle, or an internal error */
+	HVP_END_DETACHED = 7,    /* record --attach detached; the guest runs on (recordings only) */
 };
 
 #ifdef __cplusplus

@@ -48,6 +48,8 @@ enum sampler_start {
 	SAMPLER_START_BOOT = 0,  /* at the first instruction */
 	SAMPLER_START_EVENT = 1, /* at the guest event start_event (enum hvp_event_kind 1..255) */
 	SAMPLER_START_AFTER = 2, /* start_after_ns after the run started (20 ms resolution) */
+	SAMPLER_START_ATTACH = 3, /* only between sampler_attach() and sampler_detach() (`run
+				   * --control`: docs/control-protocol.md) */
 };
 
 /* Sampling counter actually used (probed at start-up). */
@@ -145,7 +147,8 @@ struct sampler_config {
 	X(user_stack_not_copied) /* walks saved at the mark (exit, exec): registers, no stack */ \
 	X(user_stack_copy_ns)   /* host ns spent copying user stacks */                         \
 	X(events)               /* EVENT records written (guest events, sampling start) */      \
-	X(events_dropped)       /* guest events past SAMPLER_MAX_EVENTS, or the sink failed */
+	X(events_dropped)       /* guest events past SAMPLER_MAX_EVENTS, or the sink failed */ \
+	X(marks_dropped_detach) /* marks pending at a detach: dropped, no USER_STACK record */
 
 /** struct sampler_counters - what the sampler counted, summed over the vCPUs. */
 struct sampler_counters {
@@ -193,6 +196,53 @@ const char *sampler_strategy(const struct sampler *s);
  * first; -EINVAL. Any thread.
  */
 int sampler_sampling_start(const struct sampler *s, uint64_t *time_ns) __must_check;
+
+/**
+ * struct sampler_window - what one attached window samples (SAMPLER_START_ATTACH samplers).
+ * @sample_hz: samples per second per vCPU (1..100000). @call_graph/@stack_size: as in struct
+ * sampler_config (@stack_size 0: 8192).
+ */
+struct sampler_window {
+	unsigned int sample_hz;
+	enum sampler_call_graph call_graph;
+	uint32_t stack_size;
+};
+
+/**
+ * sampler_attach - start a sampling window on a sampler created with SAMPLER_START_ATTACH
+ * (counters open and disabled since each vCPU started): the identity caches are emptied (the
+ * new recording gets its own THREAD/PROCESS records), @w applied, and every vCPU enables its
+ * counter at its next exit (the others are kicked), as for a late start (start.c). The sink
+ * must be ready before the call. Not on a vCPU thread; one caller at a time (the control
+ * thread). Return: 0; -EINVAL not an attach sampler, or a bad @w; -EBUSY a window is open;
+ * -ENODATA no kernel symbols (nothing to sample with).
+ */
+int sampler_attach(struct sampler *s, const struct sampler_window *w) __must_check;
+
+/**
+ * struct sampler_detach_info - what a detach did.
+ * @marks_dropped: pending marks dropped (their samples keep their kernel part; also counted in
+ *   marks_dropped_detach). @vcpus_late: vCPUs that had not disabled their counter within the
+ *   timeout (0 normally; such a vCPU disables it at its next exit, and its overflows meanwhile
+ *   are ignored).
+ */
+struct sampler_detach_info {
+	unsigned int marks_dropped;
+	unsigned int vcpus_late;
+};
+
+/**
+ * sampler_detach - end the window: sampling stops (overflows from now on are ignored), every
+ * running vCPU disables its counter on its own thread (kicked; waited for up to @timeout_ns),
+ * then the pending marks are dropped and counted and the return-to-user breakpoints disarmed
+ * on every vCPU (kicked again: none enters the guest with them armed). After it returns no
+ * sampler record is sent to the sink except EVENT records of guest events (the sink drops
+ * them). Same thread rules as sampler_attach. Return: 0 and *@out (may be NULL); -EINVAL;
+ * -EALREADY no window is open; -ETIMEDOUT a vCPU did not answer (*@out says how many; the rest
+ * was done).
+ */
+int sampler_detach(struct sampler *s, uint64_t timeout_ns, struct sampler_detach_info *out)
+	__must_check;
 
 /** sampler_first_user_ns - ns from the run's start to the first CPL3 sample (0: none seen). */
 uint64_t sampler_first_user_ns(const struct sampler *s);

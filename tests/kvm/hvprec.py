@@ -68,6 +68,9 @@ def read(path):
             # sampling started (record --from)
             t, kind, value = struct.unpack_from("<QIi", data, p)
             out["events"].append(dict(t=t, kind=kind, value=value))
+        elif rtype == 7:
+            # END: reason (7 detached), the guest's exit status
+            out["end"] = struct.unpack_from("<Ii", data, p)
         elif rtype == 6:
             value, nl = struct.unpack_from("<QI", data, p)
             out["counters"][data[p + 12:p + 12 + nl].decode()] = value
