@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// hvprof diff: compare two stack sets on normalized shares (each side over its own total), per
-// function (self and total) and per stack, keeping only changes that are large enough, backed
-// by enough samples, and beyond sampling noise (a two-proportion z test).
+// hvprof diff: compare the stack sets of BASE and NEW runs on normalized shares (each run over
+// its own total), per function (self and total) and per stack, keeping only changes that are
+// large enough, backed by enough samples, and beyond sampling and run-to-run noise
+// (diff_stats.c).
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -9,57 +10,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "profile_internal.h"
-
-struct profile_diff {
-	struct profile_diff_entry *reg, *imp;
-	size_t n_reg, n_imp, cap_reg, cap_imp;
-	char **names; /* owned names of the entries */
-	size_t n_names, cap_names;
-	uint64_t base_total, new_total;
-	size_t base_stacks, new_stacks;
-	uint64_t min_samples;
-	double threshold;
-	double z_crit;   /* the |z| an entry needs (diff_z_crit() of the entries tested) */
-	size_t tested;   /* entries with enough samples, i.e. tested against noise */
-	unsigned int max_rows;
-};
-
-double diff_z_crit(size_t tested)
-{
-	/*
-	 * Bonferroni: with @tested entries, each is tested at two-sided level 1% / @tested, so the
-	 * chance that any unchanged entry is reported is at most 1%; never below
-	 * PROFILE_DIFF_Z. Solve erfc(z / sqrt 2) = 0.01 / tested by bisection (erfc decreases).
-	 */
-	double target = 0.01 / (double)(tested ? tested : 1), lo = 0, hi = 40;
-
-	for (int i = 0; i < 200; i++) {
-		double mid = (lo + hi) / 2;
-
-		if (erfc(mid / sqrt(2.0)) > target)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return hi > PROFILE_DIFF_Z ? hi : PROFILE_DIFF_Z;
-}
+#include "diff_internal.h"
 
 /*
- * Joint tables: one key space for both sides (names interned once); the seqtab's count holds
- * the BASE samples and its period the NEW samples.
+ * Joint tables: one key space for every run (names interned once); the seqtab's count holds
+ * the pooled BASE samples and its period the pooled NEW samples, and runs[] each entry's
+ * samples per run (n_runs per entry, BASE runs first).
  */
+struct joint_table {
+	struct seqtab t;
+	uint64_t *runs;
+	size_t cap_entries;
+};
+
 struct joint {
 	struct strpool names;
-	struct seqtab self, total, stacks;
+	struct joint_table self, total, stacks;
+	size_t n_runs;
 };
 
 static void joint_free(struct joint *j)
 {
+	struct joint_table *tabs[] = { &j->self, &j->total, &j->stacks };
+
 	strpool_free(&j->names);
-	seqtab_free(&j->self);
-	seqtab_free(&j->total);
-	seqtab_free(&j->stacks);
+	for (size_t i = 0; i < 3; i++) {
+		seqtab_free(&tabs[i]->t);
+		free(tabs[i]->runs);
+	}
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -69,7 +47,36 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int joint_add(struct joint *j, const struct profile_stacks *s, int is_new)
+/* Add @c samples of run @run (BASE when @run < @n_base) to the entry of key @ids. */
+static int table_add(struct joint_table *jt, const struct joint *j, size_t n_base,
+		     const uint64_t *ids, uint32_t len, size_t run, uint64_t c)
+{
+	size_t idx;
+	int err;
+
+	err = seqtab_add(&jt->t, ids, len, run < n_base ? c : 0, run < n_base ? 0 : c, &idx);
+	if (err)
+		return err;
+	if (idx >= jt->cap_entries) {
+		size_t cap = jt->cap_entries ? 2 * jt->cap_entries : 256;
+		uint64_t *nr;
+
+		while (cap <= idx)
+			cap *= 2;
+		nr = realloc(jt->runs, cap * j->n_runs * sizeof(*nr));
+		if (!nr)
+			return -ENOMEM;
+		memset(nr + jt->cap_entries * j->n_runs, 0,
+		       (cap - jt->cap_entries) * j->n_runs * sizeof(*nr));
+		jt->runs = nr;
+		jt->cap_entries = cap;
+	}
+	/* SAFETY: idx < cap_entries and run < n_runs, the array's dimensions. */
+	jt->runs[idx * j->n_runs + run] += c;
+	return 0;
+}
+
+static int joint_add(struct joint *j, const struct profile_stacks *s, size_t run, size_t n_base)
 {
 	uint64_t *ids = NULL, *uniq = NULL;
 	size_t cap = 0;
@@ -79,7 +86,6 @@ static int joint_add(struct joint *j, const struct profile_stacks *s, int is_new
 		uint32_t len;
 		const uint64_t *k = seqtab_key(&s->stacks, i, &len);
 		uint64_t c = s->stacks.e[i].count;
-		uint64_t bc = is_new ? 0 : c, nc = is_new ? c : 0;
 
 		if (len > cap) {
 			free(ids);
@@ -101,22 +107,23 @@ static int joint_add(struct joint *j, const struct profile_stacks *s, int is_new
 		}
 		if (err || !len)
 			break;
-		err = seqtab_add(&j->stacks, ids, len, bc, nc, NULL);
+		err = table_add(&j->stacks, j, n_base, ids, len, run, c);
 		if (!err)
-			err = seqtab_add(&j->self, &ids[len - 1], 1, bc, nc, NULL);
+			err = table_add(&j->self, j, n_base, &ids[len - 1], 1, run, c);
 		/* Total: each function once per stack, however often it recurs in it. */
 		memcpy(uniq, ids, len * sizeof(*ids));
 		qsort(uniq, len, sizeof(*uniq), cmp_u64);
 		for (uint32_t f = 0; f < len && !err; f++)
 			if (!f || uniq[f] != uniq[f - 1])
-				err = seqtab_add(&j->total, &uniq[f], 1, bc, nc, NULL);
+				err = table_add(&j->total, j, n_base, &uniq[f], 1, run, c);
 	}
 	free(ids);
 	free(uniq);
 	return err;
 }
 
-static int push(struct profile_diff *d, const struct profile_diff_entry *e, char *name)
+static int push(struct profile_diff *d, const struct profile_diff_entry *e, char *block,
+		const char *name)
 {
 	struct profile_diff_entry **arr = e->delta_pp > 0 ? &d->reg : &d->imp;
 	size_t *n = e->delta_pp > 0 ? &d->n_reg : &d->n_imp;
@@ -136,21 +143,31 @@ static int push(struct profile_diff *d, const struct profile_diff_entry *e, char
 			return -ENOMEM;
 		*arr = na;
 	}
-	d->names[d->n_names++] = name;
+	d->names[d->n_names++] = block;
 	(*arr)[*n] = *e;
 	(*arr)[*n].name = name;
+	(*arr)[*n].run_shares = (const double *)(void *)block;
 	(*n)++;
 	return 0;
 }
 
-/* Fill the shares and the test of an entry of @b BASE and @n NEW samples; 1 if reportable. */
-static int evaluate(const struct profile_diff *d, uint64_t b, uint64_t n,
-		    struct profile_diff_entry *e)
+/*
+ * Fill the pooled shares and both tests of an entry of @b BASE and @n NEW pooled samples and
+ * @runs samples per run; its per-run shares (fractions) go to @shares. 1 if reportable.
+ */
+static int evaluate(struct profile_diff *d, uint64_t b, uint64_t n, const uint64_t *runs,
+		    double *shares, struct profile_diff_entry *e)
 {
 	double B = (double)d->base_total, N = (double)d->new_total, pool, se;
+	struct diff_side_counts sb = { runs, d->run_totals, d->n_base };
+	struct diff_side_counts sn = { runs + d->n_base, d->run_totals + d->n_base, d->n_new };
+	struct diff_welch w;
+	int tested = b >= d->min_samples || n >= d->min_samples;
 
 	e->base_samples = b;
 	e->new_samples = n;
+	e->n_base_runs = d->n_base;
+	e->n_new_runs = d->n_new;
 	e->base_share = B > 0 ? 100.0 * (double)b / B : 0;
 	e->new_share = N > 0 ? 100.0 * (double)n / N : 0;
 	e->delta_pp = e->new_share - e->base_share;
@@ -163,9 +180,24 @@ static int evaluate(const struct profile_diff *d, uint64_t b, uint64_t n,
 		se = sqrt(pool * (1 - pool) * (1 / B + 1 / N));
 		e->z = se > 0 ? (e->delta_pp / 100.0) / se : 0;
 	}
-	if (b < d->min_samples && n < d->min_samples)
+	if (tested && fabs(e->z) > d->max_abs_z)
+		d->max_abs_z = fabs(e->z);
+	/* ... and beyond run-to-run noise: measured by the runs, or the factor for one run. */
+	if (diff_welch(&sb, &sn, shares, &w))
 		return 0;
-	if (fabs(e->z) < d->z_crit || e->delta_pp == 0)
+	if (d->n_base == 1 && d->n_new == 1) {
+		e->t = e->z / d->run_factor;
+		e->df = INFINITY;
+	} else {
+		e->t = w.t;
+		e->df = w.df;
+	}
+	e->p_value = diff_t_two_sided_p(e->t, e->df);
+	for (size_t i = 0; i < d->n_base + d->n_new; i++)
+		shares[i] *= 100.0;
+	if (!tested || e->delta_pp == 0 || fabs(e->z) < d->z_crit)
+		return 0;
+	if (e->t * e->delta_pp <= 0 || !(e->p_value <= d->alpha) || fabs(e->t) < PROFILE_DIFF_Z)
 		return 0;
 	return fabs(e->change_pct) >= d->threshold;
 }
@@ -180,39 +212,60 @@ static size_t count_tested(const struct profile_diff *d, const struct seqtab *t)
 	return n;
 }
 
-static int collect(struct profile_diff *d, const struct joint *j, const struct seqtab *t,
+/* A malloc'ed block: the @n_runs per-run shares, then the name of key @k ("a;b;c"). */
+static char *entry_block(const struct joint *j, const uint64_t *k, uint32_t len, size_t n_runs,
+			 char **name)
+{
+	size_t total = n_runs * sizeof(double) + 1;
+	char *block;
+
+	for (uint32_t f = 0; f < len; f++)
+		total += strlen(strpool_get(&j->names, (uint32_t)k[f])) + 1;
+	block = malloc(total);
+	if (!block)
+		return NULL;
+	*name = block + n_runs * sizeof(double);
+	(*name)[0] = '\0';
+	for (uint32_t f = 0, off = 0; f < len; f++) {
+		const char *nm = strpool_get(&j->names, (uint32_t)k[f]);
+		size_t l = strlen(nm);
+
+		if (f)
+			(*name)[off++] = ';';
+		memcpy(*name + off, nm, l + 1);
+		off += (uint32_t)l;
+	}
+	return block;
+}
+
+static int collect(struct profile_diff *d, const struct joint *j, const struct joint_table *jt,
 		   enum profile_diff_kind kind)
 {
+	double *shares = malloc(j->n_runs * sizeof(*shares));
 	int err = 0;
 
-	for (size_t i = 0; i < t->n && !err; i++) {
+	if (!shares)
+		return -ENOMEM;
+	for (size_t i = 0; i < jt->t.n && !err; i++) {
 		struct profile_diff_entry e = { .kind = kind };
 		uint32_t len;
-		const uint64_t *k = seqtab_key(t, i, &len);
-		size_t total = 0;
-		char *name;
+		const uint64_t *k = seqtab_key(&jt->t, i, &len);
+		char *block, *name;
 
-		if (!evaluate(d, t->e[i].count, t->e[i].period, &e))
+		if (!evaluate(d, jt->t.e[i].count, jt->t.e[i].period, jt->runs + i * j->n_runs,
+			      shares, &e))
 			continue;
-		for (uint32_t f = 0; f < len; f++)
-			total += strlen(strpool_get(&j->names, (uint32_t)k[f])) + 1;
-		name = malloc(total ? total : 1);
-		if (!name)
-			return -ENOMEM;
-		name[0] = '\0';
-		for (uint32_t f = 0, off = 0; f < len; f++) {
-			const char *nm = strpool_get(&j->names, (uint32_t)k[f]);
-			size_t l = strlen(nm);
-
-			if (f)
-				name[off++] = ';';
-			memcpy(name + off, nm, l + 1);
-			off += (uint32_t)l;
+		block = entry_block(j, k, len, j->n_runs, &name);
+		if (!block) {
+			err = -ENOMEM;
+			break;
 		}
-		err = push(d, &e, name);
+		memcpy(block, shares, j->n_runs * sizeof(*shares));
+		err = push(d, &e, block, name);
 		if (err)
-			free(name);
+			free(block);
 	}
+	free(shares);
 	return err;
 }
 
@@ -228,35 +281,73 @@ static int cmp_entry(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-int profile_diff_compute(const struct profile_stacks *base, const struct profile_stacks *new_,
-			 const struct profile_diff_options *opts, struct profile_diff **out)
+/* The options into @d; -EINVAL a bad run-noise factor. */
+static int diff_setup(struct profile_diff *d, const struct profile_diff_options *opts)
 {
-	struct joint j = { 0 };
-	struct profile_diff *d;
-	double thr = OPT(opts, threshold_pct, -1.0);
-	int err;
+	double thr = OPT(opts, threshold_pct, -1.0), rf = OPT(opts, run_noise_factor, 0.0);
 
-	if (!base || !new_ || !out)
-		return -EINVAL;
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	d->base_total = base->total;
-	d->new_total = new_->total;
-	d->base_stacks = base->stacks.n;
-	d->new_stacks = new_->stacks.n;
 	d->min_samples = OPT(opts, min_samples_set, 0) ? OPT(opts, min_samples, 0)
 			 : OPT(opts, min_samples, 0)   ? OPT(opts, min_samples, 0)
 						       : PROFILE_DIFF_MIN_SAMPLES;
 	d->threshold = thr < 0 ? PROFILE_DIFF_THRESHOLD : thr;
 	d->max_rows = OPT(opts, max_rows, 0) ? OPT(opts, max_rows, 0) : 20;
-	err = joint_add(&j, base, 0);
+	d->run_factor = rf == 0 ? PROFILE_DIFF_RUN_FACTOR : rf;
+	return d->run_factor >= 1 && d->run_factor <= 1000 ? 0 : -EINVAL;
+}
+
+/* The runs into the joint tables and @d's totals. */
+static int diff_join(struct profile_diff *d, struct joint *j,
+		     const struct profile_stacks *const *base,
+		     const struct profile_stacks *const *new_)
+{
+	int err = 0;
+
+	for (size_t r = 0; r < j->n_runs && !err; r++) {
+		const struct profile_stacks *s = r < d->n_base ? base[r] : new_[r - d->n_base];
+
+		if (!s)
+			return -EINVAL;
+		d->run_totals[r] = s->total;
+		*(r < d->n_base ? &d->base_total : &d->new_total) += s->total;
+		err = joint_add(j, s, r, d->n_base);
+	}
+	if (err)
+		return err;
+	d->base_stacks = d->n_base == 1 ? base[0]->stacks.n : 0;
+	d->new_stacks = d->n_new == 1 ? new_[0]->stacks.n : 0;
+	for (size_t i = 0; i < j->stacks.t.n; i++) {
+		d->base_stacks += d->n_base > 1 && j->stacks.t.e[i].count;
+		d->new_stacks += d->n_new > 1 && j->stacks.t.e[i].period;
+	}
+	return 0;
+}
+
+int profile_diff_compute_runs(const struct profile_stacks *const *base, size_t n_base,
+			      const struct profile_stacks *const *new_, size_t n_new,
+			      const struct profile_diff_options *opts, struct profile_diff **out)
+{
+	struct joint j = { 0 };
+	struct profile_diff *d;
+	int err;
+
+	if (!base || !new_ || !out || !n_base || !n_new || n_base > PROFILE_DIFF_MAX_RUNS ||
+	    n_new > PROFILE_DIFF_MAX_RUNS)
+		return -EINVAL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->n_base = n_base;
+	d->n_new = n_new;
+	j.n_runs = n_base + n_new;
+	d->run_totals = calloc(j.n_runs, sizeof(*d->run_totals));
+	err = d->run_totals ? diff_setup(d, opts) : -ENOMEM;
 	if (!err)
-		err = joint_add(&j, new_, 1);
+		err = diff_join(d, &j, base, new_);
 	if (!err) {
-		d->tested = count_tested(d, &j.self) + count_tested(d, &j.total) +
-			    count_tested(d, &j.stacks);
+		d->tested = count_tested(d, &j.self.t) + count_tested(d, &j.total.t) +
+			    count_tested(d, &j.stacks.t);
 		d->z_crit = diff_z_crit(d->tested);
+		d->alpha = diff_alpha(d->tested);
 		err = collect(d, &j, &j.self, PROFILE_DIFF_SELF);
 	}
 	if (!err)
@@ -275,6 +366,14 @@ int profile_diff_compute(const struct profile_stacks *base, const struct profile
 		qsort(d->imp, d->n_imp, sizeof(*d->imp), cmp_entry);
 	*out = d;
 	return 0;
+}
+
+int profile_diff_compute(const struct profile_stacks *base, const struct profile_stacks *new_,
+			 const struct profile_diff_options *opts, struct profile_diff **out)
+{
+	if (!base || !new_)
+		return -EINVAL;
+	return profile_diff_compute_runs(&base, 1, &new_, 1, opts, out);
 }
 
 const struct profile_diff_entry *profile_diff_entries(const struct profile_diff *d,
@@ -307,129 +406,6 @@ void profile_diff_free(struct profile_diff *d)
 	free(d->names);
 	free(d->reg);
 	free(d->imp);
+	free(d->run_totals);
 	free(d);
-}
-
-static const char *kind_name(enum profile_diff_kind k)
-{
-	return k == PROFILE_DIFF_SELF ? "self" : k == PROFILE_DIFF_TOTAL ? "total" : "stack";
-}
-
-static void write_text_section(struct outbuf *ob, const struct profile_diff *d,
-			       const struct profile_diff_entry *e, size_t n,
-			       enum profile_diff_kind kind, int regressions)
-{
-	static const char *const what[] = { "functions by self share (innermost frame)",
-					    "functions by total share (anywhere in the stack)",
-					    "stacks" };
-	size_t shown = 0;
-
-	outbuf_printf(ob, "\n%s, BASE -> NEW, %s:\n",
-		      regressions ? "Regressions (share grew)" : "Improvements (share shrank)",
-		      what[kind]);
-	for (size_t i = 0; i < n; i++) {
-		char change[32];
-
-		if (e[i].kind != kind)
-			continue;
-		if (shown == 0)
-			outbuf_puts(ob, "  BASE%     NEW%   change(pp)  change(rel)      z   BASE n"
-					"    NEW n  name\n");
-		if (shown++ == d->max_rows)
-			break;
-		if (isinf(e[i].change_pct))
-			snprintf(change, sizeof(change), "new");
-		else
-			snprintf(change, sizeof(change), "%+.1f%%", e[i].change_pct);
-		outbuf_printf(ob, "%6.2f%%  %6.2f%%  %+10.2f  %11s  %5.1f  %7" PRIu64 "  %7" PRIu64
-				  "  ",
-			      e[i].base_share, e[i].new_share, e[i].delta_pp, change, e[i].z,
-			      e[i].base_samples, e[i].new_samples);
-		outbuf_puts(ob, e[i].name);
-		outbuf_puts(ob, "\n");
-	}
-	if (shown == 0)
-		outbuf_puts(ob, "  (none)\n");
-	else if (shown > d->max_rows)
-		outbuf_printf(ob, "  ... more not shown (--max-rows)\n");
-}
-
-static void write_json_entries(struct outbuf *ob, const struct profile_diff_entry *e, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		outbuf_printf(ob, "%s{\"kind\":\"%s\",\"name\":", i ? "," : "", kind_name(e[i].kind));
-		json_string(ob, e[i].name);
-		outbuf_printf(ob, ",\"base_samples\":%" PRIu64 ",\"new_samples\":%" PRIu64
-				  ",\"base_share\":",
-			      e[i].base_samples, e[i].new_samples);
-		json_double(ob, e[i].base_share);
-		outbuf_puts(ob, ",\"new_share\":");
-		json_double(ob, e[i].new_share);
-		outbuf_puts(ob, ",\"delta_pp\":");
-		json_double(ob, e[i].delta_pp);
-		outbuf_puts(ob, ",\"change_pct\":");
-		json_double(ob, e[i].change_pct);
-		outbuf_printf(ob, ",\"new_function\":%s,\"z\":",
-			      isinf(e[i].change_pct) ? "true" : "false");
-		json_double(ob, e[i].z);
-		outbuf_puts(ob, "}");
-	}
-}
-
-int profile_diff_write(const struct profile_diff *d, const char *base_name,
-		       const char *new_name, int json, const struct profile_sink *sink)
-{
-	struct outbuf *ob;
-	int err;
-
-	if (!d || !sink || !sink->write)
-		return -EINVAL;
-	base_name = base_name ? base_name : "BASE";
-	new_name = new_name ? new_name : "NEW";
-	ob = malloc(sizeof(*ob));
-	if (!ob)
-		return -ENOMEM;
-	outbuf_init(ob, sink);
-	if (json) {
-		outbuf_puts(ob, "{\"direction\":\"BASE -> NEW\",\"base\":{\"name\":");
-		json_string(ob, base_name);
-		outbuf_printf(ob, ",\"samples\":%" PRIu64 ",\"stacks\":%zu},\"new\":{\"name\":",
-			      d->base_total, d->base_stacks);
-		json_string(ob, new_name);
-		outbuf_printf(ob, ",\"samples\":%" PRIu64 ",\"stacks\":%zu},\"min_samples\":%" PRIu64
-				  ",\"threshold_pct\":",
-			      d->new_total, d->new_stacks, d->min_samples);
-		json_double(ob, d->threshold);
-		outbuf_puts(ob, ",\"z_crit\":");
-		json_double(ob, d->z_crit);
-		outbuf_printf(ob, ",\"entries_tested\":%zu", d->tested);
-		outbuf_puts(ob, ",\"worst_regression_pct\":");
-		json_double(ob, profile_diff_worst_regression(d));
-		outbuf_printf(ob, ",\"worst_regression_is_new_function\":%s,\"regressions\":[",
-			      isinf(profile_diff_worst_regression(d)) ? "true" : "false");
-		write_json_entries(ob, d->reg, d->n_reg);
-		outbuf_puts(ob, "],\"improvements\":[");
-		write_json_entries(ob, d->imp, d->n_imp);
-		outbuf_puts(ob, "]}\n");
-	} else {
-		outbuf_printf(ob, "# hvprof diff, BASE -> NEW\n# BASE: %s (%" PRIu64
-				  " samples, %zu stacks)\n# NEW:  %s (%" PRIu64
-				  " samples, %zu stacks)\n",
-			      base_name, d->base_total, d->base_stacks, new_name, d->new_total,
-			      d->new_stacks);
-		outbuf_printf(ob, "# Shares are percent of each side's own samples; change(pp) = NEW "
-				  "share - BASE share;\n# change(rel) is relative to the BASE share. "
-				  "Shown: >= %" PRIu64 " samples on one side,\n# |change(rel)| >= "
-				  "%.1f%%, and |z| >= %.2f standard errors of sampling noise\n"
-				  "# (%zu entries tested; at most a 1%% chance that an unchanged one "
-				  "is shown).\n",
-			      d->min_samples, d->threshold, d->z_crit, d->tested);
-		for (int kind = PROFILE_DIFF_SELF; kind <= PROFILE_DIFF_STACK; kind++) {
-			write_text_section(ob, d, d->reg, d->n_reg, (enum profile_diff_kind)kind, 1);
-			write_text_section(ob, d, d->imp, d->n_imp, (enum profile_diff_kind)kind, 0);
-		}
-	}
-	err = outbuf_flush(ob);
-	free(ob);
-	return err;
 }

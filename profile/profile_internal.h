@@ -291,7 +291,7 @@ struct profile_stacks {
 	uint64_t total;
 };
 
-/* ---- diff.c: the |z| a change needs when @tested entries are tested (Bonferroni, 1%). */
+/* ---- diff_stats.c: the |z| a change needs when @tested entries are tested (Bonferroni, 1%). */
 double diff_z_crit(size_t tested);
 
 /* ---- json.c: JSON values. */

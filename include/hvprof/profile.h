@@ -688,6 +688,9 @@ void profile_stacks_free(struct profile_stacks *s);
 #define PROFILE_DIFF_MIN_SAMPLES 10 /* default --min-samples: see docs/diff.md */
 #define PROFILE_DIFF_THRESHOLD 5.0  /* default --threshold, percent of the BASE share */
 #define PROFILE_DIFF_Z 3.0          /* the least |z| a change needs (see profile_diff_compute) */
+#define PROFILE_DIFF_RUN_FACTOR 2.0 /* one run a side: sampling se x this (docs/diff.md) */
+#define PROFILE_DIFF_MAX_RUNS 64    /* most runs a side */
+#define PROFILE_DIFF_MIN_RUN_SAMPLES 1000 /* fewer in a recording's window: broken (docs/diff.md) */
 
 /**
  * struct profile_diff_options - @size: sizeof(struct profile_diff_options).
@@ -697,6 +700,10 @@ void profile_stacks_free(struct profile_stacks *s);
  *   (< 0: default PROFILE_DIFF_THRESHOLD; 0 keeps every significant change).
  * @max_rows: rows per section in the text output (0: 20).
  * @min_samples_set: nonzero: @min_samples is taken as given, even 0.
+ * @run_noise_factor: with one run a side, run-to-run noise is unknown and the sampling
+ *   standard error is multiplied by this before the test (0: PROFILE_DIFF_RUN_FACTOR; 1: none;
+ *   docs/diff.md says how the default was chosen). Unused with two runs or more on a side,
+ *   where the runs measure it.
  */
 struct profile_diff_options {
 	size_t size;
@@ -704,6 +711,7 @@ struct profile_diff_options {
 	double threshold_pct;
 	unsigned int max_rows;
 	int min_samples_set;
+	double run_noise_factor;
 };
 
 /* What a diff entry is about. */
@@ -718,14 +726,23 @@ enum profile_diff_kind {
  * @name: the function ("name" as in folded stacks) or the stack ("a;b;c"); owned by the diff.
  * @base_samples/@new_samples: samples on each side. @base_share/@new_share: percent of each
  * side's total. @delta_pp: @new_share - @base_share (percentage points). @change_pct: relative
- * change of the share, percent of @base_share (+INFINITY when it is new). @z: the change in
- * standard errors (two-proportion test).
+ * change of the share, percent of @base_share (+INFINITY when it is new). With several runs a
+ * side the samples and shares are pooled (each side's runs added up). @z: the change in
+ * standard errors of sampling noise (two-proportion test on the pooled counts).
+ * @t/@df/@p_value: the test against run-to-run noise as well: with two runs or more on a side,
+ * Welch's t on the per-run shares, its Welch-Satterthwaite degrees of freedom and two-sided p;
+ * with one run a side, @t is @z divided by the run-noise factor, @df is INFINITY and @p_value
+ * the normal one (docs/diff.md). @run_shares: the share (percent) of the entry in each run,
+ * @n_base_runs BASE runs then @n_new_runs NEW runs; owned by the diff.
  */
 struct profile_diff_entry {
 	enum profile_diff_kind kind;
 	const char *name;
 	uint64_t base_samples, new_samples;
 	double base_share, new_share, delta_pp, change_pct, z;
+	double t, df, p_value;
+	const double *run_shares;
+	size_t n_base_runs, n_new_runs;
 };
 
 struct profile_diff;
@@ -743,6 +760,23 @@ struct profile_diff;
  */
 int profile_diff_compute(const struct profile_stacks *base, const struct profile_stacks *new_,
 			 const struct profile_diff_options *opts, struct profile_diff **out)
+	__must_check;
+
+/**
+ * profile_diff_compute_runs - as profile_diff_compute() over repeated runs: @n_base runs of
+ * BASE and @n_new runs of NEW (1..PROFILE_DIFF_MAX_RUNS each). Shares are pooled per side for
+ * display; an entry is reported when, besides the rules of profile_diff_compute(), it beats
+ * run-to-run noise: with two runs or more on a side, Welch's t test on the per-run shares
+ * (each side's variance floored at its sampling variance; a side of one run borrows the
+ * other's) has a two-sided p at most 1% / entries tested (the same Bonferroni family); with
+ * one run a side, |z| / @opts->run_noise_factor reaches the bound. The sign of the test must
+ * agree with the pooled change.
+ * @out: free with profile_diff_free(). Return: 0; -EINVAL NULL arguments or a run count out
+ * of range; -ENOMEM.
+ */
+int profile_diff_compute_runs(const struct profile_stacks *const *base, size_t n_base,
+			      const struct profile_stacks *const *new_, size_t n_new,
+			      const struct profile_diff_options *opts, struct profile_diff **out)
 	__must_check;
 
 /**
@@ -767,6 +801,32 @@ double profile_diff_worst_regression(const struct profile_diff *d);
 int profile_diff_write(const struct profile_diff *d, const char *base_name,
 		       const char *new_name, int json, const struct profile_sink *sink)
 	__must_check;
+
+/**
+ * struct profile_diff_write_options - @size: sizeof(struct profile_diff_write_options).
+ * @base_names/@new_names: the file of each run, as many as the diff has runs on that side
+ *   (NULL: "BASE"/"NEW", numbered when there are several). @json: nonzero for JSON.
+ * @notes: @n_notes lines the text output shows as comments and the JSON as "notes" (what was
+ *   compared: the workload windows, a recording compared whole...).
+ */
+struct profile_diff_write_options {
+	size_t size;
+	const char *const *base_names;
+	const char *const *new_names;
+	int json;
+	const char *const *notes;
+	size_t n_notes;
+};
+
+/**
+ * profile_diff_write_runs - profile_diff_write() with the names of every run and notes: the
+ * text names each run with its samples, the JSON gives "base"/"new" the pooled samples and a
+ * "runs" array ({name, samples}), and each entry its per-run shares ("base_runs", "new_runs").
+ * Return: 0; -EINVAL; -ENOMEM; the sink's error.
+ */
+int profile_diff_write_runs(const struct profile_diff *d,
+			    const struct profile_diff_write_options *opts,
+			    const struct profile_sink *sink) __must_check;
 
 /** profile_diff_free - free @d (NULL is fine). */
 void profile_diff_free(struct profile_diff *d);
