@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +20,20 @@
 static void diff_usage(void)
 {
 	printf("usage: hvprof diff [OPTIONS] BASE NEW\n"
+	       "       hvprof diff [OPTIONS] --base A.data [--base B.data ...] --new C.data "
+	       "[--new D.data ...]\n"
 	       "  Compare two recordings or folded-stack files on normalized shares (each side's\n"
 	       "  samples over its own total): functions (self and total share) and stacks.\n"
-	       "  BASE is the reference (before), NEW the run under test (after).\n"
+	       "  BASE is the reference (before), NEW the run under test (after); with repeated\n"
+	       "  runs a side, a change must also beat the run-to-run noise (Welch's t test).\n"
+	       "  --base FILE, --new FILE  one run of a side (repeat: up to %d a side)\n"
+	       "  --window workload|all   compare each recording's workload window (default) or\n"
+	       "                          all of it; a recording without the mark is compared whole\n"
+	       "  --noise-factor F        one run a side: run-to-run noise is unknown, the sampling\n"
+	       "                          standard error is taken F times (default %.1f; 1: none)\n"
+	       "  --allow-incomplete      compare a side with no or too few samples (< %d in the\n"
+	       "                          window) or that did not end with a clean guest exit or\n"
+	       "                          --duration (else an error, exit 3)\n"
 	       "  --min-samples N         ignore entries with fewer than N samples on both sides\n"
 	       "                          (default %d: below it no change can pass a 3-sigma\n"
 	       "                          Poisson test, so it could only be noise)\n"
@@ -38,6 +50,7 @@ static void diff_usage(void)
 	       "                          applied to both sides (recordings only)\n"
 	       "  Exit: 0 done, 1 regression (--fail-on-regression), 2 usage, 3 error.\n"
 	       "  docs/diff.md explains the test and the defaults.\n",
+	       PROFILE_DIFF_MAX_RUNS, PROFILE_DIFF_RUN_FACTOR, PROFILE_DIFF_MIN_RUN_SAMPLES,
 	       PROFILE_DIFF_MIN_SAMPLES, PROFILE_DIFF_THRESHOLD);
 }
 
@@ -78,20 +91,112 @@ static int write_svg(const char *path, const struct profile_stacks *base,
 	return err;
 }
 
-/* BASE and NEW, named in errors as such. Return: 0; -errno (printed). */
-static int load_sides(char **paths, const struct profile_options *po,
-		      struct profile_stacks *sides[2])
-{
-	for (int i = 0; i < 2; i++) {
-		char errbuf[512] = "";
-		int err = profile_stacks_load(paths[i], po, &sides[i], errbuf, sizeof(errbuf));
+/* The runs of both sides, what was compared, and the notes said about it. */
+struct diff_sides {
+	const char *paths[2][PROFILE_DIFF_MAX_RUNS];
+	size_t n[2];
+	struct profile_stacks *stacks[2][PROFILE_DIFF_MAX_RUNS];
+	struct profile_stacks *pooled[2]; /* merged runs for the flamegraphs (NULL: one run) */
+	char *notes[2 * PROFILE_DIFF_MAX_RUNS + 1];
+	size_t n_notes;
+	int window_all;
+	int allow_incomplete;
+};
 
-		if (err) {
-			cli_error("%s %s", i ? "NEW" : "BASE", errbuf[0] ? errbuf : hvp_strerror(err));
-			return err;
-		}
+static void __printf(2, 3) add_note(struct diff_sides *ds, const char *fmt, ...)
+{
+	va_list ap;
+	char *note;
+
+	if (ds->n_notes == sizeof(ds->notes) / sizeof(ds->notes[0]))
+		return;
+	va_start(ap, fmt);
+	if (vasprintf(&note, fmt, ap) >= 0)
+		ds->notes[ds->n_notes++] = note;
+	va_end(ap);
+}
+
+static void sides_free(struct diff_sides *ds)
+{
+	for (int s = 0; s < 2; s++) {
+		for (size_t i = 0; i < ds->n[s]; i++)
+			profile_stacks_free(ds->stacks[s][i]);
+		profile_stacks_free(ds->pooled[s]);
 	}
-	return 0;
+	for (size_t i = 0; i < ds->n_notes; i++)
+		free(ds->notes[i]);
+}
+
+/*
+ * Load run @i of side @s: a recording is scanned first, for its window (compared alone unless
+ * --window all) and how it ended; a broken one is an error unless --allow-incomplete.
+ * Return: 0; -errno (said, naming the side and the file).
+ */
+static int load_run(struct diff_sides *ds, int s, size_t i, const struct profile_options *po)
+{
+	const char *side = s ? "NEW" : "BASE", *path = ds->paths[s][i];
+	struct profile_options opts = *po;
+	struct profile_scan scan;
+	char errbuf[512] = "", why[256] = "";
+	int err, is_rec;
+
+	err = profile_scan_recording(path, &scan, NULL, 0);
+	is_rec = err == 0;
+	if (err && err != -EBADMSG && err != -ENOTSUP && err != -ENOMEM) {
+		cli_error("%s %s: %s", side, path, hvp_strerror(err));
+		return err;
+	}
+	if (is_rec && !ds->window_all &&
+	    profile_scan_window(&scan, &opts.window_start_ns, &opts.window_end_ns) == 0)
+		opts.window_set = 1;
+	else if (is_rec && !ds->window_all)
+		add_note(ds, "%s %s has no workload window mark: compared whole", side, path);
+	err = profile_stacks_load(path, &opts, &ds->stacks[s][i], errbuf, sizeof(errbuf));
+	if (err) {
+		cli_error("%s %s", side, errbuf[0] ? errbuf : hvp_strerror(err));
+		return err;
+	}
+	if (is_rec)
+		err = profile_scan_check(&scan, profile_stacks_total(ds->stacks[s][i]),
+					 PROFILE_DIFF_MIN_RUN_SAMPLES, why, sizeof(why));
+	else if (!profile_stacks_total(ds->stacks[s][i]))
+		err = -ENODATA;
+	if (err && !why[0])
+		snprintf(why, sizeof(why), "no samples at all");
+	if (!err)
+		return 0;
+	if (ds->allow_incomplete) {
+		pr_warn("%s %s: %s (compared anyway: --allow-incomplete)", side, path, why);
+		add_note(ds, "%s %s is incomplete: %s (--allow-incomplete)", side, path, why);
+		return 0;
+	}
+	cli_error("%s %s: %s; not compared (--allow-incomplete to compare it anyway)", side, path,
+		  why);
+	return err;
+}
+
+/* Every run of both sides, and each side's runs pooled when it has several. */
+static int load_sides(struct diff_sides *ds, const struct profile_options *po)
+{
+	int err = 0;
+
+	for (int s = 0; s < 2; s++)
+		for (size_t i = 0; i < ds->n[s] && !err; i++)
+			err = load_run(ds, s, i, po);
+	if (!err)
+		add_note(ds, ds->window_all ? "whole recordings compared (--window all)"
+					    : "recordings compared over their workload window "
+					      "(--window all: the whole recording)");
+	for (int s = 0; s < 2 && !err; s++) {
+		if (ds->n[s] < 2)
+			continue;
+		err = profile_stacks_pool((const struct profile_stacks *const *)ds->stacks[s],
+					  ds->n[s], &ds->pooled[s]);
+		if (err)
+			cli_error("diff: pooling the %s runs: %s", s ? "NEW" : "BASE",
+				  hvp_strerror(err));
+	}
+	return err;
 }
 
 /* EXIT_REGRESSION (said on stderr) when a share grew by --fail-on-regression or more. */
@@ -114,6 +219,165 @@ static int regression_status(const struct profile_diff *d, double fail_pct)
 	return EXIT_REGRESSION;
 }
 
+/* A run for side @s (0 BASE, 1 NEW); -EINVAL (said) beyond PROFILE_DIFF_MAX_RUNS. */
+static int add_run(struct diff_sides *ds, int s, const char *path)
+{
+	if (ds->n[s] == PROFILE_DIFF_MAX_RUNS) {
+		cli_error("--%s: at most %d runs a side", s ? "new" : "base", PROFILE_DIFF_MAX_RUNS);
+		return -EINVAL;
+	}
+	ds->paths[s][ds->n[s]++] = path;
+	return 0;
+}
+
+struct diff_cmd {
+	struct profile_options po;
+	struct profile_diff_options dopt;
+	struct diff_sides ds;
+	const char *svg, *svg_rev;
+	double fail_pct;
+	int json;
+};
+
+/* One option of diff's own (not a filter): 0; 1 --help; -EINVAL (said). */
+static int diff_opt(struct diff_cmd *dc, int c, const char *arg)
+{
+	char *end;
+
+	switch (c) {
+	case 1: {
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(arg, &end, 10);
+		if (*end || end == arg || arg[0] == '-' || errno) {
+			cli_error("--min-samples '%s': want a whole number", arg);
+			return -EINVAL;
+		}
+		dc->dopt.min_samples = v;
+		dc->dopt.min_samples_set = 1;
+		return 0;
+	}
+	case 2:
+		return parse_pct("--threshold", arg, &dc->dopt.threshold_pct);
+	case 3:
+		return parse_pct("--fail-on-regression", arg, &dc->fail_pct);
+	case 'f':
+		dc->json = !strcmp(arg, "json");
+		if (!dc->json && strcmp(arg, "text")) {
+			cli_error("--format '%s': want text or json", arg);
+			return -EINVAL;
+		}
+		return 0;
+	case 4:
+		dc->svg = arg;
+		return 0;
+	case 5:
+		dc->svg_rev = arg;
+		return 0;
+	case 6: {
+		unsigned long v = strtoul(arg, &end, 10);
+
+		if (*end || end == arg || v == 0 || v > 1000000) {
+			cli_error("--max-rows '%s': want 1 to 1000000", arg);
+			return -EINVAL;
+		}
+		dc->dopt.max_rows = (unsigned int)v;
+		return 0;
+	}
+	case 7:
+		dc->po.symfs = arg;
+		return 0;
+	case 8:
+		return cli_max_stack(arg, &dc->po.max_stack) ? -EINVAL : 0;
+	case 'k':
+		dc->po.vmlinux = arg;
+		return 0;
+	case 9:
+	case 10:
+		return add_run(&dc->ds, c == 10, arg);
+	case 11:
+		dc->ds.window_all = !strcmp(arg, "all");
+		if (!dc->ds.window_all && strcmp(arg, "workload")) {
+			cli_error("--window '%s': want workload or all", arg);
+			return -EINVAL;
+		}
+		return 0;
+	case 12:
+		dc->ds.allow_incomplete = 1;
+		return 0;
+	case 13: {
+		double v = strtod(arg, &end);
+
+		if (*end || end == arg || !(v >= 1 && v <= 1000)) {
+			cli_error("--noise-factor '%s': want a number from 1 to 1000", arg);
+			return -EINVAL;
+		}
+		dc->dopt.run_noise_factor = v;
+		return 0;
+	}
+	case 'h':
+		diff_usage();
+		return 1;
+	default:
+		return cli_filter_opt(&dc->po, c, arg) <= 0 ? -EINVAL : 0;
+	}
+}
+
+/* Compare, write, draw; the exit status. */
+static int diff_run(struct diff_cmd *dc)
+{
+	struct profile_sink out = profile_sink_fd(STDOUT_FILENO);
+	struct profile_diff_svg_options so = { .size = sizeof(so) };
+	struct profile_diff_write_options wo = { .size = sizeof(wo) };
+	struct diff_sides *ds = &dc->ds;
+	const struct profile_stacks *sides[2];
+	struct profile_diff *d = NULL;
+	char names[2][1024];
+	int err, status = EXIT_ERROR;
+
+	if (load_sides(ds, &dc->po) != 0)
+		return EXIT_ERROR;
+	err = profile_diff_compute_runs((const struct profile_stacks *const *)ds->stacks[0],
+					ds->n[0],
+					(const struct profile_stacks *const *)ds->stacks[1],
+					ds->n[1], &dc->dopt, &d);
+	wo.base_names = ds->paths[0];
+	wo.new_names = ds->paths[1];
+	wo.json = dc->json;
+	wo.notes = (const char *const *)ds->notes;
+	wo.n_notes = ds->n_notes;
+	if (!err)
+		err = profile_diff_write_runs(d, &wo, &out);
+	if (err) {
+		cli_error("diff: %s", hvp_strerror(err));
+		goto out;
+	}
+	for (int s = 0; s < 2; s++) {
+		sides[s] = ds->pooled[s] ? ds->pooled[s] : ds->stacks[s][0];
+		if (ds->n[s] == 1)
+			snprintf(names[s], sizeof(names[s]), "%s", ds->paths[s][0]);
+		else
+			snprintf(names[s], sizeof(names[s]), "%zu runs (%s ...)", ds->n[s],
+				 ds->paths[s][0]);
+	}
+	so.base_name = names[0];
+	so.new_name = names[1];
+	so.min_samples = dc->dopt.min_samples;
+	so.min_samples_set = dc->dopt.min_samples_set;
+	so.noise_factor = dc->dopt.run_noise_factor ? dc->dopt.run_noise_factor
+						    : PROFILE_DIFF_RUN_FACTOR;
+	if (dc->svg && write_svg(dc->svg, sides[0], sides[1], &so))
+		goto out;
+	so.reverse = 1;
+	if (dc->svg_rev && write_svg(dc->svg_rev, sides[0], sides[1], &so))
+		goto out;
+	status = regression_status(d, dc->fail_pct);
+out:
+	profile_diff_free(d);
+	return status;
+}
+
 int cmd_diff(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -127,117 +391,47 @@ int cmd_diff(int argc, char **argv)
 		{ "symfs", required_argument, NULL, 7 },
 		{ "vmlinux", required_argument, NULL, 'k' },
 		{ "max-stack", required_argument, NULL, 8 },
+		{ "base", required_argument, NULL, 9 },
+		{ "new", required_argument, NULL, 10 },
+		{ "window", required_argument, NULL, 11 },
+		{ "allow-incomplete", no_argument, NULL, 12 },
+		{ "noise-factor", required_argument, NULL, 13 },
 		FILTER_LONG_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct profile_options po = { .size = sizeof(po) };
-	struct profile_diff_options dopt = { .size = sizeof(dopt), .threshold_pct = -1 };
-	struct profile_diff_svg_options so = { .size = sizeof(so) };
-	struct profile_stacks *sides[2] = { NULL, NULL };
-	struct profile_sink out = profile_sink_fd(STDOUT_FILENO);
-	const char *svg = NULL, *svg_rev = NULL;
-	struct profile_diff *d = NULL;
-	double fail_pct = -1;
-	int c, err, json = 0, status = EXIT_ERROR;
+	struct diff_cmd *dc;
+	int c, err, status = EXIT_USAGE;
 
+	dc = calloc(1, sizeof(*dc));
+	if (!dc) {
+		cli_error("diff: %s", hvp_strerror(-ENOMEM));
+		return EXIT_ERROR;
+	}
+	dc->po.size = sizeof(dc->po);
+	dc->dopt = (struct profile_diff_options){ .size = sizeof(dc->dopt), .threshold_pct = -1 };
+	dc->fail_pct = -1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:k:h", opts, NULL)) != -1) {
-		char *end;
-
-		switch (c) {
-		case 1: {
-			unsigned long long v;
-
-			errno = 0;
-			v = strtoull(optarg, &end, 10);
-			if (*end || end == optarg || optarg[0] == '-' || errno) {
-				cli_error("--min-samples '%s': want a whole number", optarg);
-				return EXIT_USAGE;
-			}
-			dopt.min_samples = v;
-			dopt.min_samples_set = 1;
-			break;
-		}
-		case 2:
-			if (parse_pct("--threshold", optarg, &dopt.threshold_pct))
-				return EXIT_USAGE;
-			break;
-		case 3:
-			if (parse_pct("--fail-on-regression", optarg, &fail_pct))
-				return EXIT_USAGE;
-			break;
-		case 'f':
-			if (!strcmp(optarg, "json")) {
-				json = 1;
-			} else if (strcmp(optarg, "text")) {
-				cli_error("--format '%s': want text or json", optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		case 4:
-			svg = optarg;
-			break;
-		case 5:
-			svg_rev = optarg;
-			break;
-		case 6: {
-			unsigned long v = strtoul(optarg, &end, 10);
-
-			if (*end || end == optarg || v == 0 || v > 1000000) {
-				cli_error("--max-rows '%s': want 1 to 1000000", optarg);
-				return EXIT_USAGE;
-			}
-			dopt.max_rows = (unsigned int)v;
-			break;
-		}
-		case 7:
-			po.symfs = optarg;
-			break;
-		case 8:
-			if (cli_max_stack(optarg, &po.max_stack))
-				return EXIT_USAGE;
-			break;
-		case 'k':
-			po.vmlinux = optarg;
-			break;
-		case 'h':
-			diff_usage();
-			return EXIT_OK;
-		default:
-			if (cli_filter_opt(&po, c, optarg) <= 0)
-				return EXIT_USAGE;
-			break;
+		err = diff_opt(dc, c, optarg);
+		if (err) {
+			status = err > 0 ? EXIT_OK : EXIT_USAGE;
+			goto out;
 		}
 	}
-	if (cli_filter_check(&po))
-		return EXIT_USAGE;
-	if (argc - optind != 2) {
-		cli_error("diff: want two files, BASE and NEW (see 'hvprof diff --help')");
-		return EXIT_USAGE;
-	}
-	if (load_sides(argv + optind, &po, sides) != 0)
+	if (cli_filter_check(&dc->po))
 		goto out;
-	err = profile_diff_compute(sides[0], sides[1], &dopt, &d);
-	if (!err)
-		err = profile_diff_write(d, argv[optind], argv[optind + 1], json, &out);
-	if (err) {
-		cli_error("diff: %s", hvp_strerror(err));
+	if (!dc->ds.n[0] && !dc->ds.n[1] && argc - optind == 2) {
+		dc->ds.paths[0][dc->ds.n[0]++] = argv[optind];
+		dc->ds.paths[1][dc->ds.n[1]++] = argv[optind + 1];
+	} else if (argc - optind != 0 || !dc->ds.n[0] || !dc->ds.n[1]) {
+		cli_error("diff: want BASE NEW, or --base FILE ... --new FILE ... (see 'hvprof diff "
+			  "--help')");
 		goto out;
 	}
-	so.base_name = argv[optind];
-	so.new_name = argv[optind + 1];
-	so.min_samples = dopt.min_samples;
-	so.min_samples_set = dopt.min_samples_set;
-	if (svg && write_svg(svg, sides[0], sides[1], &so))
-		goto out;
-	so.reverse = 1;
-	if (svg_rev && write_svg(svg_rev, sides[0], sides[1], &so))
-		goto out;
-	status = regression_status(d, fail_pct);
+	status = diff_run(dc);
 out:
-	profile_diff_free(d);
-	profile_stacks_free(sides[0]);
-	profile_stacks_free(sides[1]);
+	sides_free(&dc->ds);
+	free(dc);
 	return status;
 }

@@ -149,6 +149,9 @@ int profile_diff_flamegraph(const struct profile_stacks *base, const struct prof
 	for (size_t i = 1; i < t.len; i++)
 		tested += t.n[i].count[0] >= min_samples || t.n[i].count[1] >= min_samples;
 	z_crit = diff_z_crit(tested);
+	/* One run a side: run-to-run noise unknown, the factor of profile_diff_compute(). */
+	if (OPT(opts, noise_factor, 0.0) >= 1)
+		z_crit *= OPT(opts, noise_factor, 0.0);
 	ob = malloc(sizeof(*ob));
 	if (!ob) {
 		err = -ENOMEM;

@@ -185,6 +185,32 @@ static int parse_comms(struct sample_filter *f, const char *s, char *errbuf, siz
 	return split_list("comm", s, &f->comm_buf, &f->comms, &f->n_comms, errbuf, errbuf_len);
 }
 
+/*
+ * The time range [@start_ns, @end_ns] (a workload window) into @f's time range, which
+ * --time may already have narrowed: a sample must be in both. Return: 0; -EINVAL an empty
+ * range; -ENOMEM.
+ */
+static int add_window(struct sample_filter *f, uint64_t start_ns, uint64_t end_ns)
+{
+	char val[64];
+
+	if (end_ns < start_ns)
+		return -EINVAL;
+	if (!f->has_time) {
+		f->time_start = 0;
+		f->time_end = UINT64_MAX;
+	}
+	f->time_start = start_ns > f->time_start ? start_ns : f->time_start;
+	f->time_end = end_ns < f->time_end ? end_ns : f->time_end;
+	f->has_time = 1;
+	if (end_ns == UINT64_MAX)
+		snprintf(val, sizeof(val), "%.3f,", (double)start_ns / 1e9);
+	else
+		snprintf(val, sizeof(val), "%.3f,%.3f", (double)start_ns / 1e9,
+			 (double)end_ns / 1e9);
+	return desc_add(f, "window", val);
+}
+
 int sample_filter_init(struct sample_filter *f, const struct profile_options *opts,
 		       char *errbuf, size_t errbuf_len)
 {
@@ -217,6 +243,9 @@ int sample_filter_init(struct sample_filter *f, const struct profile_options *op
 		err = desc_add(f, "time", time);
 	if (!err && only)
 		err = desc_add(f, only == PROFILE_ONLY_KERNEL ? "kernel-only" : "user-only", NULL);
+	if (!err && OPT(opts, window_set, 0))
+		err = add_window(f, OPT(opts, window_start_ns, (uint64_t)0),
+				 OPT(opts, window_end_ns, UINT64_MAX));
 	if (err) {
 		sample_filter_free(f);
 		if (err == -ENOMEM)

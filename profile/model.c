@@ -202,17 +202,20 @@ int profile_meta_at(const struct profile *p, size_t idx, const char **key, const
 
 void profile_add_event(struct profile *p, const struct hvp_event *e)
 {
-	struct profile_window *w = &p->window;
+	window_add_event(&p->window, &p->has_window, e);
+}
 
+void window_add_event(struct profile_window *w, int *has_window, const struct hvp_event *e)
+{
 	switch (e->kind) {
 	case HVP_EVENT_WORKLOAD_START:
-		if (!p->has_window) {
-			p->has_window = 1;
+		if (!*has_window) {
+			*has_window = 1;
 			w->start_ns = e->time_ns;
 		}
 		break;
 	case HVP_EVENT_WORKLOAD_END: /* of the workload whose start was seen (a guest may lie) */
-		if (p->has_window && !w->has_end && e->time_ns >= w->start_ns) {
+		if (*has_window && !w->has_end && e->time_ns >= w->start_ns) {
 			w->has_end = 1;
 			w->end_ns = e->time_ns;
 			w->exit_status = e->value;

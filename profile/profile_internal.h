@@ -122,6 +122,8 @@ struct profile {
 
 /* An EVENT record: the first workload start, the first end after it, the sampling start. */
 void profile_add_event(struct profile *p, const struct hvp_event *e);
+/* The same on a bare window: *@has_window once a workload start was seen (runscan.c's too). */
+void window_add_event(struct profile_window *w, int *has_window, const struct hvp_event *e);
 
 /*
  * Intern the frame (@kind, @name, @dso); @resolved: it names a symbol (kept from the first time

@@ -116,6 +116,62 @@ err_free:
 	return err;
 }
 
+/* Add every stack of @src to @dst, names interned in @dst. */
+static int stacks_merge(struct profile_stacks *dst, const struct profile_stacks *src)
+{
+	uint64_t *ids = NULL;
+	size_t cap = 0;
+	int err = 0;
+
+	for (size_t i = 0; i < src->stacks.n && !err; i++) {
+		uint32_t len;
+		const uint64_t *k = seqtab_key(&src->stacks, i, &len);
+
+		if (len > cap) {
+			uint64_t *n = realloc(ids, len * sizeof(*ids));
+
+			if (!n) {
+				err = -ENOMEM;
+				break;
+			}
+			ids = n;
+			cap = len;
+		}
+		for (uint32_t f = 0; f < len && !err; f++) {
+			const char *nm = strpool_get(&src->names, (uint32_t)k[f]);
+			uint32_t id;
+
+			err = strpool_intern(&dst->names, nm, strlen(nm), &id);
+			ids[f] = id; /* SAFETY: f < len <= cap */
+		}
+		if (!err)
+			err = stacks_add(dst, ids, len, src->stacks.e[i].count);
+	}
+	free(ids);
+	return err;
+}
+
+int profile_stacks_pool(const struct profile_stacks *const *runs, size_t n,
+			struct profile_stacks **out)
+{
+	struct profile_stacks *s;
+	int err = 0;
+
+	if (!runs || !n || !out)
+		return -EINVAL;
+	s = stacks_new();
+	if (!s)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !err; i++)
+		err = runs[i] ? stacks_merge(s, runs[i]) : -EINVAL;
+	if (err) {
+		profile_stacks_free(s);
+		return err;
+	}
+	*out = s;
+	return 0;
+}
+
 struct folded_parser {
 	struct profile_stacks *s;
 	const char *name;

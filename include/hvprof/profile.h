@@ -302,6 +302,10 @@ struct profile;
  * @filter_only: enum profile_only: PROFILE_ONLY_KERNEL keeps the samples taken in the kernel
  *   (CPL 0) and shows only the kernel part of their callchains; PROFILE_ONLY_USER keeps those
  *   taken in user mode (CPL 3) and shows only the user part.
+ * @window_set/@window_start_ns/@window_end_ns: nonzero: keep only the samples of that time
+ *   range too (ns since the recording started, both ends included: a workload window from
+ *   profile_scan_window()); it joins @filter_time (a sample must be in both) and the filters'
+ *   description says "--window START,END" in seconds.
  */
 struct profile_options {
 	size_t size;
@@ -316,6 +320,9 @@ struct profile_options {
 	const char *filter_tid;
 	const char *filter_time;
 	int filter_only;
+	int window_set;
+	uint64_t window_start_ns;
+	uint64_t window_end_ns;
 };
 
 /* profile_options.filter_only: which samples, and which part of their callchains. */
@@ -676,6 +683,56 @@ int profile_stacks_read_folded(int fd, const char *name, struct profile_stacks *
 int profile_stacks_load(const char *path, const struct profile_options *opts,
 			struct profile_stacks **out, char *errbuf, size_t errbuf_len) __must_check;
 
+/**
+ * profile_stacks_pool - one set of the stacks of @n sets @runs, counts added (diff's
+ * flamegraphs over repeated runs). @out: free with profile_stacks_free().
+ * Return: 0; -EINVAL NULL or no run; -ERANGE the total overflows; -ENOMEM.
+ */
+int profile_stacks_pool(const struct profile_stacks *const *runs, size_t n,
+			struct profile_stacks **out) __must_check;
+
+/**
+ * struct profile_scan - a recording at a glance (profile_scan_recording()).
+ * @samples: SAMPLE records (unfiltered). @has_window/@window: the workload window, as
+ * profile_workload_window() gives it. @has_end/@end_reason/@exit_status: the END record
+ * (enum hvp_end_reason). @damaged: reading stopped at a damaged record before the end.
+ */
+struct profile_scan {
+	uint64_t samples;
+	int has_window;
+	struct profile_window window;
+	int has_end;
+	uint32_t end_reason;
+	int32_t exit_status;
+	int damaged;
+};
+
+/**
+ * profile_scan_recording - read the recording at @path once, without symbolizing, into @out.
+ * Return: 0 (also for a file damaged after its header: @out->damaged); errors of
+ * recfile_reader_open() (-EBADMSG: not a recording), said in @errbuf; -ENOMEM.
+ */
+int profile_scan_recording(const char *path, struct profile_scan *out, char *errbuf,
+			   size_t errbuf_len) __must_check;
+
+/**
+ * profile_scan_window - the workload window of @s as a time range: [*@start_ns, *@end_ns], ns
+ * since the recording started (UINT64_MAX: to the end). Return: 0; -ENOENT no window.
+ */
+int profile_scan_window(const struct profile_scan *s, uint64_t *start_ns, uint64_t *end_ns)
+	__must_check;
+
+/**
+ * profile_scan_check - is the recording of @s fit to be compared (docs/diff.md, "A broken
+ * side")? It must have samples, @compared (the samples kept: in the window, filtered) must
+ * reach @min_compared, and it must end with a clean guest exit (status 0), --duration, or a
+ * detach (record --attach). @why: on failure, one line saying why (without the file name).
+ * Return: 0 fit; -ENODATA no or too few samples; -ECANCELED no END, or another end;
+ * -EINVAL NULL @s.
+ */
+int profile_scan_check(const struct profile_scan *s, uint64_t compared, uint64_t min_compared,
+		       char *why, size_t why_len) __must_check;
+
 /** profile_stacks_total - the sum of the counts of @s. */
 uint64_t profile_stacks_total(const struct profile_stacks *s);
 
@@ -837,6 +894,9 @@ void profile_diff_free(struct profile_diff *d);
  *   colours still show the change BASE to NEW. @title: NULL: a title naming both sides.
  * @base_name/@new_name: shown in the title. @width: pixels (0: 1200). @min_samples and
  * @min_samples_set: as in profile_diff_options; frames below it on both sides are grey.
+ * @noise_factor: >= 1: a frame is coloured only when |z| / @noise_factor reaches the bound
+ *   (the run-noise factor of profile_diff_options; diff passes it, also for pooled repeats,
+ *   whose per-run test the graph does not redo); 0: the sampling test alone.
  */
 struct profile_diff_svg_options {
 	size_t size;
@@ -847,6 +907,7 @@ struct profile_diff_svg_options {
 	unsigned int width;
 	uint64_t min_samples;
 	int min_samples_set;
+	double noise_factor;
 };
 
 /**

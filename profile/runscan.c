@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+// What a recording is, before it is compared: its samples, its workload window and how it
+// ended, read in one pass without symbolizing; and whether it is fit to be a side of a diff.
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hvprof/log.h>
+
+#include "profile_internal.h"
+
+int profile_scan_recording(const char *path, struct profile_scan *out, char *errbuf,
+			   size_t errbuf_len)
+{
+	struct profile_scan s = { 0 };
+	struct recfile_reader *r;
+	struct recfile_record *rec;
+	int ret, err;
+
+	if (!path || !out)
+		return -EINVAL;
+	err = recfile_reader_open(path, &r, errbuf, errbuf_len);
+	if (err)
+		return err;
+	rec = malloc(sizeof(*rec));
+	if (!rec) {
+		recfile_reader_close(r);
+		return -ENOMEM;
+	}
+	while ((ret = recfile_reader_next(r, rec)) == 1) {
+		if (rec->type == RECFILE_SAMPLE)
+			s.samples++;
+		else if (rec->type == RECFILE_EVENT)
+			window_add_event(&s.window, &s.has_window, &rec->event);
+		else if (rec->type == RECFILE_END)
+			s = (struct profile_scan){ .samples = s.samples, .has_window = s.has_window,
+						   .window = s.window, .has_end = 1,
+						   .end_reason = rec->end.reason,
+						   .exit_status = rec->end.exit_status };
+	}
+	/* A damaged tail is kept as profile_load() keeps it; it is said, not an error here. */
+	s.damaged = ret < 0 && ret != -ENOMEM;
+	free(rec);
+	recfile_reader_close(r);
+	if (ret == -ENOMEM)
+		return ret;
+	*out = s;
+	return 0;
+}
+
+int profile_scan_window(const struct profile_scan *s, uint64_t *start_ns, uint64_t *end_ns)
+{
+	if (!s || !s->has_window)
+		return -ENOENT;
+	*start_ns = s->window.start_ns;
+	*end_ns = s->window.has_end ? s->window.end_ns : UINT64_MAX;
+	return 0;
+}
+
+int profile_scan_check(const struct profile_scan *s, uint64_t compared, uint64_t min_compared,
+		       char *why, size_t why_len)
+{
+	char tmp[160];
+
+	if (!s)
+		return -EINVAL;
+	if (!why || !why_len) {
+		why = tmp;
+		why_len = sizeof(tmp);
+	}
+	if (!s->samples) {
+		snprintf(why, why_len, "no samples at all (did the guest boot? is the workload "
+			 "running under --from?)");
+		return -ENODATA;
+	}
+	if (compared < min_compared) {
+		snprintf(why, why_len, "%" PRIu64 " samples compared (of %" PRIu64 "), fewer than "
+			 "%" PRIu64 ": too few to tell a change from noise", compared, s->samples,
+			 min_compared);
+		return -ENODATA;
+	}
+	if (!s->has_end) {
+		snprintf(why, why_len, "no END record: the recording was cut short");
+		return -ECANCELED;
+	}
+	switch (s->end_reason) {
+	case HVP_END_EXIT_DEVICE:
+		if (s->exit_status == 0)
+			return 0;
+		snprintf(why, why_len, "the guest exited with status %" PRId32 " (the workload "
+			 "failed?)", s->exit_status);
+		return -ECANCELED;
+	case HVP_END_DURATION:
+	case HVP_END_DETACHED:
+		return 0;
+	default:
+		snprintf(why, why_len, "the run ended by %s, not a clean guest exit or --duration",
+			 recfile_end_reason_name(s->end_reason));
+		return -ECANCELED;
+	}
+}
