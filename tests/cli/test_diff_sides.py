@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""hvprof diff's sides without a VM (issue 16): the workload window is compared by default and
+--window all compares everything; a recording without the mark is compared whole with a note;
+a broken side (no samples, too few in the window, no END, an END other than a clean exit or
+--duration) exits 3 naming the side, the file and why, unless --allow-incomplete; repeated runs
+(--base/--new) give per-run shares in the JSON.
+
+usage: test_diff_sides.py HVPROF
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+HVPROF = sys.argv[1]
+work = tempfile.mkdtemp(prefix="hvprof-diff-")
+failures = 0
+HEADER = b"HVPROF\x00\x01" + struct.pack("<II", 1, 16)
+MS = 1000000
+K_IN, K_OUT, K_IN2 = 0xffffffff81001000, 0xffffffff81002000, 0xffffffff81003000
+
+
+def record(rtype, payload):
+    head = struct.pack("<II", rtype, 8 + len(payload) + 4) + payload
+    return head + struct.pack("<I", zlib.crc32(head))
+
+
+def meta(key, value):
+    k, v = key.encode(), value.encode()
+    return record(1, struct.pack("<II", len(k), len(v)) + k + v)
+
+
+def sample(t_ns, rip):
+    # time, vcpu, cpl 0, flags KTHREAD, kernel_stop END, user_stop NONE, rip, cr3, task, pid,
+    # tgid, cookie, period, n_kernel 1, n_user 0, reserved; then the kernel chain
+    return record(2, struct.pack("<QIBBBBQQQiiQQHHI", t_ns, 0, 0, 2, 0, 4, rip, 0, 0, 3, 3, 0,
+                                 MS, 1, 0, 0) + struct.pack("<Q", rip))
+
+
+def event(t_ns, kind, value=0):
+    return record(10, struct.pack("<QIi", t_ns, kind, value))
+
+
+def end(reason, status=0):
+    return record(7, struct.pack("<Ii", reason, status))
+
+
+def write(name, inside=1500, outside=600, window=True, end_rec=end(1), in_rip=K_IN,
+          extra=0):
+    """outside/2 samples before the window (0.5 s), inside in it (1..2 s), outside/2 after."""
+    body = [HEADER, meta("counter", "cpu-clock")]
+    body += [sample(500 * MS, K_OUT)] * (outside // 2)
+    if window:
+        body.append(event(1000 * MS, 2))
+    body += [sample(1000 * MS + i * 1000, in_rip if i >= extra else K_IN2)
+             for i in range(inside)]
+    if window:
+        body.append(event(2000 * MS, 3, 0))
+    body += [sample(2500 * MS, K_OUT)] * (outside - outside // 2)
+    if end_rec:
+        body.append(end_rec)
+    path = os.path.join(work, name)
+    with open(path, "wb") as f:
+        f.write(b"".join(body))
+    return path
+
+
+def run(*args):
+    r = subprocess.run([HVPROF, "diff", *args], capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stdout, r.stderr
+
+
+def check(name, ok, detail=""):
+    global failures
+    if ok:
+        print(f"ok: {name}")
+    else:
+        failures += 1
+        print(f"FAIL: {name}: {detail}")
+
+
+good = write("good.data")
+good2 = write("good2.data")
+code, out, err = run("--format", "json", good, good2)
+d = json.loads(out) if code == 0 else {}
+check("the window by default", code == 0 and d["base"]["samples"] == 1500 and
+      any("workload window" in n for n in d["notes"]), f"{code} {err} {out[:300]}")
+code, out, err = run("--format", "json", "--window", "all", good, good2)
+d = json.loads(out) if code == 0 else {}
+check("--window all: everything", code == 0 and d["base"]["samples"] == 2100 and
+      any("--window all" in n for n in d["notes"]), f"{code} {err} {out[:300]}")
+code, out, err = run("--window", "some", good, good2)
+check("--window some: usage", code == 2 and "--window 'some'" in err, f"{code} {err}")
+
+nowin = write("nowin.data", window=False)
+code, out, err = run(good, nowin)
+check("no window mark: compared whole, with a note", code == 0 and
+      f"NEW {nowin} has no workload window mark: compared whole" in out, f"{code} {err}")
+
+broken = [
+    ("no samples", write("empty.data", inside=0, outside=0), "no samples at all"),
+    ("too few in the window", write("few.data", inside=500, outside=2000),
+     "500 samples compared (of 2500), fewer than 1000"),
+    ("no END", write("cut.data", end_rec=None), "no END record"),
+    ("END by a signal", write("sig.data", end_rec=end(5)), "the run ended by signal"),
+    ("a failed workload", write("fail.data", end_rec=end(1, 2)), "the guest exited with status 2"),
+]
+for what, path, why in broken:
+    code, out, err = run(good, path)
+    check(f"broken NEW, {what}: exit 3", code == 3 and f"NEW {path}: {why}" in err and
+          "--allow-incomplete" in err, f"{code} {err}")
+    code, out, err = run(path, good)
+    check(f"broken BASE, {what}: exit 3", code == 3 and f"BASE {path}: {why}" in err,
+          f"{code} {err}")
+    code, out, err = run("--allow-incomplete", path, good)
+    check(f"--allow-incomplete, {what}: compared, said", code == 0 and
+          "(--allow-incomplete)" in out and "compared anyway" in err, f"{code} {err}")
+dur = write("dur.data", end_rec=end(4))
+code, out, err = run(good, dur)
+check("--duration END is fine", code == 0, f"{code} {err}")
+
+# repeats: per-run shares in the JSON; an outlier run with 300 other samples is noise
+runs_b = [write(f"b{i}.data", extra=e) for i, e in enumerate((0, 100, 50))]
+runs_n = [write(f"n{i}.data", extra=e) for i, e in enumerate((40, 120, 0))]
+args = [a for p in runs_b for a in ("--base", p)] + [a for p in runs_n for a in ("--new", p)]
+code, out, err = run("--format", "json", "--fail-on-regression", "10", *args)
+d = json.loads(out) if out.startswith("{") else {}
+check("3 vs 3: runs in the JSON, noise not alarmed", code == 0 and d["run_noise"] == "welch"
+      and [r["samples"] for r in d["base"]["runs"]] == [1500] * 3 and not d["regressions"],
+      f"{code} {err} {out[:400]}")
+runs_s = [write(f"s{i}.data", extra=e) for i, e in enumerate((500, 520, 480))]
+args = [a for p in runs_b for a in ("--base", p)] + [a for p in runs_s for a in ("--new", p)]
+code, out, err = run("--format", "json", "--fail-on-regression", "10", *args)
+d = json.loads(out) if out.startswith("{") else {}
+first = d["regressions"][0] if d.get("regressions") else {}
+check("3 vs 3: a real shift is named first, exit 1", code == 1 and
+      first.get("name", "").startswith("0xffffffff81003000") and len(first["base_runs"]) == 3
+      and len(first["new_runs"]) == 3, f"{code} {err} {first}")
+code, out, err = run("--base", good, good2)
+check("--base with positional files: usage", code == 2, f"{code} {err}")
+
+sys.exit(1 if failures else 0)
