@@ -190,6 +190,47 @@ void guest_stop(struct guest *gs);
 /* The strategy line: the VMM's part and the sampler's. */
 const char *guest_strategy(const struct guest *gs, char *buf, size_t len);
 
+struct recfile_writer;
+
+/* record_meta.c: what a recording says of its run (docs/recording-format.md). */
+/* META of the run's set-up: kernel, image, disks, command line, counter at @freq, call graph. */
+int record_write_meta(struct recfile_writer *w, const struct guest_opts *g,
+		      const struct guest *gs, unsigned int freq, const char *call_graph);
+/* META kernel_slide, kaslr, kaslr_check, kaslr_relocations, pti: what the sampler learnt. */
+int record_write_kernel_meta(struct recfile_writer *w, const struct sampler *sm);
+/* COUNTER records: the sampler's, then the VMM's. */
+int record_write_counters(struct recfile_writer *w, const struct sampler_counters *cnt,
+			  const struct vmm_counters *vc);
+int record_meta_u64(struct recfile_writer *w, const char *key, uint64_t v);
+/* Create the recording @path (an existing one kept as PATH.old). Prints what failed. */
+int record_open_output(const char *path, int *fd_out);
+
+/*
+ * control_session.c: `run --control PATH` (docs/control-protocol.md). control_run_create makes
+ * the windows' state and the sink a SAMPLER_START_ATTACH sampler is created with
+ * (control_run_sink); control_run_start serves the socket at @path on a thread of its own
+ * (before vmm_run; @g and @gs are borrowed until control_run_stop); control_run_stop, after
+ * vmm_run, ends an open window with the run's result, tells its client, stops the thread and
+ * removes the socket. Print what failed. Return: 0; -errno.
+ */
+struct control_run;
+int control_run_create(struct control_run **out);
+const struct sampler_sink *control_run_sink(struct control_run *cr);
+int control_run_start(struct control_run *cr, const char *path, const struct guest_opts *g,
+		      struct guest *gs);
+void control_run_stop(struct control_run *cr, const struct vmm_result *res);
+void control_run_destroy(struct control_run *cr);
+/* record --attach PATH (record_attach.c): the client. Return: hvprof's exit status. */
+struct record_attach_args {
+	const char *path;
+	const char *output;
+	unsigned long freq;
+	bool dwarf;
+	uint32_t stack_size;
+	double duration_s; /* 0: until Ctrl-C or the guest's end */
+};
+int record_attach(const struct record_attach_args *a);
+
 /*
  * --max-stack N of report, flamegraph, export and diff (cmd_report.c): @arg a whole number
  * 1..1000000 into *@out. Return: 0, or -EINVAL (an error line was printed).

@@ -21,7 +21,11 @@
 #define MAX_FREQ 100000
 
 static const char record_usage[] =
-	"usage: hvprof record [-F HZ] [-o FILE] [guest options]\n\n"
+	"usage: hvprof record [-F HZ] [-o FILE] [guest options]\n"
+	"       hvprof record --attach PATH [-F HZ] [-o FILE] [--call-graph ...] [--duration S]\n\n"
+	"  --attach PATH       sample the VM of `hvprof run --control PATH` instead of booting\n"
+	"                      one: until --duration S, Ctrl-C or the guest's end; nothing\n"
+	"                      stays armed after (docs/control-protocol.md)\n"
 	"  -F, --freq HZ       samples per second per vCPU (default 1000)\n"
 	"  -o, --output FILE   recording to write (default hvprof.data; an existing one\n"
 	"                      is kept as FILE.old)\n"
@@ -72,123 +76,7 @@ static int sink_event(void *ctx, const struct hvp_event *e)
 	return recfile_write_event(ctx, e);
 }
 
-static int meta_path(struct recfile_writer *w, const char *key, const char *path)
-{
-	char abs[PATH_MAX];
-
-	if (!path)
-		return 0;
-	return recfile_write_meta(w, key, realpath(path, abs) ? abs : path);
-}
-
-static int meta_u64(struct recfile_writer *w, const char *key, uint64_t v)
-{
-	char buf[32];
-
-	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
-	return recfile_write_meta(w, key, buf);
-}
-
-static int write_meta(struct recfile_writer *w, const struct guest_opts *g,
-		      const struct guest *gs, unsigned int freq, const char *call_graph)
-{
-	const struct sampler *sm = gs->sampler;
-	char buf[PATH_MAX + 8], abs[PATH_MAX];
-	time_t now = time(NULL);
-	int err = 0;
-
-	err = err ?: recfile_write_meta(w, "hvprof_version", "0.1.0");
-	err = err ?: meta_path(w, "kernel", g->vmlinux ? g->vmlinux : g->kernel);
-	if (g->vmlinux && !cli_same_file(g->vmlinux, g->kernel)) /* symbols from another file */
-		err = err ?: meta_path(w, "booted_kernel", g->kernel);
-	if (gs->gi && !gi_has_btf(gs->gi)) /* docs/recording-format.md */
-		err = err ?: recfile_write_meta(w, "btf", "none: no thread identity");
-	else
-		err = err ?: meta_path(w, "btf", g->btf);
-	err = err ?: meta_path(w, "rootfs", g->m_rootfs);
-	err = err ?: meta_path(w, "image", g->image_dir);
-	if (g->m_kernel_version)
-		err = err ?: recfile_write_meta(w, "kernel_version", g->m_kernel_version);
-	for (size_t i = 0; i < g->n_adds && !err; i++) {
-		snprintf(buf, sizeof(buf), "%s:%s",
-			 realpath(g->adds[i].host_path, abs) ? abs : g->adds[i].host_path,
-			 g->adds[i].guest_path);
-		err = recfile_write_meta(w, "add", buf);
-	}
-	for (size_t i = 0; i < g->n_disks && !err; i++) { /* docs/recording-format.md */
-		const struct vmm_disk *d = &g->disks[i];
-		char line[PATH_MAX + 32];
-
-		static const char *const modes[] = { "rw", "ro", "snapshot", "ro,snapshot" };
-
-		snprintf(line, sizeof(line), "vd%c %s %s", (char)('a' + i),
-			 modes[d->readonly + 2 * d->snapshot], realpath(d->path, abs) ? abs : d->path);
-		err = recfile_write_meta(w, "disk", line);
-	}
-	err = err ?: recfile_write_meta(w, "cmdline", gs->cmdline);
-	if (gs->host_added[0]) /* docs/recording-format.md */
-		err = err ?: recfile_write_meta(w, "host_cmdline", gs->host_added);
-	err = err ?: recfile_write_meta(w, "counter", sampler_counter_name(sampler_counter_kind(sm)));
-	err = err ?: meta_u64(w, "frequency_hz", freq);
-	if (sampler_counter_kind(sm) == SAMPLER_COUNTER_CPU_CLOCK)
-		err = err ?: meta_u64(w, "period_ns", 1000000000ull / freq);
-	err = err ?: meta_u64(w, "vcpus", g->cpus);
-	err = err ?: meta_u64(w, "mem_mib", g->mem_mib);
-	err = err ?: recfile_write_meta(w, "callchain_mode", sampler_callchain_mode_name(sm));
-	err = err ?: recfile_write_meta(w, "call_graph", call_graph); /* docs/recording-format.md */
-	err = err ?: recfile_write_meta(w, "strategy", guest_strategy(gs, buf, sizeof(buf)));
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-	err = err ?: recfile_write_meta(w, "start_time", buf);
-	return err;
-}
-
-/* META kernel_slide, kaslr, kaslr_check, kaslr_relocations, pti (docs/recording-format.md). */
-static int write_kernel_meta(struct recfile_writer *w, const struct sampler *sm)
-{
-	struct sampler_kaslr_info ki;
-	char text[256];
-	uint64_t slide; /* profile/symbolize.c subtracts it from kernel ips */
-	int err = 0;
-
-	if (sampler_kernel_slide(sm, &slide) == 0)
-		err = meta_u64(w, "kernel_slide", slide);
-	if (!err && sampler_kaslr_info(sm, &ki) == 0) {
-		if (ki.relocated)
-			snprintf(text, sizeof(text), "relocated by hvprof to slide 0x%llx",
-				 (unsigned long long)ki.placed_slide);
-		else if (ki.placed)
-			snprintf(text, sizeof(text), "link address");
-		else
-			snprintf(text, sizeof(text), "chosen by the guest");
-		err = recfile_write_meta(w, "kaslr", text);
-		snprintf(text, sizeof(text), "%s%s", gi_kaslr_check_name(ki.check),
-			 ki.check == GI_KASLR_PENDING || ki.check == GI_KASLR_FAILED ? ""
-			 : ki.idt > 0 ? " and the IDT"
-			 : ki.idt < 0 ? " (the IDT's #PF gate disagrees)"
-				      : " (IDT not readable)");
-		err = err ?: recfile_write_meta(w, "kaslr_check", text);
-		if (!err && ki.relocated)
-			err = meta_u64(w, "kaslr_relocations", ki.n_relocs);
-	}
-	return err ?: recfile_write_meta(w, "pti", sampler_pti_name(sm));
-}
-
-/* The sampler's counters, then the VMM's (names from their lists). */
-static int write_counters(struct recfile_writer *w, const struct guest *gs,
-			  const struct sampler_counters *cnt)
-{
-	struct vmm_counters vc;
-	int err = 0;
-
-	vmm_get_counters(gs->vm, &vc);
-	for (size_t i = 0; i < SAMPLER_N_COUNTERS && !err; i++)
-		err = recfile_write_counter(w, sampler_counter_names[i], ((const uint64_t *)cnt)[i]);
-	for (size_t i = 0; i < VMM_N_COUNTERS && !err; i++)
-		err = recfile_write_counter(w, vmm_counter_names[i], ((const uint64_t *)&vc)[i]);
-	return err;
-}
-
-static int open_output(const char *path, int *fd_out)
+int record_open_output(const char *path, int *fd_out)
 {
 	char old[PATH_MAX];
 	struct stat st;
@@ -225,6 +113,8 @@ struct record_args {
 	enum sampler_call_graph call_graph;
 	uint32_t stack_size; /* dwarf: bytes of user stack per walk */
 	bool bare;
+	const char *attach;   /* --attach PATH */
+	const char *not_with_attach; /* an option --attach does not take, as given */
 };
 
 /* --call-graph fp | dwarf[,SIZE] (perf's spelling): SIZE 1..65528, rounded up to 8 bytes. */
@@ -298,6 +188,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 					      { "bare-exits", no_argument, NULL, 'B' },
 					      { "call-graph", required_argument, NULL, 'g' + 2000 },
 					      { "from", required_argument, NULL, 'f' + 2000 },
+					      { "attach", required_argument, NULL, 'a' + 2000 },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
 	int c;
@@ -322,8 +213,12 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 		case 'o':
 			a->output = optarg;
 			break;
+		case 'a' + 2000:
+			a->attach = optarg;
+			break;
 		case 'B':
 			a->bare = true;
+			a->not_with_attach = "--bare-exits";
 			break;
 		case 'g' + 2000:
 			if (parse_call_graph(optarg, a) != 0)
@@ -332,8 +227,10 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 		case 'f' + 2000:
 			if (parse_from(optarg, a) != 0)
 				return EXIT_USAGE;
+			a->not_with_attach = "--from";
 			break;
 		case 'm':
+			a->not_with_attach = "--callchain-mode";
 			if (!strcmp(optarg, "deferred")) {
 				a->mode = SAMPLER_CALLCHAIN_DEFERRED;
 			} else if (!strcmp(optarg, "eager")) {
@@ -349,10 +246,17 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 		default:
 			if (c == '?' || guest_opt_parse(g, c, optarg) != 0)
 				return EXIT_USAGE;
+			if (c != 1007) /* --duration is the window's with --attach */
+				a->not_with_attach = "guest options";
 		}
 	}
 	if (optind < argc) {
 		cli_error("record: unexpected argument '%s'", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (a->attach && a->not_with_attach) {
+		cli_error("record --attach: %s cannot be given with --attach (the VM runs already)",
+			  a->not_with_attach);
 		return EXIT_USAGE;
 	}
 	return guest_opts_check(g) != 0 ? EXIT_USAGE : 0;
@@ -403,10 +307,12 @@ static int finish_recording(struct recfile_writer *w, const struct guest *gs,
 			    const struct vmm_result *res, const struct sampler_counters *cnt,
 			    uint64_t startup_ns)
 {
+	struct vmm_counters vc;
 	int err;
 
-	err = write_kernel_meta(w, gs->sampler);
-	err = err ?: write_counters(w, gs, cnt);
+	err = record_write_kernel_meta(w, gs->sampler);
+	vmm_get_counters(gs->vm, &vc);
+	err = err ?: record_write_counters(w, cnt, &vc);
 	err = err ?: recfile_write_counter(w, "runtime_ns", res->runtime_ns);
 	err = err ?: recfile_write_counter(w, "first_user_ns", sampler_first_user_ns(gs->sampler));
 	err = err ?: recfile_write_counter(w, "startup_ns", startup_ns);
@@ -468,11 +374,21 @@ int cmd_record(int argc, char **argv)
 		guest_opts_free(&g);
 		return err < 0 ? EXIT_OK : err;
 	}
+	if (a.attach) {
+		struct record_attach_args aa = { .path = a.attach, .output = a.output,
+						 .freq = a.freq,
+						 .dwarf = a.call_graph == SAMPLER_CALL_GRAPH_DWARF,
+						 .stack_size = a.stack_size,
+						 .duration_s = g.duration_s };
+
+		guest_opts_free(&g);
+		return record_attach(&aa);
+	}
 	if (guest_opts_finish(&g) != 0)
 		goto out;
 	/* The output is opened before the guest starts: a bad path fails in a second, not
 	 * after the run. */
-	if (open_output(a.output, &fd) != 0)
+	if (record_open_output(a.output, &fd) != 0)
 		goto out;
 	err = recfile_writer_open(fd, &w);
 	if (err) {
@@ -494,7 +410,7 @@ int cmd_record(int argc, char **argv)
 		snprintf(call_graph, sizeof(call_graph), "dwarf,%u", a.stack_size);
 	else
 		snprintf(call_graph, sizeof(call_graph), "fp");
-	err = write_meta(w, &g, &gs, (unsigned int)a.freq, call_graph);
+	err = record_write_meta(w, &g, &gs, (unsigned int)a.freq, call_graph);
 	err = err ?: write_sampling_from(w, &a, false, gs.sampler, NULL);
 	if (!err)
 		err = recfile_writer_flush(w);

@@ -8,18 +8,43 @@
 #include <hvprof/log.h>
 
 #include "cli.h"
+#include "control.h"
 
-static const char run_usage[] = "usage: hvprof run [guest options]\n\nguest options:\n"
-	GUEST_OPTIONS_HELP;
+#define OPT_CONTROL 3001
+
+/* `run --control`: a sampler that samples only in attach windows, into their recordings. */
+static int control_setup(struct control_run **cr, struct sampler_config *scfg)
+{
+	int err = control_run_create(cr);
+
+	if (err) {
+		cli_error("--control: %s", hvp_strerror(err));
+		return err;
+	}
+	*scfg = (struct sampler_config){ .sample_hz = CTL_DEFAULT_HZ, .sink = control_run_sink(*cr),
+					 .callchain_mode = SAMPLER_CALLCHAIN_DEFERRED,
+					 .call_graph = SAMPLER_CALL_GRAPH_DWARF,
+					 .start = SAMPLER_START_ATTACH };
+	return 0;
+}
+
+static const char run_usage[] =
+	"usage: hvprof run [--control PATH] [guest options]\n\n"
+	"  --control PATH      also listen on a UNIX socket at PATH (owner-only, removed at\n"
+	"                      exit) for `hvprof record --attach PATH` (docs/control-protocol.md)\n"
+	"\nguest options:\n" GUEST_OPTIONS_HELP;
 
 int cmd_run(int argc, char **argv)
 {
 	static const struct option opts[] = { GUEST_LONG_OPTIONS,
+					      { "control", required_argument, NULL, OPT_CONTROL },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
 	struct guest_opts g;
 	struct sampler_config scfg = { .sample_hz = 0 }; /* no samples: only watching the guest */
-	struct vmm_result res;
+	struct vmm_result res = { .reason = HVP_END_ERROR, .exit_status = -1 };
+	struct control_run *cr = NULL;
+	const char *control = NULL;
 	struct guest gs = { 0 };
 	int c, err, status = EXIT_ERROR;
 
@@ -30,6 +55,10 @@ int cmd_run(int argc, char **argv)
 			fputs(run_usage, stdout);
 			guest_opts_free(&g);
 			return EXIT_OK;
+		}
+		if (c == OPT_CONTROL) {
+			control = optarg;
+			continue;
 		}
 		if (c == '?' || guest_opt_parse(&g, c, optarg) != 0) {
 			status = EXIT_USAGE;
@@ -47,18 +76,25 @@ int cmd_run(int argc, char **argv)
 	}
 	if (guest_opts_finish(&g) != 0)
 		goto out;
+	if (control && control_setup(&cr, &scfg) != 0)
+		goto out;
 	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0)
+		goto out;
+	if (cr && control_run_start(cr, control, &g, &gs) != 0)
 		goto out;
 	cli_stop_on_signals(gs.vm);
 	err = vmm_run(gs.vm, &res);
 	cli_stop_on_signals(NULL);
 	if (err) {
 		cli_error("cannot run the guest: %s", hvp_strerror(err));
+		res.reason = HVP_END_ERROR;
 		goto out;
 	}
 	status = cli_outcome(&res);
 out:
+	control_run_stop(cr, &res); /* an open window ends with the run (its client is told) */
 	guest_stop(&gs);
+	control_run_destroy(cr);
 	guest_opts_free(&g);
 	return status;
 }

@@ -50,6 +50,11 @@ void vmm_bp_arm(struct vmm *vm, unsigned int mask, bool armed, const struct vmm_
 			vmm_kick_vcpu(vm, i);
 }
 
+unsigned int vmm_bp_armed(const struct vmm *vm)
+{
+	return vm ? atomic_load(&((struct vmm *)vm)->bp_armed) : 0;
+}
+
 /* DR7 local-enable bits of the slots armed with an address (execute, 1 byte: R/W, LEN 0). */
 static unsigned int wanted_mask(const struct vmm *vm)
 {

@@ -340,6 +340,9 @@ void vmm_bp_set_addr(struct vmm *vm, int slot, uint64_t gva);
  */
 void vmm_bp_arm(struct vmm *vm, unsigned int mask, bool armed, const struct vmm_vcpu *self);
 
+/** vmm_bp_armed - the slots armed VM-wide now (bit N: slot N). Any thread. */
+unsigned int vmm_bp_armed(const struct vmm *vm);
+
 /**
  * vmm_bp_step - resume @v past the breakpoint it stopped at with RFLAGS.RF (SDM vol. 3B, 18.3.1.1),
  * unless this host is known to ignore RF. Whether RF worked is seen at @v's next exit.

@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: MIT
+// `hvprof run --control PATH`: the attach windows the control socket serves
+// (docs/control-protocol.md). The VM's sampler is created with SAMPLER_START_ATTACH and a sink
+// that writes into the open window's recording, if any: the recording's fd comes from the client
+// (SCM_RIGHTS), this process writes it (META with what the run learnt: KASLR slide, PTI, return
+// sites), and the detach writes the window's counters and END (detached) and closes it.
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hvprof/log.h>
+#include <hvprof/profile.h>
+
+#include "cli.h"
+#include "control.h"
+
+#define DETACH_TIMEOUT_NS 2000000000ull /* for the vCPUs to disable their counters */
+#define SERVER_POLL_MS 200              /* between looks at a failed recording */
+
+struct control_run {
+	const struct guest_opts *g;
+	struct guest *gs;
+	struct control_server *srv;
+	struct control_ops ops;
+	struct sampler_sink sink;
+	pthread_t thread;
+	bool thread_started;
+	/* the open window: sink callbacks read it under the read lock; attach and detach swap it
+	 * under the write lock, so no record goes to a closed writer */
+	pthread_rwlock_t lock;
+	struct recfile_writer *w;
+	int fd;
+	atomic_int write_err; /* the window's first failed write (0: none) */
+	unsigned int windows;
+	uint64_t t0_ns;       /* when the window opened, ns since the run started */
+	struct sampler_counters sc0;
+	struct vmm_counters vc0;
+};
+
+/* ---------------------------------------------------------------- the sink */
+
+/* A write error ends the window (the server polls window_failed), never the VM. */
+static int sink_result(struct control_run *cr, int err)
+{
+	int none = 0;
+
+	if (err)
+		atomic_compare_exchange_strong(&cr->write_err, &none, err);
+	return 0;
+}
+
+/* The open window's writer with the read lock held (NULL between windows: records dropped). */
+static struct recfile_writer *sink_get(struct control_run *cr)
+{
+	pthread_rwlock_rdlock(&cr->lock);
+	return cr->w;
+}
+
+static int sink_put(struct control_run *cr, int err)
+{
+	pthread_rwlock_unlock(&cr->lock);
+	return sink_result(cr, err);
+}
+
+static int sink_sample(void *ctx, const struct hvp_sample *s, const struct hvp_user_regs *r)
+{
+	struct control_run *cr = ctx;
+	struct recfile_writer *w = sink_get(cr);
+
+	return sink_put(cr, w ? recfile_write_sample_regs(w, s, r) : 0);
+}
+
+static int sink_thread(void *ctx, const struct hvp_thread *t)
+{
+	struct control_run *cr = ctx;
+	struct recfile_writer *w = sink_get(cr);
+
+	return sink_put(cr, w ? recfile_write_thread(w, t) : 0);
+}
+
+static int sink_process(void *ctx, const struct hvp_process *p)
+{
+	struct control_run *cr = ctx;
+	struct recfile_writer *w = sink_get(cr);
+
+	return sink_put(cr, w ? recfile_write_process(w, p) : 0);
+}
+
+static int sink_user_stack(void *ctx, const struct hvp_user_stack *u,
+			   const struct hvp_user_regs *r)
+{
+	struct control_run *cr = ctx;
+	struct recfile_writer *w = sink_get(cr);
+
+	return sink_put(cr, w ? recfile_write_user_stack_regs(w, u, r) : 0);
+}
+
+static int sink_mapping(void *ctx, const struct hvp_mapping *m)
+{
+	struct control_run *cr = ctx;
+	struct recfile_writer *w = sink_get(cr);
+
+	return sink_put(cr, w ? recfile_write_mapping(w, m) : 0);
+}
+
+static int sink_event(void *ctx, const struct hvp_event *e)
+{
+	struct control_run *cr = ctx;
+	struct recfile_writer *w = sink_get(cr);
+
+	return sink_put(cr, w ? recfile_write_event(w, e) : 0);
+}
+
+/* ---------------------------------------------------------------- the control operations */
+
+static uint64_t run_ns(const struct control_run *cr)
+{
+	uint64_t start = vmm_start_ns(cr->gs->vm);
+
+	return start ? vmm_now_ns() - start : 0;
+}
+
+static int op_status(void *ctx, char *reply, size_t len)
+{
+	struct control_run *cr = ctx;
+	struct sampler_counters sc;
+	struct vmm_counters vc;
+
+	sampler_get_counters(cr->gs->sampler, &sc);
+	vmm_get_counters(cr->gs->vm, &vc);
+	snprintf(reply, len,
+		 "attached=%d windows=%u runtime_ns=%llu exits=%llu exits_io=%llu exits_mmio=%llu "
+		 "exits_intr=%llu exits_overflow=%llu exits_debug=%llu samples=%llu "
+		 "marks_dropped_detach=%llu bp_armed=%u counter=%s",
+		 control_server_attached(cr->srv), cr->windows, (unsigned long long)run_ns(cr),
+		 (unsigned long long)vc.exits, (unsigned long long)vc.exits_io,
+		 (unsigned long long)vc.exits_mmio, (unsigned long long)vc.exits_intr,
+		 (unsigned long long)vc.exits_overflow, (unsigned long long)vc.exits_debug,
+		 (unsigned long long)sc.samples, (unsigned long long)sc.marks_dropped_detach,
+		 vmm_bp_armed(cr->gs->vm),
+		 sampler_counter_name(sampler_counter_kind(cr->gs->sampler)));
+	return 0;
+}
+
+/* META of a window: the run's, how it samples, and which window of the run it is. */
+static int window_meta(struct control_run *cr, struct recfile_writer *w,
+		       const struct ctl_request *req)
+{
+	char text[64];
+	int err;
+
+	if (req->dwarf)
+		snprintf(text, sizeof(text), "dwarf,%u", req->stack_size);
+	else
+		snprintf(text, sizeof(text), "fp");
+	err = record_write_meta(w, cr->g, cr->gs, req->freq, text);
+	snprintf(text, sizeof(text), "attach (window %u, at %.3f s)", cr->windows + 1,
+		 (double)run_ns(cr) / 1e9);
+	err = err ?: recfile_write_meta(w, "sampling_from", text);
+	return err ?: recfile_writer_flush(w);
+}
+
+static int op_attach(void *ctx, const struct ctl_request *req, int fd, char *reply, size_t len)
+{
+	struct control_run *cr = ctx;
+	struct sampler_window win = { .sample_hz = req->freq,
+				      .call_graph = req->dwarf ? SAMPLER_CALL_GRAPH_DWARF
+							       : SAMPLER_CALL_GRAPH_FP,
+				      .stack_size = req->stack_size };
+	struct recfile_writer *w;
+	int err;
+
+	if (vmm_stopping(cr->gs->vm)) {
+		snprintf(reply, len, "the guest is stopping");
+		return -ESHUTDOWN;
+	}
+	err = recfile_writer_open(fd, &w);
+	err = err ?: window_meta(cr, w, req);
+	if (err) {
+		snprintf(reply, len, "cannot write the recording: %s", hvp_strerror(err));
+		if (recfile_writer_close(w)) { /* failing already */ }
+		return err;
+	}
+	sampler_get_counters(cr->gs->sampler, &cr->sc0);
+	vmm_get_counters(cr->gs->vm, &cr->vc0);
+	cr->t0_ns = run_ns(cr);
+	atomic_store(&cr->write_err, 0);
+	pthread_rwlock_wrlock(&cr->lock);
+	cr->w = w;
+	cr->fd = fd;
+	pthread_rwlock_unlock(&cr->lock);
+	err = sampler_attach(cr->gs->sampler, &win);
+	if (err) {
+		pthread_rwlock_wrlock(&cr->lock);
+		cr->w = NULL;
+		cr->fd = -1;
+		pthread_rwlock_unlock(&cr->lock);
+		if (recfile_writer_close(w)) { /* the attach failed already */ }
+		snprintf(reply, len, "%s", err == -ENODATA ? "no kernel symbols to sample with"
+					   : "the sampler cannot attach");
+		return err;
+	}
+	cr->windows++;
+	snprintf(reply, len, "window=%u freq=%u counter=%s", cr->windows, req->freq,
+		 sampler_counter_name(sampler_counter_kind(cr->gs->sampler)));
+	return 0;
+}
+
+static const char *reason_word(int reason)
+{
+	switch (reason) {
+	case HVP_END_DETACHED: return "detached";
+	case HVP_END_EXIT_DEVICE: return "exit";
+	case HVP_END_RESET: return "reset";
+	case HVP_END_SHUTDOWN: return "crash";
+	case HVP_END_DURATION: return "duration";
+	case HVP_END_SIGNAL: return "signal";
+	default: return "error";
+	}
+}
+
+/* The window's counters: what changed since it opened. */
+static int window_counters(struct control_run *cr, struct recfile_writer *w, uint64_t *samples)
+{
+	struct sampler_counters sc;
+	struct vmm_counters vc;
+	uint64_t *a = (uint64_t *)&sc, *b = (uint64_t *)&vc;
+	const uint64_t *a0 = (const uint64_t *)&cr->sc0, *b0 = (const uint64_t *)&cr->vc0;
+	uint64_t now = run_ns(cr);
+	int err;
+
+	sampler_get_counters(cr->gs->sampler, &sc);
+	vmm_get_counters(cr->gs->vm, &vc);
+	for (size_t i = 0; i < SAMPLER_N_COUNTERS; i++)
+		a[i] -= a0[i];
+	for (size_t i = 0; i < VMM_N_COUNTERS; i++)
+		b[i] -= b0[i];
+	*samples = sc.samples;
+	err = record_write_counters(w, &sc, &vc);
+	err = err ?: recfile_write_counter(w, "runtime_ns", now);
+	err = err ?: recfile_write_counter(w, "attached_ns", now - cr->t0_ns);
+	return err;
+}
+
+static int op_detach(void *ctx, int reason, int exit_status, char *reply, size_t len)
+{
+	struct control_run *cr = ctx;
+	struct sampler_detach_info info = { 0 };
+	struct recfile_writer *w;
+	uint64_t samples = 0;
+	int err, fd;
+
+	if (sampler_detach(cr->gs->sampler, DETACH_TIMEOUT_NS, &info)) { /* counted in info */ }
+	pthread_rwlock_wrlock(&cr->lock);
+	w = cr->w;
+	fd = cr->fd;
+	cr->w = NULL;
+	cr->fd = -1;
+	pthread_rwlock_unlock(&cr->lock);
+	if (!w)
+		return -EALREADY;
+	err = atomic_load(&cr->write_err);
+	if (err)
+		reason = HVP_END_ERROR;
+	err = err ?: record_write_kernel_meta(w, cr->gs->sampler);
+	err = err ?: window_counters(cr, w, &samples);
+	err = err ?: recfile_write_end(w, (enum hvp_end_reason)reason,
+				       reason == HVP_END_EXIT_DEVICE ? exit_status : 0);
+	err = recfile_writer_close(w) ?: err;
+	if (!err && fsync(fd) != 0 && errno != EINVAL)
+		err = -errno;
+	close(fd);
+	if (err) {
+		snprintf(reply, len, "reason=error samples=%llu error=%s",
+			 (unsigned long long)samples, ctl_err_name(-err));
+		return err;
+	}
+	snprintf(reply, len, "reason=%s status=%d samples=%llu marks_dropped=%u vcpus_late=%u",
+		 reason_word(reason), reason == HVP_END_EXIT_DEVICE ? exit_status : 0,
+		 (unsigned long long)samples, info.marks_dropped, info.vcpus_late);
+	return 0;
+}
+
+static bool op_window_failed(void *ctx)
+{
+	struct control_run *cr = ctx;
+
+	return atomic_load(&cr->write_err) != 0;
+}
+
+/* ---------------------------------------------------------------- life */
+
+int control_run_create(struct control_run **out)
+{
+	struct control_run *cr = calloc(1, sizeof(*cr));
+
+	if (!cr)
+		return -ENOMEM;
+	pthread_rwlock_init(&cr->lock, NULL);
+	cr->fd = -1;
+	cr->sink = (struct sampler_sink){ .sample = sink_sample, .thread = sink_thread,
+					  .process = sink_process, .user_stack = sink_user_stack,
+					  .mapping = sink_mapping, .event = sink_event, .ctx = cr };
+	cr->ops = (struct control_ops){ .ctx = cr, .status = op_status, .attach = op_attach,
+					.detach = op_detach, .window_failed = op_window_failed };
+	*out = cr;
+	return 0;
+}
+
+const struct sampler_sink *control_run_sink(struct control_run *cr)
+{
+	return &cr->sink;
+}
+
+static void *server_thread(void *arg)
+{
+	struct control_run *cr = arg;
+
+	while (control_server_step(cr->srv, SERVER_POLL_MS) == 0)
+		;
+	return NULL;
+}
+
+int control_run_start(struct control_run *cr, const char *path, const struct guest_opts *g,
+		      struct guest *gs)
+{
+	struct control_config cfg = { .path = path };
+	int err;
+
+	cr->g = g;
+	cr->gs = gs;
+	err = control_server_create(&cfg, &cr->ops, &cr->srv);
+	if (err) {
+		cli_error("--control %s: %s", path,
+			  err == -EEXIST	 ? "a file that is not a socket is in the way"
+			  : err == -EADDRINUSE ? "another hvprof is listening there"
+					       : hvp_strerror(err));
+		return err;
+	}
+	err = -pthread_create(&cr->thread, NULL, server_thread, cr);
+	if (err) {
+		cli_error("--control %s: cannot start its thread: %s", path, hvp_strerror(err));
+		control_server_destroy(cr->srv);
+		cr->srv = NULL;
+		return err;
+	}
+	cr->thread_started = true;
+	fprintf(stderr, "hvprof: control socket %s (hvprof record --attach %s)\n", path, path);
+	return 0;
+}
+
+void control_run_stop(struct control_run *cr, const struct vmm_result *res)
+{
+	if (!cr || !cr->srv)
+		return;
+	if (cr->thread_started) {
+		control_server_end(cr->srv, res->reason,
+				   res->reason == HVP_END_EXIT_DEVICE ? res->exit_status : 0);
+		pthread_join(cr->thread, NULL);
+		cr->thread_started = false;
+	}
+	control_server_destroy(cr->srv);
+	cr->srv = NULL;
+}
+
+void control_run_destroy(struct control_run *cr)
+{
+	if (!cr)
+		return;
+	if (cr->thread_started) { /* never started the VM: end the thread */
+		struct vmm_result res = { .reason = HVP_END_ERROR };
+
+		control_run_stop(cr, &res);
+	}
+	control_server_destroy(cr->srv);
+	pthread_rwlock_destroy(&cr->lock);
+	free(cr);
+}
