@@ -171,7 +171,7 @@ static int op_attach(void *ctx, const struct ctl_request *req, int fd, char *rep
 				      .call_graph = req->dwarf ? SAMPLER_CALL_GRAPH_DWARF
 							       : SAMPLER_CALL_GRAPH_FP,
 				      .stack_size = req->stack_size };
-	struct recfile_writer *w;
+	struct recfile_writer *w = NULL; /* set by recfile_writer_open only on success */
 	int err;
 
 	if (vmm_stopping(cr->gs->vm)) {
@@ -182,7 +182,7 @@ static int op_attach(void *ctx, const struct ctl_request *req, int fd, char *rep
 	err = err ?: window_meta(cr, w, req);
 	if (err) {
 		snprintf(reply, len, "cannot write the recording: %s", hvp_strerror(err));
-		if (recfile_writer_close(w)) { /* failing already */ }
+		if (w && recfile_writer_close(w)) { /* failing already */ }
 		return err;
 	}
 	sampler_get_counters(cr->gs->sampler, &cr->sc0);
