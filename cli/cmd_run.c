@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // hvprof run: boot the guest with its console on stdout, until it ends.
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -76,8 +77,17 @@ int cmd_run(int argc, char **argv)
 	}
 	if (guest_opts_finish(&g) != 0)
 		goto out;
-	if (control && control_setup(&cr, &scfg) != 0)
-		goto out;
+	if (control) {
+		/* A control client that goes away must never kill the VM: the server sends with
+		 * MSG_NOSIGNAL and refuses recordings that are not regular files, and no other
+		 * write of this process may raise SIGPIPE either (set before any thread exists). */
+		struct sigaction ign = { .sa_handler = SIG_IGN };
+
+		sigemptyset(&ign.sa_mask);
+		if (sigaction(SIGPIPE, &ign, NULL) != 0) { /* cannot fail for SIGPIPE */ }
+		if (control_setup(&cr, &scfg) != 0)
+			goto out;
+	}
 	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0)
 		goto out;
 	if (cr && control_run_start(cr, control, &g, &gs) != 0)

@@ -119,16 +119,22 @@ static void end_window(struct control_server *srv, int reason, int exit_status)
 	atomic_store(&srv->attached, false);
 }
 
-/* A received fd must be one the VM can write a recording to. */
+/*
+ * A received fd must be one the VM can write a recording to: writable, and a regular file.
+ * A pipe, FIFO, socket or character device is refused: a slow reader would block a vCPU in
+ * write() while it holds the sink's lock (and a detach would wait for it forever), a reader that
+ * went away would raise SIGPIPE in the VM's process. Return: 0; -EBADF not writable (or not an
+ * fd); -EINVAL writable but not a regular file.
+ */
 static int check_recording_fd(int fd)
 {
 	struct stat st;
 	int fl = fcntl(fd, F_GETFL);
 
-	if (fl < 0 || fstat(fd, &st) != 0)
+	if (fl < 0 || fstat(fd, &st) != 0 || (fl & O_ACCMODE) == O_RDONLY)
 		return -EBADF;
-	if ((fl & O_ACCMODE) == O_RDONLY || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)))
-		return -EBADF;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
 	return 0;
 }
 
@@ -142,7 +148,10 @@ static int handle_attach(struct control_server *srv, struct ctl_conn *c, bool se
 		return conn_error(c, EALREADY, "this connection's window is open already");
 	if (atomic_load(&srv->attached))
 		return conn_error(c, EBUSY, "another client is attached: one window at a time");
-	if (fd < 0 || check_recording_fd(fd) != 0)
+	err = fd < 0 ? -EBADF : check_recording_fd(fd);
+	if (err == -EINVAL)
+		return conn_error(c, EBADF, "recording must be a regular file");
+	if (err)
 		return conn_error(c, EBADF, "ATTACH needs the recording's writable fd (SCM_RIGHTS)");
 	reply[0] = '\0';
 	err = srv->ops->attach(srv->ops->ctx, req, fd, reply, sizeof(reply));

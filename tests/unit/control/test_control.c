@@ -321,6 +321,25 @@ static int test_server_attach_detach(void)
 		ASSERT_TRUE(!strncmp(out, "ERR EBADF", 9));
 		close(ro);
 	}
+	/* a pipe (or FIFO, socket, char device) is refused: a slow reader would block a vCPU in
+	 * write() under the sink's lock, a vanished one would raise SIGPIPE in the VM */
+	{
+		int p[2];
+
+		ASSERT_EQ_INT(pipe(p), 0);
+		exchange(srv, cl, "ATTACH\n", p[1], out, sizeof(out));
+		ASSERT_EQ_STR(out, "ERR EBADF recording must be a regular file\n");
+		ASSERT_EQ_INT(fk.attaches, 0);
+		close(p[0]);
+		close(p[1]);
+	}
+	{
+		int dn = open("/dev/null", O_WRONLY);
+
+		exchange(srv, cl, "ATTACH\n", dn, out, sizeof(out));
+		ASSERT_EQ_STR(out, "ERR EBADF recording must be a regular file\n");
+		close(dn);
+	}
 	exchange(srv, cl, "ATTACH freq=250\n", rec, out, sizeof(out));
 	ASSERT_EQ_STR(out, "OK window=1 freq=250\n");
 	ASSERT_TRUE(control_server_attached(srv));
