@@ -202,8 +202,10 @@ int record_write_kernel_meta(struct recfile_writer *w, const struct sampler *sm)
 int record_write_counters(struct recfile_writer *w, const struct sampler_counters *cnt,
 			  const struct vmm_counters *vc);
 int record_meta_u64(struct recfile_writer *w, const char *key, uint64_t v);
-/* Create the recording @path (an existing one kept as PATH.old). Prints what failed. */
-int record_open_output(const char *path, int *fd_out);
+/* Create the recording @path (an existing one kept as PATH.old). Prints what failed.
+ * @created (may be NULL): true when this call created the file (it did not exist: O_EXCL),
+ * false when it opened one that was there (/dev/null, a FIFO, an empty file). */
+int record_open_output(const char *path, int *fd_out, bool *created);
 
 /*
  * control_session.c: `run --control PATH` (docs/control-protocol.md). control_run_create makes

@@ -76,7 +76,7 @@ static int sink_event(void *ctx, const struct hvp_event *e)
 	return recfile_write_event(ctx, e);
 }
 
-int record_open_output(const char *path, int *fd_out)
+int record_open_output(const char *path, int *fd_out, bool *created)
 {
 	char old[PATH_MAX];
 	struct stat st;
@@ -92,7 +92,13 @@ int record_open_output(const char *path, int *fd_out)
 			return err;
 		}
 	}
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* O_EXCL first: whether this process created the file (record --attach removes only a
+	 * file it created, on a refused attach) */
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (created)
+		*created = fd >= 0;
+	if (fd < 0 && errno == EEXIST)
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		err = -errno;
 		cli_error("cannot create recording %s: %s", path, hvp_strerror(err));
@@ -388,7 +394,7 @@ int cmd_record(int argc, char **argv)
 		goto out;
 	/* The output is opened before the guest starts: a bad path fails in a second, not
 	 * after the run. */
-	if (record_open_output(a.output, &fd) != 0)
+	if (record_open_output(a.output, &fd, NULL) != 0)
 		goto out;
 	err = recfile_writer_open(fd, &w);
 	if (err) {

@@ -169,4 +169,16 @@ bool control_server_attached(const struct control_server *srv);
 /** control_server_destroy - close every connection and remove the socket file (NULL is fine). */
 void control_server_destroy(struct control_server *srv);
 
+/* ---------------------------------------------------------------- client (control_client.c) */
+
+/**
+ * ctl_output_discard - remove the recording @path that a refused ATTACH never started. Removed
+ * only when this process created it (@created: O_EXCL succeeded), @path is still a regular file
+ * with @fd's device and inode (not replaced, not a link), and it is empty. Never call it when
+ * the attach's outcome is unknown (no reply: the VM may be writing it).
+ * Return: 0 removed; -EPERM not created by us; -ESTALE @path is another file now; -ENOTEMPTY
+ * it has data; -EINVAL; -errno of fstat/lstat/unlink.
+ */
+int ctl_output_discard(const char *path, int fd, bool created) __must_check;
+
 #endif /* HVPROF_CLI_CONTROL_H */

@@ -217,13 +217,14 @@ int record_attach(const struct record_attach_args *a)
 	struct ctl_reply r;
 	char text[128], window[16] = "?";
 	int out_fd = -1, status = EXIT_ERROR;
+	bool created = false;
 
 	if (connect_to(a->path, &c.fd) != 0)
 		return EXIT_ERROR;
 	snprintf(text, sizeof(text), "HELLO %d\n", CTL_VERSION);
 	if (request(&c, "the handshake", text, -1, &r) != 0)
 		goto out;
-	if (record_open_output(a->output, &out_fd) != 0)
+	if (record_open_output(a->output, &out_fd, &created) != 0)
 		goto out;
 	if (a->dwarf)
 		snprintf(text, sizeof(text), "ATTACH freq=%lu call_graph=dwarf,%u\n", a->freq,
@@ -236,8 +237,14 @@ int record_attach(const struct record_attach_args *a)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
+	r.kind = 0;
 	if (request(&c, "attach", text, out_fd, &r) != 0) {
-		unlink(a->output); /* empty: nothing was recorded */
+		/* Refused (ERR): nothing was recorded; remove the file only if it is the empty
+		 * regular file we created. No answer (a timeout, the VM went away): the VM may
+		 * have attached and be writing it, so it stays. */
+		if (r.kind == CTL_REPLY_ERR && ctl_output_discard(a->output, out_fd, created)) {
+			/* kept: not ours, or not empty */
+		}
 		goto restore;
 	}
 	close(out_fd); /* the VM has its own copy */

@@ -411,6 +411,51 @@ static int test_server_socket_file(void)
 	return TEST_OK;
 }
 
+/* record --attach removes a refused attach's recording only if it is the empty regular file it
+ * created: never /dev/null, a file that was there, one replaced since, or one with data. */
+static int test_client_output_discard(void)
+{
+	char dir[] = "/tmp/hvprof-test-out-XXXXXX", path[128], other[140];
+	int fd, fd2;
+
+	ASSERT_TRUE(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/rec.hvp", dir);
+	snprintf(other, sizeof(other), "%s/other", dir);
+	/* /dev/null opened for writing (as root, -o /dev/null): not ours */
+	fd = open("/dev/null", O_WRONLY);
+	ASSERT_EQ_INT(ctl_output_discard("/dev/null", fd, false), -EPERM);
+	ASSERT_EQ_INT(ctl_output_discard("/dev/null", fd, true), -ESTALE); /* not regular */
+	close(fd);
+	/* created by us and empty: removed */
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ASSERT_TRUE(fd >= 0);
+	ASSERT_EQ_INT(ctl_output_discard(path, fd, true), 0);
+	ASSERT_TRUE(access(path, F_OK) != 0);
+	close(fd);
+	/* created by us, but written to (the VM attached after all): kept */
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ASSERT_EQ_INT(write(fd, "HVPROF", 6), 6);
+	ASSERT_EQ_INT(ctl_output_discard(path, fd, true), -ENOTEMPTY);
+	ASSERT_EQ_INT(access(path, F_OK), 0);
+	close(fd);
+	unlink(path);
+	/* created by us, then replaced by another file (or a symlink) at the path: kept */
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	fd2 = open(other, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ASSERT_EQ_INT(rename(other, path), 0);
+	ASSERT_EQ_INT(ctl_output_discard(path, fd, true), -ESTALE);
+	ASSERT_EQ_INT(access(path, F_OK), 0);
+	unlink(path);
+	ASSERT_EQ_INT(symlink("/dev/null", path), 0);
+	ASSERT_EQ_INT(ctl_output_discard(path, fd, true), -ESTALE);
+	ASSERT_EQ_INT(access("/dev/null", F_OK), 0);
+	unlink(path);
+	close(fd);
+	close(fd2);
+	rmdir(dir);
+	return TEST_OK;
+}
+
 int main(void)
 {
 	static const struct test_case tests[] = {
@@ -421,6 +466,8 @@ int main(void)
 		{ "server: attach, a second attach, detach, vanishing, the VM's end",
 		  test_server_attach_detach },
 		{ "server: socket file (0600, refused, removed)", test_server_socket_file },
+		{ "client: a refused attach's recording is removed only if ours",
+		  test_client_output_discard },
 	};
 
 	return test_run_all(tests, sizeof(tests) / sizeof(tests[0]));
