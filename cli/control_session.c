@@ -201,7 +201,8 @@ static int op_attach(void *ctx, const struct ctl_request *req, int fd, char *rep
 		pthread_rwlock_unlock(&cr->lock);
 		if (recfile_writer_close(w)) { /* the attach failed already */ }
 		snprintf(reply, len, "%s", err == -ENODATA ? "no kernel symbols to sample with"
-					   : "the sampler cannot attach");
+					   : err == -EBUSY ? "previous window still closing"
+							   : "the sampler cannot attach");
 		return err;
 	}
 	cr->windows++;

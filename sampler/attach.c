@@ -15,6 +15,10 @@
 //      acknowledgement means each has left KVM_RUN since, and applies the debug registers
 //      (vcpu_debug_update) before it enters the guest again.
 // After that the guest exits as an unprofiled one: no overflow, no debug exit of the sampler.
+// A vCPU that did not acknowledge within the timeout (still building a sample) can make no mark
+// (marks_take refuses while sampling is off, under the marks lock); when it acknowledges, the
+// marks are dropped and the breakpoints disarmed again (sampler_retry_disarm), and no window
+// opens until it has (sampler_attach: -EBUSY).
 #define pr_fmt(fmt) "sampler: attach: " fmt
 #include <errno.h>
 #include <time.h>
@@ -25,6 +29,40 @@
 
 #define ATTACH_MAX_HZ 100000
 #define ATTACH_POLL_NS 1000000l /* how often a detach looks at the vCPUs' acknowledgements */
+
+unsigned int sampler_vcpus_behind(struct sampler *s)
+{
+	unsigned int epoch = atomic_load(&s->epoch), late = 0;
+
+	for (unsigned int i = 0; i < s->n_vcpus; i++) {
+		struct svcpu *sv = &s->vcpus[i];
+
+		/* a vCPU not started yet syncs in vcpu_start; a stopped one has no counter */
+		if (atomic_load(&sv->running) && atomic_load(&sv->seen_epoch) != epoch)
+			late++;
+	}
+	return late;
+}
+
+/* The return-to-user breakpoints off on every vCPU (the others kicked to apply it). */
+static void traps_off(struct sampler *s, struct svcpu *self)
+{
+	if (!s->vm || !s->traps.available)
+		return;
+	vmm_bp_arm(s->vm, 1u << s->traps.slot_sysret | 1u << s->traps.slot_iret, false, NULL);
+	vmm_kick(s->vm, self ? self->v : NULL);
+}
+
+void sampler_retry_disarm(struct sampler *s, struct svcpu *self)
+{
+	unsigned int n;
+
+	if (!atomic_exchange(&s->retry_disarm, false))
+		return; /* another thread did it */
+	n = marks_drop_all(&s->marks); /* none can be made now: sampling is off */
+	atomic_fetch_add(&s->marks_dropped_detach, n);
+	traps_off(s, self);
+}
 
 /* Wait until every running vCPU acknowledged @epoch. Return: how many had not by @timeout_ns. */
 static unsigned int wait_acks(struct sampler *s, unsigned int epoch, uint64_t timeout_ns)
@@ -75,6 +113,11 @@ int sampler_attach(struct sampler *s, const struct sampler_window *w)
 		return -ENODATA;
 	if (atomic_load(&s->window_open))
 		return -EBUSY;
+	/* the last detach timed out and a vCPU is still in the sample it was building: it could
+	 * write into the new window's caches and state; wait for its acknowledgement */
+	if (sampler_vcpus_behind(s))
+		return -EBUSY;
+	sampler_retry_disarm(s, NULL); /* owed by a timed-out detach: done before arming again */
 	/* no vCPU samples now (the last detach waited for them): these are safe to change */
 	ident_cache_reset(s);
 	atomic_store(&s->guest_events_seen, 0);
@@ -108,6 +151,11 @@ int sampler_detach(struct sampler *s, uint64_t timeout_ns, struct sampler_detach
 		late = sync_all(s, timeout_ns); /* each applies the disarm before its next entry */
 		if (late > info.vcpus_late)
 			info.vcpus_late = late;
+	}
+	if (info.vcpus_late) {
+		atomic_store(&s->retry_disarm, true); /* when the stragglers acknowledge */
+		if (!sampler_vcpus_behind(s))
+			sampler_retry_disarm(s, NULL); /* they did already */
 	}
 	if (info.vcpus_late)
 		pr_warn("detach: %u vCPU(s) did not answer within %llu ms: they disable their "

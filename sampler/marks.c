@@ -95,6 +95,20 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 	return NULL;
 }
 
+/*
+ * Sampling is off (a detach switched it off; under the marks lock): a vCPU still building a
+ * sample the detach stopped waiting for must not make a mark after marks_drop_all, or mark_new
+ * would arm the return-to-user breakpoints again after the detach disarmed them, with nothing
+ * left to resolve the mark and disarm them.
+ */
+static bool refused_off(struct svcpu *sv)
+{
+	if (atomic_load(&sv->s->sampling_start))
+		return false;
+	sv->c.marks_refused_off++;
+	return true;
+}
+
 uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 {
 	struct marks *m = &sv->s->marks;
@@ -102,6 +116,10 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 	uint64_t cookie = 0;
 
 	pthread_mutex_lock(&m->lock);
+	if (refused_off(sv)) {
+		pthread_mutex_unlock(&m->lock);
+		return 0;
+	}
 	mk = find(m, req->task, req->pid);
 	if (mk && req->entry_known && !mk->entry_known) {
 		/* marked in the entry code: this later sample knows the entry's registers */
@@ -125,7 +143,7 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		mk->exiting |= req->exiting;
 		cookie = mk->cookie;
 		sv->c.marks_reused++;
-	} else {
+	} else if (!refused_off(sv)) { /* again: the lock was let go for a stale mark */
 		mk = mark_new(sv, m, req);
 		if (mk)
 			cookie = mk->cookie;

@@ -78,6 +78,8 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	}
 	if (s->callchain != SAMPLER_CALLCHAIN_EAGER) {
 		smp->cookie = marks_take(sv, &req);
+		if (!smp->cookie && !atomic_load(&s->sampling_start))
+			return; /* sampling stopped (a detach): this sample goes nowhere */
 		if (smp->cookie && (!req.entry_known || s->callchain == SAMPLER_CALLCHAIN_DEFERRED)) {
 			/* not known: the eager walk would read a stale pt_regs, only the return tells */
 			smp->user_stop = HVP_WALK_DEFERRED;

@@ -108,7 +108,8 @@ struct mark_req {
 /*
  * A kernel-mode sample of a user thread: join its mark or create one (the entry walk is made
  * now when the entry is known). Return: the cookie (> 0), or 0 when the table is full (the
- * caller walks eagerly).
+ * caller walks eagerly) or sampling is off (a late sample of a detached window: counted in
+ * marks_refused_off; the sample is not recorded).
  */
 uint64_t marks_take(struct svcpu *sv, const struct mark_req *req);
 /* The thread @task/@pid is about to return to user with @ur: resolve its mark, if any. */
@@ -188,6 +189,9 @@ struct sampler {
 	atomic_bool window_open;
 	atomic_uint hz;            /* the sampling rate of the window (cfg.sample_hz otherwise) */
 	atomic_uint_fast64_t marks_dropped_detach;
+	/* a detach whose wait timed out: disarm the return-to-user breakpoints again (and drop
+	 * the marks) once every running vCPU acknowledged, or at the next attach */
+	atomic_bool retry_disarm;
 	/* identity caches (thread/process records are emitted once per change) */
 	pthread_mutex_t ident_lock;
 	struct ident_cache *ident;
@@ -287,6 +291,11 @@ void counter_close_vcpu(struct svcpu *sv);
  * Return: 0; -errno of the counter's ioctl.
  */
 int sampler_sync_vcpu(struct svcpu *sv) __must_check;
+/* attach.c: running vCPUs that have not acknowledged the current epoch (any thread). */
+unsigned int sampler_vcpus_behind(struct sampler *s);
+/* attach.c: the last straggler of a timed-out detach acknowledged (@self: its thread, NULL:
+ * the control thread): drop the marks and disarm the breakpoints again if still owed. */
+void sampler_retry_disarm(struct sampler *s, struct svcpu *self);
 /* sampler_sync_vcpu, ending the run on a failure. */
 void sampler_catch_up(struct svcpu *sv);
 /* Start sampling now (first caller wins): from @self's thread (NULL: the monitor's). */

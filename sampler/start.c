@@ -63,6 +63,8 @@ int sampler_sync_vcpu(struct svcpu *sv)
 		err = counter_disable_vcpu(sv);
 	}
 	atomic_store(&sv->seen_epoch, epoch);
+	if (!on && atomic_load(&s->retry_disarm) && !sampler_vcpus_behind(s))
+		sampler_retry_disarm(s, sv); /* the last straggler of a timed-out detach */
 	return err;
 }
 

@@ -148,7 +148,8 @@ struct sampler_config {
 	X(user_stack_copy_ns)   /* host ns spent copying user stacks */                         \
 	X(events)               /* EVENT records written (guest events, sampling start) */      \
 	X(events_dropped)       /* guest events past SAMPLER_MAX_EVENTS, or the sink failed */ \
-	X(marks_dropped_detach) /* marks pending at a detach: dropped, no USER_STACK record */
+	X(marks_dropped_detach) /* marks pending at a detach: dropped, no USER_STACK record */ \
+	X(marks_refused_off)    /* kernel samples of a late vCPU after sampling stopped: no mark */
 
 /** struct sampler_counters - what the sampler counted, summed over the vCPUs. */
 struct sampler_counters {
@@ -214,8 +215,9 @@ struct sampler_window {
  * new recording gets its own THREAD/PROCESS records), @w applied, and every vCPU enables its
  * counter at its next exit (the others are kicked), as for a late start (start.c). The sink
  * must be ready before the call. Not on a vCPU thread; one caller at a time (the control
- * thread). Return: 0; -EINVAL not an attach sampler, or a bad @w; -EBUSY a window is open;
- * -ENODATA no kernel symbols (nothing to sample with).
+ * thread). Return: 0; -EINVAL not an attach sampler, or a bad @w; -EBUSY a window is open, or
+ * the last detach timed out and a running vCPU has not acknowledged it yet (it is still in a
+ * sample; try again); -ENODATA no kernel symbols (nothing to sample with).
  */
 int sampler_attach(struct sampler *s, const struct sampler_window *w) __must_check;
 
@@ -237,7 +239,8 @@ struct sampler_detach_info {
  * then the pending marks are dropped and counted and the return-to-user breakpoints disarmed
  * on every vCPU (kicked again: none enters the guest with them armed). After it returns no
  * sampler record is sent to the sink except EVENT records of guest events (the sink drops
- * them). Same thread rules as sampler_attach. Return: 0 and *@out (may be NULL); -EINVAL;
+ * them); a vCPU that did not answer in time makes no mark (sampling is off), and when it
+ * answers the marks are dropped and the breakpoints disarmed again. Same thread rules as sampler_attach. Return: 0 and *@out (may be NULL); -EINVAL;
  * -EALREADY no window is open; -ETIMEDOUT a vCPU did not answer (*@out says how many; the rest
  * was done).
  */

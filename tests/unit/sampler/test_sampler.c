@@ -671,6 +671,54 @@ static int test_trap_decide(void)
 	return TEST_OK;
 }
 
+/*
+ * Attach windows: a mark is refused while sampling is off (before the first window, and a late
+ * vCPU still in the sample a timed-out detach stopped waiting for: mark_new would arm the
+ * breakpoints again after the detach disarmed them); no window opens until every running vCPU
+ * acknowledged the detach; the owed disarm is made when the last one does.
+ */
+static int test_attach_refuses_late_marks(void)
+{
+	struct sampler_window win = { .sample_hz = 500, .call_graph = SAMPLER_CALL_GRAPH_FP };
+	struct sampler_detach_info info;
+	struct fixture f;
+	struct mark_req req;
+	struct svcpu *sv;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		return TEST_FAIL;
+	f.s->cfg.start = SAMPLER_START_ATTACH; /* as sampler_new makes it: sampling off */
+	atomic_store(&f.s->sampling_start, 0);
+	sv = &f.s->vcpus[0];
+	req = req_of(&f, FK_PID, &f.entry);
+	ASSERT_EQ_U64(marks_take(sv, &req), 0); /* no window yet */
+	ASSERT_EQ_U64(sv->c.marks_refused_off, 1);
+	ASSERT_EQ_INT(n_first, 0);
+	ASSERT_EQ_INT(sampler_attach(f.s, &win), 0);
+	ASSERT_TRUE(marks_take(sv, &req) != 0);
+	ASSERT_EQ_INT(n_first, 1);
+	ASSERT_EQ_INT(sampler_detach(f.s, 1000000, &info), 0);
+	ASSERT_EQ_INT(info.marks_dropped, 1);
+	/* a late vCPU finishes its sample after the marks were dropped: no mark, nothing armed */
+	ASSERT_EQ_U64(marks_take(sv, &req), 0);
+	ASSERT_EQ_U64(sv->c.marks_refused_off, 2);
+	ASSERT_EQ_INT(n_first, 1);
+	ASSERT_EQ_INT(atomic_load(&f.s->marks.pending), 0);
+	/* ... and it has not acknowledged the detach: the next attach must wait for it */
+	atomic_store(&sv->running, true);
+	atomic_store(&sv->seen_epoch, atomic_load(&f.s->epoch) - 1);
+	atomic_store(&f.s->retry_disarm, true); /* as a detach whose wait timed out leaves it */
+	ASSERT_EQ_INT(sampler_attach(f.s, &win), -EBUSY);
+	ASSERT_EQ_INT(sampler_sync_vcpu(sv), 0); /* it acknowledges: the owed disarm is made */
+	ASSERT_TRUE(!atomic_load(&f.s->retry_disarm));
+	ASSERT_EQ_INT(sampler_attach(f.s, &win), 0);
+	ASSERT_TRUE(marks_take(sv, &req) != 0);
+	atomic_store(&sv->running, false);
+	ASSERT_EQ_INT(sampler_detach(f.s, 1000000, &info), 0);
+	fixture_fini(&f);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "record --from: boot, an event, SECONDS; started once", test_sampling_start },
 	{ "marks: take, reuse within one stay, resolve on another vCPU", test_mark_reuse_resolve },
@@ -687,6 +735,8 @@ static const struct test_case tests[] = {
 	{ "USER_REGS: at return, saved walk, hostile RSP", test_user_regs_records },
 	{ "USER_REGS: dwarf mode sizes, the eager part's own", test_user_regs_dwarf },
 	{ "USER_REGS: bad stack sizes refused", test_user_regs_bad_size },
+	{ "attach: no mark while sampling is off, no window before the late vCPUs acknowledge",
+	  test_attach_refuses_late_marks },
 };
 
 TEST_MAIN(tests)
