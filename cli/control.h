@@ -88,6 +88,16 @@ int ctl_reply_get(const struct ctl_reply *r, const char *key, char *buf, size_t 
 /** ctl_reply_u64 - ctl_reply_get of a decimal number. Return: 0; -ENOENT; -EINVAL not one. */
 int ctl_reply_u64(const struct ctl_reply *r, const char *key, uint64_t *val) __must_check;
 
+/**
+ * ctl_freq_check - may a frequency counter (hardware cycles) sample at @freq per second, given
+ * the text of /proc/sys/kernel/perf_event_max_sample_rate (@max_rate_text, NUL-terminated; a
+ * '\n' after the number is fine)? The kernel refuses a higher rate (PERF_EVENT_IOC_PERIOD:
+ * EINVAL). cpu-clock samples by a period of CPU time and has no such limit: do not call it.
+ * Return: 0 allowed (or @max_rate_text is not a number: the kernel decides); -EINVAL above
+ * the limit, *@max set to it.
+ */
+int ctl_freq_check(uint32_t freq, const char *max_rate_text, uint32_t *max) __must_check;
+
 /** ctl_err_name - the protocol's name of errno @err (> 0), "EIO" for one it does not name. */
 const char *ctl_err_name(int err);
 

@@ -275,3 +275,22 @@ size_t ctl_format_err(char *buf, size_t len, int err, const char *msg)
 	buf[at] = '\0';
 	return at;
 }
+
+int ctl_freq_check(uint32_t freq, const char *max_rate_text, uint32_t *max)
+{
+	unsigned long long v = 0;
+	const char *p = max_rate_text;
+
+	if (!p || *p < '0' || *p > '9')
+		return 0;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		v = v * 10 + (unsigned long long)(*p - '0');
+		if (v > UINT32_MAX)
+			return 0; /* larger than any freq: no limit to speak of */
+	}
+	if ((*p && *p != '\n') || freq <= v)
+		return 0;
+	if (max)
+		*max = (uint32_t)v;
+	return -EINVAL;
+}

@@ -5,6 +5,7 @@
 // (SCM_RIGHTS), this process writes it (META with what the run learnt: KASLR slide, PTI, return
 // sites), and the detach writes the window's counters and END (detached) and closes it.
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -164,6 +165,35 @@ static int window_meta(struct control_run *cr, struct recfile_writer *w,
 	return err ?: recfile_writer_flush(w);
 }
 
+#define MAX_SAMPLE_RATE_PATH "/proc/sys/kernel/perf_event_max_sample_rate"
+
+/* A freq the kernel would refuse when the window starts (its vCPUs' PERF_EVENT_IOC_PERIOD),
+ * refused at ATTACH with a reason: only the hardware cycles counter samples by frequency and
+ * is bounded by perf_event_max_sample_rate (counter.c: cpu-clock takes a period of CPU time).
+ * The limit may still drop later (the kernel lowers it when sampling is slow): then the window
+ * fails (sampler_window_error), not the VM. Return: 0; -EINVAL with @reply set. */
+static int check_freq(struct control_run *cr, uint32_t freq, char *reply, size_t len)
+{
+	char text[32];
+	uint32_t max = 0;
+	ssize_t n;
+	int fd;
+
+	if (sampler_counter_kind(cr->gs->sampler) != SAMPLER_COUNTER_CYCLES)
+		return 0;
+	fd = open(MAX_SAMPLE_RATE_PATH, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* not readable: the kernel decides at the window's start */
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	text[n > 0 ? n : 0] = '\0';
+	if (ctl_freq_check(freq, text, &max) == 0)
+		return 0;
+	snprintf(reply, len, "freq=%u is above this host's perf_event_max_sample_rate (%u)", freq,
+		 max);
+	return -EINVAL;
+}
+
 static int op_attach(void *ctx, const struct ctl_request *req, int fd, char *reply, size_t len)
 {
 	struct control_run *cr = ctx;
@@ -178,6 +208,9 @@ static int op_attach(void *ctx, const struct ctl_request *req, int fd, char *rep
 		snprintf(reply, len, "the guest is stopping");
 		return -ESHUTDOWN;
 	}
+	err = check_freq(cr, req->freq, reply, len);
+	if (err)
+		return err;
 	err = recfile_writer_open(fd, &w);
 	err = err ?: window_meta(cr, w, req);
 	if (err) {
@@ -253,9 +286,10 @@ static int op_detach(void *ctx, int reason, int exit_status, char *reply, size_t
 	struct sampler_detach_info info = { 0 };
 	struct recfile_writer *w;
 	uint64_t samples = 0;
-	int err, fd;
+	int err, fd, win_err;
 
 	if (sampler_detach(cr->gs->sampler, DETACH_TIMEOUT_NS, &info)) { /* counted in info */ }
+	win_err = sampler_window_error(cr->gs->sampler); /* a counter refused the window's rate */
 	pthread_rwlock_wrlock(&cr->lock);
 	w = cr->w;
 	fd = cr->fd;
@@ -265,7 +299,7 @@ static int op_detach(void *ctx, int reason, int exit_status, char *reply, size_t
 	if (!w)
 		return -EALREADY;
 	err = atomic_load(&cr->write_err);
-	if (err)
+	if (err || win_err)
 		reason = HVP_END_ERROR;
 	err = err ?: record_write_kernel_meta(w, cr->gs->sampler);
 	err = err ?: window_counters(cr, w, &samples);
@@ -275,9 +309,10 @@ static int op_detach(void *ctx, int reason, int exit_status, char *reply, size_t
 	if (!err && fsync(fd) != 0 && errno != EINVAL)
 		err = -errno;
 	close(fd);
-	if (err) {
+	if (err || win_err) {
+		/* the recording is complete (END error) when only the counter failed */
 		snprintf(reply, len, "reason=error samples=%llu error=%s",
-			 (unsigned long long)samples, ctl_err_name(-err));
+			 (unsigned long long)samples, ctl_err_name(-(err ?: win_err)));
 		return err;
 	}
 	snprintf(reply, len, "reason=%s status=%d samples=%llu marks_dropped=%u vcpus_late=%u",
@@ -290,7 +325,7 @@ static bool op_window_failed(void *ctx)
 {
 	struct control_run *cr = ctx;
 
-	return atomic_load(&cr->write_err) != 0;
+	return atomic_load(&cr->write_err) != 0 || sampler_window_error(cr->gs->sampler) != 0;
 }
 
 /* ---------------------------------------------------------------- life */

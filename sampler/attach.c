@@ -121,6 +121,7 @@ int sampler_attach(struct sampler *s, const struct sampler_window *w)
 	/* no vCPU samples now (the last detach waited for them): these are safe to change */
 	ident_cache_reset(s);
 	atomic_store(&s->guest_events_seen, 0);
+	atomic_store(&s->window_err, 0);
 	s->cfg.call_graph = w->call_graph;
 	s->cfg.stack_size = stack_size;
 	s->ustack_size = stack_size;

@@ -192,6 +192,9 @@ struct sampler {
 	/* a detach whose wait timed out: disarm the return-to-user breakpoints again (and drop
 	 * the marks) once every running vCPU acknowledged, or at the next attach */
 	atomic_bool retry_disarm;
+	/* the open window's first counter failure (-errno; 0: none): in attach mode a vCPU whose
+	 * counter cannot take the window's rate fails the window, never the VM */
+	atomic_int window_err;
 	/* identity caches (thread/process records are emitted once per change) */
 	pthread_mutex_t ident_lock;
 	struct ident_cache *ident;
@@ -296,7 +299,7 @@ unsigned int sampler_vcpus_behind(struct sampler *s);
 /* attach.c: the last straggler of a timed-out detach acknowledged (@self: its thread, NULL:
  * the control thread): drop the marks and disarm the breakpoints again if still owed. */
 void sampler_retry_disarm(struct sampler *s, struct svcpu *self);
-/* sampler_sync_vcpu, ending the run on a failure. */
+/* sampler_sync_vcpu, ending the run on a failure (an attach sampler: failing the window). */
 void sampler_catch_up(struct svcpu *sv);
 /* Start sampling now (first caller wins): from @self's thread (NULL: the monitor's). */
 void sampler_begin(struct sampler *s, struct svcpu *self, uint64_t time_ns);

@@ -54,7 +54,8 @@ int sampler_sync_vcpu(struct svcpu *sv)
 	bool on = atomic_load(&s->sampling_start) != 0;
 	int err = 0;
 
-	if (on && !sv->counting && sv->perf_fd >= 0) {
+	/* a window that failed already is not retried at every exit (and logged each time) */
+	if (on && !sv->counting && sv->perf_fd >= 0 && !atomic_load(&s->window_err)) {
 		hz = atomic_load(&s->hz);
 		if (hz != sv->hz_applied)
 			err = counter_set_rate(sv, hz);
@@ -70,8 +71,23 @@ int sampler_sync_vcpu(struct svcpu *sv)
 
 void sampler_catch_up(struct svcpu *sv)
 {
-	if (sampler_sync_vcpu(sv) != 0)
-		sampler_fail(sv->s, "a vCPU's sampling counter could not be enabled or disabled");
+	struct sampler *s = sv->s;
+	int err = sampler_sync_vcpu(sv), none = 0;
+
+	if (!err)
+		return;
+	if (s->cfg.start == SAMPLER_START_ATTACH) {
+		/* e.g. a rate the kernel refuses (perf_event_max_sample_rate): the window fails
+		 * (the control thread polls sampler_window_error), the VM goes on */
+		atomic_compare_exchange_strong(&s->window_err, &none, err);
+		return;
+	}
+	sampler_fail(s, "a vCPU's sampling counter could not be enabled or disabled");
+}
+
+int sampler_window_error(const struct sampler *s)
+{
+	return s ? atomic_load(&((struct sampler *)s)->window_err) : 0;
 }
 
 void sampler_begin(struct sampler *s, struct svcpu *self, uint64_t time_ns)

@@ -247,6 +247,14 @@ struct sampler_detach_info {
 int sampler_detach(struct sampler *s, uint64_t timeout_ns, struct sampler_detach_info *out)
 	__must_check;
 
+/**
+ * sampler_window_error - the open (or last) attach window's first counter failure: a vCPU's
+ * counter could not take the window's rate (PERF_EVENT_IOC_PERIOD) or be enabled. The window
+ * cannot be trusted (that vCPU does not sample): its owner ends it; the VM goes on. Reset by
+ * sampler_attach. Any thread. Return: 0 none; -errno of the ioctl.
+ */
+int sampler_window_error(const struct sampler *s);
+
 /** sampler_first_user_ns - ns from the run's start to the first CPL3 sample (0: none seen). */
 uint64_t sampler_first_user_ns(const struct sampler *s);
 

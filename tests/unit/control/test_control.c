@@ -127,6 +127,32 @@ static int test_framing_and_replies(void)
 	return TEST_OK;
 }
 
+/* ATTACH freq= against perf_event_max_sample_rate (the cycles counter only) */
+static int test_freq_check(void)
+{
+	static const struct {
+		uint32_t freq;
+		const char *text;
+		int err;
+		uint32_t max;
+	} rows[] = {
+		{ 1000, "100000\n", 0, 0 },   { 100000, "100000\n", 0, 0 },
+		{ 100000, "25000\n", -EINVAL, 25000 }, { 25001, "25000", -EINVAL, 25000 },
+		{ 1, "0\n", -EINVAL, 0 },     { 5000, "", 0, 0 }, /* unreadable: the kernel decides */
+		{ 5000, "abc", 0, 0 },        { 5000, "12x", 0, 0 },
+		{ 5000, "99999999999\n", 0, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		uint32_t max = 7;
+
+		ASSERT_EQ_INT(ctl_freq_check(rows[i].freq, rows[i].text, &max), rows[i].err);
+		if (rows[i].err)
+			ASSERT_EQ_INT(max, rows[i].max);
+	}
+	return TEST_OK;
+}
+
 /* ---------------------------------------------------------------- the server, fake VM */
 
 struct fake {
@@ -461,6 +487,7 @@ int main(void)
 	static const struct test_case tests[] = {
 		{ "protocol: requests", test_requests },
 		{ "protocol: framing and replies", test_framing_and_replies },
+		{ "protocol: freq against perf_event_max_sample_rate", test_freq_check },
 		{ "server: handshake, garbage", test_server_handshake_and_garbage },
 		{ "server: half, slow and overlong messages", test_server_half_and_long_messages },
 		{ "server: attach, a second attach, detach, vanishing, the VM's end",

@@ -5,8 +5,11 @@
 // kernel sample in each callchain mode, and the trap decisions over hand-filled register states.
 // The guest is the fake kernel of the guestinfo tests (a task, its kernel and user stacks).
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <unistd.h>
 
 #include "fakekernel.h"
 #include "sampler_internal.h"
@@ -719,6 +722,40 @@ static int test_attach_refuses_late_marks(void)
 	return TEST_OK;
 }
 
+/* A window's rate the kernel refuses (PERF_EVENT_IOC_PERIOD fails) fails the window, never the
+ * VM: sampler_window_error says so, the vCPU is not retried at every exit, attach resets it. */
+static int test_attach_rate_refused(void)
+{
+	struct sampler_window win = { .sample_hz = 500, .call_graph = SAMPLER_CALL_GRAPH_FP };
+	struct sampler_detach_info info;
+	struct fixture f;
+	struct svcpu *sv;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		return TEST_FAIL;
+	f.s->cfg.start = SAMPLER_START_ATTACH;
+	atomic_store(&f.s->sampling_start, 0);
+	sv = &f.s->vcpus[0];
+	sv->perf_fd = open("/dev/null", O_RDONLY | O_CLOEXEC); /* not a perf event: ioctls fail */
+	sv->hz_applied = 1000;
+	ASSERT_TRUE(sv->perf_fd >= 0);
+	ASSERT_EQ_INT(sampler_attach(f.s, &win), 0);
+	ASSERT_EQ_INT(sampler_window_error(f.s), 0);
+	sampler_catch_up(sv); /* the kick: the rate change fails */
+	ASSERT_TRUE(sampler_window_error(f.s) < 0);
+	ASSERT_TRUE(!sv->counting);
+	ASSERT_EQ_INT(sampler_sync_vcpu(sv), 0); /* failed already: not retried */
+	ASSERT_EQ_INT(sampler_detach(f.s, 1000000, &info), 0);
+	ASSERT_TRUE(sampler_window_error(f.s) < 0); /* still readable after the detach */
+	close(sv->perf_fd);
+	sv->perf_fd = -1;
+	ASSERT_EQ_INT(sampler_attach(f.s, &win), 0);
+	ASSERT_EQ_INT(sampler_window_error(f.s), 0); /* a new window starts clean */
+	ASSERT_EQ_INT(sampler_detach(f.s, 1000000, &info), 0);
+	fixture_fini(&f);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "record --from: boot, an event, SECONDS; started once", test_sampling_start },
 	{ "marks: take, reuse within one stay, resolve on another vCPU", test_mark_reuse_resolve },
@@ -737,6 +774,8 @@ static const struct test_case tests[] = {
 	{ "USER_REGS: bad stack sizes refused", test_user_regs_bad_size },
 	{ "attach: no mark while sampling is off, no window before the late vCPUs acknowledge",
 	  test_attach_refuses_late_marks },
+	{ "attach: a rate the kernel refuses fails the window, not the VM",
+	  test_attach_rate_refused },
 };
 
 TEST_MAIN(tests)
