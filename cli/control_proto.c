@@ -20,6 +20,7 @@ static const struct {
 	{ ESHUTDOWN, "ESHUTDOWN" }, { ETIMEDOUT, "ETIMEDOUT" },
 	{ ENOTSUP, "ENOTSUP" },     { ENOMEM, "ENOMEM" },
 	{ EIO, "EIO" },             { ENOSPC, "ENOSPC" },
+	{ EAGAIN, "EAGAIN" },
 };
 
 const char *ctl_err_name(int err)

@@ -208,6 +208,12 @@ static int op_attach(void *ctx, const struct ctl_request *req, int fd, char *rep
 		snprintf(reply, len, "the guest is stopping");
 		return -ESHUTDOWN;
 	}
+	/* the control thread starts before vmm_run sets the run's start: a window's times count
+	 * from it (run_ns), and its vCPUs may not exist yet */
+	if (!vmm_start_ns(cr->gs->vm)) {
+		snprintf(reply, len, "VM not started yet");
+		return -EAGAIN;
+	}
 	err = check_freq(cr, req->freq, reply, len);
 	if (err)
 		return err;

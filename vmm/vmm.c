@@ -87,7 +87,7 @@ bool vmm_stopping(const struct vmm *vm)
 
 uint64_t vmm_start_ns(const struct vmm *vm)
 {
-	return vm->t_start_ns;
+	return atomic_load(&((struct vmm *)vm)->t_start_ns);
 }
 
 bool vmm_is_pvm(const struct vmm *vm)
@@ -532,7 +532,7 @@ static void monitor(struct vmm *vm)
 	while (!atomic_load(&vm->stop_reason)) {
 		const struct timespec tick = { 0, 20 * 1000 * 1000 };
 		int req = atomic_load(&requested_stop);
-		uint64_t ran = vmm_now_ns() - vm->t_start_ns;
+		uint64_t ran = vmm_now_ns() - atomic_load(&vm->t_start_ns);
 
 		if (req) {
 			vmm_end(vm, req, -1, "stopped by a signal");
@@ -563,7 +563,7 @@ int vmm_run(struct vmm *vm, struct vmm_result *res)
 	memset(res, 0, sizeof(*res));
 	atomic_store(&requested_stop, 0);
 	atomic_store(&vm->running, true);
-	vm->t_start_ns = vmm_now_ns();
+	atomic_store(&vm->t_start_ns, vmm_now_ns());
 	for (unsigned int i = 0; i < vm->n_vcpus; i++) {
 		err = -pthread_create(&vm->vcpus[i].thread, NULL, vcpu_thread, &vm->vcpus[i]);
 		if (err) {
@@ -585,7 +585,7 @@ int vmm_run(struct vmm *vm, struct vmm_result *res)
 	run_epilogue(vm);
 	res->reason = atomic_load(&vm->stop_reason);
 	res->exit_status = vm->exit_status;
-	res->runtime_ns = vmm_now_ns() - vm->t_start_ns;
+	res->runtime_ns = vmm_now_ns() - atomic_load(&vm->t_start_ns);
 	snprintf(res->message, sizeof(res->message), "%s", vm->end_message);
 	return err;
 }

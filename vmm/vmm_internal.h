@@ -202,7 +202,7 @@ struct vmm {
 	atomic_uint bp_gen;     /* bumped at every address change */
 	unsigned int bp_used;   /* slots handed out (bit per slot) */
 	atomic_int rf;          /* enum vmm_rf */
-	uint64_t t_start_ns;
+	atomic_uint_fast64_t t_start_ns; /* 0 until vmm_run starts; read by other threads */
 	atomic_bool running;
 
 	/* the outcome: first writer wins */

@@ -270,7 +270,7 @@ int vmm_overflow_signal(void);
 /** vmm_now_ns - CLOCK_MONOTONIC in ns. */
 uint64_t vmm_now_ns(void);
 
-/** vmm_start_ns - vmm_now_ns() when vmm_run started the vCPUs (0 before). */
+/** vmm_start_ns - vmm_now_ns() when vmm_run started the vCPUs (0 before). Any thread. */
 uint64_t vmm_start_ns(const struct vmm *vm);
 
 /** vmm_stopping - the run is ending (a reason was recorded). */

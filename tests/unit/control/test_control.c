@@ -108,6 +108,10 @@ static int test_framing_and_replies(void)
 	ASSERT_EQ_INT(ctl_parse_reply("ERR EBUSY another one", 21, &r), 0);
 	ASSERT_EQ_INT(r.kind, CTL_REPLY_ERR);
 	ASSERT_EQ_INT(r.err, EBUSY);
+	/* ATTACH before the VM started (vmm_start_ns 0): the client sees EAGAIN, not EIO */
+	ASSERT_EQ_STR(ctl_err_name(EAGAIN), "EAGAIN");
+	ASSERT_EQ_INT(ctl_parse_reply("ERR EAGAIN VM not started yet", 29, &r), 0);
+	ASSERT_EQ_INT(r.err, EAGAIN);
 	ASSERT_EQ_INT(ctl_parse_reply("ERR EWHAT x", 11, &r), 0);
 	ASSERT_EQ_INT(r.err, EIO);
 	ASSERT_EQ_INT(ctl_parse_reply("ERR", 3, &r), -EPROTO);
