@@ -58,8 +58,22 @@ const char *vmm_strategy(const struct vmm *vm)
 
 void vmm_kick_vcpu(struct vmm *vm, unsigned int i)
 {
-	if (i < vm->n_vcpus && vm->vcpus[i].thread_started)
-		pthread_kill(vm->vcpus[i].thread, vmm_sig_kick);
+	struct vmm_vcpu *v;
+
+	if (i >= vm->n_vcpus)
+		return;
+	v = &vm->vcpus[i];
+	/* first the flag: a thread not started (or not marked started) yet sees it before its
+	 * first KVM_RUN; then the signal, for one inside KVM_RUN */
+	atomic_store(&v->kick_pending, true);
+	pthread_mutex_lock(&vm->kick_lock);
+	/* started and not being joined (the joiner clears the flag under this lock first), so
+	 * the thread ID is valid; a thread that has returned but is not joined yet is still a
+	 * valid target (ESRCH at worst, ignored) */
+	if (atomic_load(&v->thread_started) && pthread_kill(v->thread, vmm_sig_kick) != 0) {
+		/* ended already: it needs no kick */
+	}
+	pthread_mutex_unlock(&vm->kick_lock);
 }
 
 void vmm_kick_all(struct vmm *vm)
@@ -283,6 +297,7 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 	vm->cfg = *cfg;
 	vm->kvm_fd = vm->vm_fd = -1;
 	pthread_mutex_init(&vm->end_lock, NULL);
+	pthread_mutex_init(&vm->kick_lock, NULL);
 	vm->bp_used = 1u << VMM_BP_PVM;
 	/* The overflow and kick signals: consumed with sigtimedwait on the vCPU threads. */
 	vmm_sig_overflow = SIGRTMIN + 1;
@@ -404,13 +419,20 @@ static int vcpu_run_once(struct vmm_vcpu *vcpu, const sigset_t *block, bool *ove
 	int r, err, sig;
 
 	*overflow = false;
+	/* a kick sent while this thread was outside KVM_RUN, even before it was marked started
+	 * (its signal then never came): end this KVM_RUN at once, as the signal would have */
+	if (atomic_load(&vcpu->kick_pending))
+		vcpu->run->immediate_exit = 1;
 	r = ioctl(vcpu->fd, KVM_RUN, 0);
 	err = r < 0 ? -errno : 0;
 	vcpu->regs_valid = vcpu->sregs_valid = false;
 	if (err != -EINTR && err != -EAGAIN)
 		return err;
 	/* Interrupted: by the counter's overflow (a sample), or by a kick (another vCPU wants
-	 * this one to apply its breakpoints, or the run ends) or immediate_exit: no sample. */
+	 * this one to apply its breakpoints, or the run ends) or immediate_exit: no sample. The
+	 * exit is handled as a kick: the pending flag is cleared first, so a kick that comes
+	 * after this point (flag, then signal) ends the next KVM_RUN again. */
+	atomic_store(&vcpu->kick_pending, false);
 	while ((sig = sigtimedwait(block, NULL, &zero)) > 0)
 		if (sig == vmm_sig_overflow)
 			*overflow = true;
@@ -571,16 +593,23 @@ int vmm_run(struct vmm *vm, struct vmm_result *res)
 			vmm_end(vm, HVP_END_ERROR, -1, "thread creation failed");
 			break;
 		}
-		vm->vcpus[i].thread_started = true;
+		pthread_mutex_lock(&vm->kick_lock);
+		atomic_store(&vm->vcpus[i].thread_started, true);
+		pthread_mutex_unlock(&vm->kick_lock);
 	}
 	monitor(vm);
 	vmm_kick_all(vm);
 	for (unsigned int i = 0; i < vm->n_vcpus; i++) {
-		if (vm->vcpus[i].thread_started) {
-			/* A vCPU blocked in the guest's HLT returns on the kick signal. */
-			pthread_join(vm->vcpus[i].thread, NULL);
-			vm->vcpus[i].thread_started = false;
-		}
+		struct vmm_vcpu *v = &vm->vcpus[i];
+		bool started;
+
+		/* no kick may signal the thread once it is being joined (its ID dies with it) */
+		pthread_mutex_lock(&vm->kick_lock);
+		started = atomic_exchange(&v->thread_started, false);
+		pthread_mutex_unlock(&vm->kick_lock);
+		/* A vCPU blocked in the guest's HLT returned on the kick signal above. */
+		if (started)
+			pthread_join(v->thread, NULL);
 	}
 	run_epilogue(vm);
 	res->reason = atomic_load(&vm->stop_reason);
@@ -630,5 +659,6 @@ void vmm_destroy(struct vmm *vm)
 	ram_destroy(&vm->ram);
 	free(vm->cmdline);
 	pthread_mutex_destroy(&vm->end_lock);
+	pthread_mutex_destroy(&vm->kick_lock);
 	free(vm);
 }

@@ -141,7 +141,12 @@ struct vmm_vcpu {
 	struct kvm_run *run;
 	size_t run_size;
 	pthread_t thread;
-	bool thread_started;
+	/* @thread may be signalled: set after pthread_create, cleared before pthread_join, both
+	 * under vm->kick_lock, which vmm_kick_vcpu holds around its pthread_kill */
+	atomic_bool thread_started;
+	/* a kick not yet seen: set by every kick before its signal, so a kick sent before the
+	 * thread existed (or was marked started) ends its next KVM_RUN at once (immediate_exit) */
+	atomic_bool kick_pending;
 	pid_t tid;
 	bool debug_armed;
 	unsigned int bp_mask_applied; /* slots armed in KVM_SET_GUEST_DEBUG */
@@ -207,6 +212,7 @@ struct vmm {
 
 	/* the outcome: first writer wins */
 	pthread_mutex_t end_lock;
+	pthread_mutex_t kick_lock; /* vCPU threads' start/join against kicks (vmm_kick_vcpu) */
 	atomic_int stop_reason;  /* 0 while running */
 	int exit_status;
 	char end_message[256];

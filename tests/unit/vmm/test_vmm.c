@@ -3,8 +3,11 @@
 // hand-filled struct kvm_run, the MP table, bzImage header parsing, the initramfs appender.
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <hvprof/log.h>
@@ -482,6 +485,60 @@ static int test_initramfs_append(void)
 	return TEST_OK;
 }
 
+/* A thread that waits (up to 2 s) for the kick signal, which it has blocked. */
+static void *wait_kick(void *arg)
+{
+	const struct timespec two_s = { 2, 0 };
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, vmm_sig_kick);
+	*(int *)arg = sigtimedwait(&set, NULL, &two_s);
+	return NULL;
+}
+
+/* Kicks against thread start and join: a kick before the thread is marked started is kept in
+ * kick_pending (its next KVM_RUN ends at once), a started thread gets the signal, and once the
+ * joiner cleared thread_started no kick signals the (joined, dead) thread ID. */
+static int test_kick_start_and_join(void)
+{
+	struct vmm *vm = fake_vm();
+	struct vmm_vcpu *v;
+	sigset_t set, old;
+	int got = 0;
+
+	vm->n_vcpus = 1;
+	vm->vcpus = calloc(1, sizeof(*vm->vcpus));
+	pthread_mutex_init(&vm->kick_lock, NULL);
+	v = &vm->vcpus[0];
+	vmm_sig_kick = SIGRTMIN + 2;
+	vmm_kick_vcpu(vm, 0); /* before the thread exists: remembered, no signal */
+	ASSERT_TRUE(atomic_load(&v->kick_pending));
+	atomic_store(&v->kick_pending, false);
+	sigemptyset(&set);
+	sigaddset(&set, vmm_sig_kick);
+	pthread_sigmask(SIG_BLOCK, &set, &old); /* inherited: the thread takes it synchronously */
+	ASSERT_EQ_INT(pthread_create(&v->thread, NULL, wait_kick, &got), 0);
+	pthread_mutex_lock(&vm->kick_lock);
+	atomic_store(&v->thread_started, true);
+	pthread_mutex_unlock(&vm->kick_lock);
+	vmm_kick_vcpu(vm, 0);
+	/* as vmm_run joins: cleared under the lock, then joined */
+	pthread_mutex_lock(&vm->kick_lock);
+	ASSERT_TRUE(atomic_exchange(&v->thread_started, false));
+	pthread_mutex_unlock(&vm->kick_lock);
+	pthread_join(v->thread, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	ASSERT_EQ_INT(got, vmm_sig_kick);
+	vmm_kick_vcpu(vm, 0); /* joined: only the flag (a pthread_kill here would be UB) */
+	ASSERT_TRUE(atomic_load(&v->kick_pending));
+	vmm_kick_vcpu(vm, 7); /* not a vCPU */
+	pthread_mutex_destroy(&vm->kick_lock);
+	free(vm->vcpus);
+	free(vm);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "serial: transmit and THRE interrupt", test_serial_tx_and_thri },
 	{ "serial: loopback MSR and divisor latch", test_serial_loopback_and_dlab },
@@ -496,6 +553,8 @@ static const struct test_case tests[] = {
 	{ "mptable: checksums and entries", test_mptable },
 	{ "boot: bzImage setup header", test_bzimage_parse },
 	{ "initramfs: append a newc archive", test_initramfs_append },
+	{ "kick: before the thread starts, while it runs, after it is joined",
+	  test_kick_start_and_join },
 };
 
 static void log_stderr(enum hvp_log_level level, const char *msg)
