@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -43,8 +44,10 @@ struct control_server {
 	atomic_bool attached, ending;
 	atomic_int end_reason, end_status;
 	char *path;
+	bool bound; /* path is the socket this server bound (dev, ino): removed at destroy */
 	dev_t dev;
 	ino_t ino;
+	int lock_fd; /* PATH.lock, flock'ed while the server lives; -1 none */
 };
 
 static uint64_t now_ns(void)
@@ -396,6 +399,25 @@ static int clear_stale(const char *path, const struct sockaddr_un *sa)
 	return err;
 }
 
+/*
+ * PATH.lock, flock'ed for the server's life: a second `run --control` on the same path cannot
+ * take a stale-looking socket of the first (bound, not listening yet, or between its lstat and
+ * connect) for a dead one and unlink it. The lock file stays (removing it would let a third
+ * server lock a new inode). Return: 0; -EADDRINUSE another server holds it; -errno.
+ */
+static int lock_path(struct control_server *srv, const char *path)
+{
+	char lock[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+
+	snprintf(lock, sizeof(lock), "%s.lock", path);
+	srv->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (srv->lock_fd < 0)
+		return -errno;
+	if (flock(srv->lock_fd, LOCK_EX | LOCK_NB) != 0)
+		return errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
+	return 0;
+}
+
 static int listen_on(struct control_server *srv, const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -406,24 +428,33 @@ static int listen_on(struct control_server *srv, const char *path)
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
 	memcpy(sa.sun_path, path, strlen(path) + 1);
-	err = clear_stale(path, &sa);
+	srv->path = strdup(path);
+	if (!srv->path)
+		return -ENOMEM;
+	err = lock_path(srv, path);
+	err = err ?: clear_stale(path, &sa);
 	if (err)
 		return err;
 	srv->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (srv->listen_fd < 0)
 		return -errno;
-	old = umask(0177); /* owner-only from its creation (before the vCPU threads exist) */
+	/* owner-only from its creation (before the vCPU threads exist): 0777 & ~0177 = 0600,
+	 * so no chmod (which would follow a symlink put at the path meanwhile) */
+	old = umask(0177);
 	r = bind(srv->listen_fd, (const struct sockaddr *)&sa, sizeof(sa));
 	err = r ? -errno : 0;
 	umask(old);
 	if (err)
 		return err;
-	srv->path = strdup(path);
-	if (!srv->path || lstat(path, &st) != 0)
-		return srv->path ? -errno : -ENOMEM;
+	if (lstat(path, &st) != 0) {
+		err = -errno;
+		unlink(path); /* ours: bound just now, under the lock */
+		return err;
+	}
 	srv->dev = st.st_dev;
 	srv->ino = st.st_ino;
-	if (chmod(path, 0600) != 0 || listen(srv->listen_fd, 4) != 0)
+	srv->bound = true; /* from here a failure's destroy removes it */
+	if (listen(srv->listen_fd, 4) != 0)
 		return -errno;
 	return 0;
 }
@@ -444,6 +475,7 @@ int control_server_create(const struct control_config *cfg, const struct control
 		srv->cfg.idle_ms = CONTROL_IDLE_MS;
 	srv->ops = ops;
 	srv->listen_fd = -1;
+	srv->lock_fd = -1;
 	for (int i = 0; i < CONN_N; i++)
 		conn_init(&srv->conn[i]);
 	if (pipe2(srv->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -471,9 +503,11 @@ void control_server_destroy(struct control_server *srv)
 	if (srv->listen_fd >= 0)
 		close(srv->listen_fd);
 	/* remove the socket only if it is still ours (not replaced by someone else's) */
-	if (srv->path && lstat(srv->path, &st) == 0 && st.st_dev == srv->dev &&
+	if (srv->bound && lstat(srv->path, &st) == 0 && st.st_dev == srv->dev &&
 	    st.st_ino == srv->ino)
 		unlink(srv->path);
+	if (srv->lock_fd >= 0)
+		close(srv->lock_fd); /* after the unlink: the next server finds no socket of ours */
 	close(srv->wake[0]);
 	close(srv->wake[1]);
 	free(srv->path);

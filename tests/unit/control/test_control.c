@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -435,8 +436,25 @@ static int test_server_socket_file(void)
 	ASSERT_TRUE(S_ISSOCK(st.st_mode));
 	ASSERT_EQ_INT(st.st_mode & 0777, 0600);
 	ASSERT_EQ_INT(control_server_create(&cfg, &fake_ops, &srv2), -EADDRINUSE);
+	ASSERT_EQ_INT(lstat(path, &st), 0); /* the refused one left the live socket alone */
 	control_server_destroy(srv);
 	ASSERT_TRUE(lstat(path, &st) != 0); /* removed */
+	/* another server holds PATH.lock (its socket not bound or not listening yet): refused,
+	 * and nothing at the path is touched */
+	{
+		char lock[140];
+		int lfd;
+
+		snprintf(lock, sizeof(lock), "%s.lock", path);
+		lfd = open(lock, O_RDWR | O_CREAT, 0600);
+		ASSERT_EQ_INT(flock(lfd, LOCK_EX | LOCK_NB), 0);
+		ASSERT_EQ_INT(control_server_create(&cfg, &fake_ops, &srv2), -EADDRINUSE);
+		ASSERT_TRUE(lstat(path, &st) != 0);
+		close(lfd);
+		ASSERT_EQ_INT(control_server_create(&cfg, &fake_ops, &srv), 0); /* released */
+		control_server_destroy(srv);
+		unlink(lock);
+	}
 	rmdir(dir);
 	return TEST_OK;
 }
