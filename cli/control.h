@@ -191,4 +191,15 @@ void control_server_destroy(struct control_server *srv);
  */
 int ctl_output_discard(const char *path, int fd, bool created) __must_check;
 
+#include <signal.h>
+
+/**
+ * ctl_wait_readable - wait until @fd is readable or @timeout_ms passes (clamped to INT_MAX ms:
+ * loop to a later deadline), with the signal mask @wait_mask during the wait only (ppoll; NULL:
+ * the current mask). Block the signals that stop the wait, check their flag, then call this
+ * with a mask that unblocks them: one that arrives in between is not lost.
+ * Return: 1 readable (or closed/error: read it); 0 timed out; -EINTR a signal; -errno.
+ */
+int ctl_wait_readable(int fd, uint64_t timeout_ms, const sigset_t *wait_mask) __must_check;
+
 #endif /* HVPROF_CLI_CONTROL_H */

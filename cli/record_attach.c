@@ -5,7 +5,6 @@
 // it with END when the window ends: at --duration, at Ctrl-C (both send DETACH), or when the
 // guest powers off (the VM sends DONE by itself).
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +40,9 @@ static uint64_t mono_ms(void)
 
 struct conn {
 	int fd;
+	/* SIGINT/SIGTERM are blocked while attached and unblocked only inside the wait (ppoll):
+	 * a Ctrl-C between the check of stop_signal and the wait is not lost */
+	const sigset_t *wait_mask;
 	size_t len;
 	char buf[CTL_MAX_LINE];
 	char line[CTL_MAX_LINE];
@@ -65,16 +67,19 @@ static int read_line(struct conn *c, uint64_t deadline_ms, bool stop_on_signal)
 			c->len -= n + 1;
 			return 0;
 		}
-		struct pollfd p = { c->fd, POLLIN, 0 };
 		uint64_t now = mono_ms();
+		int ready;
 
 		if (stop_on_signal && stop_signal)
 			return -EINTR;
 		if (now >= deadline_ms)
 			return -ETIMEDOUT;
-		if (poll(&p, 1, (int)(deadline_ms - now)) < 0 && errno != EINTR)
-			return -errno;
-		if (!p.revents)
+		/* the signals stay blocked (pending) while not stopping on them: DETACH sent */
+		ready = ctl_wait_readable(c->fd, deadline_ms - now,
+					  stop_on_signal ? c->wait_mask : NULL);
+		if (ready < 0 && ready != -EINTR)
+			return ready;
+		if (ready <= 0)
 			continue;
 		r = read(c->fd, c->buf + c->len, sizeof(c->buf) - c->len);
 		if (r < 0 && errno == EINTR)
@@ -214,6 +219,7 @@ int record_attach(const struct record_attach_args *a)
 {
 	struct conn c = { .fd = -1 };
 	struct sigaction sa, old_int, old_term;
+	sigset_t stops, old_mask, wait_mask;
 	struct ctl_reply r;
 	char text[128], window[16] = "?";
 	int out_fd = -1, status = EXIT_ERROR;
@@ -237,6 +243,14 @@ int record_attach(const struct record_attach_args *a)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	sigprocmask(SIG_BLOCK, &stops, &old_mask);
+	wait_mask = old_mask;
+	sigdelset(&wait_mask, SIGINT);
+	sigdelset(&wait_mask, SIGTERM);
+	c.wait_mask = &wait_mask;
 	r.kind = 0;
 	if (request(&c, "attach", text, out_fd, &r) != 0) {
 		/* Refused (ERR): nothing was recorded; remove the file only if it is the empty
@@ -255,6 +269,7 @@ int record_attach(const struct record_attach_args *a)
 					   : "Ctrl-C detaches");
 	status = wait_window(&c, a);
 restore:
+	sigprocmask(SIG_SETMASK, &old_mask, NULL); /* a pending one reaches on_signal: ignored */
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 out:

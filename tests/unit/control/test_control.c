@@ -5,6 +5,7 @@
 // with the wrong message, a second attach, a detach, and the VM's end with a window open.
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <hvprof/sample.h>
@@ -504,6 +506,48 @@ static int test_client_output_discard(void)
 	return TEST_OK;
 }
 
+static volatile sig_atomic_t got_usr1;
+
+static void on_usr1(int sig)
+{
+	got_usr1 = sig;
+}
+
+/* record --attach's wait: a signal that arrives between the check of its flag and the wait
+ * (here: before the call, while blocked) ends the wait at once instead of being lost; huge
+ * timeouts are clamped, not wrapped to a negative poll timeout. */
+static int test_client_wait_no_lost_signal(void)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 }, old_sa;
+	sigset_t usr1, old, wait_mask;
+	uint64_t t0;
+	int sv[2];
+
+	ASSERT_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, &old_sa);
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &usr1, &old);
+	wait_mask = old;
+	sigdelset(&wait_mask, SIGUSR1);
+	ASSERT_EQ_INT(ctl_wait_readable(sv[0], 10, &wait_mask), 0); /* nothing: timed out */
+	got_usr1 = 0;
+	raise(SIGUSR1); /* the Ctrl-C "between the check and the wait": pending */
+	t0 = (uint64_t)time(NULL);
+	ASSERT_EQ_INT(ctl_wait_readable(sv[0], 30000, &wait_mask), -EINTR);
+	ASSERT_TRUE((uint64_t)time(NULL) - t0 < 5);
+	ASSERT_EQ_INT(got_usr1, SIGUSR1);
+	ASSERT_EQ_INT(write(sv[1], "x", 1), 1);
+	ASSERT_EQ_INT(ctl_wait_readable(sv[0], UINT64_MAX / 2, &wait_mask), 1); /* clamped */
+	ASSERT_EQ_INT(ctl_wait_readable(sv[0], 0, NULL), 1);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	sigaction(SIGUSR1, &old_sa, NULL);
+	close(sv[0]);
+	close(sv[1]);
+	return TEST_OK;
+}
+
 int main(void)
 {
 	static const struct test_case tests[] = {
@@ -517,6 +561,8 @@ int main(void)
 		{ "server: socket file (0600, refused, removed)", test_server_socket_file },
 		{ "client: a refused attach's recording is removed only if ours",
 		  test_client_output_discard },
+		{ "client: a signal before the wait is not lost; timeouts clamped",
+		  test_client_wait_no_lost_signal },
 	};
 
 	return test_run_all(tests, sizeof(tests) / sizeof(tests[0]));
