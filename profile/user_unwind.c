@@ -20,6 +20,7 @@ struct user_unwind {
 	size_t cap_maps;
 	struct u64map eager; /* cookie -> hash of the eager chain (--callchain-mode both) */
 	struct u64map key_of_snap; /* snapshot id << 20 | mappings -> content key of its session */
+	struct u64map exec_files;  /* scratch of space_of(): file ids with an executable mapping */
 };
 
 int user_unwind_new(struct symbolizer *s, struct user_unwind **out)
@@ -46,6 +47,7 @@ void user_unwind_free(struct user_unwind *uu)
 	unwinder_free(uu->u);
 	u64map_free(&uu->eager);
 	u64map_free(&uu->key_of_snap);
+	u64map_free(&uu->exec_files);
 	free(uu->maps);
 	free(uu);
 }
@@ -92,13 +94,22 @@ static int space_of(struct user_unwind *uu, const struct addrspace *as, struct u
 		uu->maps = nm;
 		uu->cap_maps = as->n_maps;
 	}
+	/* Only files with executable code in this snapshot matter (not data files, ld.so.cache,
+	 * /dev/mem): their other mappings stay, they place the file (its offset-0 mapping). */
+	err = 0;
+	for (size_t i = 0; i < as->n_maps && !err; i++)
+		if (as->maps[i].file && (as->maps[i].prot & HVP_PROT_EXEC))
+			err = u64map_put(&uu->exec_files, as->maps[i].file->id, 1);
 	key = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < as->n_maps; i++) {
+	for (size_t i = 0; i < as->n_maps && !err; i++) {
 		const struct as_mapping *m = &as->maps[i];
+		uint64_t has_exec;
 		uint32_t file_id;
 		const char *name;
 		int fd;
 
+		if (m->file && u64map_get(&uu->exec_files, m->file->id, &has_exec))
+			continue;
 		if (m->file) {
 			err = symbolizer_mapping_file(uu->s, m, &fd, &name, NULL);
 			name = m->file->path;
@@ -110,9 +121,11 @@ static int space_of(struct user_unwind *uu, const struct addrspace *as, struct u
 			file_id = UINT32_MAX;
 		}
 		if (err == -ENOMEM)
-			return err;
-		if (err || fd < 0)
+			break;
+		if (err || fd < 0) {
+			err = 0;
 			continue;
+		}
 		uu->maps[n++] = (struct unw_map){ .start = m->start, .end = m->end,
 						  .pgoff = m->pgoff, .fd = fd, .name = name };
 		key = fnv(key, &file_id, sizeof(file_id));
@@ -120,6 +133,9 @@ static int space_of(struct user_unwind *uu, const struct addrspace *as, struct u
 		key = fnv(key, &m->end, sizeof(m->end));
 		key = fnv(key, &m->pgoff, sizeof(m->pgoff));
 	}
+	u64map_free(&uu->exec_files); /* leaves it empty for the next snapshot */
+	if (err)
+		return err;
 	err = u64map_put(&uu->key_of_snap, snap, key);
 	if (err)
 		return err;
