@@ -420,6 +420,20 @@ static int on_record(struct loader *ld, const struct recfile_record *rec)
 }
 
 /* Unwind the held record's user walk with the USER_REGS @ur that completes it (user_unwind.c). */
+/* Whether the user chain of @s is shown at all: not when the filters drop the sample, or drop
+ * its user frames (--kernel-only); then its USER_REGS needs no unwinding. */
+static int unwind_wanted(struct loader *ld, const struct hvp_sample *s)
+{
+	uint32_t comm;
+
+	if (ld->filter.only == PROFILE_ONLY_KERNEL)
+		return 0;
+	if (thread_comm(ld, s->pid, s->flags, &comm))
+		return 1; /* out of memory here: unwind, add_raw() reports the error */
+	return sample_filter_keep(&ld->filter, strpool_get(&ld->p->strs, comm), s->pid, s->tgid,
+				  s->time_ns, s->cpl);
+}
+
 static int apply_user_regs(struct loader *ld, struct recfile_record *h,
 			   const struct hvp_user_regs *ur)
 {
@@ -427,6 +441,9 @@ static int apply_user_regs(struct loader *ld, struct recfile_record *h,
 	uint64_t tgid;
 	int err;
 
+	if (h->type == RECFILE_SAMPLE ? !unwind_wanted(ld, &h->sample)
+				      : ld->filter.only == PROFILE_ONLY_KERNEL)
+		return 0;
 	if (!ld->uu) {
 		err = loader_symbolizer(ld, &sym);
 		if (!err)

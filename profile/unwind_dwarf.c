@@ -335,8 +335,6 @@ static enum unw_stop stop_reason(struct unw_space *sp, const struct unw_state *s
 	Dwfl_Module *mod;
 	Dwarf_Addr bias;
 
-	if (st->n >= st->max)
-		return UNW_STOP_DEPTH;
 	if (st->outside)
 		return UNW_STOP_STACK;
 	mod = dwfl_addrmodule(sp->dwfl, st->ips[st->n - 1]);
@@ -381,6 +379,10 @@ int unwinder_unwind(struct unw_space *sp, const uint64_t *regs, const uint8_t *s
 	*n = st.n;
 	/* libdw ends "normally" also when a step it could not take from CFI fell back to its
 	 * frame-pointer heuristic and that read outside the copy: the copy was too short. */
-	*why = ret == 0 && !st.outside ? UNW_STOP_END : stop_reason(sp, &st);
+	/* on_frame()'s abort at the bound comes back as DWARF_CB_ABORT; a libdw error as -1 */
+	if (ret == DWARF_CB_ABORT && st.n >= st.max)
+		*why = UNW_STOP_DEPTH;
+	else
+		*why = ret == 0 && !st.outside ? UNW_STOP_END : stop_reason(sp, &st);
 	return 0;
 }
