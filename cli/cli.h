@@ -43,6 +43,7 @@ struct guest_opts {
 	const char *initrd;     /* --initrd, else the image's */
 	const char *append;
 	const char *run_cmd;
+	unsigned int repeat;    /* record --repeat N: hvprof_repeat=N on the command line (0: none) */
 	uint64_t mem_mib;
 	unsigned int cpus;
 	double duration_s;

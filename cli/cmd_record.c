@@ -19,9 +19,10 @@
 
 #define DEFAULT_FREQ 1000
 #define MAX_FREQ 100000
+#define MAX_REPEAT 100 /* record --repeat */
 
 static const char record_usage[] =
-	"usage: hvprof record [-F HZ] [-o FILE] [guest options]\n"
+	"usage: hvprof record [-F HZ] [-o FILE] [--repeat N] [guest options]\n"
 	"       hvprof record --attach PATH [-F HZ] [-o FILE] [--call-graph ...] [--duration S]\n\n"
 	"  --attach PATH       sample the VM of `hvprof run --control PATH` instead of booting\n"
 	"                      one: until --duration S, Ctrl-C or the guest's end; nothing\n"
@@ -43,6 +44,9 @@ static const char record_usage[] =
 	"                      init (when the image's /init starts), workload (when the\n"
 	"                      --run command starts), or SECONDS after the start (e.g. 2.5);\n"
 	"                      until then sampling costs no exits (docs/guest-interface.md)\n"
+	"  --repeat N          run the --run command (or the image's default) N times in one\n"
+	"                      boot (1 to 100): the recording holds N workload windows, which\n"
+	"                      'hvprof diff' compares as N runs (docs/diff.md)\n"
 	"\nguest options:\n" GUEST_OPTIONS_HELP;
 
 static int sink_sample(void *ctx, const struct hvp_sample *s, const struct hvp_user_regs *r)
@@ -195,12 +199,14 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 					      { "call-graph", required_argument, NULL, 'g' + 2000 },
 					      { "from", required_argument, NULL, 'f' + 2000 },
 					      { "attach", required_argument, NULL, 'a' + 2000 },
+					      { "repeat", required_argument, NULL, 'r' + 2000 },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
 	int c;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "F:o:h", opts, NULL)) != -1) {
+		unsigned long n;
 		char *end;
 
 		switch (c) {
@@ -229,6 +235,17 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 		case 'g' + 2000:
 			if (parse_call_graph(optarg, a) != 0)
 				return EXIT_USAGE;
+			break;
+		case 'r' + 2000:
+			errno = 0;
+			n = strtoul(optarg, &end, 10);
+			if (errno || *end || end == optarg || optarg[0] == '-' || n < 1 ||
+			    n > MAX_REPEAT) {
+				cli_error("--repeat '%s': want 1 to %d runs", optarg, MAX_REPEAT);
+				return EXIT_USAGE;
+			}
+			g->repeat = (unsigned int)n;
+			a->not_with_attach = "--repeat";
 			break;
 		case 'f' + 2000:
 			if (parse_from(optarg, a) != 0)

@@ -345,7 +345,7 @@ int guest_opts_finish(struct guest_opts *g)
 	static char dflt[PATH_MAX];
 	const char *dir = g->image_dir;
 	const char *initrd;
-	char *cmd = NULL;
+	char *cmd = NULL, repeat[32];
 	int err;
 
 	err = guest_opts_apply_domain(g); /* fills g->kernel, ->image_dir... where flags did not */
@@ -442,12 +442,16 @@ int guest_opts_finish(struct guest_opts *g)
 	}
 	if (g->run_cmd && !(cmd = run_word(g->run_cmd)))
 		return -ENOMEM;
+	/* record --repeat N: /init runs the command N times, a workload window each
+	 * (docs/guest-interface.md) */
+	snprintf(repeat, sizeof(repeat), g->repeat ? " hvprof_repeat=%u" : "", g->repeat);
 	/* --root after the image's or the domain's line (the kernel takes the last root=) */
-	if (asprintf(&g->cmdline, "%s%s%s%s%s%s",
+	if (asprintf(&g->cmdline, "%s%s%s%s%s%s%s",
 		     g->base_cmdline ? g->base_cmdline
 				     : g->m_cmdline ? g->m_cmdline : "console=ttyS0",
 		     g->root ? " root=" : "", g->root ? g->root : "",
-		     cmd ? cmd : "", g->append ? " " : "", g->append ? g->append : "") < 0) {
+		     cmd ? cmd : "", repeat, g->append ? " " : "",
+		     g->append ? g->append : "") < 0) {
 		free(cmd);
 		return -ENOMEM;
 	}
