@@ -25,10 +25,24 @@ int exit_io(struct vmm *vm, struct vmm_vcpu *vcpu, struct kvm_run *run)
 	uint16_t port = run->io.port;
 
 	vcpu->c.exits_io++;
-	if (port >= SERIAL_COM1_BASE && port < SERIAL_COM1_BASE + 8 && run->io.size == 1) {
-		for (uint32_t i = 0; i < run->io.count; i++)
-			serial_io(&vm->com1, port - SERIAL_COM1_BASE, is_write, data + i);
-		return 0;
+	if (run->io.size == 1) {
+		struct serial8250 *uart = NULL;
+		uint16_t base = 0;
+
+		if (port >= SERIAL_COM1_BASE && port < SERIAL_COM1_BASE + 8) {
+			uart = &vm->com1;
+			base = SERIAL_COM1_BASE;
+		} else if (vm->cfg.cmd_channel && port >= SERIAL_COM2_BASE &&
+			   port < SERIAL_COM2_BASE + 8) {
+			uart = &vm->com2; /* without the command channel, COM2 floats (below) */
+			base = SERIAL_COM2_BASE;
+		}
+		if (uart) {
+			/* SAFETY: KVM puts size * count bytes at data_offset within the run page */
+			for (uint32_t i = 0; i < run->io.count; i++)
+				serial_io(uart, port - base, is_write, data + i);
+			return 0;
+		}
 	}
 	if (port == PORT_KBD_CMD && is_write && run->io.size == 1 && data[0] == KBD_CMD_RESET) {
 		/* The 8042 pulses the CPU reset line: Linux's "reboot=k", the x86 default. */

@@ -180,12 +180,14 @@ void vmm_request_stop(struct vmm *vm, int reason)
 	atomic_store(&requested_stop, reason);
 }
 
-static void set_irq_line(void *ctx, int level)
+/* The serial ports' interrupt lines (ISA IRQs on the in-kernel PIC and IOAPIC). Called on vCPU
+ * threads (allowed by the seccomp filter) and on vmm_cmd_send's caller's thread. */
+static void set_irq_line(void *ctx, unsigned int irq, int level)
 {
 	struct vmm *vm = ctx;
-	struct kvm_irq_level irq = { .irq = SERIAL_COM1_IRQ, .level = (uint32_t)level };
+	struct kvm_irq_level l = { .irq = irq, .level = (uint32_t)level };
 
-	ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq);
+	ioctl(vm->vm_fd, KVM_IRQ_LINE, &l);
 }
 
 
@@ -291,6 +293,11 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 		       VMM_MAX_VCPUS);
 		return -EINVAL;
 	}
+	if (cfg->cmd_channel) {
+		err = serial_cmd_fd_check(cfg->cmd_out_fd);
+		if (err)
+			return err;
+	}
 	vm = calloc(1, sizeof(*vm));
 	if (!vm)
 		return -ENOMEM;
@@ -341,7 +348,10 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 			goto err_destroy;
 		}
 	}
-	serial_init(&vm->com1, cfg->console_fd, set_irq_line, vm);
+	serial_init(&vm->com1, SERIAL_COM1_IRQ, cfg->console_fd, set_irq_line, vm);
+	/* initialised either way (vmm_cmd_send and exit_io look at cfg.cmd_channel) */
+	serial_init(&vm->com2, SERIAL_COM2_IRQ, cfg->cmd_channel ? cfg->cmd_out_fd : -1,
+		    set_irq_line, vm);
 	err = disks_create(vm); /* also declares them on vm->cmdline */
 	vm->cfg.disks = NULL;    /* the caller's array: read only above */
 	if (err)
@@ -631,6 +641,7 @@ void vmm_get_counters(const struct vmm *vm, struct vmm_counters *out)
 			dst[k] += src[k];
 	}
 	disks_add_counters(vm, out);
+	serial_add_counters(vm, out);
 }
 
 void vmm_destroy(struct vmm *vm)

@@ -25,7 +25,7 @@
  *   0xd000_0000  hvprof exit register (MMIO, docs/guest-interface.md)
  *   0xd000_1000  virtio-mmio disks, 4 KiB each: vda at 0xd000_1000 on IRQ 5, vdb at
  *                0xd000_2000 on IRQ 6, then IRQs 9, 10, 11, 12, 14, 15 (devices/disks.c;
- *                the serial port has IRQ 4)
+ *                the serial ports have IRQ 4 (COM1) and 3 (COM2))
  *   0xc000_0000..4 GiB: no RAM (MMIO hole: exit register, IOAPIC, LAPIC); RAM above 3 GiB
  *   continues at 4 GiB.
  */
@@ -104,23 +104,43 @@ int mptable_write(struct vmm_ram *ram, uint64_t gpa, unsigned int cpus) __must_c
 
 /* ---------------------------------------------------------------- 8250 UART (serial.c) */
 
+#define SERIAL_RX_CAP 4096 /* bytes the host may queue for the guest to receive */
+
 struct serial8250 {
 	uint8_t ier, iir_fifo, lcr, mcr, lsr, msr, scr, dll, dlm, fcr;
 	bool thri_pending;
-	int out_fd;
-	atomic_ulong tx_bytes; /* bytes the guest sent out (the silent-guest hint reads it) */
-	/* called with the new level of the IRQ line whenever it may have changed */
-	void (*set_irq)(void *ctx, int level);
+	unsigned int irq;      /* the ISA IRQ it raises, passed to set_irq */
+	int out_fd;            /* where transmitted bytes go (-1: discarded) */
+	/* received bytes not yet read by the guest: a ring of rx_len bytes from rx_head */
+	uint8_t rx_buf[SERIAL_RX_CAP];
+	size_t rx_head, rx_len;
+	atomic_ulong tx_bytes;   /* bytes the guest sent out (the silent-guest hint reads it) */
+	atomic_ulong tx_dropped; /* ... of which a write to out_fd did not take (EAGAIN, error) */
+	atomic_ulong rx_bytes;   /* received bytes the guest read from RBR */
+	atomic_ulong rx_flushed; /* received bytes the guest discarded (FCR.CLEAR_RCVR) */
+	/* called with the new level of the IRQ line whenever it may have changed (with @lock
+	 * held: calls are ordered) */
+	void (*set_irq)(void *ctx, unsigned int irq, int level);
 	void *irq_ctx;
 	pthread_mutex_t lock;
 };
 
 #define SERIAL_COM1_BASE 0x3f8
 #define SERIAL_COM1_IRQ 4
+#define SERIAL_COM2_BASE 0x2f8 /* the command channel (vmm_config.cmd_channel) */
+#define SERIAL_COM2_IRQ 3
 
-void serial_init(struct serial8250 *s, int out_fd, void (*set_irq)(void *, int), void *ctx);
-/* One port access at @off (0..7) from the base: @is_write, @data (1 byte). */
+void serial_init(struct serial8250 *s, unsigned int irq, int out_fd,
+		 void (*set_irq)(void *ctx, unsigned int irq, int level), void *ctx);
+/* One port access at @off (0..7) from the base: @is_write, @data (1 byte). Any thread. */
 void serial_io(struct serial8250 *s, unsigned int off, bool is_write, uint8_t *data);
+/* Queue up to @len bytes for the guest to receive, and update the IRQ line. Any thread.
+ * Return: the bytes taken (fewer than @len when the buffer fills; SERIAL_RX_CAP at most). */
+size_t serial_rx_push(struct serial8250 *s, const uint8_t *buf, size_t len);
+/* vmm_create's check of vmm_config.cmd_out_fd: 0 (a warning if blocking); -EBADF not writable. */
+int serial_cmd_fd_check(int fd) __must_check;
+/* Add COM2's counters (cmd_*) to @c. */
+void serial_add_counters(const struct vmm *vm, struct vmm_counters *c);
 
 /* ---------------------------------------------------------------- vCPUs */
 
@@ -191,6 +211,7 @@ struct vmm {
 	struct vmm_vcpu *vcpus;
 	struct kvm_cpuid2 *cpuid;
 	struct serial8250 com1;
+	struct serial8250 com2; /* the command channel: dispatched only with cfg.cmd_channel */
 	struct virtio_blk **disks; /* vda, vdb, ... (devices/disks.c) */
 	unsigned int n_disks;
 	unsigned int maxphyaddr;

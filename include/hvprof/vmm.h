@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h> /* ssize_t */
 
 #include <linux/kvm.h>
 
@@ -69,6 +70,16 @@ struct vmm_disk {
  * @disks/@n_disks: disks to attach (at most VMM_MAX_DISKS; the array is read during
  *   vmm_create only). The VMM adds the `virtio_mmio.device=` words that declare them to the
  *   command line.
+ * @cmd_channel: the guest gets a second 16550A UART, COM2 at I/O port 0x2f8 on IRQ 3 (Linux's
+ *   /dev/ttyS1, found by the 8250 driver's legacy port table with no command-line word), as a
+ *   command channel: vmm_cmd_send() queues bytes for the guest to receive, and what the guest
+ *   transmits is written to @cmd_out_fd. false: COM2's ports float (reads return 0xff, as on a
+ *   PC without the port), so the guest's 8250 probe finds no UART there.
+ * @cmd_out_fd: with @cmd_channel, where COM2's transmitted bytes go, one write(2) per byte on
+ *   the transmitting vCPU's thread (-1: discarded). The fd stays the caller's (never closed);
+ *   make it non-blocking (O_NONBLOCK; vmm_create warns when it is not): a write that would block
+ *   drops the byte, counted in cmd_tx_dropped. A pipe whose reader went away raises SIGPIPE:
+ *   ignore it in the process. vmm_create fails with -EBADF if the fd is not open for writing.
  */
 struct vmm_config {
 	const char *kernel;
@@ -83,6 +94,8 @@ struct vmm_config {
 	uint64_t kaslr_slide;
 	const struct vmm_disk *disks;
 	size_t n_disks;
+	bool cmd_channel;
+	int cmd_out_fd;
 };
 
 #define VMM_MAX_VCPUS 64
@@ -126,7 +139,11 @@ struct vmm_result {
 	X(disk_write_bytes)                                                                \
 	X(disk_errors)        /* requests answered with an error status (past the end...) */ \
 	X(disk_broken)        /* devices a malformed queue put in DEVICE_NEEDS_RESET */ \
-	X(guest_events)       /* event writes to the exit register (enum vmm_guest_event) */
+	X(guest_events)       /* event writes to the exit register (enum vmm_guest_event) */ \
+	X(cmd_rx_bytes)       /* command channel (COM2): queued bytes the guest read */   \
+	X(cmd_rx_flushed)     /* ... queued bytes the guest's driver discarded (FIFO reset) */ \
+	X(cmd_tx_bytes)       /* ... bytes the guest transmitted, dropped ones included */ \
+	X(cmd_tx_dropped)     /* ... of which a write to cmd_out_fd did not take (EAGAIN) */
 
 /** struct vmm_counters - what the VMM counted, summed over the vCPUs (VMM_COUNTER_LIST). */
 struct vmm_counters {
@@ -144,8 +161,8 @@ extern const char *const vmm_counter_names[];
  * Return: 0 and *@out (free with vmm_destroy); -ENOENT kernel file or /dev/kvm missing;
  * -EACCES no permission; -EBADMSG kernel is neither a usable ELF nor a bzImage; -EINVAL bad
  * configuration (memory size, vCPUs, command line too long, initrd too big); -ENOTSUP the
- * host KVM lacks a required capability; other -errno from KVM ioctls. Messages name the file
- * or the ioctl.
+ * host KVM lacks a required capability; -EBADF cmd_channel with a cmd_out_fd not open for
+ * writing; other -errno from KVM ioctls. Messages name the file or the ioctl.
  */
 int vmm_create(const struct vmm_config *cfg, struct vmm **out) __must_check;
 
@@ -171,8 +188,30 @@ int vmm_run(struct vmm *vm, struct vmm_result *res) __must_check;
  */
 void vmm_request_stop(struct vmm *vm, int reason);
 
-/** vmm_get_counters - copy the counters (after vmm_run returned, or approximately during). */
+/**
+ * vmm_get_counters - copy the counters (after vmm_run returned, or approximately during). The
+ * per-vCPU counters are summed; the disk_* and cmd_* ones are the devices' own (VM-wide).
+ */
 void vmm_get_counters(const struct vmm *vm, struct vmm_counters *out);
+
+/**
+ * vmm_cmd_send - queue @len bytes of @buf for the guest to receive on COM2, the command channel
+ * (vmm_config.cmd_channel), in order, after the bytes queued before. The receive buffer holds
+ * 4096 bytes the guest has not read yet; what does not fit is not taken: send the rest later
+ * (the guest reads when its driver takes the UART's interrupt, or polls LSR). The received-data
+ * interrupt (IRQ 3) is raised when the guest enabled it (IER.RDI, with MCR.OUT2).
+ * The guest's driver empties the buffer when it opens or closes the port (Linux resets the
+ * FIFOs in serial8250_do_startup/shutdown; counted in cmd_rx_flushed), and nobody reads it
+ * while /dev/ttyS1 is closed: send once the guest has said, on the channel, that it listens.
+ * @vm: a VM created with cmd_channel; before, during or after vmm_run, until vmm_destroy.
+ * @buf: @len bytes (copied before the return); may be NULL when @len is 0.
+ * Return: the number of bytes accepted, 0..@len (fewer than @len when the buffer filled, 0 when
+ * it is full); -EINVAL @vm NULL, or @buf NULL with @len > 0; -ENODEV the VM has no command
+ * channel.
+ * Thread-safety: any thread, concurrently with the vCPUs (the UART's lock; the IRQ line is set
+ * with KVM_IRQ_LINE on the calling thread). Never blocks on the guest.
+ */
+ssize_t vmm_cmd_send(struct vmm *vm, const void *buf, size_t len) __must_check;
 
 /**
  * vmm_strategy - how this host is driven, one line (static until vmm_destroy), e.g.

@@ -17,9 +17,10 @@
 
 static int irq_level = -1;
 
-static void record_irq(void *ctx, int level)
+static void record_irq(void *ctx, unsigned int irq, int level)
 {
 	(void)ctx;
+	(void)irq;
 	irq_level = level;
 }
 
@@ -31,7 +32,7 @@ static int test_serial_tx_and_thri(void)
 	char out[8] = "";
 
 	ASSERT_TRUE(pipe(fds) == 0);
-	serial_init(&s, fds[1], record_irq, NULL);
+	serial_init(&s, SERIAL_COM1_IRQ, fds[1], record_irq, NULL);
 	v = 0x08; /* MCR.OUT2: the IRQ line is connected */
 	serial_io(&s, 4, true, &v);
 	v = 0x02; /* IER.THRI */
@@ -59,7 +60,7 @@ static int test_serial_loopback_and_dlab(void)
 	struct serial8250 s;
 	uint8_t v;
 
-	serial_init(&s, -1, NULL, NULL);
+	serial_init(&s, SERIAL_COM1_IRQ, -1, NULL, NULL);
 	v = 0x10 | 0x0a; /* loopback, RTS, OUT2 */
 	serial_io(&s, 4, true, &v);
 	serial_io(&s, 6, false, &v);
@@ -78,7 +79,7 @@ static struct vmm *fake_vm(void)
 	struct vmm *vm = calloc(1, sizeof(*vm));
 
 	pthread_mutex_init(&vm->end_lock, NULL);
-	serial_init(&vm->com1, -1, NULL, NULL);
+	serial_init(&vm->com1, SERIAL_COM1_IRQ, -1, NULL, NULL);
 	return vm;
 }
 
