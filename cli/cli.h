@@ -28,6 +28,7 @@ struct cmd {
 
 int cmd_run(int argc, char **argv);
 int cmd_record(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
 int cmd_export(int argc, char **argv);
@@ -78,6 +79,10 @@ struct guest_opts {
 	size_t n_disks;
 	int disks_set;            /* --disk given: the domain's disks are left out */
 	const char *root;         /* --root DEV: root=DEV on the command line */
+	/* run --control without --run: the guest serves commands (hvprof_serve=1) on COM2, whose
+	 * output goes to cmd_out_fd (-1: no command channel) */
+	bool serve;
+	int cmd_out_fd;
 };
 
 /* getopt_long option codes >= 256 for guest options; guest_opt_parse handles them. */
@@ -219,6 +224,9 @@ int record_open_output(const char *path, int *fd_out, bool *created);
 struct control_run;
 int control_run_create(struct control_run **out);
 const struct sampler_sink *control_run_sink(struct control_run *cr);
+/* The write end of the command channel's pipe (made at the first call), for vmm_config's
+ * cmd_out_fd; its read end is served by control_run_start. Return: the fd; -errno (said). */
+int control_run_chan_fd(struct control_run *cr);
 int control_run_start(struct control_run *cr, const char *path, const struct guest_opts *g,
 		      struct guest *gs);
 void control_run_stop(struct control_run *cr, const struct vmm_result *res);

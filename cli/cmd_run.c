@@ -32,7 +32,10 @@ static int control_setup(struct control_run **cr, struct sampler_config *scfg)
 static const char run_usage[] =
 	"usage: hvprof run [--control PATH] [guest options]\n\n"
 	"  --control PATH      also listen on a UNIX socket at PATH (owner-only, removed at\n"
-	"                      exit) for `hvprof record --attach PATH` (docs/control-protocol.md)\n"
+	"                      exit) for `hvprof record --attach PATH` (docs/control-protocol.md);\n"
+	"                      without --run, a bundled image's guest then waits for commands\n"
+	"                      (`hvprof exec --attach PATH -- CMD`) until `hvprof exec --attach\n"
+	"                      PATH --poweroff`\n"
 	"\nguest options:\n" GUEST_OPTIONS_HELP;
 
 int cmd_run(int argc, char **argv)
@@ -75,6 +78,7 @@ int cmd_run(int argc, char **argv)
 		status = EXIT_USAGE;
 		goto out;
 	}
+	g.serve = control && !g.run_cmd; /* before finish: the command line says so */
 	if (guest_opts_finish(&g) != 0)
 		goto out;
 	if (control) {
@@ -86,6 +90,8 @@ int cmd_run(int argc, char **argv)
 		sigemptyset(&ign.sa_mask);
 		if (sigaction(SIGPIPE, &ign, NULL) != 0) { /* cannot fail for SIGPIPE */ }
 		if (control_setup(&cr, &scfg) != 0)
+			goto out;
+		if (g.serve && (g.cmd_out_fd = control_run_chan_fd(cr)) < 0)
 			goto out;
 	}
 	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0)

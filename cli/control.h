@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <hvprof/compiler.h>
 
@@ -27,12 +28,16 @@ enum ctl_verb {
 	CTL_STATUS,    /* STATUS: the VM's state and counters */
 	CTL_ATTACH,    /* ATTACH [freq=HZ] [call_graph=fp|dwarf[,SIZE]], with the recording's fd */
 	CTL_DETACH,    /* DETACH: end the window of this connection */
+	CTL_EXEC,      /* EXEC COMMAND: run COMMAND in the guest (the command channel) */
+	CTL_POWEROFF,  /* POWEROFF [status=N]: end a serving guest with exit status N */
 };
 
 /**
  * struct ctl_request - one parsed request.
  * @version: HELLO's. @freq: ATTACH's (default CTL_DEFAULT_HZ). @dwarf/@stack_size: ATTACH's
  *   call graph (default dwarf,8192; @stack_size a multiple of 8, 8..CTL_MAX_STACK; 64 for fp).
+ * @cmd/@cmd_len: EXEC's command, decoded (NUL-terminated; 1..CTL_MAX_LINE - 7 bytes, no NUL).
+ * @status: POWEROFF's (0..255, default 0).
  */
 struct ctl_request {
 	enum ctl_verb verb;
@@ -40,7 +45,17 @@ struct ctl_request {
 	uint32_t freq;
 	bool dwarf;
 	uint32_t stack_size;
+	int status;
+	size_t cmd_len;
+	char cmd[CTL_MAX_LINE];
 };
+
+/**
+ * ctl_exec_encode - EXEC's argument for command @cmd (@len bytes): printable ASCII as it is,
+ * every other byte and the backslash as \ooo (three octal digits), into @buf (@buf_len bytes,
+ * NUL-terminated). Return: its length; 0 when it does not fit or @cmd holds a NUL.
+ */
+size_t ctl_exec_encode(const char *cmd, size_t len, char *buf, size_t buf_len);
 
 /**
  * ctl_line_find - the first message in @p[0..@n): its length without the '\n' in *@line_len.
@@ -98,6 +113,10 @@ int ctl_reply_u64(const struct ctl_reply *r, const char *key, uint64_t *val) __m
  */
 int ctl_freq_check(uint32_t freq, const char *max_rate_text, uint32_t *max) __must_check;
 
+/** ctl_reason_word - DONE's and END's word for enum hvp_end_reason @reason ("exit", "reset",
+ * "crash", "duration", "signal", "detached"; "error" for any other). */
+const char *ctl_reason_word(int reason);
+
 /** ctl_err_name - the protocol's name of errno @err (> 0), "EIO" for one it does not name. */
 const char *ctl_err_name(int err);
 
@@ -106,6 +125,89 @@ const char *ctl_err_name(int err);
  * CTL_MAX_LINE and any byte that is not printable ASCII replaced by '?'. Return: its length.
  */
 size_t ctl_format_err(char *buf, size_t len, int err, const char *msg);
+
+/* ------------------------------------------------- the command channel (control_exec.c) */
+
+#define EXEC_MAX_CHUNK 4096 /* bytes of one O frame from the guest, at most */
+#define EXEC_MAX_CMD 4096   /* bytes of one command to the guest, at most */
+
+/**
+ * struct exec_rx - the parser of what the guest's hvprof-execd sends on COM2 (frames of
+ * images/guest/hvprof-execd.c: "R VERSION\n", "O FD LEN\n" + LEN bytes, "X STATUS\n").
+ * @bad_frames: lines that were no frame (skipped to the next '\n').
+ */
+struct exec_rx {
+	char hdr[32];
+	size_t hdr_len;
+	bool skipping;
+	int out_fd;
+	size_t left;
+	uint64_t bad_frames;
+};
+
+/* What exec_rx_feed found; called in the order of the bytes. @out may come in pieces. */
+struct exec_rx_ops {
+	void (*ready)(void *ctx, uint32_t version);
+	void (*out)(void *ctx, int fd, const char *buf, size_t len);
+	void (*exit)(void *ctx, int status);
+};
+
+void exec_rx_init(struct exec_rx *rx);
+
+/**
+ * exec_rx_feed - parse @len bytes of the guest's stream (any split: state is kept in @rx).
+ * A header is printable ASCII of at most 32 bytes; O's FD is 1 or 2, its LEN 1..EXEC_MAX_CHUNK;
+ * X's STATUS 0..255. Anything else is counted in @rx->bad_frames and skipped to the next '\n'.
+ */
+void exec_rx_feed(struct exec_rx *rx, const void *buf, size_t len, const struct exec_rx_ops *ops,
+		  void *ctx);
+
+/**
+ * struct exec_chan - the server's end of the command channel: the COM2 pipe it reads
+ * (@guest_fd, non-blocking; -1: the VM has none), @send (vmm_cmd_send: bytes to the guest), the
+ * one EXEC client (@client_fd, -1 none) and counters. All on the server's thread.
+ */
+struct exec_chan {
+	int guest_fd;
+	int client_fd;
+	ssize_t (*send)(void *ctx, const void *buf, size_t len);
+	void *send_ctx;
+	struct exec_rx rx;
+	bool ready, running, quitting, ended;
+	uint32_t version;
+	uint64_t execs, kills, out_bytes, clients_dropped;
+};
+
+void exec_chan_init(struct exec_chan *ch, int guest_fd,
+		    ssize_t (*send)(void *ctx, const void *buf, size_t len), void *send_ctx);
+
+/**
+ * exec_chan_start - send command @cmd (@len bytes, 1..EXEC_MAX_CMD) to the guest; its output
+ * and status go to @client_fd (owned from then: "OUT FD LEN\n" + bytes, then "EXIT status=N\n"
+ * or "END reason=R\n", then closed). Return: 0; -ENOTSUP no channel; -EAGAIN the guest's server
+ * has not said ready yet; -EBUSY a command (or a poweroff) is under way; -ESHUTDOWN the VM is
+ * ending; -EINVAL; -EIO the guest's receive buffer did not take it.
+ */
+int exec_chan_start(struct exec_chan *ch, int client_fd, const char *cmd, size_t len)
+	__must_check;
+
+/** exec_chan_poweroff - ask the guest's server to end with @status (0..255): the guest then
+ * powers off with it. Return: as exec_chan_start. */
+int exec_chan_poweroff(struct exec_chan *ch, int status) __must_check;
+
+/** exec_chan_guest_readable - read and handle what the guest sent. Return: 0; -EPIPE the VM
+ * closed the pipe; -errno. */
+int exec_chan_guest_readable(struct exec_chan *ch);
+
+/** exec_chan_client_readable - the EXEC client's socket is readable: when it went away, its
+ * command is killed (K). */
+void exec_chan_client_readable(struct exec_chan *ch);
+
+/** exec_chan_end - the VM is ending: a client still waiting gets "END reason=@reason". */
+void exec_chan_end(struct exec_chan *ch, const char *reason);
+
+/** exec_chan_close - close the client's socket, if any. */
+void exec_chan_close(struct exec_chan *ch);
 
 /* ---------------------------------------------------------------- server (control_server.c) */
 
@@ -121,6 +223,7 @@ size_t ctl_format_err(char *buf, size_t len, int err, const char *msg);
  *   Return: 0; -errno (the window is closed anyway).
  * @window_failed: polled between messages: the open window cannot go on (its recording failed);
  *   the server then ends it with HVP_END_ERROR. May be NULL.
+ * @cmd_send: bytes to the guest's command channel (vmm_cmd_send); NULL: no channel.
  */
 struct control_ops {
 	void *ctx;
@@ -128,6 +231,7 @@ struct control_ops {
 	int (*attach)(void *ctx, const struct ctl_request *req, int fd, char *reply, size_t len);
 	int (*detach)(void *ctx, int reason, int exit_status, char *reply, size_t len);
 	bool (*window_failed)(void *ctx);
+	ssize_t (*cmd_send)(void *ctx, const void *buf, size_t len);
 };
 
 /**
@@ -135,10 +239,14 @@ struct control_ops {
  * @path: the UNIX socket to listen on (NULL: none; unit tests hand clients in with
  *   control_server_adopt). @idle_ms: a client that is not attached is dropped when it sends no
  *   complete message for this long (0: CONTROL_IDLE_MS), half a message included.
+ * @chan/@chan_fd: the VM has a command channel: @chan_fd is the non-blocking read end of what
+ *   the guest sends on it (owned by the caller; used only when @chan).
  */
 struct control_config {
 	const char *path;
 	unsigned int idle_ms;
+	bool chan;
+	int chan_fd;
 };
 
 #define CONTROL_IDLE_MS 5000
@@ -201,5 +309,54 @@ int ctl_output_discard(const char *path, int fd, bool created) __must_check;
  * Return: 1 readable (or closed/error: read it); 0 timed out; -EINTR a signal; -errno.
  */
 int ctl_wait_readable(int fd, uint64_t timeout_ms, const sigset_t *wait_mask) __must_check;
+
+/* ------------------------------------------------- a client's connection (control_conn.c) */
+
+/**
+ * struct ctl_client - the client's end of a connection: @fd, what it has read (@buf, @len) and
+ * the last line (@line, NUL-terminated). @stop: a flag a signal handler sets (NULL: none), with
+ * @wait_mask the signal mask during waits (see ctl_wait_readable).
+ */
+struct ctl_client {
+	int fd;
+	volatile sig_atomic_t *stop;
+	const sigset_t *wait_mask;
+	size_t len;
+	char buf[CTL_MAX_LINE];
+	char line[CTL_MAX_LINE];
+};
+
+/** ctl_mono_ms - CLOCK_MONOTONIC in ms. */
+uint64_t ctl_mono_ms(void);
+
+/**
+ * ctl_client_connect - connect to the control socket @path; on failure says so on stderr,
+ * naming the option @opt ("--attach") and the path. Return: 0 and *@out; -errno.
+ */
+int ctl_client_connect(const char *path, const char *opt, int *out) __must_check;
+
+/** ctl_client_send - send @text, with @pass_fd (>= 0) as SCM_RIGHTS. Return: 0; -EIO. */
+int ctl_client_send(int sock, const char *text, int pass_fd) __must_check;
+
+/**
+ * ctl_client_read_line - the next line into @c->line, waiting until @deadline_ms (ctl_mono_ms
+ * time), or until a signal sets *@c->stop when @stop_on_signal. Return: 0; -ETIMEDOUT; -EINTR
+ * the signal; -ENOTCONN the VM closed; -EPROTO not a line of printable ASCII.
+ */
+int ctl_client_read_line(struct ctl_client *c, uint64_t deadline_ms, bool stop_on_signal)
+	__must_check;
+
+/** ctl_client_read_bytes - exactly @n raw bytes into @buf (what follows a line that announced
+ * them), with the same waiting. Return: as ctl_client_read_line. */
+int ctl_client_read_bytes(struct ctl_client *c, void *buf, size_t n, uint64_t deadline_ms,
+			  bool stop_on_signal) __must_check;
+
+/**
+ * ctl_client_request - send @text (with @pass_fd, >= 0) and read its reply into *@r (valid
+ * until the next read). ERR replies and no answer (10 s) are said on stderr, naming @what.
+ * Return: 0 an OK; -errno of the ERR's name; -EPROTO not OK; -errno.
+ */
+int ctl_client_request(struct ctl_client *c, const char *what, const char *text, int pass_fd,
+		       struct ctl_reply *r) __must_check;
 
 #endif /* HVPROF_CLI_CONTROL_H */

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hvprof/sample.h>
+
 #include "control.h"
 
 static const struct {
@@ -22,6 +24,19 @@ static const struct {
 	{ EIO, "EIO" },             { ENOSPC, "ENOSPC" },
 	{ EAGAIN, "EAGAIN" },
 };
+
+const char *ctl_reason_word(int reason)
+{
+	switch (reason) {
+	case HVP_END_DETACHED: return "detached";
+	case HVP_END_EXIT_DEVICE: return "exit";
+	case HVP_END_RESET: return "reset";
+	case HVP_END_SHUTDOWN: return "crash";
+	case HVP_END_DURATION: return "duration";
+	case HVP_END_SIGNAL: return "signal";
+	default: return "error";
+	}
+}
 
 const char *ctl_err_name(int err)
 {
@@ -153,6 +168,60 @@ static int attach_args(const char *p, const char *end, struct ctl_request *out, 
 	return 0;
 }
 
+/* EXEC's command: the rest of the line after one space, every \ooo an octal byte 001..377. */
+static int exec_args(const char *p, const char *end, struct ctl_request *out, char *why,
+		     size_t why_len)
+{
+	size_t n = 0;
+
+	if (p == end || *p != ' ' || p + 1 == end) {
+		snprintf(why, why_len, "want EXEC COMMAND");
+		return -EINVAL;
+	}
+	for (p++; p < end; p++) {
+		unsigned int v = (unsigned char)*p;
+
+		if (*p == '\\') {
+			if (end - p < 4 || p[1] < '0' || p[1] > '3' || p[2] < '0' || p[2] > '7' ||
+			    p[3] < '0' || p[3] > '7') {
+				snprintf(why, why_len, "a backslash must start \\ooo (octal 001-377)");
+				return -EINVAL;
+			}
+			v = (unsigned int)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+			if (!v) {
+				snprintf(why, why_len, "a command cannot hold a NUL byte");
+				return -EINVAL;
+			}
+			p += 3;
+		}
+		out->cmd[n++] = (char)v; /* n < len < CTL_MAX_LINE: fits */
+	}
+	out->cmd[n] = '\0';
+	out->cmd_len = n;
+	return 0;
+}
+
+size_t ctl_exec_encode(const char *cmd, size_t len, char *buf, size_t buf_len)
+{
+	size_t n = 0;
+
+	if (!cmd || !buf || buf_len < 1)
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)cmd[i];
+		bool plain = c >= 0x20 && c <= 0x7e && c != '\\';
+
+		if (!c || n + (plain ? 1 : 4) >= buf_len)
+			return 0;
+		if (plain)
+			buf[n++] = (char)c;
+		else
+			n += (size_t)snprintf(buf + n, buf_len - n, "\\%03o", c);
+	}
+	buf[n] = '\0';
+	return n;
+}
+
 int ctl_parse_request(const char *line, size_t len, struct ctl_request *out, char *why,
 		      size_t why_len)
 {
@@ -185,6 +254,23 @@ int ctl_parse_request(const char *line, size_t len, struct ctl_request *out, cha
 	if (word_is(w, wn, "ATTACH")) {
 		out->verb = CTL_ATTACH;
 		return attach_args(p, end, out, why, why_len);
+	}
+	if (word_is(w, wn, "EXEC")) {
+		out->verb = CTL_EXEC;
+		return exec_args(p, end, out, why, why_len);
+	}
+	if (word_is(w, wn, "POWEROFF")) {
+		uint32_t st = 0;
+
+		out->verb = CTL_POWEROFF;
+		if (next_word(&p, end, &w, &wn) &&
+		    (wn < 8 || memcmp(w, "status=", 7) || !parse_uint(w + 7, wn - 7, 255, &st) ||
+		     next_word(&p, end, &extra, &xn))) {
+			snprintf(why, why_len, "want POWEROFF [status=0..255]");
+			return -EINVAL;
+		}
+		out->status = (int)st;
+		return 0;
 	}
 	if (word_is(w, wn, "STATUS"))
 		out->verb = CTL_STATUS;

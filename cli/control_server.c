@@ -48,6 +48,7 @@ struct control_server {
 	dev_t dev;
 	ino_t ino;
 	int lock_fd; /* PATH.lock, flock'ed while the server lives; -1 none */
+	struct exec_chan chan; /* the command channel (guest_fd -1: none) */
 };
 
 static uint64_t now_ns(void)
@@ -172,6 +173,45 @@ static int handle_attach(struct control_server *srv, struct ctl_conn *c, bool se
 	return 2;
 }
 
+static const char *chan_why(int err)
+{
+	switch (err) {
+	case -ENOTSUP:
+		return "this VM serves no commands: start it with run --control and no --run, "
+		       "on a bundled image";
+	case -EAGAIN:
+		return "the guest's command server is not ready yet (still booting?)";
+	case -EBUSY:
+		return "a command is running: one at a time";
+	case -ESHUTDOWN:
+		return "the guest is stopping";
+	default:
+		return "the guest's command channel did not take it";
+	}
+}
+
+/* EXEC: the connection becomes the command's (its output and status, then closed). */
+static int handle_exec(struct control_server *srv, struct ctl_conn *c, bool session,
+		       const struct ctl_request *req)
+{
+	char line[64];
+	int err;
+
+	if (session)
+		return conn_error(c, EALREADY, "EXEC on an attached connection: use another one");
+	snprintf(line, sizeof(line), "OK exec=%llu\n",
+		 (unsigned long long)srv->chan.execs + 1);
+	err = exec_chan_start(&srv->chan, c->fd, req->cmd, req->cmd_len);
+	if (err)
+		return conn_error(c, -err, chan_why(err));
+	/* the channel owns the socket now; OK goes first, the output follows */
+	if (send(c->fd, line, strlen(line), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)strlen(line))
+		exec_chan_client_readable(&srv->chan); /* gone: killed at its hang-up */
+	c->fd = -1;
+	conn_close(c);
+	return 1;
+}
+
 /*
  * One message of connection @which. Return: 0 go on; 1 the connection was closed; 2 it became
  * the session's (attached); -errno drop it.
@@ -219,6 +259,14 @@ static int handle_line(struct control_server *srv, int which, const char *line, 
 			return conn_error(c, EALREADY, "no window is open on this connection");
 		end_window(srv, HVP_END_DETACHED, 0);
 		return 1;
+	case CTL_EXEC:
+		return handle_exec(srv, c, session, &req);
+	case CTL_POWEROFF:
+		err = exec_chan_poweroff(&srv->chan, req.status);
+		if (err)
+			return conn_error(c, -err, chan_why(err));
+		snprintf(reply, sizeof(reply), "status=%d", req.status);
+		return conn_reply(c, "OK", reply);
 	}
 	return -EPROTO;
 }
@@ -332,24 +380,31 @@ int control_server_adopt(struct control_server *srv, int fd)
 int control_server_step(struct control_server *srv, int timeout_ms)
 {
 	struct ctl_conn *cl = &srv->conn[CONN_CLIENT], *se = &srv->conn[CONN_SESSION];
-	struct pollfd pfd[4] = { { srv->wake[0], POLLIN, 0 },
+	struct pollfd pfd[6] = { { srv->wake[0], POLLIN, 0 },
 				 { cl->fd < 0 ? srv->listen_fd : -1, POLLIN, 0 },
 				 { cl->fd, POLLIN, 0 },
-				 { se->fd, POLLIN, 0 } };
+				 { se->fd, POLLIN, 0 },
+				 { srv->chan.guest_fd, POLLIN, 0 },
+				 { srv->chan.client_fd, POLLIN, 0 } };
 	uint64_t now = now_ns();
 	char drain[16];
 
 	if (cl->fd >= 0 && cl->deadline_ns > now &&
 	    (cl->deadline_ns - now) / 1000000 < (uint64_t)timeout_ms)
 		timeout_ms = (int)((cl->deadline_ns - now) / 1000000) + 1;
-	if (poll(pfd, 4, timeout_ms) < 0 && errno != EINTR)
+	if (poll(pfd, 6, timeout_ms) < 0 && errno != EINTR)
 		return 0;
 	if (pfd[0].revents && read(srv->wake[0], drain, sizeof(drain)) < 0) { /* drained */ }
+	if (pfd[4].revents && exec_chan_guest_readable(&srv->chan) == -EPIPE)
+		srv->chan.guest_fd = -1; /* the VM closed its end: no more commands */
 	if (atomic_load(&srv->ending)) {
 		end_window(srv, atomic_load(&srv->end_reason), atomic_load(&srv->end_status));
+		exec_chan_end(&srv->chan, ctl_reason_word(atomic_load(&srv->end_reason)));
 		conn_close(cl);
 		return 1;
 	}
+	if (pfd[5].revents)
+		exec_chan_client_readable(&srv->chan);
 	if (pfd[3].revents)
 		serve(srv, CONN_SESSION);
 	if (pfd[2].revents)
@@ -478,6 +533,8 @@ int control_server_create(const struct control_config *cfg, const struct control
 	srv->lock_fd = -1;
 	for (int i = 0; i < CONN_N; i++)
 		conn_init(&srv->conn[i]);
+	exec_chan_init(&srv->chan, cfg->chan && ops->cmd_send ? cfg->chan_fd : -1, ops->cmd_send,
+		       ops->ctx);
 	if (pipe2(srv->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
 		err = -errno;
 		free(srv);
@@ -500,6 +557,7 @@ void control_server_destroy(struct control_server *srv)
 		return;
 	for (int i = 0; i < CONN_N; i++)
 		conn_close(&srv->conn[i]);
+	exec_chan_close(&srv->chan);
 	if (srv->listen_fd >= 0)
 		close(srv->listen_fd);
 	/* remove the socket only if it is still ours (not replaced by someone else's) */

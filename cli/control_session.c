@@ -40,6 +40,7 @@ struct control_run {
 	uint64_t t0_ns;       /* when the window opened, ns since the run started */
 	struct sampler_counters sc0;
 	struct vmm_counters vc0;
+	int chan[2]; /* the command channel: COM2's output, read end [0] (the server's), or -1 */
 };
 
 /* ---------------------------------------------------------------- the sink */
@@ -250,19 +251,6 @@ static int op_attach(void *ctx, const struct ctl_request *req, int fd, char *rep
 	return 0;
 }
 
-static const char *reason_word(int reason)
-{
-	switch (reason) {
-	case HVP_END_DETACHED: return "detached";
-	case HVP_END_EXIT_DEVICE: return "exit";
-	case HVP_END_RESET: return "reset";
-	case HVP_END_SHUTDOWN: return "crash";
-	case HVP_END_DURATION: return "duration";
-	case HVP_END_SIGNAL: return "signal";
-	default: return "error";
-	}
-}
-
 /* The window's counters: what changed since it opened. */
 static int window_counters(struct control_run *cr, struct recfile_writer *w, uint64_t *samples)
 {
@@ -322,9 +310,16 @@ static int op_detach(void *ctx, int reason, int exit_status, char *reply, size_t
 		return err;
 	}
 	snprintf(reply, len, "reason=%s status=%d samples=%llu marks_dropped=%u vcpus_late=%u",
-		 reason_word(reason), reason == HVP_END_EXIT_DEVICE ? exit_status : 0,
+		 ctl_reason_word(reason), reason == HVP_END_EXIT_DEVICE ? exit_status : 0,
 		 (unsigned long long)samples, info.marks_dropped, info.vcpus_late);
 	return 0;
+}
+
+static ssize_t op_cmd_send(void *ctx, const void *buf, size_t len)
+{
+	struct control_run *cr = ctx;
+
+	return vmm_cmd_send(cr->gs->vm, buf, len);
 }
 
 static bool op_window_failed(void *ctx)
@@ -344,6 +339,7 @@ int control_run_create(struct control_run **out)
 		return -ENOMEM;
 	pthread_rwlock_init(&cr->lock, NULL);
 	cr->fd = -1;
+	cr->chan[0] = cr->chan[1] = -1;
 	cr->sink = (struct sampler_sink){ .sample = sink_sample, .thread = sink_thread,
 					  .process = sink_process, .user_stack = sink_user_stack,
 					  .mapping = sink_mapping, .event = sink_event, .ctx = cr };
@@ -358,6 +354,19 @@ const struct sampler_sink *control_run_sink(struct control_run *cr)
 	return &cr->sink;
 }
 
+int control_run_chan_fd(struct control_run *cr)
+{
+	if (cr->chan[1] < 0 && pipe2(cr->chan, O_CLOEXEC | O_NONBLOCK) != 0) {
+		int err = -errno;
+
+		cli_error("--control: the command channel's pipe: %s", hvp_strerror(err));
+		return err;
+	}
+	/* a large pipe: the guest's output waits there while the server is busy */
+	if (fcntl(cr->chan[1], F_SETPIPE_SZ, 1 << 20) < 0) { /* the default 64 KiB does too */ }
+	return cr->chan[1];
+}
+
 static void *server_thread(void *arg)
 {
 	struct control_run *cr = arg;
@@ -370,11 +379,13 @@ static void *server_thread(void *arg)
 int control_run_start(struct control_run *cr, const char *path, const struct guest_opts *g,
 		      struct guest *gs)
 {
-	struct control_config cfg = { .path = path };
+	struct control_config cfg = { .path = path, .chan = cr->chan[0] >= 0, .chan_fd = cr->chan[0] };
 	int err;
 
 	cr->g = g;
 	cr->gs = gs;
+	if (cfg.chan)
+		cr->ops.cmd_send = op_cmd_send;
 	err = control_server_create(&cfg, &cr->ops, &cr->srv);
 	if (err) {
 		cli_error("--control %s: %s", path,
@@ -419,6 +430,9 @@ void control_run_destroy(struct control_run *cr)
 		control_run_stop(cr, &res);
 	}
 	control_server_destroy(cr->srv);
+	for (int i = 0; i < 2; i++)
+		if (cr->chan[i] >= 0)
+			close(cr->chan[i]);
 	pthread_rwlock_destroy(&cr->lock);
 	free(cr);
 }

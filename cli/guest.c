@@ -21,6 +21,8 @@ int guest_start(const struct guest_opts *g, const struct sampler_config *scfg, i
 	memset(&cfg, 0, sizeof(cfg));
 	guest_opts_to_config(g, &cfg);
 	cfg.console_fd = console_fd;
+	cfg.cmd_channel = g->cmd_out_fd >= 0;
+	cfg.cmd_out_fd = g->cmd_out_fd;
 	if (scfg->sample_hz && !g->vmlinux) {
 		cli_error("sampling needs the guest kernel's vmlinux (symbols and BTF)");
 		return -EINVAL;

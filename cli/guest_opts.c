@@ -23,6 +23,7 @@ void guest_opts_init(struct guest_opts *g)
 	memset(g, 0, sizeof(*g));
 	g->mem_mib = DEFAULT_MEM_MIB;
 	g->cpus = 1;
+	g->cmd_out_fd = -1;
 }
 
 static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -441,6 +442,9 @@ int guest_opts_finish(struct guest_opts *g)
 		g->m_cmdline = c;
 	}
 	if (g->run_cmd && !(cmd = run_word(g->run_cmd)))
+		return -ENOMEM;
+	/* run --control without --run: /init serves hvprof exec's commands on COM2 instead */
+	if (!g->run_cmd && g->serve && !(cmd = strdup(" hvprof_serve=1")))
 		return -ENOMEM;
 	/* record --repeat N: /init runs the command N times, a workload window each
 	 * (docs/guest-interface.md) */

@@ -12,6 +12,7 @@
 static const struct cmd commands[] = {
 	{ "run", cmd_run, "boot the guest, console on stdout" },
 	{ "record", cmd_record, "profile the whole guest into a recording (hvprof.data)" },
+	{ "exec", cmd_exec, "run a command in a `run --control` guest (its output and status)" },
 	{ "report", cmd_report, "top table of a recording" },
 	{ "flamegraph", cmd_flamegraph, "interactive SVG flamegraph or folded stacks" },
 	{ "export", cmd_export, "folded, svg, speedscope, pprof or perf-script output" },

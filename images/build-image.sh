@@ -51,7 +51,7 @@ sha() { sha256sum | cut -c1-16; }
 tree_key=$( { echo "$ksrc_ver"; cat "$here"/kernel/patches/*.patch; } | sha)
 kern_key=$( { echo "$tree_key"; cat "$here/kernel/config.fragment"; } | sha)
 img_key=$( { echo "$kern_key $bb_ver $gcc_ver"; cat "$here"/workloads/*.c "$here"/rootfs/init \
-	"$here/build-image.sh"; } | sha)
+	"$here"/guest/*.c "$here/build-image.sh"; } | sha)
 
 tree=$cache/src/linux-6.1-$tree_key
 kbuild=$cache/kbuild/$kern_key
@@ -151,6 +151,8 @@ for w in "$here"/workloads/*.c; do
 	gcc -static -O2 -g -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer -fno-inline \
 		-fno-optimize-sibling-calls -o "$img.tmp/rootfs/bin/$name" "$w" -lpthread
 done
+# the command server of `run --control` (hvprof exec), static like the workloads
+gcc -static -O2 -g -o "$img.tmp/rootfs/bin/hvprof-execd" "$here/guest/hvprof-execd.c"
 install -m 0755 "$here/rootfs/init" "$img.tmp/rootfs/init"
 (cd "$img.tmp/rootfs" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) \
 	> "$img.tmp/initramfs.cpio"

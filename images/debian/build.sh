@@ -61,7 +61,7 @@ img_key=$( {
 	echo "$(mget sha256.vmlinux) $(mget sha256.vmlinux.btf) $mode"
 	echo "$packages ${dpkg_opts[*]} $mmdebstrap_ver $gcc_ver $multiarch"
 	echo "$cflags $cppflags $ldflags" | sed 's/-ffile-prefix-map=[^ ]*//'
-	cat "${sources[@]}" "$debian"/* "$here"/workloads/*.c "$here"/workloads/distro/*
+	cat "${sources[@]}" "$debian"/* "$here"/guest/*.c "$here"/workloads/*.c "$here"/workloads/distro/*
 } | sha)
 img=$cache/images/debian-$img_key
 
@@ -100,6 +100,8 @@ mkdir -p "$stage/usr/bin" "$stage/usr/sbin" "$stage/usr/lib/$multiarch"
 # The init's exit-register helper is static: nothing it needs can be missing at that point.
 # shellcheck disable=SC2086
 gcc $cflags $cppflags -static $ldflags -o "$tmp/work/hvprof-exit" "$debian/hvprof-exit.c"
+# shellcheck disable=SC2086  # the command server of `run --control` (hvprof exec), static too
+gcc $cflags $cppflags -static $ldflags -o "$tmp/work/hvprof-execd" "$here/guest/hvprof-execd.c"
 for f in "$tmp"/work/*; do
 	[ -L "$f" ] && continue
 	name=$(basename "$f")
@@ -110,7 +112,7 @@ for f in "$tmp"/work/*; do
 	case "$name" in
 	*.so*) strip --remove-section=.comment --remove-section=.note --strip-unneeded "$f"
 		install -m 0644 "$f" "$stage/usr/lib/$multiarch/$name" ;;
-	hvprof-exit) strip --remove-section=.comment --remove-section=.note "$f"
+	hvprof-exit|hvprof-execd) strip --remove-section=.comment --remove-section=.note "$f"
 		install -m 0755 "$f" "$stage/usr/sbin/$name" ;;
 	*) strip --remove-section=.comment --remove-section=.note "$f"
 		install -m 0755 "$f" "$stage/usr/bin/$name" ;;

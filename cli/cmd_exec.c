@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: MIT
+// hvprof exec --attach PATH -- CMD [ARGS...]: run a command in the guest of `hvprof run --control
+// PATH` (started without --run, on a bundled image: its /init serves commands on COM2) and give
+// back its output and exit status, as ssh does: the words are joined with spaces and run by the
+// guest's /bin/sh -c; its stdout and stderr come out on ours; hvprof exec exits with its status,
+// 255 when hvprof could not run it. `hvprof exec --attach PATH --poweroff[=STATUS]` ends the
+// guest (it powers off with STATUS, default 0). docs/control-protocol.md, "EXEC".
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hvprof/log.h>
+
+#include "cli.h"
+#include "control.h"
+
+#define EXEC_FAILED 255          /* hvprof could not run the command (as ssh) */
+#define EXEC_WAIT_DEFAULT_S 300  /* for the guest's command server to be ready (a boot) */
+#define RETRY_MS 500
+
+static const char exec_usage[] =
+	"usage: hvprof exec --attach PATH [--wait S] -- CMD [ARGS...]\n"
+	"       hvprof exec --attach PATH --poweroff[=STATUS]\n\n"
+	"Run CMD in the guest of `hvprof run --control PATH` (started without --run, on a bundled\n"
+	"image) with the guest's /bin/sh -c (the words joined with spaces, as ssh does); its\n"
+	"stdout and stderr come out here, and hvprof exec exits with its status (255: hvprof\n"
+	"could not run it). Each command runs between the guest events \"workload start\" and\n"
+	"\"workload end\", so a `record --attach` window around it marks its window. Ctrl-C kills\n"
+	"the command in the guest.\n\n"
+	"  --attach PATH       the VM's control socket\n"
+	"  --wait S            wait up to S seconds for the guest's command server (it is ready\n"
+	"                      once the guest has booted; default 300)\n"
+	"  --poweroff[=N]      end the guest: it powers off with exit status N (default 0), and\n"
+	"                      `hvprof run` exits with it\n";
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+/* The words of @argv joined with spaces, EXEC-encoded into @buf. Return: 0; -E2BIG. */
+static int exec_line(char **argv, int argc, char *buf, size_t len)
+{
+	char cmd[CTL_MAX_LINE];
+	size_t n = 0, enc;
+
+	for (int i = 0; i < argc; i++) {
+		size_t w = strlen(argv[i]);
+
+		if (n + w + 1 >= sizeof(cmd))
+			return -E2BIG;
+		if (i)
+			cmd[n++] = ' ';
+		memcpy(cmd + n, argv[i], w);
+		n += w;
+	}
+	memcpy(buf, "EXEC ", 5);
+	enc = ctl_exec_encode(cmd, n, buf + 5, len - 6);
+	if (!enc || !n)
+		return -E2BIG;
+	memcpy(buf + 5 + enc, "\n", 2);
+	return 0;
+}
+
+/* EXEC, retried while the guest's server is not ready. Return: 0 started; -errno (said). */
+static int start(struct ctl_client *c, const char *line, double wait_s)
+{
+	uint64_t until = ctl_mono_ms() + (uint64_t)(wait_s * 1000);
+	struct ctl_reply r;
+	bool said = false;
+	int err;
+
+	for (;;) {
+		err = ctl_client_send(c->fd, line, -1);
+		err = err ?: ctl_client_read_line(c, ctl_mono_ms() + 10000, false);
+		err = err ?: ctl_parse_reply(c->line, strlen(c->line), &r);
+		if (err) {
+			cli_error("exec: no answer from the VM (%s)", hvp_strerror(err));
+			return err;
+		}
+		if (r.kind == CTL_REPLY_OK)
+			return 0;
+		if (r.kind != CTL_REPLY_ERR)
+			return -EPROTO;
+		if (r.err != EAGAIN || ctl_mono_ms() >= until || stop_signal) {
+			cli_error("exec refused: %.*s (%s)", (int)r.rest_len, r.rest,
+				  ctl_err_name(r.err));
+			return -r.err;
+		}
+		if (!said)
+			fprintf(stderr, "hvprof: waiting for the guest's command server (up to "
+				"%.0f s)\n", wait_s);
+		said = true;
+		usleep(RETRY_MS * 1000);
+	}
+}
+
+/* After OK: the output and the end. Return: the command's status; EXEC_FAILED; 130. */
+static int relay(struct ctl_client *c)
+{
+	char buf[EXEC_MAX_CHUNK];
+	unsigned int fd;
+	size_t len;
+	int err, status;
+
+	for (;;) {
+		err = ctl_client_read_line(c, UINT64_MAX / 2, true);
+		if (err == -EINTR) {
+			fprintf(stderr, "hvprof: interrupted: the command is killed in the guest\n");
+			return EXIT_INTERRUPTED;
+		}
+		if (err) {
+			cli_error("exec: the VM went away before the command ended (%s)",
+				  hvp_strerror(err));
+			return EXEC_FAILED;
+		}
+		if (sscanf(c->line, "OUT %u %zu", &fd, &len) == 2 && (fd == 1 || fd == 2) &&
+		    len && len <= sizeof(buf)) {
+			err = ctl_client_read_bytes(c, buf, len, UINT64_MAX / 2, true);
+			if (err)
+				continue; /* said at the next read */
+			if (write(fd == 1 ? STDOUT_FILENO : STDERR_FILENO, buf, len) < 0) {
+				/* our stdout is gone (a closed pipe): the rest is dropped too */
+			}
+			continue;
+		}
+		if (sscanf(c->line, "EXIT status=%d", &status) == 1 && status >= 0 && status <= 255)
+			return status;
+		if (!strncmp(c->line, "END ", 4)) {
+			cli_error("exec: the guest stopped before the command ended (%s)",
+				  c->line + 4);
+			return EXEC_FAILED;
+		}
+		cli_error("exec: unexpected message from the VM: %.80s", c->line);
+		return EXEC_FAILED;
+	}
+}
+
+int cmd_exec(int argc, char **argv)
+{
+	enum { OPT_ATTACH = 1, OPT_WAIT, OPT_POWEROFF };
+	static const struct option opts[] = { { "attach", required_argument, NULL, OPT_ATTACH },
+					      { "wait", required_argument, NULL, OPT_WAIT },
+					      { "poweroff", optional_argument, NULL, OPT_POWEROFF },
+					      { "help", no_argument, NULL, 'h' },
+					      { NULL, 0, NULL, 0 } };
+	struct ctl_client c = { .fd = -1, .stop = &stop_signal };
+	const char *path = NULL;
+	double wait_s = EXEC_WAIT_DEFAULT_S;
+	int poweroff = -1, opt, status = EXEC_FAILED;
+	char line[CTL_MAX_LINE + 8], *end;
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct ctl_reply r;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'h':
+			fputs(exec_usage, stdout);
+			return EXIT_OK;
+		case OPT_ATTACH:
+			path = optarg;
+			break;
+		case OPT_WAIT:
+			wait_s = strtod(optarg, &end);
+			if (!*optarg || *end || !(wait_s >= 0 && wait_s <= 86400)) {
+				cli_error("--wait %s: want seconds, 0 to 86400", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case OPT_POWEROFF:
+			poweroff = optarg ? (int)strtol(optarg, &end, 10) : 0;
+			if (optarg && (!*optarg || *end || poweroff < 0 || poweroff > 255)) {
+				cli_error("--poweroff=%s: want an exit status 0 to 255", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		default:
+			fputs(exec_usage, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (!path) {
+		cli_error("exec: --attach PATH is required (the socket of hvprof run --control)");
+		return EXIT_USAGE;
+	}
+	if ((poweroff >= 0) == (optind < argc)) {
+		cli_error("exec: give a command after --, or --poweroff (not both)");
+		return EXIT_USAGE;
+	}
+	if (poweroff < 0 && exec_line(argv + optind, argc - optind, line, sizeof(line)) != 0) {
+		cli_error("exec: the command is longer than the protocol's %d bytes (escaped)",
+			  CTL_MAX_LINE - 6);
+		return EXIT_USAGE;
+	}
+	if (ctl_client_connect(path, "--attach", &c.fd) != 0)
+		return EXEC_FAILED;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL); /* interrupting the read: closing kills the command */
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	{
+		char hello[32];
+
+		snprintf(hello, sizeof(hello), "HELLO %d\n", CTL_VERSION);
+		if (ctl_client_request(&c, "the handshake", hello, -1, &r) != 0)
+			goto out;
+	}
+	if (poweroff >= 0) {
+		snprintf(line, sizeof(line), "POWEROFF status=%d\n", poweroff);
+		if (ctl_client_request(&c, "poweroff", line, -1, &r) == 0)
+			status = EXIT_OK;
+		goto out;
+	}
+	if (start(&c, line, wait_s) == 0)
+		status = relay(&c);
+out:
+	close(c.fd);
+	return status;
+}

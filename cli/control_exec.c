@@ -1,0 +1,301 @@
+// SPDX-License-Identifier: MIT
+// The command channel of `run --control` (docs/control-protocol.md, "EXEC"): the server's side
+// of COM2, where the bundled images' hvprof-execd (images/guest/hvprof-execd.c) runs commands.
+// What the guest sends is hostile input: frames are parsed byte by byte with bounded headers
+// and lengths (exec_rx_feed, fuzzed), a bad frame is counted and skipped to the next line, and
+// nothing the guest sends can make the server block or grow: output goes to the one EXEC
+// client as it comes, and a client that cannot take it at once is dropped (its command killed).
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "control.h"
+
+/* ---------------------------------------------------------------- the guest's frames */
+
+void exec_rx_init(struct exec_rx *rx)
+{
+	memset(rx, 0, sizeof(*rx));
+}
+
+/* A decimal 0..max of [w, w + n). */
+static bool dec(const char *w, size_t n, uint32_t max, uint32_t *out)
+{
+	uint64_t v = 0;
+
+	if (!n || n > 10)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (w[i] < '0' || w[i] > '9')
+			return false;
+		v = v * 10 + (uint64_t)(w[i] - '0');
+	}
+	if (v > max)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* One header line (no '\n'): "R V", "O FD LEN", "X STATUS". Return: false when it is none. */
+static bool header(struct exec_rx *rx, const char *h, size_t n, const struct exec_rx_ops *ops,
+		   void *ctx)
+{
+	const char *sp;
+	uint32_t a, b;
+
+	if (n < 3 || h[1] != ' ')
+		return false;
+	switch (h[0]) {
+	case 'R':
+		if (!dec(h + 2, n - 2, UINT32_MAX, &a))
+			return false;
+		ops->ready(ctx, a);
+		return true;
+	case 'X':
+		if (!dec(h + 2, n - 2, 255, &a))
+			return false;
+		ops->exit(ctx, (int)a);
+		return true;
+	case 'O':
+		sp = memchr(h + 2, ' ', n - 2);
+		if (!sp || !dec(h + 2, (size_t)(sp - h - 2), 2, &a) || a < 1 ||
+		    !dec(sp + 1, (size_t)(h + n - sp - 1), EXEC_MAX_CHUNK, &b) || !b)
+			return false;
+		rx->out_fd = (int)a;
+		rx->left = b;
+		return true;
+	}
+	return false;
+}
+
+void exec_rx_feed(struct exec_rx *rx, const void *buf, size_t len, const struct exec_rx_ops *ops,
+		  void *ctx)
+{
+	const char *p = buf, *end = p + len;
+
+	while (p < end) {
+		if (rx->left) { /* an O frame's bytes */
+			size_t n = (size_t)(end - p) < rx->left ? (size_t)(end - p) : rx->left;
+
+			ops->out(ctx, rx->out_fd, p, n);
+			rx->left -= n;
+			p += n;
+			continue;
+		}
+		unsigned char c = (unsigned char)*p++;
+
+		if (c == '\n') {
+			if (!rx->skipping && !header(rx, rx->hdr, rx->hdr_len, ops, ctx))
+				rx->bad_frames++;
+			rx->hdr_len = 0;
+			rx->skipping = false;
+		} else if (rx->skipping) {
+			continue;
+		} else if (c < 0x20 || c > 0x7e || rx->hdr_len == sizeof(rx->hdr)) {
+			rx->bad_frames++; /* not a header: skip to the next line */
+			rx->skipping = true;
+			rx->hdr_len = 0;
+		} else {
+			rx->hdr[rx->hdr_len++] = (char)c;
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- the channel */
+
+void exec_chan_init(struct exec_chan *ch, int guest_fd,
+		    ssize_t (*send)(void *ctx, const void *buf, size_t len), void *send_ctx)
+{
+	memset(ch, 0, sizeof(*ch));
+	ch->guest_fd = guest_fd;
+	ch->client_fd = -1;
+	ch->send = send;
+	ch->send_ctx = send_ctx;
+	exec_rx_init(&ch->rx);
+}
+
+/* Everything to the guest at once (its receive buffer holds 4 KiB; idle, it is empty). */
+static int to_guest(struct exec_chan *ch, const char *buf, size_t len)
+{
+	ssize_t n = ch->send(ch->send_ctx, buf, len);
+
+	if (n < 0)
+		return (int)n;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static void client_drop(struct exec_chan *ch)
+{
+	if (ch->client_fd < 0)
+		return;
+	close(ch->client_fd);
+	ch->client_fd = -1;
+	if (ch->running && to_guest(ch, "K\n", 2) == 0)
+		ch->kills++;
+}
+
+/* Bytes to the client, never blocking: one that cannot take them at once is dropped. */
+static void client_send(struct exec_chan *ch, const void *buf, size_t len)
+{
+	ssize_t r;
+
+	if (ch->client_fd < 0)
+		return;
+	r = send(ch->client_fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (r < 0 || (size_t)r != len) {
+		ch->clients_dropped++;
+		client_drop(ch);
+	}
+}
+
+static int check_free(const struct exec_chan *ch)
+{
+	if (ch->guest_fd < 0)
+		return -ENOTSUP;
+	if (ch->ended)
+		return -ESHUTDOWN;
+	if (!ch->ready)
+		return -EAGAIN;
+	if (ch->running || ch->quitting)
+		return -EBUSY;
+	return 0;
+}
+
+int exec_chan_start(struct exec_chan *ch, int client_fd, const char *cmd, size_t len)
+{
+	char hdr[32];
+	int err = check_free(ch);
+
+	if (err)
+		return err;
+	if (!cmd || !len || len > EXEC_MAX_CMD)
+		return -EINVAL;
+	snprintf(hdr, sizeof(hdr), "C %zu\n", len);
+	if (strlen(hdr) + len > EXEC_MAX_CMD + sizeof(hdr))
+		return -EINVAL;
+	err = to_guest(ch, hdr, strlen(hdr));
+	err = err ?: to_guest(ch, cmd, len);
+	if (err)
+		return err;
+	ch->running = true;
+	ch->client_fd = client_fd;
+	ch->execs++;
+	return 0;
+}
+
+int exec_chan_poweroff(struct exec_chan *ch, int status)
+{
+	char msg[16];
+	int err = check_free(ch);
+
+	if (err)
+		return err;
+	if (status < 0 || status > 255)
+		return -EINVAL;
+	snprintf(msg, sizeof(msg), "Q %d\n", status);
+	err = to_guest(ch, msg, strlen(msg));
+	if (!err)
+		ch->quitting = true;
+	return err;
+}
+
+static void on_ready(void *ctx, uint32_t version)
+{
+	struct exec_chan *ch = ctx;
+
+	/* a server that (re)starts: whatever ran before is over */
+	if (ch->running && ch->client_fd >= 0)
+		client_send(ch, "END reason=restarted\n", 21);
+	ch->running = false;
+	client_drop(ch);
+	ch->ready = version == 1;
+	ch->version = version;
+}
+
+static void on_out(void *ctx, int fd, const char *buf, size_t len)
+{
+	struct exec_chan *ch = ctx;
+	char hdr[32];
+
+	ch->out_bytes += len;
+	if (!ch->running || ch->client_fd < 0)
+		return; /* nobody asked for it (the client went away): dropped */
+	snprintf(hdr, sizeof(hdr), "OUT %d %zu\n", fd, len);
+	client_send(ch, hdr, strlen(hdr));
+	client_send(ch, buf, len);
+}
+
+static void on_exit_frame(void *ctx, int status)
+{
+	struct exec_chan *ch = ctx;
+	char line[32];
+
+	if (!ch->running) {
+		ch->rx.bad_frames++; /* an X with nothing running */
+		return;
+	}
+	snprintf(line, sizeof(line), "EXIT status=%d\n", status);
+	client_send(ch, line, strlen(line));
+	if (ch->client_fd >= 0) {
+		close(ch->client_fd);
+		ch->client_fd = -1;
+	}
+	ch->running = false;
+}
+
+static const struct exec_rx_ops chan_rx_ops = { .ready = on_ready, .out = on_out,
+						 .exit = on_exit_frame };
+
+int exec_chan_guest_readable(struct exec_chan *ch)
+{
+	char buf[4096];
+	ssize_t n;
+
+	for (int i = 0; i < 16; i++) { /* bounded per step: the other clients get their turn */
+		n = read(ch->guest_fd, buf, sizeof(buf));
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+		if (n == 0)
+			return -EPIPE;
+		exec_rx_feed(&ch->rx, buf, (size_t)n, &chan_rx_ops, ch);
+	}
+	return 0;
+}
+
+void exec_chan_client_readable(struct exec_chan *ch)
+{
+	char buf[256];
+	ssize_t n;
+
+	if (ch->client_fd < 0)
+		return;
+	n = recv(ch->client_fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+		client_drop(ch); /* the client went away (Ctrl-C): its command is killed */
+	/* anything it sends after EXEC is ignored */
+}
+
+void exec_chan_end(struct exec_chan *ch, const char *reason)
+{
+	char line[64];
+
+	ch->ended = true;
+	if (ch->client_fd < 0)
+		return;
+	snprintf(line, sizeof(line), "END reason=%s\n", reason);
+	client_send(ch, line, strlen(line));
+	if (ch->client_fd >= 0) {
+		close(ch->client_fd);
+		ch->client_fd = -1;
+	}
+}
+
+void exec_chan_close(struct exec_chan *ch)
+{
+	if (ch->client_fd >= 0)
+		close(ch->client_fd);
+	ch->client_fd = -1;
+}
