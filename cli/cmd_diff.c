@@ -25,10 +25,12 @@ static void diff_usage(void)
 	       "  Compare two recordings or folded-stack files on normalized shares (each side's\n"
 	       "  samples over its own total): functions (self and total share) and stacks.\n"
 	       "  BASE is the reference (before), NEW the run under test (after); with repeated\n"
-	       "  runs a side, a change must also beat the run-to-run noise (Welch's t test).\n"
-	       "  --base FILE, --new FILE  one run of a side (repeat: up to %d a side)\n"
+	       "  runs a side, a change must also beat the run-to-run noise (a moderated t test).\n"
+	       "  --base FILE, --new FILE  one run of a side (repeat: up to %d runs a side)\n"
 	       "  --window workload|all   compare each recording's workload window (default) or\n"
-	       "                          all of it; a recording without the mark is compared whole\n"
+	       "                          all of it; a recording without the mark is compared whole;\n"
+	       "                          one with N windows (record --repeat N) is N runs, named\n"
+	       "                          FILE#1..FILE#N; FILE#K given as a file: that window only\n"
 	       "  --noise-factor F        one run a side: run-to-run noise is unknown, the sampling\n"
 	       "                          standard error is taken F times (default %.1f; 1: none)\n"
 	       "  --allow-incomplete      compare a side with no or too few samples (< %d in the\n"
@@ -91,9 +93,20 @@ static int write_svg(const char *path, const struct profile_stacks *base,
 	return err;
 }
 
-/* The runs of both sides, what was compared, and the notes said about it. */
+/*
+ * The runs of both sides, what was compared, and the notes said about it. A run is a file given
+ * (--base/--new or BASE NEW), or one workload window of a recording that holds several (record
+ * --repeat: each window is a run, named FILE#N), or the window FILE#N names.
+ */
 struct diff_sides {
-	const char *paths[2][PROFILE_DIFF_MAX_RUNS];
+	const char *args[2][PROFILE_DIFF_MAX_RUNS]; /* as given */
+	size_t n_args[2];
+	struct profile_scan *scans[2][PROFILE_DIFF_MAX_RUNS]; /* per arg; NULL: not a recording */
+	const char *paths[2][PROFILE_DIFF_MAX_RUNS];  /* each run's name (FILE or FILE#N) */
+	const char *files[2][PROFILE_DIFF_MAX_RUNS];  /* each run's file */
+	const struct profile_scan *scan[2][PROFILE_DIFF_MAX_RUNS]; /* its scan, or NULL */
+	int window[2][PROFILE_DIFF_MAX_RUNS];         /* its window (0-based), -1: the default */
+	char *owned[2][PROFILE_DIFF_MAX_RUNS];        /* names made here, freed */
 	size_t n[2];
 	struct profile_stacks *stacks[2][PROFILE_DIFF_MAX_RUNS];
 	struct profile_stacks *pooled[2]; /* merged runs for the flamegraphs (NULL: one run) */
@@ -119,48 +132,173 @@ static void __printf(2, 3) add_note(struct diff_sides *ds, const char *fmt, ...)
 static void sides_free(struct diff_sides *ds)
 {
 	for (int s = 0; s < 2; s++) {
-		for (size_t i = 0; i < ds->n[s]; i++)
+		for (size_t i = 0; i < ds->n[s]; i++) {
 			profile_stacks_free(ds->stacks[s][i]);
+			free(ds->owned[s][i]);
+		}
+		for (size_t i = 0; i < ds->n_args[s]; i++)
+			free(ds->scans[s][i]);
 		profile_stacks_free(ds->pooled[s]);
 	}
 	for (size_t i = 0; i < ds->n_notes; i++)
 		free(ds->notes[i]);
 }
 
+/* Add run @file (window @window, name @name: owned when @owned) to side @s; -E2BIG (said). */
+static int push_run(struct diff_sides *ds, int s, const char *file, const struct profile_scan *sc,
+		    int window, const char *name, char *owned)
+{
+	size_t i = ds->n[s];
+
+	if (i == PROFILE_DIFF_MAX_RUNS) {
+		free(owned);
+		cli_error("%s: more than %d runs (recordings and their workload windows) on a side",
+			  s ? "NEW" : "BASE", PROFILE_DIFF_MAX_RUNS);
+		return -E2BIG;
+	}
+	ds->files[s][i] = file;
+	ds->scan[s][i] = sc;
+	ds->window[s][i] = window;
+	ds->paths[s][i] = owned ? owned : name;
+	ds->owned[s][i] = owned;
+	ds->n[s]++;
+	return 0;
+}
+
 /*
- * Load run @i of side @s: a recording is scanned first, for its window (compared alone unless
- * --window all) and how it ended; a broken one is an error unless --allow-incomplete.
- * Return: 0; -errno (said, naming the side and the file).
+ * "FILE#N" when no file has that name: window N (1-based) of FILE. Return: N and *@file_out
+ * (allocated); 0 not such a name; -ENOMEM.
+ */
+static long window_suffix(const char *arg, char **file_out)
+{
+	const char *hash = strrchr(arg, '#');
+	char *end;
+	long n;
+
+	if (!hash || hash == arg || access(arg, F_OK) == 0)
+		return 0;
+	errno = 0;
+	n = strtol(hash + 1, &end, 10);
+	if (errno || *end || end == hash + 1 || hash[1] == '-' || hash[1] == '+' || n < 1 ||
+	    n > PROFILE_MAX_WINDOWS)
+		return 0;
+	*file_out = strndup(arg, (size_t)(hash - arg));
+	return *file_out ? n : -ENOMEM;
+}
+
+/*
+ * The runs of argument @a of side @s: a recording with several workload windows is one run per
+ * window (unless --window all), FILE#N that window, anything else one run.
+ * Return: 0; -errno (said).
+ */
+static int expand_arg(struct diff_sides *ds, int s, size_t a)
+{
+	const char *side = s ? "NEW" : "BASE", *arg = ds->args[s][a];
+	char *file = NULL, *name;
+	struct profile_scan *sc;
+	size_t first;
+	long sel;
+	int err;
+
+	sc = malloc(sizeof(*sc));
+	sel = sc ? window_suffix(arg, &file) : -ENOMEM;
+	if (sel < 0) {
+		free(sc);
+		cli_error("diff: %s", hvp_strerror((int)sel));
+		return (int)sel;
+	}
+	ds->scans[s][a] = sc;
+	err = profile_scan_recording(sel ? file : arg, sc, NULL, 0);
+	if (sel) {
+		/* FILE#N: the file must be a recording with that window */
+		if (err || (size_t)sel > sc->n_windows) {
+			cli_error("%s %s: %s", side, arg, err ? hvp_strerror(err)
+				  : "no such workload window in the recording");
+			free(file);
+			return err ? err : -ENOENT;
+		}
+		/* the file name lives as long as the run: keep it in the run's owned name */
+		err = push_run(ds, s, file, sc, (int)sel - 1, arg, NULL);
+		if (err) {
+			free(file);
+			return err;
+		}
+		ds->owned[s][ds->n[s] - 1] = file; /* freed with the run; the name stays arg */
+		return 0;
+	}
+	if (err && err != -EBADMSG && err != -ENOTSUP && err != -ENOMEM) {
+		cli_error("%s %s: %s", side, arg, hvp_strerror(err));
+		return err;
+	}
+	if (err) { /* not a recording: a folded file */
+		free(sc);
+		ds->scans[s][a] = NULL;
+		return push_run(ds, s, arg, NULL, -1, arg, NULL);
+	}
+	if (ds->window_all || sc->n_windows < 2)
+		return push_run(ds, s, arg, sc, -1, arg, NULL);
+	first = ds->n[s];
+	for (size_t w = 0; w < sc->n_windows; w++) {
+		/* the last window without its end was cut short (--duration): not a whole run */
+		if (w + 1 == sc->n_windows && !sc->windows[w].has_end) {
+			add_note(ds, "%s %s: workload window %zu has no end (the recording stopped "
+				 "first): left out", side, arg, w + 1);
+			break;
+		}
+		if (asprintf(&name, "%s#%zu", arg, w + 1) < 0) {
+			cli_error("diff: %s", hvp_strerror(-ENOMEM));
+			return -ENOMEM;
+		}
+		err = push_run(ds, s, arg, sc, (int)w, name, name);
+		if (err)
+			return err;
+	}
+	add_note(ds, "%s %s holds %zu workload windows (record --repeat): compared as %zu runs%s",
+		 side, arg, sc->n_windows, ds->n[s] - first,
+		 sc->windows_seen > sc->n_windows ? " (more were recorded: not kept)" : "");
+	return 0;
+}
+
+/*
+ * Load run @i of side @s: a recording is compared over its window (its only one, or the one the
+ * run is) unless --window all, and must have ended well; a broken one is an error unless
+ * --allow-incomplete. Return: 0; -errno (said, naming the side and the run).
  */
 static int load_run(struct diff_sides *ds, int s, size_t i, const struct profile_options *po)
 {
 	const char *side = s ? "NEW" : "BASE", *path = ds->paths[s][i];
+	const struct profile_scan *scan = ds->scan[s][i];
 	struct profile_options opts = *po;
-	struct profile_scan scan;
 	char errbuf[512] = "", why[256] = "";
-	int err, is_rec;
+	int err, w = ds->window[s][i];
 
-	err = profile_scan_recording(path, &scan, NULL, 0);
-	is_rec = err == 0;
-	if (err && err != -EBADMSG && err != -ENOTSUP && err != -ENOMEM) {
-		cli_error("%s %s: %s", side, path, hvp_strerror(err));
-		return err;
-	}
-	if (is_rec && !ds->window_all &&
-	    profile_scan_window(&scan, &opts.window_start_ns, &opts.window_end_ns) == 0)
+	if (scan && w >= 0) {
+		if (profile_scan_window_at(scan, (size_t)w, &opts.window_start_ns,
+					   &opts.window_end_ns) == 0)
+			opts.window_set = 1;
+	} else if (scan && !ds->window_all &&
+		   profile_scan_window(scan, &opts.window_start_ns, &opts.window_end_ns) == 0) {
 		opts.window_set = 1;
-	else if (is_rec && !ds->window_all)
+	} else if (scan && !ds->window_all) {
 		add_note(ds, "%s %s has no workload window mark: compared whole", side, path);
-	err = profile_stacks_load(path, &opts, &ds->stacks[s][i], errbuf, sizeof(errbuf));
+	}
+	err = profile_stacks_load(ds->files[s][i], &opts, &ds->stacks[s][i], errbuf,
+				  sizeof(errbuf));
 	if (err) {
 		cli_error("%s %s", side, errbuf[0] ? errbuf : hvp_strerror(err));
 		return err;
 	}
-	if (is_rec)
-		err = profile_scan_check(&scan, profile_stacks_total(ds->stacks[s][i]),
+	if (scan && w >= 0 && scan->windows[w].has_end && scan->windows[w].exit_status) {
+		/* this run's own command failed (the END has the first failure of all runs) */
+		snprintf(why, sizeof(why), "the command of workload window %d exited with status %"
+			 PRId32 " (the workload failed?)", w + 1, scan->windows[w].exit_status);
+		err = -ECANCELED;
+	} else if (scan) {
+		err = profile_scan_check(scan, profile_stacks_total(ds->stacks[s][i]),
 					 PROFILE_DIFF_MIN_RUN_SAMPLES, why, sizeof(why));
-	else if (!profile_stacks_total(ds->stacks[s][i]))
+	} else if (!profile_stacks_total(ds->stacks[s][i])) {
 		err = -ENODATA;
+	}
 	if (err && !why[0])
 		snprintf(why, sizeof(why), "no samples at all");
 	if (!err)
@@ -180,6 +318,15 @@ static int load_sides(struct diff_sides *ds, const struct profile_options *po)
 {
 	int err = 0;
 
+	for (int s = 0; s < 2; s++)
+		for (size_t a = 0; a < ds->n_args[s] && !err; a++)
+			err = expand_arg(ds, s, a);
+	for (int s = 0; s < 2 && !err; s++) {
+		if (!ds->n[s]) {
+			cli_error("%s: no run to compare", s ? "NEW" : "BASE");
+			err = -ENODATA;
+		}
+	}
 	for (int s = 0; s < 2; s++)
 		for (size_t i = 0; i < ds->n[s] && !err; i++)
 			err = load_run(ds, s, i, po);
@@ -219,14 +366,14 @@ static int regression_status(const struct profile_diff *d, double fail_pct)
 	return EXIT_REGRESSION;
 }
 
-/* A run for side @s (0 BASE, 1 NEW); -EINVAL (said) beyond PROFILE_DIFF_MAX_RUNS. */
+/* A file for side @s (0 BASE, 1 NEW); -EINVAL (said) beyond PROFILE_DIFF_MAX_RUNS. */
 static int add_run(struct diff_sides *ds, int s, const char *path)
 {
-	if (ds->n[s] == PROFILE_DIFF_MAX_RUNS) {
+	if (ds->n_args[s] == PROFILE_DIFF_MAX_RUNS) {
 		cli_error("--%s: at most %d runs a side", s ? "new" : "base", PROFILE_DIFF_MAX_RUNS);
 		return -EINVAL;
 	}
-	ds->paths[s][ds->n[s]++] = path;
+	ds->args[s][ds->n_args[s]++] = path;
 	return 0;
 }
 
@@ -421,10 +568,10 @@ int cmd_diff(int argc, char **argv)
 	}
 	if (cli_filter_check(&dc->po))
 		goto out;
-	if (!dc->ds.n[0] && !dc->ds.n[1] && argc - optind == 2) {
-		dc->ds.paths[0][dc->ds.n[0]++] = argv[optind];
-		dc->ds.paths[1][dc->ds.n[1]++] = argv[optind + 1];
-	} else if (argc - optind != 0 || !dc->ds.n[0] || !dc->ds.n[1]) {
+	if (!dc->ds.n_args[0] && !dc->ds.n_args[1] && argc - optind == 2) {
+		dc->ds.args[0][dc->ds.n_args[0]++] = argv[optind];
+		dc->ds.args[1][dc->ds.n_args[1]++] = argv[optind + 1];
+	} else if (argc - optind != 0 || !dc->ds.n_args[0] || !dc->ds.n_args[1]) {
 		cli_error("diff: want BASE NEW, or --base FILE ... --new FILE ... (see 'hvprof diff "
 			  "--help')");
 		goto out;

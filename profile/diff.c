@@ -2,7 +2,7 @@
 // hvprof diff: compare the stack sets of BASE and NEW runs on normalized shares (each run over
 // its own total), per function (self and total) and per stack, keeping only changes that are
 // large enough, backed by enough samples, and beyond sampling and run-to-run noise
-// (diff_stats.c).
+// (diff_stats.c: with repeated runs, a moderated t whose prior is fitted over all entries).
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -161,7 +161,7 @@ static int evaluate(struct profile_diff *d, uint64_t b, uint64_t n, const uint64
 	double B = (double)d->base_total, N = (double)d->new_total, pool, se;
 	struct diff_side_counts sb = { runs, d->run_totals, d->n_base };
 	struct diff_side_counts sn = { runs + d->n_base, d->run_totals + d->n_base, d->n_new };
-	struct diff_welch w;
+	struct diff_runs r;
 	int tested = b >= d->min_samples || n >= d->min_samples;
 
 	e->base_samples = b;
@@ -183,14 +183,13 @@ static int evaluate(struct profile_diff *d, uint64_t b, uint64_t n, const uint64
 	if (tested && fabs(e->z) > d->max_abs_z)
 		d->max_abs_z = fabs(e->z);
 	/* ... and beyond run-to-run noise: measured by the runs, or the factor for one run. */
-	if (diff_welch(&sb, &sn, shares, &w))
+	if (diff_runs_stat(&sb, &sn, shares, &r))
 		return 0;
 	if (d->n_base == 1 && d->n_new == 1) {
 		e->t = e->z / d->run_factor;
 		e->df = INFINITY;
 	} else {
-		e->t = w.t;
-		e->df = w.df;
+		diff_moderated_t(&r, &d->prior, &e->t, &e->df);
 	}
 	e->p_value = diff_t_two_sided_p(e->t, e->df);
 	for (size_t i = 0; i < d->n_base + d->n_new; i++)
@@ -200,6 +199,49 @@ static int evaluate(struct profile_diff *d, uint64_t b, uint64_t n, const uint64
 	if (e->t * e->delta_pp <= 0 || !(e->p_value <= d->alpha) || fabs(e->t) < PROFILE_DIFF_Z)
 		return 0;
 	return fabs(e->change_pct) >= d->threshold;
+}
+
+/*
+ * The prior of the dispersions (diff_stats.c) from every tested entry of the three tables, with
+ * two runs or more on a side: its own dispersion and where it sits on the trend.
+ */
+static int fit_prior(struct profile_diff *d, const struct joint *j)
+{
+	const struct joint_table *tabs[] = { &j->self, &j->total, &j->stacks };
+	double *phi, *x, *shares;
+	size_t m = 0;
+	int err;
+
+	if (d->n_base + d->n_new < 3)
+		return 0;
+	phi = malloc((d->tested ? d->tested : 1) * sizeof(*phi));
+	x = malloc((d->tested ? d->tested : 1) * sizeof(*x));
+	shares = malloc(j->n_runs * sizeof(*shares));
+	err = phi && x && shares ? 0 : -ENOMEM;
+	for (size_t t = 0; t < 3 && !err; t++) {
+		const struct seqtab *st = &tabs[t]->t;
+
+		for (size_t i = 0; i < st->n && m < d->tested; i++) {
+			const uint64_t *runs = tabs[t]->runs + i * j->n_runs;
+			struct diff_side_counts sb = { runs, d->run_totals, d->n_base };
+			struct diff_side_counts sn = { runs + d->n_base, d->run_totals + d->n_base,
+						       d->n_new };
+			struct diff_runs r;
+
+			if (st->e[i].count < d->min_samples && st->e[i].period < d->min_samples)
+				continue;
+			if (diff_runs_stat(&sb, &sn, shares, &r))
+				continue;
+			phi[m] = r.phi;
+			x[m++] = r.x;
+		}
+	}
+	if (!err)
+		err = diff_prior_fit(phi, x, m, (double)(d->n_base + d->n_new) - 2, &d->prior);
+	free(phi);
+	free(x);
+	free(shares);
+	return err;
 }
 
 /* Entries of @t with enough samples to be tested. */
@@ -348,6 +390,9 @@ int profile_diff_compute_runs(const struct profile_stacks *const *base, size_t n
 			    count_tested(d, &j.stacks.t);
 		d->z_crit = diff_z_crit(d->tested);
 		d->alpha = diff_alpha(d->tested);
+		err = fit_prior(d, &j);
+	}
+	if (!err) {
 		err = collect(d, &j, &j.self, PROFILE_DIFF_SELF);
 	}
 	if (!err)

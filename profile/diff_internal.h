@@ -11,6 +11,33 @@
 
 #define DIFF_FAMILY_ALPHA 0.01 /* family-wise false-alarm rate of the Bonferroni bound */
 
+/*
+ * An entry's runs (diff_runs_stat()); shares are fractions. @m_base/@m_new: the mean per-run
+ * share of each side. @pool: the share of the entry in all runs pooled (both sides). @unit: the
+ * variance of m_new - m_base under binomial sampling alone, pool (1 - pool) (mean_B(1/N_j) / n_b
+ * + mean_N(1/N_j) / n_n). @phi: the entry's own dispersion, Pearson's statistic over its @d =
+ * n_b + n_n - 2 degrees of freedom: sum_j (p_j - m_side(j))^2 / (pool (1 - pool) / N_j) / d;
+ * NaN when d < 1 or pool is 0 or 1. @x: (mean N_j - 1) pool (1 - pool), along which the
+ * dispersion of a share whose logit varies from run to run with variance kappa grows:
+ * phi = 1 + kappa x (Williams 1982; the prior's trend).
+ */
+struct diff_runs {
+	double m_base, m_new, pool, unit, phi, d, x;
+};
+
+/*
+ * The prior on the entries' dispersions (diff_prior_fit()): log phi0(x) = @c + log(1 + @kappa x)
+ * plus the scaled-inverse-chi-square correction of @d0 degrees of freedom (0: no prior, fewer
+ * than DIFF_PRIOR_MIN_ENTRIES entries; INFINITY: the entries scatter no more than their own
+ * estimates do). @n_fit: the entries it was fitted on.
+ */
+struct diff_prior {
+	double c, kappa, d0;
+	size_t n_fit;
+};
+
+#define DIFF_PRIOR_MIN_ENTRIES 50 /* fewer tested entries: no prior, each on its own variance */
+
 struct profile_diff {
 	struct profile_diff_entry *reg, *imp;
 	size_t n_reg, n_imp, cap_reg, cap_imp;
@@ -23,7 +50,8 @@ struct profile_diff {
 	uint64_t min_samples;
 	double threshold;
 	double z_crit;   /* the |z| an entry needs (diff_z_crit() of the entries tested) */
-	double alpha;    /* the p an entry needs under Welch's test (diff_alpha()) */
+	double alpha;    /* the p an entry needs under the moderated t test (diff_alpha()) */
+	struct diff_prior prior; /* the dispersions' prior, with two runs or more on a side */
 	double run_factor; /* one run a side: the sampling se is multiplied by this */
 	double max_abs_z;  /* the largest sampling |z| of a tested entry (how far noise went) */
 	size_t tested;   /* entries with enough samples, i.e. tested against noise */
@@ -37,11 +65,6 @@ struct diff_side_counts {
 	size_t n;
 };
 
-/* Welch's test of an entry: @t, @df (Welch-Satterthwaite), two-sided @p, and the difference
- * of the mean per-run shares (fractions, not percent). */
-struct diff_welch {
-	double t, df, p, mean_diff;
-};
 
 /* ---- diff_stats.c */
 /* The per-test level of the Bonferroni bound over @tested entries: DIFF_FAMILY_ALPHA / tested. */
@@ -50,14 +73,31 @@ double diff_alpha(size_t tested);
 double diff_betai(double a, double b, double x);
 /* P(|T| >= |t|) for Student's t with @df (> 0, maybe fractional; INFINITY: normal). */
 double diff_t_two_sided_p(double t, double df);
+/* psi(x), psi'(x) for x > 0 (NaN otherwise), and the x > 0 with psi'(x) = @y (NaN if none). */
+double diff_digamma(double x);
+double diff_trigamma(double x);
+double diff_trigamma_inv(double y);
 /*
- * Welch's t test of the per-run shares of an entry, BASE @b against NEW @n: each side's
- * variance is the unbiased variance of its per-run shares, floored at their binomial sampling
- * variance; a side of one run borrows the other side's variance and degrees of freedom.
+ * The per-run statistics of an entry, BASE @b against NEW @n (struct diff_runs).
  * @shares: room for b->n + n->n per-run shares (fractions), filled BASE first.
  * Return: 0 and *@out; -EINVAL a side without runs.
  */
-int diff_welch(const struct diff_side_counts *b, const struct diff_side_counts *n,
-	       double *shares, struct diff_welch *out);
-
+int diff_runs_stat(const struct diff_side_counts *b, const struct diff_side_counts *n,
+		   double *shares, struct diff_runs *out);
+/*
+ * Fit the prior to the @n entries' own dispersions @phi (each with @d degrees of freedom) at
+ * their @x, limma's way (Smyth 2004, section 6.2: moments of log phi) around the trend
+ * c + log(1 + kappa x) (least squares; kappa on a grid). Entries whose phi is 0, NaN or
+ * infinite are left out. Return: 0 and *@out; -ENOMEM.
+ */
+int diff_prior_fit(const double *phi, const double *x, size_t n, double d, struct diff_prior *out);
+/* The prior's dispersion at @x (>= 0, struct diff_runs). */
+double diff_prior_phi0(const struct diff_prior *pr, double x);
+/*
+ * The moderated t of entry @r: phi~ = (d0 phi0(x) + d phi) / (d0 + d) (phi0 alone when d0 is
+ * infinite, phi alone without a prior), at least 1; t = (m_new - m_base) / sqrt(phi~ unit) with
+ * d0 + d degrees of freedom (Smyth 2004, eq. 6.1 and theorem 2).
+ */
+void diff_moderated_t(const struct diff_runs *r, const struct diff_prior *pr, double *t,
+		      double *df);
 #endif /* HVPROF_DIFF_INTERNAL_H */

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
-// The statistics of hvprof diff: the two-proportion z test (sampling noise), Welch's t test on
-// per-run shares (run-to-run noise) with the Student t distribution from the regularized
-// incomplete beta function, and the Bonferroni bound of both (docs/diff.md).
+// The statistics of hvprof diff: the two-proportion z test (sampling noise), the moderated t
+// test on per-run shares (run-to-run noise: each entry's dispersion over the binomial, shrunk
+// toward a prior fitted across all entries, Smyth 2004) with the Student t distribution from
+// the regularized incomplete beta function, and the Bonferroni bound of both (docs/diff.md).
 #include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "diff_internal.h"
 
@@ -105,72 +107,193 @@ double diff_t_two_sided_p(double t, double df)
 	return diff_betai(df / 2, 0.5, df / (df + t * t));
 }
 
-/* Mean and unbiased variance (n - 1) of @n values (variance 0 for n < 2). */
-static void mean_var(const double *x, size_t n, double *mean, double *var)
+/*
+ * The digamma function psi(x) = d/dx ln Gamma(x), x > 0: the recurrence psi(x) = psi(x + 1) - 1/x
+ * up to x >= 10, then the asymptotic series (Abramowitz & Stegun 6.3.18); error < 1e-12.
+ */
+double diff_digamma(double x)
 {
-	double m = 0, s = 0;
+	double r = 0, x2;
 
-	for (size_t i = 0; i < n; i++)
-		m += x[i];
-	m = n ? m / (double)n : 0;
-	for (size_t i = 0; i < n; i++)
-		s += (x[i] - m) * (x[i] - m);
-	*mean = m;
-	*var = n > 1 ? s / (double)(n - 1) : 0;
+	if (!(x > 0))
+		return NAN;
+	for (; x < 10; x += 1)
+		r -= 1 / x;
+	x2 = 1 / (x * x);
+	return r + log(x) - 0.5 / x -
+	       x2 * (1.0 / 12 - x2 * (1.0 / 120 - x2 * (1.0 / 252 - x2 * (1.0 / 240))));
 }
 
 /*
- * The sampling variance of one run's share around the side's mean share @p: the binomial
- * p (1 - p) / N_j, averaged over the side's runs of @totals samples each. A per-run share can
- * never vary less than that, so it floors the observed between-run variance (with 2 or 3 runs
- * a side the observed variance is itself noisy, and may be 0 by chance).
+ * The trigamma function psi'(x), x > 0: psi'(x) = psi'(x + 1) + 1/x^2 up to x >= 10, then
+ * 1/x + 1/(2x^2) + sum B_2k / x^(2k+1) (A&S 6.4.12, Bernoulli numbers 1/6, -1/30, 1/42, -1/30).
  */
-static double sampling_var(double p, const uint64_t *totals, size_t n)
+double diff_trigamma(double x)
 {
-	double v = 0;
+	double r = 0, x2;
 
-	for (size_t i = 0; i < n; i++)
-		v += totals[i] ? p * (1 - p) / (double)totals[i] : 0;
-	return n ? v / (double)n : 0;
+	if (!(x > 0))
+		return NAN;
+	for (; x < 10; x += 1)
+		r += 1 / (x * x);
+	x2 = 1 / (x * x);
+	return r + 1 / x + x2 / 2 +
+	       x2 / x * (1.0 / 6 - x2 * (1.0 / 30 - x2 * (1.0 / 42 - x2 * (1.0 / 30))));
 }
 
-int diff_welch(const struct diff_side_counts *b, const struct diff_side_counts *n,
-	       double *shares, struct diff_welch *out)
+double diff_trigamma_inv(double y)
 {
-	double mb, vb, mn, vn, sb, sn, db, dn, se2;
+	double lo = 1e-8, hi = 1e8;
+
+	/* trigamma decreases from +inf to 0 over (0, inf): bisection in log space */
+	if (!(y > 0) || y > diff_trigamma(lo))
+		return NAN;
+	for (int i = 0; i < 200; i++) {
+		double mid = sqrt(lo * hi);
+
+		if (diff_trigamma(mid) > y)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return sqrt(lo * hi);
+}
+
+int diff_runs_stat(const struct diff_side_counts *b, const struct diff_side_counts *n,
+		   double *shares, struct diff_runs *out)
+{
+	const struct diff_side_counts *side[2] = { b, n };
+	double mean[2] = { 0, 0 }, hsum[2] = { 0, 0 }, c = 0, tot = 0, ss = 0, pool, nbar = 0;
+	size_t k = 0;
 
 	if (!b->n || !n->n)
 		return -EINVAL;
-	for (size_t i = 0; i < b->n; i++)
-		shares[i] = b->totals[i] ? (double)b->counts[i] / (double)b->totals[i] : 0;
-	for (size_t i = 0; i < n->n; i++)
-		shares[b->n + i] = n->totals[i] ? (double)n->counts[i] / (double)n->totals[i] : 0;
-	mean_var(shares, b->n, &mb, &vb);
-	mean_var(shares + b->n, n->n, &mn, &vn);
-	/* A side of one run has no variance of its own: it borrows the other side's. */
-	db = b->n > 1 ? (double)(b->n - 1) : (double)(n->n - 1);
-	dn = n->n > 1 ? (double)(n->n - 1) : (double)(b->n - 1);
-	if (b->n < 2)
-		vb = vn;
-	if (n->n < 2)
-		vn = vb;
-	vb = fmax(vb, sampling_var(mb, b->totals, b->n));
-	vn = fmax(vn, sampling_var(mn, n->totals, n->n));
-	sb = vb / (double)b->n;
-	sn = vn / (double)n->n;
-	se2 = sb + sn;
-	out->mean_diff = mn - mb;
-	if (!(se2 > 0) || db < 1 || dn < 1) {
-		out->t = 0;
-		out->df = 1;
-		out->p = 1;
+	for (int s = 0; s < 2; s++) {
+		for (size_t i = 0; i < side[s]->n; i++, k++) {
+			double N = (double)side[s]->totals[i];
+
+			shares[k] = N > 0 ? (double)side[s]->counts[i] / N : 0;
+			mean[s] += shares[k];
+			hsum[s] += N > 0 ? 1 / N : 0;
+			c += (double)side[s]->counts[i];
+			tot += N;
+			nbar += N;
+		}
+		mean[s] /= (double)side[s]->n;
+	}
+	pool = tot > 0 ? c / tot : 0;
+	nbar /= (double)k;
+	*out = (struct diff_runs){ .m_base = mean[0], .m_new = mean[1], .pool = pool,
+				   .d = (double)(b->n + n->n) - 2, .phi = NAN };
+	/* var(m_new - m_base) under binomial sampling alone, the pooled share for both sides */
+	out->unit = pool * (1 - pool) *
+		    (hsum[0] / (double)(b->n * b->n) + hsum[1] / (double)(n->n * n->n));
+	out->x = (nbar > 1 ? nbar - 1 : 0) * pool * (1 - pool);
+	if (out->d < 1 || !(pool > 0 && pool < 1))
+		return 0;
+	/* Pearson's dispersion: sum (p_j - m_side)^2 / (pool (1 - pool) / N_j) over d df */
+	k = 0;
+	for (int s = 0; s < 2; s++)
+		for (size_t i = 0; i < side[s]->n; i++, k++)
+			ss += (shares[k] - mean[s]) * (shares[k] - mean[s]) *
+			      (double)side[s]->totals[i];
+	out->phi = ss / (pool * (1 - pool)) / out->d;
+	return 0;
+}
+
+/* log phi0(x) without the d0 correction: the prior's trend */
+static double prior_trend(double c, double kappa, double x)
+{
+	return c + log1p(kappa * x);
+}
+
+int diff_prior_fit(const double *phi, const double *x, size_t n, double d,
+		   struct diff_prior *out)
+{
+	double best_ssr = INFINITY, best_k = 0, best_c = 0, corr, s2, *e;
+	size_t m = 0;
+
+	*out = (struct diff_prior){ .d0 = 0 };
+	if (!(d >= 1))
+		return 0;
+	e = malloc((n ? n : 1) * sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	/* e_i = log phi_i - E[log(chi2_d / d)]: unbiased for the log of the true dispersion
+	 * (Smyth 2004, section 6.2) */
+	corr = diff_digamma(d / 2) - log(d / 2);
+	for (size_t i = 0; i < n; i++)
+		if (phi[i] > 0 && isfinite(phi[i]) && isfinite(x[i]))
+			e[m++] = log(phi[i]) - corr;
+	out->n_fit = m;
+	if (m < DIFF_PRIOR_MIN_ENTRIES) {
+		free(e);
 		return 0;
 	}
-	/* Welch (1947): t = (mean_new - mean_base) / sqrt(s_b^2/n_b + s_n^2/n_n), and the
-	 * Welch-Satterthwaite df = (s_b^2/n_b + s_n^2/n_n)^2 / ((s_b^2/n_b)^2/(n_b-1) +
-	 * (s_n^2/n_n)^2/(n_n-1)). */
-	out->t = out->mean_diff / sqrt(se2);
-	out->df = se2 * se2 / (sb * sb / db + sn * sn / dn);
-	out->p = diff_t_two_sided_p(out->t, out->df);
+	/* the trend c + log(1 + kappa x): kappa = 0, or 10^-8 .. 10^1 in steps of 10^0.05 */
+	for (int g = -1; g <= 180; g++) {
+		double kappa = g < 0 ? 0 : pow(10, -8 + 0.05 * g), c = 0, ssr = 0;
+		size_t j = 0;
+
+		for (size_t i = 0; i < n; i++)
+			if (phi[i] > 0 && isfinite(phi[i]) && isfinite(x[i]))
+				c += e[j++] - log1p(kappa * x[i]);
+		c /= (double)m;
+		j = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (phi[i] > 0 && isfinite(phi[i]) && isfinite(x[i])) {
+				double r = e[j++] - prior_trend(c, kappa, x[i]);
+
+				ssr += r * r;
+			}
+		}
+		if (ssr < best_ssr) {
+			best_ssr = ssr;
+			best_k = kappa;
+			best_c = c;
+		}
+	}
+	free(e);
+	out->c = best_c;
+	out->kappa = best_k;
+	/* var(e) = trigamma(d/2) + trigamma(d0/2) (Smyth 2004, eq. 6.3; 2 parameters fitted) */
+	s2 = best_ssr / (double)(m - 2) - diff_trigamma(d / 2);
+	out->d0 = s2 > 0 ? 2 * diff_trigamma_inv(s2) : INFINITY;
+	if (isnan(out->d0))
+		out->d0 = INFINITY; /* s2 beyond trigamma's range: no spread left */
 	return 0;
+}
+
+double diff_prior_phi0(const struct diff_prior *pr, double x)
+{
+	/* s0^2 = exp(mean e + digamma(d0/2) - log(d0/2)) (Smyth 2004, eq. 6.4), at the trend */
+	double corr = isfinite(pr->d0) ? diff_digamma(pr->d0 / 2) - log(pr->d0 / 2) : 0;
+
+	return exp(prior_trend(pr->c, pr->kappa, x) + corr);
+}
+
+void diff_moderated_t(const struct diff_runs *r, const struct diff_prior *pr, double *t,
+		      double *df)
+{
+	double phi, own = isfinite(r->phi) && r->d >= 1 ? r->phi : NAN;
+
+	if (pr->d0 > 0 && isinf(pr->d0)) {
+		phi = diff_prior_phi0(pr, r->x);
+		*df = INFINITY;
+	} else if (pr->d0 > 0 && isfinite(own)) {
+		/* the posterior mean of 1/phi's inverse (Smyth 2004, eq. 6.1) */
+		phi = (pr->d0 * diff_prior_phi0(pr, r->x) + r->d * own) / (pr->d0 + r->d);
+		*df = pr->d0 + r->d;
+	} else if (pr->d0 > 0) {
+		phi = diff_prior_phi0(pr, r->x);
+		*df = pr->d0;
+	} else {
+		phi = own;
+		*df = r->d;
+	}
+	/* a share cannot scatter less than sampling makes it; NaN (no runs to tell): sampling */
+	phi = isnan(phi) || phi < 1 ? 1 : phi;
+	*t = r->unit > 0 ? (r->m_new - r->m_base) / sqrt(phi * r->unit) : 0;
+	if (!(*df >= 1))
+		*df = 1;
 }

@@ -151,9 +151,20 @@ static void write_json(struct outbuf *ob, const struct profile_diff *d,
 	outbuf_puts(ob, ",\"z_crit\":");
 	json_double(ob, d->z_crit);
 	outbuf_printf(ob, ",\"alpha\":%.3g,\"entries_tested\":%zu,\"run_noise\":\"%s\"", d->alpha,
-		      d->tested, d->n_base == 1 && d->n_new == 1 ? "unknown" : "welch");
+		      d->tested, d->n_base == 1 && d->n_new == 1 ? "unknown" : "moderated");
 	outbuf_puts(ob, ",\"run_noise_factor\":");
 	json_double(ob, d->n_base == 1 && d->n_new == 1 ? d->run_factor : 1.0);
+	/* the dispersions' prior (docs/diff.md): d0 0 = none, null = infinite */
+	outbuf_printf(ob, ",\"prior\":{\"entries\":%zu,\"d0\":", d->prior.n_fit);
+	if (isinf(d->prior.d0))
+		outbuf_puts(ob, "null");
+	else
+		json_double(ob, d->prior.d0);
+	outbuf_puts(ob, ",\"kappa\":");
+	json_double(ob, d->prior.kappa);
+	outbuf_puts(ob, ",\"log_phi0\":");
+	json_double(ob, d->prior.c);
+	outbuf_puts(ob, "}");
 	outbuf_puts(ob, ",\"max_abs_z\":");
 	json_double(ob, d->max_abs_z);
 	outbuf_puts(ob, ",\"notes\":[");
@@ -218,10 +229,17 @@ static void write_text(struct outbuf *ob, const struct profile_diff *d,
 				  "bound; repeat the runs (--base A --base B --new C --new D)\n"
 				  "# to measure it.\n",
 			      d->run_factor);
+	else if (d->prior.d0 > 0)
+		outbuf_printf(ob, "# Run-to-run noise measured by the runs: t is the moderated t on "
+				  "the per-run shares\n# (each entry's dispersion shrunk toward a "
+				  "prior fitted on %zu entries: d0 %.1f,\n# kappa %.3g); shown only "
+				  "when its two-sided p <= %.3g (the same 1%% Bonferroni family).\n",
+			      d->prior.n_fit, d->prior.d0, d->prior.kappa, d->alpha);
 	else
-		outbuf_printf(ob, "# Run-to-run noise measured by the runs: t is Welch's t on the "
-				  "per-run shares;\n# shown only when its two-sided p <= %.3g (the "
-				  "same 1%% Bonferroni family).\n",
+		outbuf_printf(ob, "# Run-to-run noise measured by the runs: t is the moderated t on "
+				  "the per-run shares\n# (too few entries for a prior: each on its own "
+				  "dispersion); shown only when its\n# two-sided p <= %.3g (the same 1%% "
+				  "Bonferroni family).\n",
 			      d->alpha);
 	for (int kind = PROFILE_DIFF_SELF; kind <= PROFILE_DIFF_STACK; kind++) {
 		write_text_section(ob, d, d->reg, d->n_reg, (enum profile_diff_kind)kind, 1);

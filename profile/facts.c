@@ -49,11 +49,55 @@ static void __printf(2, 3) facts_add(struct facts *f, const char *fmt, ...)
  * Every counter, in recording order: "Counters: name=value, name=value", over as many such
  * lines as keep each within COUNTERS_WRAP columns (a counter longer than that alone on its line).
  */
+/*
+ * A recording of several workload windows (record --repeat): how many, the first and the last,
+ * and how their commands ended: "Workload windows: 3 (record --repeat; diff compares each as a
+ * run): 1.000 s to 2.000 s ... 5.000 s to 6.000 s", then "exit status 0 in every window" (or the
+ * windows that failed or have no end).
+ */
+static void add_windows(struct facts *f, const struct profile *p, size_t n)
+{
+	struct profile_window first, last, w;
+	size_t failed = 0, open = 0, first_bad = 0;
+	int32_t bad_status = 0;
+	uint64_t first_start, first_end; /* n > 1: the first window ends before the second */
+	char end[64];
+
+	if (profile_workload_window_at(p, 0, &first) || profile_workload_window_at(p, n - 1, &last) ||
+	    window_list_range(&p->windows, 0, &first_start, &first_end))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (profile_workload_window_at(p, i, &w))
+			return;
+		if (!w.has_end) {
+			open++;
+		} else if (w.exit_status != 0 && !failed++) {
+			first_bad = i + 1;
+			bad_status = w.exit_status;
+		}
+	}
+	if (last.has_end)
+		snprintf(end, sizeof(end), "%.3f s", (double)last.end_ns / 1e9);
+	else
+		snprintf(end, sizeof(end), "the end (no workload end recorded)");
+	facts_add(f, "Workload windows: %zu (record --repeat; diff compares each as a run): "
+		  "%.3f s to %.3f s ... %.3f s to %s", n, (double)first.start_ns / 1e9,
+		  (double)first_end / 1e9, (double)last.start_ns / 1e9, end);
+	if (!failed && !open)
+		facts_add(f, "Workload windows: exit status 0 in every window");
+	else if (!failed)
+		facts_add(f, "Workload windows: %zu without a workload end", open);
+	else
+		facts_add(f, "Workload windows: %zu failed (the first: window %zu, exit status %" PRId32
+			  "), %zu without a workload end", failed, first_bad, bad_status, open);
+}
+
 /* The workload's window and a late sampling start, from the EVENT records (docs/guest-interface.md
  * events; record --from). */
 static void add_window(struct facts *f, const struct profile *p)
 {
 	struct profile_window w;
+	size_t n;
 
 	if (profile_workload_window(p, &w) != 0) {
 		if (p->window.has_sampling_start)
@@ -61,12 +105,16 @@ static void add_window(struct facts *f, const struct profile *p)
 				  "recorded", (double)p->window.sampling_start_ns / 1e9);
 		return;
 	}
-	if (w.has_end)
+	n = profile_workload_window_count(p);
+	if (n > 1) {
+		add_windows(f, p, n);
+	} else if (w.has_end) {
 		facts_add(f, "Workload window: %.3f s to %.3f s (exit status %" PRId32 ")",
 			  (double)w.start_ns / 1e9, (double)w.end_ns / 1e9, w.exit_status);
-	else
+	} else {
 		facts_add(f, "Workload window: %.3f s to the end of the recording (no workload end "
 			  "recorded)", (double)w.start_ns / 1e9);
+	}
 	if (w.has_sampling_start)
 		facts_add(f, "Sampling started at %.3f s (record --from)",
 			  (double)w.sampling_start_ns / 1e9);

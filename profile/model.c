@@ -203,6 +203,39 @@ int profile_meta_at(const struct profile *p, size_t idx, const char **key, const
 void profile_add_event(struct profile *p, const struct hvp_event *e)
 {
 	window_add_event(&p->window, &p->has_window, e);
+	window_list_add_event(&p->windows, e);
+}
+
+void window_list_add_event(struct window_list *l, const struct hvp_event *e)
+{
+	struct profile_window *last = l->n ? &l->w[l->n - 1] : NULL;
+
+	if (e->kind == HVP_EVENT_WORKLOAD_START) {
+		l->seen++;
+		if (l->n == PROFILE_MAX_WINDOWS)
+			return;
+		/* SAFETY: l->n < PROFILE_MAX_WINDOWS, the array's size. */
+		l->w[l->n++] = (struct profile_window){ .start_ns = e->time_ns };
+	} else if (e->kind == HVP_EVENT_WORKLOAD_END && last && l->seen == l->n && !last->has_end &&
+		   e->time_ns >= last->start_ns) {
+		/* the end of the last window kept (not of a start beyond the cap) */
+		last->has_end = 1;
+		last->end_ns = e->time_ns;
+		last->exit_status = e->value;
+	}
+}
+
+int window_list_range(const struct window_list *l, size_t idx, uint64_t *start_ns,
+		      uint64_t *end_ns)
+{
+	if (!l || idx >= l->n)
+		return -ENOENT;
+	*start_ns = l->w[idx].start_ns;
+	/* an open window stops where the next one starts, the last one at the end */
+	*end_ns = l->w[idx].has_end ? l->w[idx].end_ns
+		  : idx + 1 < l->n  ? l->w[idx + 1].start_ns
+				    : UINT64_MAX;
+	return 0;
 }
 
 void window_add_event(struct profile_window *w, int *has_window, const struct hvp_event *e)
@@ -230,6 +263,21 @@ void window_add_event(struct profile_window *w, int *has_window, const struct hv
 	default: /* init started, and kinds this reader does not know */
 		break;
 	}
+}
+
+size_t profile_workload_window_count(const struct profile *p)
+{
+	return p ? p->windows.n : 0;
+}
+
+int profile_workload_window_at(const struct profile *p, size_t idx, struct profile_window *out)
+{
+	if (!p || !out || idx >= p->windows.n)
+		return -ENOENT;
+	*out = p->windows.w[idx];
+	out->has_sampling_start = p->window.has_sampling_start;
+	out->sampling_start_ns = p->window.sampling_start_ns;
+	return 0;
 }
 
 int profile_workload_window(const struct profile *p, struct profile_window *out)

@@ -94,6 +94,18 @@ struct psample {
  */
 #define LSTACK_KEY_LOCS 1 /* index of the first loc id in an lstack key */
 
+/*
+ * Every workload window of a recording, in order (record --repeat runs the command N times):
+ * each workload start opens one, the first workload end after it closes it; a start that comes
+ * while a window is open leaves that one without an end (it stops at the next start). The first
+ * PROFILE_MAX_WINDOWS are kept, @seen counts every start.
+ */
+struct window_list {
+	struct profile_window w[PROFILE_MAX_WINDOWS];
+	size_t n;
+	uint64_t seen;
+};
+
 struct profile {
 	struct strpool strs;
 	struct frame *frames;
@@ -118,7 +130,15 @@ struct profile {
 	char *filter_desc;            /* sample_filter.desc of the load's filters, or NULL */
 	struct profile_window window; /* from EVENT records (profile_add_event) */
 	int has_window;               /* a workload start was seen */
+	struct window_list windows;   /* every workload window (record --repeat) */
 };
+
+/* Add an EVENT record to @l (workload start and end; other kinds are ignored). */
+void window_list_add_event(struct window_list *l, const struct hvp_event *e);
+/* Window @idx of @l as a time range [*@start_ns, *@end_ns] (UINT64_MAX: to the end).
+ * Return: 0; -ENOENT no such window. */
+int window_list_range(const struct window_list *l, size_t idx, uint64_t *start_ns,
+		      uint64_t *end_ns);
 
 /* An EVENT record: the first workload start, the first end after it, the sampling start. */
 void profile_add_event(struct profile *p, const struct hvp_event *e);

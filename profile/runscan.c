@@ -14,7 +14,9 @@
 int profile_scan_recording(const char *path, struct profile_scan *out, char *errbuf,
 			   size_t errbuf_len)
 {
-	struct profile_scan s = { 0 };
+	static const struct profile_scan zero;
+	struct window_list *wl;
+	struct profile_scan *s;
 	struct recfile_reader *r;
 	struct recfile_record *rec;
 	int ret, err;
@@ -25,29 +27,55 @@ int profile_scan_recording(const char *path, struct profile_scan *out, char *err
 	if (err)
 		return err;
 	rec = malloc(sizeof(*rec));
-	if (!rec) {
-		recfile_reader_close(r);
-		return -ENOMEM;
+	s = malloc(sizeof(*s));
+	wl = calloc(1, sizeof(*wl));
+	if (!rec || !s || !wl) {
+		ret = -ENOMEM;
+		goto out;
 	}
+	*s = zero;
 	while ((ret = recfile_reader_next(r, rec)) == 1) {
-		if (rec->type == RECFILE_SAMPLE)
-			s.samples++;
-		else if (rec->type == RECFILE_EVENT)
-			window_add_event(&s.window, &s.has_window, &rec->event);
-		else if (rec->type == RECFILE_END)
-			s = (struct profile_scan){ .samples = s.samples, .has_window = s.has_window,
-						   .window = s.window, .has_end = 1,
-						   .end_reason = rec->end.reason,
-						   .exit_status = rec->end.exit_status };
+		if (rec->type == RECFILE_SAMPLE) {
+			s->samples++;
+		} else if (rec->type == RECFILE_EVENT) {
+			window_add_event(&s->window, &s->has_window, &rec->event);
+			window_list_add_event(wl, &rec->event);
+		} else if (rec->type == RECFILE_END) { /* the last END wins */
+			s->has_end = 1;
+			s->end_reason = rec->end.reason;
+			s->exit_status = rec->end.exit_status;
+		}
 	}
 	/* A damaged tail is kept as profile_load() keeps it; it is said, not an error here. */
-	s.damaged = ret < 0 && ret != -ENOMEM;
+	s->damaged = ret < 0 && ret != -ENOMEM;
+	if (ret == -ENOMEM)
+		goto out;
+	ret = 0;
+	s->n_windows = wl->n;
+	s->windows_seen = wl->seen;
+	memcpy(s->windows, wl->w, wl->n * sizeof(wl->w[0]));
+	*out = *s;
+out:
+	free(wl);
+	free(s);
 	free(rec);
 	recfile_reader_close(r);
-	if (ret == -ENOMEM)
-		return ret;
-	*out = s;
-	return 0;
+	return ret;
+}
+
+int profile_scan_window_at(const struct profile_scan *s, size_t idx, uint64_t *start_ns,
+			   uint64_t *end_ns)
+{
+	struct window_list l;
+
+	if (!s || idx >= s->n_windows || s->n_windows > PROFILE_MAX_WINDOWS)
+		return -ENOENT;
+	/* window_list_range() on the windows around @idx (it needs the next one's start) */
+	l.n = idx + 2 <= s->n_windows ? 2 : 1;
+	l.w[0] = s->windows[idx];
+	if (l.n == 2)
+		l.w[1] = s->windows[idx + 1];
+	return window_list_range(&l, 0, start_ns, end_ns);
 }
 
 int profile_scan_window(const struct profile_scan *s, uint64_t *start_ns, uint64_t *end_ns)

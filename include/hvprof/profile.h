@@ -419,6 +419,23 @@ struct profile_window {
  */
 int profile_workload_window(const struct profile *p, struct profile_window *out) __must_check;
 
+#define PROFILE_MAX_WINDOWS 128 /* workload windows kept per recording (record --repeat: 100) */
+
+/**
+ * profile_workload_window_count - how many workload windows @p holds (record --repeat N: N;
+ * the first PROFILE_MAX_WINDOWS are kept): each workload start opens one, the first workload end
+ * after it closes it. 0 without a workload start.
+ */
+size_t profile_workload_window_count(const struct profile *p);
+
+/**
+ * profile_workload_window_at - workload window @idx (0-based, in time order) of @p. A window
+ * whose end never came (another start came first, or the recording stopped) has no @has_end.
+ * The sampling start fields are the recording's. Return: 0 and *@out; -ENOENT no such window.
+ */
+int profile_workload_window_at(const struct profile *p, size_t idx, struct profile_window *out)
+	__must_check;
+
 /**
  * struct profile_stats - what loading found.
  * @records: intact records read. @samples: SAMPLE records (with filters, those kept: so are

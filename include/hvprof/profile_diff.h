@@ -65,6 +65,9 @@ int profile_stacks_pool(const struct profile_stacks *const *runs, size_t n,
  * @samples: SAMPLE records (unfiltered). @has_window/@window: the workload window, as
  * profile_workload_window() gives it. @has_end/@end_reason/@exit_status: the END record
  * (enum hvp_end_reason). @damaged: reading stopped at a damaged record before the end.
+ * @n_windows/@windows: every workload window (record --repeat: one per run of the command), as
+ * profile_workload_window_at() gives them, the first PROFILE_MAX_WINDOWS; @windows_seen: the
+ * workload starts recorded (more than @n_windows: some were not kept).
  */
 struct profile_scan {
 	uint64_t samples;
@@ -74,6 +77,9 @@ struct profile_scan {
 	uint32_t end_reason;
 	int32_t exit_status;
 	int damaged;
+	size_t n_windows;
+	uint64_t windows_seen;
+	struct profile_window windows[PROFILE_MAX_WINDOWS];
 };
 
 /**
@@ -90,6 +96,15 @@ int profile_scan_recording(const char *path, struct profile_scan *out, char *err
  */
 int profile_scan_window(const struct profile_scan *s, uint64_t *start_ns, uint64_t *end_ns)
 	__must_check;
+
+/**
+ * profile_scan_window_at - workload window @idx (0-based) of @s as a time range, ns since the
+ * recording started: [*@start_ns, *@end_ns]; a window without its end stops where the next one
+ * starts, the last one at the end of the recording (UINT64_MAX).
+ * Return: 0; -ENOENT no such window.
+ */
+int profile_scan_window_at(const struct profile_scan *s, size_t idx, uint64_t *start_ns,
+			   uint64_t *end_ns) __must_check;
 
 /**
  * profile_scan_check - is the recording of @s fit to be compared (docs/diff.md, "A broken
@@ -115,7 +130,7 @@ void profile_stacks_free(struct profile_stacks *s);
 #define PROFILE_DIFF_THRESHOLD 5.0  /* default --threshold, percent of the BASE share */
 #define PROFILE_DIFF_Z 3.0          /* the least |z| a change needs (see profile_diff_compute) */
 #define PROFILE_DIFF_RUN_FACTOR 2.0 /* one run a side: sampling se x this (docs/diff.md) */
-#define PROFILE_DIFF_MAX_RUNS 64    /* most runs a side */
+#define PROFILE_DIFF_MAX_RUNS 128   /* most runs a side (record --repeat: up to 100 in a file) */
 #define PROFILE_DIFF_MIN_RUN_SAMPLES 1000 /* fewer in a recording's window: broken (docs/diff.md) */
 
 /**

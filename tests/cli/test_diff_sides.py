@@ -4,7 +4,8 @@
 --window all compares everything; a recording without the mark is compared whole with a note;
 a broken side (no samples, too few in the window, no END, an END other than a clean exit or
 --duration) exits 3 naming the side, the file and why, unless --allow-incomplete; repeated runs
-(--base/--new) give per-run shares in the JSON.
+(--base/--new) give per-run shares in the JSON; a recording of N workload windows (record
+--repeat N) is N runs.
 
 usage: test_diff_sides.py HVPROF
 """
@@ -129,7 +130,7 @@ runs_n = [write(f"n{i}.data", extra=e) for i, e in enumerate((40, 120, 0))]
 args = [a for p in runs_b for a in ("--base", p)] + [a for p in runs_n for a in ("--new", p)]
 code, out, err = run("--format", "json", "--fail-on-regression", "10", *args)
 d = json.loads(out) if out.startswith("{") else {}
-check("3 vs 3: runs in the JSON, noise not alarmed", code == 0 and d["run_noise"] == "welch"
+check("3 vs 3: runs in the JSON, noise not alarmed", code == 0 and d["run_noise"] == "moderated"
       and [r["samples"] for r in d["base"]["runs"]] == [1500] * 3 and not d["regressions"],
       f"{code} {err} {out[:400]}")
 runs_s = [write(f"s{i}.data", extra=e) for i, e in enumerate((500, 520, 480))]
@@ -142,5 +143,72 @@ check("3 vs 3: a real shift is named first, exit 1", code == 1 and
       and len(first["new_runs"]) == 3, f"{code} {err} {first}")
 code, out, err = run("--base", good, good2)
 check("--base with positional files: usage", code == 2, f"{code} {err}")
+
+
+def write_repeat(name, extras, inside=1500, open_last=False, status=0):
+    """record --repeat: one window of `inside` samples per extra (1 s each, 2 s apart), the
+    first `extra` of each in K_IN2; 300 samples between windows."""
+    body = [HEADER, meta("counter", "cpu-clock")]
+    for w, extra in enumerate(extras):
+        t0 = (1000 + 2000 * w) * MS
+        body += [sample(t0 - 500 * MS, K_OUT)] * 300
+        body.append(event(t0, 2))
+        body += [sample(t0 + i * 1000, in_rip if i >= extra else K_IN2)
+                 for i, in_rip in ((i, K_IN) for i in range(inside))]
+        if not (open_last and w == len(extras) - 1):
+            body.append(event(t0 + 1000 * MS, 3, status if w == 1 else 0))
+    body.append(end(1, status))
+    path = os.path.join(work, name)
+    with open(path, "wb") as f:
+        f.write(b"".join(body))
+    return path
+
+
+# record --repeat: a recording of 3 windows is 3 runs (FILE#1..#3), the same test as 3 files
+rb = write_repeat("rb.data", (0, 100, 50))
+rn = write_repeat("rn.data", (40, 120, 0))
+rs = write_repeat("rs.data", (500, 520, 480))
+code, out, err = run("--format", "json", "--fail-on-regression", "10", rb, rn)
+d = json.loads(out) if out.startswith("{") else {}
+check("3 windows vs 3 windows: 3 runs a side, named FILE#N, noise not alarmed", code == 0 and
+      [r["name"] for r in d["base"]["runs"]] == [f"{rb}#1", f"{rb}#2", f"{rb}#3"] and
+      [r["samples"] for r in d["new"]["runs"]] == [1500] * 3 and d["run_noise"] == "moderated"
+      and any("holds 3 workload windows" in n for n in d["notes"]) and not d["regressions"],
+      f"{code} {err} {out[:400]}")
+code, out, err = run("--format", "json", "--fail-on-regression", "10", rb, rs)
+d = json.loads(out) if out.startswith("{") else {}
+first = d["regressions"][0] if d.get("regressions") else {}
+check("3 windows vs 3 windows: a real shift is named first, exit 1", code == 1 and
+      first.get("name", "").startswith("0xffffffff81003000") and len(first["base_runs"]) == 3
+      and len(first["new_runs"]) == 3 and first["df"] == 4, f"{code} {err} {first}")
+code, out, err = run(rb, rs)
+check("text: the runs named FILE#N", code == 0 and f"#   {rs}#3 (1500 samples)" in out,
+      f"{code} {err} {out[:600]}")
+code, out, err = run("--format", "json", "--window", "all", rb, rn)
+d = json.loads(out) if out.startswith("{") else {}
+check("--window all: a recording of 3 windows is one run", code == 0 and
+      len(d["base"]["runs"]) == 1 and d["base"]["samples"] == 3 * 1800, f"{code} {err}")
+code, out, err = run("--format", "json", f"{rb}#2", f"{rs}#3")
+d = json.loads(out) if out.startswith("{") else {}
+check("FILE#N: that window alone", code == 0 and d["base"]["name"] == f"{rb}#2" and
+      d["base"]["samples"] == 1500, f"{code} {err} {out[:300]}")
+code, out, err = run(f"{rb}#4", rs)
+check("FILE#N beyond the windows: exit 3", code == 3 and "no such workload window" in err,
+      f"{code} {err}")
+ro = write_repeat("ro.data", (0, 100, 50), open_last=True)
+code, out, err = run("--format", "json", "--base", ro, "--new", rn)
+d = json.loads(out) if out.startswith("{") else {}
+check("a last window without its end is left out, said", code == 0 and
+      len(d["base"]["runs"]) == 2 and any("window 3 has no end" in n for n in d["notes"]),
+      f"{code} {err} {out[:300]}")
+r = subprocess.run([HVPROF, "report", "-i", rb], capture_output=True, text=True, timeout=60)
+check("report: how many windows", "# Workload windows: 3 (record --repeat; diff compares each as"
+      " a run): 1.000 s to 2.000 s ... 5.000 s to 6.000 s\n# Workload windows: exit status 0 in "
+      "every window\n" in r.stdout, r.stdout[:800])
+rf = write_repeat("rf.data", (0, 100, 50), status=1)
+code, out, err = run("--allow-incomplete", "--format", "json", rb, rf)
+check("a window whose command failed is broken (said, --allow-incomplete)", code == 0 and
+      f"NEW {rf}#2: the command of workload window 2 exited with status 1" in err,
+      f"{code} {err}")
 
 sys.exit(1 if failures else 0)
