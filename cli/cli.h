@@ -3,6 +3,7 @@
 #ifndef HVPROF_CLI_H
 #define HVPROF_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -239,8 +240,21 @@ struct record_attach_args {
 	bool dwarf;
 	uint32_t stack_size;
 	double duration_s; /* 0: until Ctrl-C or the guest's end */
+	const char *exec_cmd; /* --exec CMD: run it in the guest, detach when it ends (or NULL) */
 };
 int record_attach(const struct record_attach_args *a);
+
+/*
+ * cmd_exec.c, `hvprof exec` (docs/control-protocol.md, EXEC). exec_encode_words: the @n words
+ * joined with spaces (as ssh does) as an "EXEC ...\n" line into @buf (@len bytes). Return: 0;
+ * -E2BIG longer than a message. exec_command: run that line's command in the guest of the
+ * control socket @path, waiting up to @wait_s s for its command server; its output goes to our
+ * stdout/stderr. *@stop (set by a signal handler; @wait_mask: the mask during waits, NULL the
+ * current one) kills it. Return: its status 0..255; 255 it could not run (said); 130 stopped.
+ */
+int exec_encode_words(char **words, int n, char *buf, size_t len) __must_check;
+int exec_command(const char *path, const char *exec_line, double wait_s,
+		 volatile sig_atomic_t *stop, const sigset_t *wait_mask);
 
 /*
  * --max-stack N of report, flamegraph, export and diff (cmd_report.c): @arg a whole number

@@ -44,12 +44,13 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
-/* The words of @argv joined with spaces, EXEC-encoded into @buf. Return: 0; -E2BIG. */
-static int exec_line(char **argv, int argc, char *buf, size_t len)
+int exec_encode_words(char **argv, int argc, char *buf, size_t len)
 {
 	char cmd[CTL_MAX_LINE];
 	size_t n = 0, enc;
 
+	if (argc < 1 || len < 8)
+		return -E2BIG;
 	for (int i = 0; i < argc; i++) {
 		size_t w = strlen(argv[i]);
 
@@ -88,7 +89,7 @@ static int start(struct ctl_client *c, const char *line, double wait_s)
 			return 0;
 		if (r.kind != CTL_REPLY_ERR)
 			return -EPROTO;
-		if (r.err != EAGAIN || ctl_mono_ms() >= until || stop_signal) {
+		if (r.err != EAGAIN || ctl_mono_ms() >= until || (c->stop && *c->stop)) {
 			cli_error("exec refused: %.*s (%s)", (int)r.rest_len, r.rest,
 				  ctl_err_name(r.err));
 			return -r.err;
@@ -140,6 +141,30 @@ static int relay(struct ctl_client *c)
 		cli_error("exec: unexpected message from the VM: %.80s", c->line);
 		return EXEC_FAILED;
 	}
+}
+
+static int connect_hello(struct ctl_client *c, const char *path)
+{
+	char hello[32];
+	struct ctl_reply r;
+
+	if (ctl_client_connect(path, "--attach", &c->fd) != 0)
+		return -ENOTCONN;
+	snprintf(hello, sizeof(hello), "HELLO %d\n", CTL_VERSION);
+	return ctl_client_request(c, "the handshake", hello, -1, &r);
+}
+
+int exec_command(const char *path, const char *exec_line, double wait_s,
+		 volatile sig_atomic_t *stop, const sigset_t *wait_mask)
+{
+	struct ctl_client c = { .fd = -1, .stop = stop, .wait_mask = wait_mask };
+	int status = EXEC_FAILED;
+
+	if (connect_hello(&c, path) == 0 && start(&c, exec_line, wait_s) == 0)
+		status = relay(&c);
+	if (c.fd >= 0)
+		close(c.fd); /* before the end: the command is killed */
+	return status;
 }
 
 int cmd_exec(int argc, char **argv)
@@ -194,32 +219,22 @@ int cmd_exec(int argc, char **argv)
 		cli_error("exec: give a command after --, or --poweroff (not both)");
 		return EXIT_USAGE;
 	}
-	if (poweroff < 0 && exec_line(argv + optind, argc - optind, line, sizeof(line)) != 0) {
+	if (poweroff < 0 && exec_encode_words(argv + optind, argc - optind, line, sizeof(line)) != 0) {
 		cli_error("exec: the command is longer than the protocol's %d bytes (escaped)",
 			  CTL_MAX_LINE - 6);
 		return EXIT_USAGE;
 	}
-	if (ctl_client_connect(path, "--attach", &c.fd) != 0)
-		return EXEC_FAILED;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL); /* interrupting the read: closing kills the command */
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	{
-		char hello[32];
-
-		snprintf(hello, sizeof(hello), "HELLO %d\n", CTL_VERSION);
-		if (ctl_client_request(&c, "the handshake", hello, -1, &r) != 0)
-			goto out;
-	}
-	if (poweroff >= 0) {
-		snprintf(line, sizeof(line), "POWEROFF status=%d\n", poweroff);
-		if (ctl_client_request(&c, "poweroff", line, -1, &r) == 0)
-			status = EXIT_OK;
+	if (poweroff < 0)
+		return exec_command(path, line, wait_s, &stop_signal, NULL);
+	if (connect_hello(&c, path) != 0)
 		goto out;
-	}
-	if (start(&c, line, wait_s) == 0)
-		status = relay(&c);
+	snprintf(line, sizeof(line), "POWEROFF status=%d\n", poweroff);
+	if (ctl_client_request(&c, "poweroff", line, -1, &r) == 0)
+		status = EXIT_OK;
 out:
 	close(c.fd);
 	return status;

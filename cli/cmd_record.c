@@ -23,10 +23,14 @@
 
 static const char record_usage[] =
 	"usage: hvprof record [-F HZ] [-o FILE] [--repeat N] [guest options]\n"
-	"       hvprof record --attach PATH [-F HZ] [-o FILE] [--call-graph ...] [--duration S]\n\n"
+	"       hvprof record --attach PATH [-F HZ] [-o FILE] [--call-graph ...] [--duration S]\n"
+	"                     [--exec 'CMD ARGS']\n\n"
 	"  --attach PATH       sample the VM of `hvprof run --control PATH` instead of booting\n"
 	"                      one: until --duration S, Ctrl-C or the guest's end; nothing\n"
 	"                      stays armed after (docs/control-protocol.md)\n"
+	"  --exec 'CMD ARGS'   with --attach: run CMD in the guest (as `hvprof exec` does; a\n"
+	"                      guest started with run --control and no --run), its output\n"
+	"                      here, and detach when it ends: one recording per command\n"
 	"  -F, --freq HZ       samples per second per vCPU (default 1000)\n"
 	"  -o, --output FILE   recording to write (default hvprof.data; an existing one\n"
 	"                      is kept as FILE.old)\n"
@@ -124,6 +128,7 @@ struct record_args {
 	uint32_t stack_size; /* dwarf: bytes of user stack per walk */
 	bool bare;
 	const char *attach;   /* --attach PATH */
+	const char *exec_cmd; /* --exec CMD (with --attach) */
 	const char *not_with_attach; /* an option --attach does not take, as given */
 };
 
@@ -199,6 +204,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 					      { "call-graph", required_argument, NULL, 'g' + 2000 },
 					      { "from", required_argument, NULL, 'f' + 2000 },
 					      { "attach", required_argument, NULL, 'a' + 2000 },
+					      { "exec", required_argument, NULL, 'e' + 2000 },
 					      { "repeat", required_argument, NULL, 'r' + 2000 },
 					      { "help", no_argument, NULL, 'h' },
 					      { NULL, 0, NULL, 0 } };
@@ -227,6 +233,9 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 			break;
 		case 'a' + 2000:
 			a->attach = optarg;
+			break;
+		case 'e' + 2000:
+			a->exec_cmd = optarg;
 			break;
 		case 'B':
 			a->bare = true;
@@ -275,6 +284,11 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 	}
 	if (optind < argc) {
 		cli_error("record: unexpected argument '%s'", argv[optind]);
+		return EXIT_USAGE;
+	}
+	if (a->exec_cmd && !a->attach) {
+		cli_error("record --exec needs --attach PATH (use --run to boot a guest for one "
+			  "command)");
 		return EXIT_USAGE;
 	}
 	if (a->attach && a->not_with_attach) {
@@ -402,7 +416,8 @@ int cmd_record(int argc, char **argv)
 						 .freq = a.freq,
 						 .dwarf = a.call_graph == SAMPLER_CALL_GRAPH_DWARF,
 						 .stack_size = a.stack_size,
-						 .duration_s = g.duration_s };
+						 .duration_s = g.duration_s,
+						 .exec_cmd = a.exec_cmd };
 
 		guest_opts_free(&g);
 		return record_attach(&aa);

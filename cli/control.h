@@ -185,7 +185,8 @@ void exec_chan_init(struct exec_chan *ch, int guest_fd,
  * exec_chan_start - send command @cmd (@len bytes, 1..EXEC_MAX_CMD) to the guest; its output
  * and status go to @client_fd (owned from then: "OUT FD LEN\n" + bytes, then "EXIT status=N\n"
  * or "END reason=R\n", then closed). Return: 0; -ENOTSUP no channel; -EAGAIN the guest's server
- * has not said ready yet; -EBUSY a command (or a poweroff) is under way; -ESHUTDOWN the VM is
+ * has not said ready yet, or the running command's client went away (it is being killed);
+ * -EBUSY a command (or a poweroff) is under way; -ESHUTDOWN the VM is
  * ending; -EINVAL; -EIO the guest's receive buffer did not take it.
  */
 int exec_chan_start(struct exec_chan *ch, int client_fd, const char *cmd, size_t len)

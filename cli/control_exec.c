@@ -157,8 +157,8 @@ static int check_free(const struct exec_chan *ch)
 		return -ENOTSUP;
 	if (ch->ended)
 		return -ESHUTDOWN;
-	if (!ch->ready)
-		return -EAGAIN;
+	if (!ch->ready || (ch->running && ch->client_fd < 0))
+		return -EAGAIN; /* booting, or the last command's client went: being killed */
 	if (ch->running || ch->quitting)
 		return -EBUSY;
 	return 0;

@@ -180,7 +180,8 @@ static const char *chan_why(int err)
 		return "this VM serves no commands: start it with run --control and no --run, "
 		       "on a bundled image";
 	case -EAGAIN:
-		return "the guest's command server is not ready yet (still booting?)";
+		return "the guest's command server is not ready yet (booting, or ending the "
+		       "command of a client that went away)";
 	case -EBUSY:
 		return "a command is running: one at a time";
 	case -ESHUTDOWN:

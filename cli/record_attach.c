@@ -52,11 +52,13 @@ static int done_status(const struct ctl_reply *r, const struct record_attach_arg
 	return EXIT_GUEST_FAILED; /* reset, crash */
 }
 
-/* Attached: wait for the duration or a signal, then DETACH; or for the VM's DONE. */
-static int wait_window(struct ctl_client *c, const struct record_attach_args *a)
+/* Attached: wait for the duration or a signal, then DETACH (at once: @now); or for the VM's
+ * DONE. */
+static int wait_window(struct ctl_client *c, const struct record_attach_args *a, bool now)
 {
-	uint64_t end = a->duration_s > 0 ? ctl_mono_ms() + (uint64_t)(a->duration_s * 1000)
-					 : UINT64_MAX / 2;
+	uint64_t end = now		   ? 0
+		       : a->duration_s > 0 ? ctl_mono_ms() + (uint64_t)(a->duration_s * 1000)
+					   : UINT64_MAX / 2;
 	bool detaching = false, by_signal = false;
 	struct ctl_reply r;
 	int err;
@@ -134,9 +136,33 @@ int record_attach(const struct record_attach_args *a)
 	out_fd = -1;
 	if (ctl_reply_get(&r, "window", window, sizeof(window))) { /* "?" */ }
 	fprintf(stderr, "hvprof: attached to %s (window %s, %lu Hz); %s\n", a->path, window,
-		a->freq, a->duration_s > 0 ? "detaching at the duration or Ctrl-C"
-					   : "Ctrl-C detaches");
-	status = wait_window(&c, a);
+		a->freq, a->exec_cmd	     ? "detaching when the command ends"
+			 : a->duration_s > 0 ? "detaching at the duration or Ctrl-C"
+					     : "Ctrl-C detaches");
+	if (a->exec_cmd) {
+		char line[CTL_MAX_LINE + 8];
+		char *word = (char *)a->exec_cmd;
+		int st;
+
+		if (exec_encode_words(&word, 1, line, sizeof(line)) != 0) {
+			cli_error("--exec: the command is longer than the protocol's %d bytes "
+				  "(escaped)", CTL_MAX_LINE - 6);
+			st = 255;
+		} else {
+			st = exec_command(a->path, line, 300, &stop_signal, &wait_mask);
+		}
+		status = wait_window(&c, a, true);
+		if (status == EXIT_OK && st != 0) {
+			fprintf(stderr, "hvprof: the command %s (status %d)\n",
+				st == EXIT_INTERRUPTED ? "was interrupted" : st == 255
+				? "could not run" : "failed", st);
+			status = st == EXIT_INTERRUPTED ? EXIT_INTERRUPTED
+				 : st == 255	       ? EXIT_ERROR
+						       : EXIT_GUEST_FAILED;
+		}
+	} else {
+		status = wait_window(&c, a, false);
+	}
 restore:
 	sigprocmask(SIG_SETMASK, &old_mask, NULL); /* a pending one reaches on_signal: ignored */
 	sigaction(SIGINT, &old_int, NULL);

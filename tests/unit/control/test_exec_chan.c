@@ -282,6 +282,12 @@ static int test_server_exec(void)
 	control_server_step(srv, 50);
 	ASSERT_EQ_INT((int)fg.len, 15);
 	ASSERT_TRUE(!memcmp(fg.got, "C 9\nsleep 100K\n", 15));
+	/* until its X comes, the next EXEC waits (EAGAIN: the client retries) */
+	cl = client(srv);
+	ASSERT_TRUE(cl >= 0);
+	say(srv, cl, "EXEC true\n", out, sizeof(out));
+	ASSERT_TRUE(!strncmp(out, "ERR EAGAIN ", 11));
+	close(cl);
 	guest_says(srv, pipe_fd[1], "O 1 2\nzzX 137\n", 14);
 	/* POWEROFF once idle: Q STATUS to the guest */
 	cl = client(srv);
