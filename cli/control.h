@@ -176,6 +176,8 @@ struct exec_chan {
 	bool ready, running, quitting, ended;
 	uint32_t version;
 	uint64_t execs, kills, out_bytes, clients_dropped;
+	size_t outq_len; /* frames for the guest its receive buffer has not taken yet */
+	char outq[2 * EXEC_MAX_CMD];
 };
 
 void exec_chan_init(struct exec_chan *ch, int guest_fd,
@@ -187,7 +189,9 @@ void exec_chan_init(struct exec_chan *ch, int guest_fd,
  * or "END reason=R\n", then closed). Return: 0; -ENOTSUP no channel; -EAGAIN the guest's server
  * has not said ready yet, or the running command's client went away (it is being killed);
  * -EBUSY a command (or a poweroff) is under way; -ESHUTDOWN the VM is
- * ending; -EINVAL; -EIO the guest's receive buffer did not take it.
+ * ending; -EINVAL; -ENOBUFS the frames queued for the guest (it does not read) leave no room.
+ * Frames the guest's receive buffer cannot take at once are queued whole and sent by
+ * exec_chan_flush, never cut.
  */
 int exec_chan_start(struct exec_chan *ch, int client_fd, const char *cmd, size_t len)
 	__must_check;
@@ -195,6 +199,10 @@ int exec_chan_start(struct exec_chan *ch, int client_fd, const char *cmd, size_t
 /** exec_chan_poweroff - ask the guest's server to end with @status (0..255): the guest then
  * powers off with it. Return: as exec_chan_start. */
 int exec_chan_poweroff(struct exec_chan *ch, int status) __must_check;
+
+/** exec_chan_flush - send what is queued for the guest, as much as its receive buffer takes
+ * (the server calls it at every step). */
+void exec_chan_flush(struct exec_chan *ch);
 
 /** exec_chan_guest_readable - read and handle what the guest sent. Return: 0; -EPIPE the VM
  * closed the pipe; -errno. */

@@ -117,14 +117,29 @@ void exec_chan_init(struct exec_chan *ch, int guest_fd,
 	exec_rx_init(&ch->rx);
 }
 
-/* Everything to the guest at once (its receive buffer holds 4 KiB; idle, it is empty). */
+void exec_chan_flush(struct exec_chan *ch)
+{
+	ssize_t n;
+
+	if (!ch->outq_len)
+		return;
+	n = ch->send(ch->send_ctx, ch->outq, ch->outq_len);
+	if (n <= 0)
+		return; /* full (the guest reads it later), or no channel: kept */
+	memmove(ch->outq, ch->outq + n, ch->outq_len - (size_t)n);
+	ch->outq_len -= (size_t)n;
+}
+
+/* Queue whole frames for the guest and send what its receive buffer takes now; the rest goes
+ * at the next steps (exec_chan_flush), so a frame is never cut. Return: 0; -ENOBUFS. */
 static int to_guest(struct exec_chan *ch, const char *buf, size_t len)
 {
-	ssize_t n = ch->send(ch->send_ctx, buf, len);
-
-	if (n < 0)
-		return (int)n;
-	return (size_t)n == len ? 0 : -EIO;
+	if (len > sizeof(ch->outq) - ch->outq_len)
+		return -ENOBUFS;
+	memcpy(ch->outq + ch->outq_len, buf, len);
+	ch->outq_len += len;
+	exec_chan_flush(ch);
+	return 0;
 }
 
 static void client_drop(struct exec_chan *ch)
@@ -166,18 +181,16 @@ static int check_free(const struct exec_chan *ch)
 
 int exec_chan_start(struct exec_chan *ch, int client_fd, const char *cmd, size_t len)
 {
-	char hdr[32];
-	int err = check_free(ch);
+	char frame[EXEC_MAX_CMD + 32];
+	int n, err = check_free(ch);
 
 	if (err)
 		return err;
 	if (!cmd || !len || len > EXEC_MAX_CMD)
 		return -EINVAL;
-	snprintf(hdr, sizeof(hdr), "C %zu\n", len);
-	if (strlen(hdr) + len > EXEC_MAX_CMD + sizeof(hdr))
-		return -EINVAL;
-	err = to_guest(ch, hdr, strlen(hdr));
-	err = err ?: to_guest(ch, cmd, len);
+	n = snprintf(frame, sizeof(frame), "C %zu\n", len);
+	memcpy(frame + n, cmd, len);
+	err = to_guest(ch, frame, (size_t)n + len);
 	if (err)
 		return err;
 	ch->running = true;
@@ -206,7 +219,9 @@ static void on_ready(void *ctx, uint32_t version)
 {
 	struct exec_chan *ch = ctx;
 
-	/* a server that (re)starts: whatever ran before is over */
+	/* a server that (re)starts: whatever ran before is over, and what was queued for the
+	 * one before is not for it */
+	ch->outq_len = 0;
 	if (ch->running && ch->client_fd >= 0)
 		client_send(ch, "END reason=restarted\n", 21);
 	ch->running = false;

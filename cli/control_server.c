@@ -187,7 +187,7 @@ static const char *chan_why(int err)
 	case -ESHUTDOWN:
 		return "the guest is stopping";
 	default:
-		return "the guest's command channel did not take it";
+		return "the guest does not read its command channel";
 	}
 }
 
@@ -406,6 +406,7 @@ int control_server_step(struct control_server *srv, int timeout_ms)
 	}
 	if (pfd[5].revents)
 		exec_chan_client_readable(&srv->chan);
+	exec_chan_flush(&srv->chan);
 	if (pfd[3].revents)
 		serve(srv, CONN_SESSION);
 	if (pfd[2].revents)
