@@ -32,8 +32,8 @@ static const char exec_usage[] =
 	"\"workload end\", so a `record --attach` window around it marks its window. Ctrl-C kills\n"
 	"the command in the guest.\n\n"
 	"  --attach PATH       the VM's control socket\n"
-	"  --wait S            wait up to S seconds for the guest's command server (it is ready\n"
-	"                      once the guest has booted; default 300)\n"
+	"  --wait S            wait up to S seconds for the VM's socket and for the guest's\n"
+	"                      command server (ready once the guest has booted; default 300)\n"
 	"  --poweroff[=N]      end the guest: it powers off with exit status N (default 0), and\n"
 	"                      `hvprof run` exits with it\n";
 
@@ -143,12 +143,12 @@ static int relay(struct ctl_client *c)
 	}
 }
 
-static int connect_hello(struct ctl_client *c, const char *path)
+static int connect_hello(struct ctl_client *c, const char *path, double wait_s)
 {
 	char hello[32];
 	struct ctl_reply r;
 
-	if (ctl_client_connect(path, "--attach", &c->fd) != 0)
+	if (ctl_client_connect(path, "--attach", (uint64_t)(wait_s * 1000), &c->fd) != 0)
 		return -ENOTCONN;
 	snprintf(hello, sizeof(hello), "HELLO %d\n", CTL_VERSION);
 	return ctl_client_request(c, "the handshake", hello, -1, &r);
@@ -160,7 +160,7 @@ int exec_command(const char *path, const char *exec_line, double wait_s,
 	struct ctl_client c = { .fd = -1, .stop = stop, .wait_mask = wait_mask };
 	int status = EXEC_FAILED;
 
-	if (connect_hello(&c, path) == 0 && start(&c, exec_line, wait_s) == 0)
+	if (connect_hello(&c, path, wait_s) == 0 && start(&c, exec_line, wait_s) == 0)
 		status = relay(&c);
 	if (c.fd >= 0)
 		close(c.fd); /* before the end: the command is killed */
@@ -230,7 +230,7 @@ int cmd_exec(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (poweroff < 0)
 		return exec_command(path, line, wait_s, &stop_signal, NULL);
-	if (connect_hello(&c, path) != 0)
+	if (connect_hello(&c, path, wait_s) != 0)
 		goto out;
 	snprintf(line, sizeof(line), "POWEROFF status=%d\n", poweroff);
 	if (ctl_client_request(&c, "poweroff", line, -1, &r) == 0)

@@ -339,10 +339,13 @@ struct ctl_client {
 uint64_t ctl_mono_ms(void);
 
 /**
- * ctl_client_connect - connect to the control socket @path; on failure says so on stderr,
- * naming the option @opt ("--attach") and the path. Return: 0 and *@out; -errno.
+ * ctl_client_connect - connect to the control socket @path, retrying for up to @wait_ms while
+ * nobody listens there yet (ENOENT, ECONNREFUSED: a `run --control` that is starting); on
+ * failure says so on stderr, naming the option @opt ("--attach") and the path.
+ * Return: 0 and *@out; -errno.
  */
-int ctl_client_connect(const char *path, const char *opt, int *out) __must_check;
+int ctl_client_connect(const char *path, const char *opt, uint64_t wait_ms, int *out)
+	__must_check;
 
 /** ctl_client_send - send @text, with @pass_fd (>= 0) as SCM_RIGHTS. Return: 0; -EIO. */
 int ctl_client_send(int sock, const char *text, int pass_fd) __must_check;

@@ -19,6 +19,7 @@
 #include "control.h"
 
 #define REPLY_TIMEOUT_MS 10000 /* for a reply (the server may be busy with another client) */
+#define CONNECT_RETRY_MS 200
 
 uint64_t ctl_mono_ms(void)
 {
@@ -119,9 +120,11 @@ int ctl_client_send(int sock, const char *text, int pass_fd)
 	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)iov.iov_len ? 0 : -EIO;
 }
 
-int ctl_client_connect(const char *path, const char *opt, int *out)
+int ctl_client_connect(const char *path, const char *opt, uint64_t wait_ms, int *out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint64_t until = ctl_mono_ms() + wait_ms;
+	bool said = false;
 	int fd, err;
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
@@ -129,16 +132,27 @@ int ctl_client_connect(const char *path, const char *opt, int *out)
 		return -ENAMETOOLONG;
 	}
 	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+	for (;;) {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			break;
 		err = -errno;
+		close(fd);
+		/* not there yet (run --control is starting): wait, when asked to */
+		if ((err == -ENOENT || err == -ECONNREFUSED) && ctl_mono_ms() < until) {
+			if (!said)
+				fprintf(stderr, "hvprof: waiting for a VM to listen at %s (up to "
+					"%llu s)\n", path, (unsigned long long)(wait_ms / 1000));
+			said = true;
+			usleep(CONNECT_RETRY_MS * 1000);
+			continue;
+		}
 		cli_error("%s %s: %s%s", opt, path, hvp_strerror(err),
 			  err == -ENOENT || err == -ECONNREFUSED
 				  ? " (no VM listens there: start one with hvprof run --control PATH)"
 				  : "");
-		close(fd);
 		return err;
 	}
 	*out = fd;

@@ -17,7 +17,8 @@
 #include "cli.h"
 #include "control.h"
 
-#define DONE_TIMEOUT_MS 20000  /* for DONE after DETACH (the VM writes the counters and END) */
+#define DONE_TIMEOUT_MS 20000
+#define EXEC_WAIT_MS 300000    /* --exec: for the VM's socket, as hvprof exec's --wait */  /* for DONE after DETACH (the VM writes the counters and END) */
 
 static volatile sig_atomic_t stop_signal;
 
@@ -96,7 +97,8 @@ int record_attach(const struct record_attach_args *a)
 	int out_fd = -1, status = EXIT_ERROR;
 	bool created = false;
 
-	if (ctl_client_connect(a->path, "--attach", &c.fd) != 0)
+	/* with --exec, as hvprof exec: the VM may still be starting (a CI job's first step) */
+	if (ctl_client_connect(a->path, "--attach", a->exec_cmd ? EXEC_WAIT_MS : 0, &c.fd) != 0)
 		return EXIT_ERROR;
 	snprintf(text, sizeof(text), "HELLO %d\n", CTL_VERSION);
 	if (ctl_client_request(&c, "the handshake", text, -1, &r) != 0)
@@ -149,7 +151,8 @@ int record_attach(const struct record_attach_args *a)
 				  "(escaped)", CTL_MAX_LINE - 6);
 			st = 255;
 		} else {
-			st = exec_command(a->path, line, 300, &stop_signal, &wait_mask);
+			st = exec_command(a->path, line, EXEC_WAIT_MS / 1000, &stop_signal,
+					  &wait_mask);
 		}
 		status = wait_window(&c, a, true);
 		if (status == EXIT_OK && st != 0) {
