@@ -7,6 +7,7 @@
 // guest (it powers off with STATUS, default 0). docs/control-protocol.md, "EXEC".
 #include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "control.h"
 
 #define EXEC_FAILED 255          /* hvprof could not run the command (as ssh) */
+#define EXEC_PIPE 141            /* our output's reader went away: 128 + SIGPIPE, as a shell */
 #define EXEC_WAIT_DEFAULT_S 300  /* for the guest's command server to be ready (a boot) */
 #define RETRY_MS 500
 
@@ -28,7 +30,8 @@ static const char exec_usage[] =
 	"Run CMD in the guest of `hvprof run --control PATH` (started without --run, on a bundled\n"
 	"image) with the guest's /bin/sh -c (the words joined with spaces, as ssh does); its\n"
 	"stdout and stderr come out here, and hvprof exec exits with its status (255: hvprof\n"
-	"could not run it). Each command runs between the guest events \"workload start\" and\n"
+	"could not run it, a bad option included, as ssh; 141: our output's reader went away;\n"
+	"130: interrupted). Each command runs between the guest events \"workload start\" and\n"
 	"\"workload end\", so a `record --attach` window around it marks its window. Ctrl-C kills\n"
 	"the command in the guest.\n\n"
 	"  --attach PATH       the VM's control socket\n"
@@ -49,6 +52,8 @@ int exec_encode_words(char **argv, int argc, char *buf, size_t len)
 	char cmd[CTL_MAX_LINE];
 	size_t n = 0, enc;
 
+	size_t cap = (len < CTL_MAX_LINE ? len : CTL_MAX_LINE) - 5; /* a line fits a message */
+
 	if (argc < 1 || len < 8)
 		return -E2BIG;
 	for (int i = 0; i < argc; i++) {
@@ -62,15 +67,27 @@ int exec_encode_words(char **argv, int argc, char *buf, size_t len)
 		n += w;
 	}
 	memcpy(buf, "EXEC ", 5);
-	enc = ctl_exec_encode(cmd, n, buf + 5, len - 6);
+	enc = ctl_exec_encode(cmd, n, buf + 5, cap); /* at most cap - 1 bytes: '\n' fits */
 	if (!enc || !n)
 		return -E2BIG;
 	memcpy(buf + 5 + enc, "\n", 2);
 	return 0;
 }
 
-/* EXEC, retried while the guest's server is not ready. Return: 0 started; -errno (said). */
-static int start(struct ctl_client *c, const char *line, double wait_s)
+static int connect_hello(struct ctl_client *c, const char *path, double wait_s);
+
+/* Sleep @ms, or less when a stop signal comes (unblocked only here, as in the reads). */
+static void nap(const struct ctl_client *c, unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000l };
+
+	ppoll(NULL, 0, &ts, c->wait_mask);
+}
+
+/* EXEC, retried while the guest's server is not ready (on a new connection each time: the
+ * server serves one client at a time besides the attached one, and a waiting exec must not
+ * hold that slot). Return: 0 started; 130 stopped; -errno (said). */
+static int start(struct ctl_client *c, const char *path, const char *line, double wait_s)
 {
 	uint64_t until = ctl_mono_ms() + (uint64_t)(wait_s * 1000);
 	struct ctl_reply r;
@@ -78,6 +95,8 @@ static int start(struct ctl_client *c, const char *line, double wait_s)
 	int err;
 
 	for (;;) {
+		if (c->stop && *c->stop)
+			return EXIT_INTERRUPTED; /* never send EXEC after a Ctrl-C */
 		err = ctl_client_send(c->fd, line, -1);
 		err = err ?: ctl_client_read_line(c, ctl_mono_ms() + 10000, false);
 		err = err ?: ctl_parse_reply(c->line, strlen(c->line), &r);
@@ -89,7 +108,7 @@ static int start(struct ctl_client *c, const char *line, double wait_s)
 			return 0;
 		if (r.kind != CTL_REPLY_ERR)
 			return -EPROTO;
-		if (r.err != EAGAIN || ctl_mono_ms() >= until || (c->stop && *c->stop)) {
+		if (r.err != EAGAIN || ctl_mono_ms() >= until) {
 			cli_error("exec refused: %.*s (%s)", (int)r.rest_len, r.rest,
 				  ctl_err_name(r.err));
 			return -r.err;
@@ -98,8 +117,32 @@ static int start(struct ctl_client *c, const char *line, double wait_s)
 			fprintf(stderr, "hvprof: waiting for the guest's command server (up to "
 				"%.0f s)\n", wait_s);
 		said = true;
-		usleep(RETRY_MS * 1000);
+		close(c->fd);
+		c->fd = -1;
+		c->len = 0;
+		nap(c, RETRY_MS);
+		if (c->stop && *c->stop)
+			return EXIT_INTERRUPTED;
+		err = connect_hello(c, path, 0);
+		if (err)
+			return err;
 	}
+}
+
+/* All of @len bytes to @fd. Return: 0; -errno (EPIPE: the reader went away). */
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		ssize_t w = write(fd, buf, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		buf += w;
+		len -= (size_t)w;
+	}
+	return 0;
 }
 
 /* After OK: the output and the end. Return: the command's status; EXEC_FAILED; 130. */
@@ -126,8 +169,12 @@ static int relay(struct ctl_client *c)
 			err = ctl_client_read_bytes(c, buf, len, UINT64_MAX / 2, true);
 			if (err)
 				continue; /* said at the next read */
-			if (write(fd == 1 ? STDOUT_FILENO : STDERR_FILENO, buf, len) < 0) {
-				/* our stdout is gone (a closed pipe): the rest is dropped too */
+			err = write_all(fd == 1 ? STDOUT_FILENO : STDERR_FILENO, buf, len);
+			if (err == -EPIPE)
+				return EXEC_PIPE; /* `exec ... | head`: as a shell's command would */
+			if (err) {
+				cli_error("exec: writing the command's output: %s", hvp_strerror(err));
+				return EXEC_FAILED; /* closing kills the command */
 			}
 			continue;
 		}
@@ -160,8 +207,11 @@ int exec_command(const char *path, const char *exec_line, double wait_s,
 	struct ctl_client c = { .fd = -1, .stop = stop, .wait_mask = wait_mask };
 	int status = EXEC_FAILED;
 
-	if (connect_hello(&c, path, wait_s) == 0 && start(&c, exec_line, wait_s) == 0)
-		status = relay(&c);
+	if (connect_hello(&c, path, wait_s) == 0) {
+		int err = start(&c, path, exec_line, wait_s);
+
+		status = err == EXIT_INTERRUPTED ? EXIT_INTERRUPTED : err ? EXEC_FAILED : relay(&c);
+	}
 	if (c.fd >= 0)
 		close(c.fd); /* before the end: the command is killed */
 	return status;
@@ -196,33 +246,33 @@ int cmd_exec(int argc, char **argv)
 			wait_s = strtod(optarg, &end);
 			if (!*optarg || *end || !(wait_s >= 0 && wait_s <= 86400)) {
 				cli_error("--wait %s: want seconds, 0 to 86400", optarg);
-				return EXIT_USAGE;
+				return EXEC_FAILED;
 			}
 			break;
 		case OPT_POWEROFF:
 			poweroff = optarg ? (int)strtol(optarg, &end, 10) : 0;
 			if (optarg && (!*optarg || *end || poweroff < 0 || poweroff > 255)) {
 				cli_error("--poweroff=%s: want an exit status 0 to 255", optarg);
-				return EXIT_USAGE;
+				return EXEC_FAILED;
 			}
 			break;
 		default:
 			fputs(exec_usage, stderr);
-			return EXIT_USAGE;
+			return EXEC_FAILED;
 		}
 	}
 	if (!path) {
 		cli_error("exec: --attach PATH is required (the socket of hvprof run --control)");
-		return EXIT_USAGE;
+		return EXEC_FAILED;
 	}
 	if ((poweroff >= 0) == (optind < argc)) {
 		cli_error("exec: give a command after --, or --poweroff (not both)");
-		return EXIT_USAGE;
+		return EXEC_FAILED;
 	}
 	if (poweroff < 0 && exec_encode_words(argv + optind, argc - optind, line, sizeof(line)) != 0) {
 		cli_error("exec: the command is longer than the protocol's %d bytes (escaped)",
 			  CTL_MAX_LINE - 6);
-		return EXIT_USAGE;
+		return EXEC_FAILED;
 	}
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL); /* interrupting the read: closing kills the command */

@@ -130,6 +130,7 @@ size_t ctl_format_err(char *buf, size_t len, int err, const char *msg);
 
 #define EXEC_MAX_CHUNK 4096 /* bytes of one O frame from the guest, at most */
 #define EXEC_MAX_CMD 4096   /* bytes of one command to the guest, at most */
+#define EXEC_CLIENT_Q_HIGH 65536 /* client queue bytes above which the guest is not read */
 
 /**
  * struct exec_rx - the parser of what the guest's hvprof-execd sends on COM2 (frames of
@@ -171,24 +172,33 @@ struct exec_chan {
 	int guest_fd;
 	int client_fd;
 	ssize_t (*send)(void *ctx, const void *buf, size_t len);
+	void (*kick)(void *ctx);
 	void *send_ctx;
 	struct exec_rx rx;
 	bool ready, running, quitting, ended;
+	bool kill_pending;     /* a K waits for room in outq */
+	bool client_rd_closed; /* the client shut its writing side (it may still read) */
+	bool client_closing;   /* EXIT/END queued: closed once the queue went */
 	uint32_t version;
 	uint64_t execs, kills, out_bytes, clients_dropped;
 	size_t outq_len; /* frames for the guest its receive buffer has not taken yet */
 	char outq[2 * EXEC_MAX_CMD];
+	size_t cq_len;   /* bytes for the client its socket has not taken yet */
+	char cq[EXEC_CLIENT_Q_HIGH + 2 * EXEC_MAX_CHUNK];
 };
 
+/* exec_chan_init - @send: bytes to the guest (vmm_cmd_send); @kick: the guest's pipe was read
+ * (vmm_cmd_tx_kick; NULL: none); both get @send_ctx. @guest_fd -1: no channel. */
 void exec_chan_init(struct exec_chan *ch, int guest_fd,
-		    ssize_t (*send)(void *ctx, const void *buf, size_t len), void *send_ctx);
+		    ssize_t (*send)(void *ctx, const void *buf, size_t len),
+		    void (*kick)(void *ctx), void *send_ctx);
 
 /**
  * exec_chan_start - send command @cmd (@len bytes, 1..EXEC_MAX_CMD) to the guest; its output
  * and status go to @client_fd (owned from then: "OUT FD LEN\n" + bytes, then "EXIT status=N\n"
  * or "END reason=R\n", then closed). Return: 0; -ENOTSUP no channel; -EAGAIN the guest's server
- * has not said ready yet, or the running command's client went away (it is being killed);
- * -EBUSY a command (or a poweroff) is under way; -ESHUTDOWN the VM is
+ * has not said ready yet, or the last command's client went away (it is being killed), or is
+ * still taking its output; -EBUSY a command (or a poweroff) is under way; -ESHUTDOWN the VM is
  * ending; -EINVAL; -ENOBUFS the frames queued for the guest (it does not read) leave no room.
  * Frames the guest's receive buffer cannot take at once are queued whole and sent by
  * exec_chan_flush, never cut.
@@ -204,13 +214,21 @@ int exec_chan_poweroff(struct exec_chan *ch, int status) __must_check;
  * (the server calls it at every step). */
 void exec_chan_flush(struct exec_chan *ch);
 
-/** exec_chan_guest_readable - read and handle what the guest sent. Return: 0; -EPIPE the VM
- * closed the pipe; -errno. */
+/** exec_chan_wants_guest - poll the guest's pipe now (there is one, and the client's queue
+ * is below EXEC_CLIENT_Q_HIGH: a slow client holds the guest back, through its UART). */
+bool exec_chan_wants_guest(const struct exec_chan *ch);
+
+/** exec_chan_guest_readable - read and handle what the guest sent, then kick its UART.
+ * Return: 0; -EPIPE the VM closed the pipe; -errno. */
 int exec_chan_guest_readable(struct exec_chan *ch);
 
-/** exec_chan_client_readable - the EXEC client's socket is readable: when it went away, its
- * command is killed (K). */
-void exec_chan_client_readable(struct exec_chan *ch);
+/** exec_chan_client_events - the poll events to ask of the client's socket. */
+short exec_chan_client_events(const struct exec_chan *ch);
+
+/** exec_chan_client_ready - the client's socket had @revents: send what is queued (POLLOUT);
+ * a full hang-up kills its command (K); bytes it sends are ignored; a shut writing side is
+ * only noted (it may still read the output). */
+void exec_chan_client_ready(struct exec_chan *ch, short revents);
 
 /** exec_chan_end - the VM is ending: a client still waiting gets "END reason=@reason". */
 void exec_chan_end(struct exec_chan *ch, const char *reason);
@@ -233,6 +251,7 @@ void exec_chan_close(struct exec_chan *ch);
  * @window_failed: polled between messages: the open window cannot go on (its recording failed);
  *   the server then ends it with HVP_END_ERROR. May be NULL.
  * @cmd_send: bytes to the guest's command channel (vmm_cmd_send); NULL: no channel.
+ * @cmd_kick: its output pipe was read (vmm_cmd_tx_kick); may be NULL.
  */
 struct control_ops {
 	void *ctx;
@@ -241,6 +260,7 @@ struct control_ops {
 	int (*detach)(void *ctx, int reason, int exit_status, char *reply, size_t len);
 	bool (*window_failed)(void *ctx);
 	ssize_t (*cmd_send)(void *ctx, const void *buf, size_t len);
+	void (*cmd_kick)(void *ctx);
 };
 
 /**

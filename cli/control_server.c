@@ -23,6 +23,7 @@
 #include "control.h"
 
 #define CONN_MAX_FDS 4 /* fds accepted per recvmsg (extra ones are closed) */
+#define CHAN_RETRY_MS 10 /* the step's wait while frames wait for the guest's receive buffer */
 
 struct ctl_conn {
 	int fd;
@@ -207,7 +208,7 @@ static int handle_exec(struct control_server *srv, struct ctl_conn *c, bool sess
 		return conn_error(c, -err, chan_why(err));
 	/* the channel owns the socket now; OK goes first, the output follows */
 	if (send(c->fd, line, strlen(line), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)strlen(line))
-		exec_chan_client_readable(&srv->chan); /* gone: killed at its hang-up */
+		exec_chan_client_ready(&srv->chan, POLLHUP); /* gone: its command is killed */
 	c->fd = -1;
 	conn_close(c);
 	return 1;
@@ -385,11 +386,14 @@ int control_server_step(struct control_server *srv, int timeout_ms)
 				 { cl->fd < 0 ? srv->listen_fd : -1, POLLIN, 0 },
 				 { cl->fd, POLLIN, 0 },
 				 { se->fd, POLLIN, 0 },
-				 { srv->chan.guest_fd, POLLIN, 0 },
-				 { srv->chan.client_fd, POLLIN, 0 } };
+				 { exec_chan_wants_guest(&srv->chan) ? srv->chan.guest_fd : -1,
+				   POLLIN, 0 },
+				 { srv->chan.client_fd, exec_chan_client_events(&srv->chan), 0 } };
 	uint64_t now = now_ns();
 	char drain[16];
 
+	if (srv->chan.outq_len || srv->chan.kill_pending)
+		timeout_ms = timeout_ms < CHAN_RETRY_MS ? timeout_ms : CHAN_RETRY_MS;
 	if (cl->fd >= 0 && cl->deadline_ns > now &&
 	    (cl->deadline_ns - now) / 1000000 < (uint64_t)timeout_ms)
 		timeout_ms = (int)((cl->deadline_ns - now) / 1000000) + 1;
@@ -405,7 +409,7 @@ int control_server_step(struct control_server *srv, int timeout_ms)
 		return 1;
 	}
 	if (pfd[5].revents)
-		exec_chan_client_readable(&srv->chan);
+		exec_chan_client_ready(&srv->chan, pfd[5].revents);
 	exec_chan_flush(&srv->chan);
 	if (pfd[3].revents)
 		serve(srv, CONN_SESSION);
@@ -536,7 +540,7 @@ int control_server_create(const struct control_config *cfg, const struct control
 	for (int i = 0; i < CONN_N; i++)
 		conn_init(&srv->conn[i]);
 	exec_chan_init(&srv->chan, cfg->chan && ops->cmd_send ? cfg->chan_fd : -1, ops->cmd_send,
-		       ops->ctx);
+		       ops->cmd_kick, ops->ctx);
 	if (pipe2(srv->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
 		err = -errno;
 		free(srv);

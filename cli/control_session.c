@@ -322,6 +322,13 @@ static ssize_t op_cmd_send(void *ctx, const void *buf, size_t len)
 	return vmm_cmd_send(cr->gs->vm, buf, len);
 }
 
+static void op_cmd_kick(void *ctx)
+{
+	struct control_run *cr = ctx;
+
+	vmm_cmd_tx_kick(cr->gs->vm);
+}
+
 static bool op_window_failed(void *ctx)
 {
 	struct control_run *cr = ctx;
@@ -384,8 +391,10 @@ int control_run_start(struct control_run *cr, const char *path, const struct gue
 
 	cr->g = g;
 	cr->gs = gs;
-	if (cfg.chan)
+	if (cfg.chan) {
 		cr->ops.cmd_send = op_cmd_send;
+		cr->ops.cmd_kick = op_cmd_kick;
+	}
 	err = control_server_create(&cfg, &cr->ops, &cr->srv);
 	if (err) {
 		cli_error("--control %s: %s", path,

@@ -142,6 +142,7 @@ int record_attach(const struct record_attach_args *a)
 			 : a->duration_s > 0 ? "detaching at the duration or Ctrl-C"
 					     : "Ctrl-C detaches");
 	if (a->exec_cmd) {
+		struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe;
 		char line[CTL_MAX_LINE + 8];
 		char *word = (char *)a->exec_cmd;
 		int st;
@@ -151,8 +152,12 @@ int record_attach(const struct record_attach_args *a)
 				  "(escaped)", CTL_MAX_LINE - 6);
 			st = 255;
 		} else {
+			/* `record --exec ... | head`: an EPIPE ends the command (141), never us */
+			sigemptyset(&ign.sa_mask);
+			sigaction(SIGPIPE, &ign, &old_pipe);
 			st = exec_command(a->path, line, EXEC_WAIT_MS / 1000, &stop_signal,
 					  &wait_mask);
+			sigaction(SIGPIPE, &old_pipe, NULL);
 		}
 		status = wait_window(&c, a, true);
 		if (status == EXIT_OK && st != 0) {

@@ -352,6 +352,7 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 	/* initialised either way (vmm_cmd_send and exit_io look at cfg.cmd_channel) */
 	serial_init(&vm->com2, SERIAL_COM2_IRQ, cfg->cmd_channel ? cfg->cmd_out_fd : -1,
 		    set_irq_line, vm);
+	serial_set_tx_hold(&vm->com2); /* the reader drains and kicks (vmm_cmd_tx_kick) */
 	err = disks_create(vm); /* also declares them on vm->cmdline */
 	vm->cfg.disks = NULL;    /* the caller's array: read only above */
 	if (err)

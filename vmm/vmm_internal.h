@@ -105,6 +105,7 @@ int mptable_write(struct vmm_ram *ram, uint64_t gpa, unsigned int cpus) __must_c
 /* ---------------------------------------------------------------- 8250 UART (serial.c) */
 
 #define SERIAL_RX_CAP 4096 /* bytes the host may queue for the guest to receive */
+#define SERIAL_TX_CAP 4096 /* transmitted bytes that may wait for the host (tx_hold) */
 
 struct serial8250 {
 	uint8_t ier, iir_fifo, lcr, mcr, lsr, msr, scr, dll, dlm, fcr;
@@ -114,6 +115,13 @@ struct serial8250 {
 	/* received bytes not yet read by the guest: a ring of rx_len bytes from rx_head */
 	uint8_t rx_buf[SERIAL_RX_CAP];
 	size_t rx_head, rx_len;
+	/* tx_hold (COM2): what out_fd does not take at once waits in a ring of tx_len bytes from
+	 * tx_head, with THRE clear, so the guest's driver stops sending until serial_tx_flush
+	 * drains it (backpressure: no byte is lost; Linux's 8250 sends at most a FIFO's worth,
+	 * 16 bytes, per THRE interrupt) */
+	bool tx_hold;
+	uint8_t tx_buf[SERIAL_TX_CAP];
+	size_t tx_head, tx_len;
 	atomic_ulong tx_bytes;   /* bytes the guest sent out (the silent-guest hint reads it) */
 	atomic_ulong tx_dropped; /* ... of which a write to out_fd did not take (EAGAIN, error) */
 	atomic_ulong rx_bytes;   /* received bytes the guest read from RBR */
@@ -124,6 +132,12 @@ struct serial8250 {
 	void *irq_ctx;
 	pthread_mutex_t lock;
 };
+
+/* Hold transmitted bytes the host cannot take yet (COM2): at most this many wait. */
+void serial_set_tx_hold(struct serial8250 *s);
+/* Write what waits to out_fd; when all went, THRE is set again and the THRE interrupt raised.
+ * Any thread. Return: the bytes still waiting. */
+size_t serial_tx_flush(struct serial8250 *s);
 
 #define SERIAL_COM1_BASE 0x3f8
 #define SERIAL_COM1_IRQ 4

@@ -153,13 +153,19 @@ static int run(const char *cmd)
 	int out[2], err[2], status = 0, fds_left;
 	bool exited = false;
 
-	if (pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC))
+	if (pipe2(out, O_CLOEXEC))
 		return 127;
+	if (pipe2(err, O_CLOEXEC)) {
+		close(out[0]);
+		close(out[1]);
+		return 127;
+	}
 	event(EVENT_WORKLOAD_START, 0);
 	child = fork();
 	if (child == 0) {
-		int null = open("/dev/null", O_RDONLY);
+		int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
+		signal(SIGPIPE, SIG_DFL); /* the command gets what a shell would give it */
 		setpgid(0, 0);
 		if (null >= 0)
 			dup2(null, 0);
@@ -178,6 +184,9 @@ static int run(const char *cmd)
 		return 127;
 	}
 	setpgid(child, child);
+	/* a K that came in the same read as its C is already buffered: act on it now */
+	for (size_t n; (n = frame_while_running());)
+		consume(n);
 	fds_left = 2;
 	for (;;) {
 		struct pollfd p[3] = { { tty, POLLIN, 0 }, { out[0], POLLIN, 0 }, { err[0], POLLIN, 0 } };

@@ -77,8 +77,9 @@ struct vmm_disk {
  *   PC without the port), so the guest's 8250 probe finds no UART there.
  * @cmd_out_fd: with @cmd_channel, where COM2's transmitted bytes go, one write(2) per byte on
  *   the transmitting vCPU's thread (-1: discarded). The fd stays the caller's (never closed);
- *   make it non-blocking (O_NONBLOCK; vmm_create warns when it is not): a write that would block
- *   drops the byte, counted in cmd_tx_dropped. A pipe whose reader went away raises SIGPIPE:
+ *   make it non-blocking (O_NONBLOCK; vmm_create warns when it is not): what a full fd does not
+ *   take waits in the UART, which stops the guest sending (vmm_cmd_tx_kick drains it); only
+ *   a guest that sends on regardless loses bytes, counted in cmd_tx_dropped. A pipe whose reader went away raises SIGPIPE:
  *   ignore it in the process. vmm_create fails with -EBADF if the fd is not open for writing.
  */
 struct vmm_config {
@@ -212,6 +213,15 @@ void vmm_get_counters(const struct vmm *vm, struct vmm_counters *out);
  * with KVM_IRQ_LINE on the calling thread). Never blocks on the guest.
  */
 ssize_t vmm_cmd_send(struct vmm *vm, const void *buf, size_t len) __must_check;
+
+/**
+ * vmm_cmd_tx_kick - the reader of vmm_config.cmd_out_fd made room (it read): write what the
+ * guest transmitted and the fd could not take then. A non-blocking @cmd_out_fd that is full
+ * does not lose bytes: they wait in the UART (4 KiB at most) with its THRE bit clear, so the
+ * guest's driver stops sending until this call (or the next transmitted byte) drains them and
+ * raises the THRE interrupt. Any thread; nothing to do without a command channel.
+ */
+void vmm_cmd_tx_kick(struct vmm *vm);
 
 /**
  * vmm_strategy - how this host is driven, one line (static until vmm_destroy), e.g.

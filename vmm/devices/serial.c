@@ -2,8 +2,9 @@
 // 16550A UARTs: COM1 (0x3f8, IRQ 4), the guest console, and COM2 (0x2f8, IRQ 3), the command
 // channel (vmm_cmd_send; present only with vmm_config.cmd_channel). Register model from the
 // 16550A data sheet, with what Linux's 8250 driver (8250_port.c: autoconfig,
-// serial8250_handle_irq, serial8250_rx_chars) relies on: THRE/TEMT always set (we transmit at
-// once); a host-side receive buffer of SERIAL_RX_CAP bytes behind RBR, LSR.DR while it holds
+// serial8250_handle_irq, serial8250_rx_chars) relies on: THRE/TEMT set while nothing waits to
+// be transmitted (COM1 transmits at once; COM2 holds what its host fd cannot take yet, THRE
+// clear, until serial_tx_flush: backpressure, not loss); a host-side receive buffer of SERIAL_RX_CAP bytes behind RBR, LSR.DR while it holds
 // data, FCR.CLEAR_RCVR empties it; interrupts by priority RDA (IIR 0x4, IER.RDI) > THRE (IIR
 // 0x2, IER.THRI), no line-status or modem-status interrupts; the line gated by MCR.OUT2;
 // loopback: MSR mirrors MCR, and what is transmitted is received instead of leaving the UART.
@@ -95,6 +96,17 @@ static void serial_update_irq(struct serial8250 *s)
 		s->set_irq(s->irq_ctx, s->irq, level);
 }
 
+/* One write of @n bytes to out_fd, EINTR retried. Return: bytes written; -1. */
+static ssize_t tx_write(struct serial8250 *s, const uint8_t *buf, size_t n)
+{
+	ssize_t w;
+
+	do {
+		w = write(s->out_fd, buf, n);
+	} while (w < 0 && errno == EINTR);
+	return w;
+}
+
 static void serial_tx(struct serial8250 *s, uint8_t c)
 {
 	if (s->mcr & UART_MCR_LOOP) {
@@ -104,6 +116,20 @@ static void serial_tx(struct serial8250 *s, uint8_t c)
 		return;
 	}
 	atomic_fetch_add_explicit(&s->tx_bytes, 1, memory_order_relaxed);
+	if (s->tx_hold && s->out_fd >= 0) {
+		if (!s->tx_len && tx_write(s, &c, 1) == 1)
+			return;
+		if (s->tx_len == SERIAL_TX_CAP) {
+			/* the guest sent on with THRE clear: more than a driver does, dropped */
+			atomic_fetch_add_explicit(&s->tx_dropped, 1, memory_order_relaxed);
+			return;
+		}
+		/* SAFETY: tx_head < SERIAL_TX_CAP and tx_len < SERIAL_TX_CAP: in the ring */
+		s->tx_buf[(s->tx_head + s->tx_len) % SERIAL_TX_CAP] = c;
+		s->tx_len++;
+		s->lsr &= (uint8_t)~(UART_LSR_THRE | UART_LSR_TEMT); /* the guest must wait */
+		return;
+	}
 	if (s->out_fd >= 0) {
 		ssize_t n;
 
@@ -131,14 +157,15 @@ void serial_io(struct serial8250 *s, unsigned int off, bool is_write, uint8_t *d
 				s->dll = v;
 			} else {
 				serial_tx(s, v);
-				s->thri_pending = true; /* transmitted at once: THR empty again */
+				/* transmitted at once: THR empty again (unless it waits: tx_hold) */
+				s->thri_pending = !s->tx_len;
 			}
 			break;
 		case 1:
 			if (dlab) {
 				s->dlm = v;
 			} else {
-				if ((v & UART_IER_THRI) && !(s->ier & UART_IER_THRI))
+				if ((v & UART_IER_THRI) && !(s->ier & UART_IER_THRI) && !s->tx_len)
 					s->thri_pending = true;
 				s->ier = v & 0x0f;
 			}
@@ -228,6 +255,45 @@ size_t serial_rx_push(struct serial8250 *s, const uint8_t *buf, size_t len)
 	serial_update_irq(s);
 	pthread_mutex_unlock(&s->lock);
 	return n;
+}
+
+void serial_set_tx_hold(struct serial8250 *s)
+{
+	s->tx_hold = true;
+}
+
+size_t serial_tx_flush(struct serial8250 *s)
+{
+	size_t left;
+
+	pthread_mutex_lock(&s->lock);
+	while (s->tx_len && s->out_fd >= 0) {
+		size_t run = SERIAL_TX_CAP - s->tx_head; /* contiguous up to the ring's end */
+		ssize_t w;
+
+		if (run > s->tx_len)
+			run = s->tx_len;
+		w = tx_write(s, s->tx_buf + s->tx_head, run);
+		if (w <= 0)
+			break; /* still full: the next flush */
+		s->tx_head = (s->tx_head + (size_t)w) % SERIAL_TX_CAP;
+		s->tx_len -= (size_t)w;
+	}
+	if (!s->tx_len && !(s->lsr & UART_LSR_THRE)) {
+		s->tx_head = 0;
+		s->lsr |= UART_LSR_THRE | UART_LSR_TEMT;
+		s->thri_pending = true; /* the driver sends on at the THRE interrupt */
+		serial_update_irq(s);
+	}
+	left = s->tx_len;
+	pthread_mutex_unlock(&s->lock);
+	return left;
+}
+
+void vmm_cmd_tx_kick(struct vmm *vm)
+{
+	if (vm && vm->cfg.cmd_channel)
+		serial_tx_flush(&vm->com2);
 }
 
 /* ---------------------------------------------------------------- COM2: the command channel */

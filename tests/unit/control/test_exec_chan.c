@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -349,6 +350,92 @@ static int test_server_exec_end_and_full(void)
 	return TEST_OK;
 }
 
+static int kicks;
+
+static void fake_kick(void *ctx)
+{
+	kicks++;
+}
+
+/* A client that does not read: its output queues up to the high mark, then the guest's pipe
+ * is left unread (its UART holds back); once it reads, every byte arrives in order. A client
+ * that shuts only its writing side still gets its output. */
+static int test_server_exec_slow_client(void)
+{
+	struct control_ops kops = ops;
+	struct control_config cfg = { .chan = true };
+	struct control_server *srv;
+	static char frame[EXEC_MAX_CHUNK + 16], got[1 << 20];
+	size_t total = 0, want = 0, in_pipe;
+	char out[64];
+	int pipe_fd[2], cl, sz = 4096;
+	ssize_t r;
+
+	memset(&fg, 0, sizeof(fg));
+	fg.room = sizeof(fg.got);
+	kops.cmd_kick = fake_kick;
+	ASSERT_EQ_INT(pipe2(pipe_fd, O_CLOEXEC | O_NONBLOCK), 0);
+	fcntl(pipe_fd[1], F_SETPIPE_SZ, 1 << 20);
+	cfg.chan_fd = pipe_fd[0];
+	ASSERT_EQ_INT(control_server_create(&cfg, &kops, &srv), 0);
+	guest_says(srv, pipe_fd[1], "R 1\n", 4);
+	cl = client(srv);
+	ASSERT_TRUE(cl >= 0);
+	setsockopt(cl, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	say(srv, cl, "EXEC cat big\n", out, sizeof(out));
+	ASSERT_EQ_STR(out, "OK exec=1\n");
+	shutdown(cl, SHUT_WR); /* `printf 'EXEC ...' | socat`: still reading */
+	/* 64 chunks of 4096 bytes (256 KiB) of a counting pattern, then the end */
+	for (int i = 0; i < 64; i++) {
+		int n = snprintf(frame, sizeof(frame), "O 1 %d\n", EXEC_MAX_CHUNK);
+
+		for (int k = 0; k < EXEC_MAX_CHUNK; k++)
+			frame[n + k] = (char)('a' + (want + (size_t)k) % 26);
+		want += EXEC_MAX_CHUNK;
+		ASSERT_EQ_INT((int)write(pipe_fd[1], frame, (size_t)n + EXEC_MAX_CHUNK),
+			      n + EXEC_MAX_CHUNK);
+	}
+	ASSERT_EQ_INT((int)write(pipe_fd[1], "X 0\n", 4), 4);
+	for (int i = 0; i < 20; i++)
+		control_server_step(srv, 5);
+	ioctl(pipe_fd[0], FIONREAD, &sz);
+	in_pipe = (size_t)sz;
+	ASSERT_TRUE(in_pipe > 64 * 1024); /* held back: the guest was not read past the mark */
+	ASSERT_TRUE(kicks > 0);
+	/* now read it all */
+	for (int i = 0; i < 5000; i++) {
+		control_server_step(srv, 2);
+		r = recv(cl, got + total, sizeof(got) - total, MSG_DONTWAIT);
+		if (r == 0)
+			break;
+		if (r > 0)
+			total += (size_t)r;
+	}
+	close(cl);
+	{
+		size_t off = 0, data = 0;
+		bool order = true;
+		unsigned int fd;
+		size_t len;
+		int used;
+
+		while (off < total && sscanf(got + off, "OUT %u %zu\n%n", &fd, &len, &used) == 2) {
+			off += (size_t)used;
+			for (size_t k = 0; k < len && off + k < total; k++)
+				order &= got[off + k] == (char)('a' + (data + k) % 26);
+			data += len;
+			off += len;
+		}
+		ASSERT_EQ_U64(data, want);
+		ASSERT_TRUE(order);
+		ASSERT_TRUE(off < total && !strncmp(got + off, "EXIT status=0\n", 14));
+	}
+	control_server_destroy(srv);
+	close(pipe_fd[0]);
+	close(pipe_fd[1]);
+	return TEST_OK;
+}
+
 int main(void)
 {
 	static const struct test_case tests[] = {
@@ -357,6 +444,8 @@ int main(void)
 		{ "EXEC and POWEROFF: escaping both ways, refusals", test_exec_escaping },
 		{ "server: EXEC not ready, runs, one at a time, output, kill, poweroff",
 		  test_server_exec },
+		{ "server: a client that reads slowly (the guest is held back, nothing lost), "
+		  "one that shuts its writing side", test_server_exec_slow_client },
 		{ "server: a full receive buffer (the frame goes whole, later), the VM's end, "
 		  "no channel",
 		  test_server_exec_end_and_full },
