@@ -91,6 +91,11 @@ check("exec: 9000 random bytes of binary output, byte for byte (the guest's md5s
       r.returncode == 0 and len(r.stdout) == 9000 and r2.stdout.split()[:1] == [got],
       f"{r.returncode}: {len(r.stdout)} bytes, md5 {got}, guest: {r2.stdout.strip()}")
 
+r = hvexec("yes | head -3", text=True)
+check("exec: commands get the default SIGPIPE (yes | head -3 ends quietly, status 0)",
+      r.returncode == 0 and r.stdout == "y\ny\ny\n" and "Broken pipe" not in r.stderr,
+      f"{r.returncode} {r.stdout!r} {r.stderr!r}")
+
 # 2. three windows around three commands
 programs = [("hvprof-demo", "/bin/hvprof-demo 3 1"), ("hvprof-paths", "/bin/hvprof-paths"),
             ("hvprof-bench", "/bin/hvprof-bench cpu 3")]
