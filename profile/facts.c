@@ -164,6 +164,33 @@ static void add_counters(struct facts *f, const struct profile *p)
 		facts_take(f, line);
 }
 
+/*
+ * The rate achieved against -F, for recordings whose periods are the counter's real counts
+ * (those with the overflows_merged counter; docs/recording-format.md, SAMPLE): for cpu-clock the
+ * samples per second of the vCPU time their periods add up to. Overflows whose signals merged
+ * while one was pending (the vCPU thread outside KVM_RUN) make fewer samples than -F asks, each
+ * weighing the overflows it stands for.
+ */
+static void add_rate(struct facts *f, const struct profile *p, const char *counter,
+		     const char *freq)
+{
+	const struct profile_stats *st = &p->stats;
+	uint64_t merged, fallbacks = 0;
+	char extra[64] = "";
+
+	if (!freq || profile_counter(p, "overflows_merged", &merged) != 0 || !st->samples)
+		return;
+	if (profile_counter(p, "period_fallbacks", &fallbacks) == 0 && fallbacks)
+		snprintf(extra, sizeof(extra), ", %" PRIu64 " with the nominal period", fallbacks);
+	if (counter && strstr(counter, "clock") && st->period_total)
+		facts_add(f, "Rate: %.0f samples/s of vCPU time at -F %s (overflows merged: %" PRIu64
+			  "; weights are the counter's real periods%s)",
+			  (double)st->samples * 1e9 / (double)st->period_total, freq, merged, extra);
+	else
+		facts_add(f, "Rate: -F %s, the kernel's target for %s (weights are the counter's "
+			  "real periods%s)", freq, counter ? counter : "the counter", extra);
+}
+
 int profile_facts(const struct profile *p, struct facts *f)
 {
 	const struct profile_stats *st = &p->stats;
@@ -238,6 +265,7 @@ int profile_facts(const struct profile *p, struct facts *f)
 	facts_add(f, "Event: %s%s%s%s%s%s%s", counter ? counter : "(unknown)", freq ? ", " : "",
 		  freq ? freq : "", freq ? " Hz" : "", period ? ", period " : "",
 		  period ? period : "", period ? " ns" : "");
+	add_rate(f, p, counter, freq);
 	if (mode)
 		facts_add(f, "Callchains: %s", mode);
 	if (kernel || kver)

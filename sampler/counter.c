@@ -102,12 +102,41 @@ int counter_open_vcpu(struct sampler *s, struct svcpu *sv)
 	return 0;
 }
 
+/* The counter's count: read(2) of a perf fd without read_format gives one u64 (perf_event_open(2),
+ * "Reading results"); the vCPU threads' seccomp filter allows read (vmm/seccomp.c). */
+static bool counter_read(const struct svcpu *sv, uint64_t *count)
+{
+	return sv->perf_fd >= 0 && read(sv->perf_fd, count, sizeof(*count)) == sizeof(*count);
+}
+
+struct period_result counter_period(struct svcpu *sv)
+{
+	struct period_result r;
+	uint64_t nominal, max, count = 0;
+	bool ok;
+
+	period_bounds(sv->s->counter, sv->hz_applied, &nominal, &max);
+	if (sv->perf_fd < 0)
+		return (struct period_result){ .period = nominal };
+	ok = counter_read(sv, &count);
+	r = period_next(&sv->period_base, ok, count, nominal, max);
+	sv->c.overflows_merged += r.merged;
+	sv->c.period_fallbacks += r.fallback;
+	return r;
+}
+
 int counter_enable_vcpu(struct svcpu *sv)
 {
+	uint64_t count = 0;
+	bool ok;
 	int err;
 
 	if (sv->perf_fd < 0 || sv->counting)
 		return 0;
+	/* The first sample after this enable counts from here, not from the last sample of an
+	 * earlier window: the counter is disabled, so its count is still. */
+	ok = counter_read(sv, &count);
+	period_restart(&sv->period_base, ok, count);
 	if (ioctl(sv->perf_fd, PERF_EVENT_IOC_ENABLE, 0) < 0) {
 		err = -errno;
 		pr_err("vCPU %u: PERF_EVENT_IOC_ENABLE: %s", sv->index, hvp_strerror(err));

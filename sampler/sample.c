@@ -119,7 +119,7 @@ static void regs_of(struct svcpu *sv, const struct kvm_regs *regs, const struct 
 	gr->pg.cache = &sv->tcache;
 }
 
-static void sample_init(struct svcpu *sv, struct hvp_sample *smp, uint64_t t0,
+static void sample_init(struct svcpu *sv, struct hvp_sample *smp, uint64_t t0, uint64_t period,
 			const struct kvm_regs *regs, const struct kvm_sregs *sregs)
 {
 	struct sampler *s = sv->s;
@@ -133,8 +133,7 @@ static void sample_init(struct svcpu *sv, struct hvp_sample *smp, uint64_t t0,
 	smp->task = 0;
 	smp->pid = smp->tgid = -1;
 	smp->cookie = 0;
-	smp->period = s->counter == SAMPLER_COUNTER_CPU_CLOCK ? 1000000000ull / s->cfg.sample_hz
-							      : 0;
+	smp->period = period; /* the counter's count since the vCPU's previous sample */
 	smp->n_kernel = smp->n_user = 0;
 	smp->kernel_stop = smp->user_stop = HVP_WALK_NONE;
 	sv->sample_has_regs = false;
@@ -222,11 +221,13 @@ int sample_take(struct svcpu *sv)
 	struct gi_regs gr;
 	struct hvp_thread thr;
 	struct gi_thread_state st = { 0 };
-	uint64_t t0 = vmm_now_ns(), t1, t2, task = 0;
+	uint64_t t0 = vmm_now_ns(), t1, t2, task = 0, period;
 	bool exiting = false;
 
 	if (!s->gi || !sink || vmm_vcpu_regs(sv->v, &regs, &sregs) != 0)
 		return 0;
+	/* read for every overflow, recorded or not: the next sample weighs only what follows */
+	period = counter_period(sv).period;
 	if (!(sregs->efer & EFER_LMA)) {
 		/* not in long mode yet (an AP before its startup IPI): no guest to sample */
 		sv->c.samples_not_long_mode++;
@@ -238,7 +239,7 @@ int sample_take(struct svcpu *sv)
 		kwatch_kernel(sv, sregs);
 	else
 		kwatch_user(sv, sregs);
-	sample_init(sv, smp, t0, regs, sregs);
+	sample_init(sv, smp, t0, period, regs, sregs);
 	regs_of(sv, regs, sregs, smp->cpl, &gr);
 
 	if (gi_current_thread(s->gi, s->mem, &gr, &task, &thr, &st) == 0) {

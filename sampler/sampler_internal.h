@@ -12,6 +12,8 @@
 #include <hvprof/sampler.h>
 #include <hvprof/vmm.h>
 
+#include "period.h"
+
 struct sampler;
 
 /* ---------------------------------------------------------------- per vCPU */
@@ -43,6 +45,9 @@ struct svcpu {
 	struct hvp_user_regs sample_regs, ustack_regs;
 	uint8_t *sample_stack, *ustack_stack;
 	bool sample_has_regs;         /* sample_regs belongs to the sample being built */
+
+	/* ---- the sample's period (period.c, counter.c: counter_period) */
+	struct period_base period_base; /* the counter's count at the last sample or enable */
 };
 
 #define SAMPLER_MAPS_MAX 1024 /* mappings of one process recorded at most (more: counted error) */

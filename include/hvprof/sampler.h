@@ -10,6 +10,7 @@
 #define HVPROF_SAMPLER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <hvprof/compiler.h>
@@ -149,7 +150,9 @@ struct sampler_config {
 	X(events)               /* EVENT records written (guest events, sampling start) */      \
 	X(events_dropped)       /* guest events past SAMPLER_MAX_EVENTS, or the sink failed */ \
 	X(marks_dropped_detach) /* marks pending at a detach: dropped, no USER_STACK record */ \
-	X(marks_refused_off)    /* kernel samples of a late vCPU after sampling stopped: no mark */
+	X(marks_refused_off)    /* kernel samples of a late vCPU after sampling stopped: no mark */ \
+	X(overflows_merged)     /* overflows merged into a sample (period ~ k x nominal: k-1) */ \
+	X(period_fallbacks)     /* samples given the nominal period (count unread or absurd) */
 
 /** struct sampler_counters - what the sampler counted, summed over the vCPUs. */
 struct sampler_counters {

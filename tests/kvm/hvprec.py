@@ -34,7 +34,8 @@ def read(path):
              nk, nu) = struct.unpack_from("<QIBBBBQQQiiQQHH", data, p)
             ips = struct.unpack_from(f"<{nk + nu}Q", data, p + 72)
             cur = dict(t=t, vcpu=vcpu, cpl=cpl, flags=flags, kstop=kstop, ustop=ustop, rip=rip,
-                       pid=pid, tgid=tgid, cookie=cookie, kips=ips[:nk], uips=ips[nk:])
+                       pid=pid, tgid=tgid, cookie=cookie, period=period, kips=ips[:nk],
+                       uips=ips[nk:])
             out["samples"].append(cur)
         elif rtype == 3:
             t, task, pid, tgid, kthread = struct.unpack_from("<QQiiB", data, p)

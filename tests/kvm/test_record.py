@@ -52,6 +52,29 @@ check("workload printed its ground truth", truth is not None and pidm is not Non
 cnt = hvprec.read(data)["counters"] if os.path.exists(data) else {}
 rate = cnt.get("samples", 0) / (cnt.get("vcpu_cpu_ns", 0) / 1e9) if cnt.get("vcpu_cpu_ns") else 0
 check("1000 samples per second of vCPU time (within 10%)", 900 <= rate <= 1100, f"{rate:.0f}/s")
+# Each sample's period is the counter's real count since its vCPU's previous sample
+# (docs/recording-format.md, SAMPLE): they add up to the vCPU time sampled (from boot: all of it,
+# but the tail after each vCPU's last sample). cpu-clock counts with the scheduler's local_clock
+# while the thread runs, CLOCK_THREAD_CPUTIME_ID with its task clock: 1.2% apart in a run here.
+# The samples plus the overflows merged into them are what -F asked of the periods' time.
+periods = [s["period"] for s in hvprec.read(data)["samples"]] if os.path.exists(data) else []
+vcpu_ns = cnt.get("vcpu_cpu_ns", 0)
+check("sum of sample periods is the vCPU time (within 5%)",
+      periods and vcpu_ns and abs(sum(periods) - vcpu_ns) <= 0.05 * vcpu_ns,
+      f"{sum(periods)} ns of periods, {vcpu_ns} ns of vCPU time")
+check("every period is a real count: > 0, <= 1024 nominal periods, no fallback",
+      periods and all(0 < p <= 1024 * 1000000 for p in periods)
+      and cnt.get("period_fallbacks", -1) == 0,
+      f"min {min(periods) if periods else '-'} max {max(periods) if periods else '-'}, "
+      f"{cnt.get('period_fallbacks')} fallbacks")
+asked = sum(periods) * 1000 / 1e9
+got = cnt.get("samples", 0) + cnt.get("overflows_merged", 0)
+check("samples + overflows merged = -F x the periods' time (within 1%)",
+      asked and abs(got - asked) <= 0.01 * asked,
+      f"{cnt.get('samples')} + {cnt.get('overflows_merged')} merged vs {asked:.0f} asked")
+mean = sum(periods) / len(periods) if periods else 0
+check("samples/s of vCPU time x mean period = 1e9 ns (within 5%)",
+      rate and abs(rate * mean - 1e9) <= 0.05e9, f"{rate:.0f}/s x {mean:.0f} ns")
 
 code, folded, err = hv("flamegraph", "-i", data, "--format", "folded")
 check("folded export works", code == 0 and folded, err.strip())
@@ -94,6 +117,11 @@ check("kernel threads have no user frames",
 
 code, rep, err = hv("report", "-i", data, "--sort", "comm,pid,sym")
 rows = [l for l in rep.splitlines() if l and not l.startswith("#")]
+rl = re.search(r"^# Rate: (\d+) samples/s of vCPU time at -F 1000 \(overflows merged: (\d+); "
+               r"weights are the counter's real periods", rep, re.M)
+check("report's Rate line: samples/s of the periods' vCPU time, the counter overflows_merged",
+      rl and periods and abs(int(rl.group(1)) - len(periods) * 1e9 / sum(periods)) <= 1
+      and int(rl.group(2)) == cnt.get("overflows_merged"), rl.group(0) if rl else "no line")
 pid_ok = pidm and any(re.search(rf"\bhvprof-demo\s+{pidm.group(1)}\s+\[\.\] burn_a\b", l) for l in rows)
 check("report shows hvprof-demo's pid and comm as the guest printed them", bool(pid_ok),
       f"pid {pidm.group(1) if pidm else '?'}")
