@@ -253,8 +253,9 @@ static int expand_arg(struct diff_sides *ds, int s, size_t a)
 		if (err)
 			return err;
 	}
-	add_note(ds, "%s %s holds %zu workload windows (record --repeat): compared as %zu runs%s",
-		 side, arg, sc->n_windows, ds->n[s] - first,
+	add_note(ds, "%s %s holds %zu workload windows (record --repeat): compared as %zu runs%s; "
+		 "runs of one boot share its conditions, so the scatter from boot to boot is not "
+		 "measured (docs/diff.md)", side, arg, sc->n_windows, ds->n[s] - first,
 		 sc->windows_seen > sc->n_windows ? " (more were recorded: not kept)" : "");
 	return 0;
 }

@@ -203,21 +203,20 @@ static int evaluate(struct profile_diff *d, uint64_t b, uint64_t n, const uint64
 
 /*
  * The prior of the dispersions (diff_stats.c) from every tested entry of the three tables, with
- * two runs or more on a side: its own dispersion and where it sits on the trend.
+ * two runs or more on a side: their own dispersions.
  */
 static int fit_prior(struct profile_diff *d, const struct joint *j)
 {
 	const struct joint_table *tabs[] = { &j->self, &j->total, &j->stacks };
-	double *phi, *x, *shares;
+	double *phi, *shares;
 	size_t m = 0;
 	int err;
 
 	if (d->n_base + d->n_new < 3)
 		return 0;
 	phi = malloc((d->tested ? d->tested : 1) * sizeof(*phi));
-	x = malloc((d->tested ? d->tested : 1) * sizeof(*x));
 	shares = malloc(j->n_runs * sizeof(*shares));
-	err = phi && x && shares ? 0 : -ENOMEM;
+	err = phi && shares ? 0 : -ENOMEM;
 	for (size_t t = 0; t < 3 && !err; t++) {
 		const struct seqtab *st = &tabs[t]->t;
 
@@ -232,14 +231,12 @@ static int fit_prior(struct profile_diff *d, const struct joint *j)
 				continue;
 			if (diff_runs_stat(&sb, &sn, shares, &r))
 				continue;
-			phi[m] = r.phi;
-			x[m++] = r.x;
+			phi[m++] = r.phi;
 		}
 	}
 	if (!err)
-		err = diff_prior_fit(phi, x, m, (double)(d->n_base + d->n_new) - 2, &d->prior);
+		err = diff_prior_fit(phi, m, (double)(d->n_base + d->n_new) - 2, &d->prior);
 	free(phi);
-	free(x);
 	free(shares);
 	return err;
 }

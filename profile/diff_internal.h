@@ -17,22 +17,20 @@
  * variance of m_new - m_base under binomial sampling alone, pool (1 - pool) (mean_B(1/N_j) / n_b
  * + mean_N(1/N_j) / n_n). @phi: the entry's own dispersion, Pearson's statistic over its @d =
  * n_b + n_n - 2 degrees of freedom: sum_j (p_j - m_side(j))^2 / (pool (1 - pool) / N_j) / d;
- * NaN when d < 1 or pool is 0 or 1. @x: (mean N_j - 1) pool (1 - pool), along which the
- * dispersion of a share whose logit varies from run to run with variance kappa grows:
- * phi = 1 + kappa x (Williams 1982; the prior's trend).
+ * NaN when d < 1 or pool is 0 or 1.
  */
 struct diff_runs {
-	double m_base, m_new, pool, unit, phi, d, x;
+	double m_base, m_new, pool, unit, phi, d;
 };
 
 /*
- * The prior on the entries' dispersions (diff_prior_fit()): log phi0(x) = @c + log(1 + @kappa x)
- * plus the scaled-inverse-chi-square correction of @d0 degrees of freedom (0: no prior, fewer
- * than DIFF_PRIOR_MIN_ENTRIES entries; INFINITY: the entries scatter no more than their own
- * estimates do). @n_fit: the entries it was fitted on.
+ * The prior on the entries' dispersions (diff_prior_fit(), Smyth 2004): @phi0 (s0^2) on @d0
+ * degrees of freedom (0: no prior, fewer than DIFF_PRIOR_MIN_ENTRIES entries; INFINITY: the
+ * entries scatter no more than their own estimates do). @mean_e: the mean of log phi - E[log
+ * chi2_d / d]. @n_fit: the entries it was fitted on.
  */
 struct diff_prior {
-	double c, kappa, d0;
+	double phi0, d0, mean_e;
 	size_t n_fit;
 };
 
@@ -85,16 +83,13 @@ double diff_trigamma_inv(double y);
 int diff_runs_stat(const struct diff_side_counts *b, const struct diff_side_counts *n,
 		   double *shares, struct diff_runs *out);
 /*
- * Fit the prior to the @n entries' own dispersions @phi (each with @d degrees of freedom) at
- * their @x, limma's way (Smyth 2004, section 6.2: moments of log phi) around the trend
- * c + log(1 + kappa x) (least squares; kappa on a grid). Entries whose phi is 0, NaN or
- * infinite are left out. Return: 0 and *@out; -ENOMEM.
+ * Fit the prior to the @n entries' own dispersions @phi (each with @d degrees of freedom),
+ * limma's way (Smyth 2004, section 6.2: the moments of log phi). Entries whose phi is 0, NaN or
+ * infinite are left out. Return: 0 and *@out (always 0: no allocation).
  */
-int diff_prior_fit(const double *phi, const double *x, size_t n, double d, struct diff_prior *out);
-/* The prior's dispersion at @x (>= 0, struct diff_runs). */
-double diff_prior_phi0(const struct diff_prior *pr, double x);
+int diff_prior_fit(const double *phi, size_t n, double d, struct diff_prior *out);
 /*
- * The moderated t of entry @r: phi~ = (d0 phi0(x) + d phi) / (d0 + d) (phi0 alone when d0 is
+ * The moderated t of entry @r: phi~ = (d0 phi0 + d phi) / (d0 + d) (phi0 alone when d0 is
  * infinite, phi alone without a prior), at least 1; t = (m_new - m_base) / sqrt(phi~ unit) with
  * d0 + d degrees of freedom (Smyth 2004, eq. 6.1 and theorem 2).
  */

@@ -163,7 +163,7 @@ int diff_runs_stat(const struct diff_side_counts *b, const struct diff_side_coun
 		   double *shares, struct diff_runs *out)
 {
 	const struct diff_side_counts *side[2] = { b, n };
-	double mean[2] = { 0, 0 }, hsum[2] = { 0, 0 }, c = 0, tot = 0, ss = 0, pool, nbar = 0;
+	double mean[2] = { 0, 0 }, hsum[2] = { 0, 0 }, c = 0, tot = 0, ss = 0, pool;
 	size_t k = 0;
 
 	if (!b->n || !n->n)
@@ -177,18 +177,15 @@ int diff_runs_stat(const struct diff_side_counts *b, const struct diff_side_coun
 			hsum[s] += N > 0 ? 1 / N : 0;
 			c += (double)side[s]->counts[i];
 			tot += N;
-			nbar += N;
 		}
 		mean[s] /= (double)side[s]->n;
 	}
 	pool = tot > 0 ? c / tot : 0;
-	nbar /= (double)k;
 	*out = (struct diff_runs){ .m_base = mean[0], .m_new = mean[1], .pool = pool,
 				   .d = (double)(b->n + n->n) - 2, .phi = NAN };
 	/* var(m_new - m_base) under binomial sampling alone, the pooled share for both sides */
 	out->unit = pool * (1 - pool) *
 		    (hsum[0] / (double)(b->n * b->n) + hsum[1] / (double)(n->n * n->n));
-	out->x = (nbar > 1 ? nbar - 1 : 0) * pool * (1 - pool);
 	if (out->d < 1 || !(pool > 0 && pool < 1))
 		return 0;
 	/* Pearson's dispersion: sum (p_j - m_side)^2 / (pool (1 - pool) / N_j) over d df */
@@ -201,75 +198,41 @@ int diff_runs_stat(const struct diff_side_counts *b, const struct diff_side_coun
 	return 0;
 }
 
-/* log phi0(x) without the d0 correction: the prior's trend */
-static double prior_trend(double c, double kappa, double x)
+int diff_prior_fit(const double *phi, size_t n, double d, struct diff_prior *out)
 {
-	return c + log1p(kappa * x);
-}
-
-int diff_prior_fit(const double *phi, const double *x, size_t n, double d,
-		   struct diff_prior *out)
-{
-	double best_ssr = INFINITY, best_k = 0, best_c = 0, corr, s2, *e;
+	double corr, mean = 0, ss = 0, s2;
 	size_t m = 0;
 
 	*out = (struct diff_prior){ .d0 = 0 };
 	if (!(d >= 1))
 		return 0;
-	e = malloc((n ? n : 1) * sizeof(*e));
-	if (!e)
-		return -ENOMEM;
 	/* e_i = log phi_i - E[log(chi2_d / d)]: unbiased for the log of the true dispersion
-	 * (Smyth 2004, section 6.2) */
+	 * (Smyth 2004, section 6.2); their mean and variance (Welford) */
 	corr = diff_digamma(d / 2) - log(d / 2);
-	for (size_t i = 0; i < n; i++)
-		if (phi[i] > 0 && isfinite(phi[i]) && isfinite(x[i]))
-			e[m++] = log(phi[i]) - corr;
+	for (size_t i = 0; i < n; i++) {
+		double e, delta;
+
+		if (!(phi[i] > 0 && isfinite(phi[i])))
+			continue;
+		e = log(phi[i]) - corr;
+		m++;
+		delta = e - mean;
+		mean += delta / (double)m;
+		ss += delta * (e - mean);
+	}
 	out->n_fit = m;
-	if (m < DIFF_PRIOR_MIN_ENTRIES) {
-		free(e);
+	if (m < DIFF_PRIOR_MIN_ENTRIES)
 		return 0;
-	}
-	/* the trend c + log(1 + kappa x): kappa = 0, or 10^-8 .. 10^1 in steps of 10^0.05 */
-	for (int g = -1; g <= 180; g++) {
-		double kappa = g < 0 ? 0 : pow(10, -8 + 0.05 * g), c = 0, ssr = 0;
-		size_t j = 0;
-
-		for (size_t i = 0; i < n; i++)
-			if (phi[i] > 0 && isfinite(phi[i]) && isfinite(x[i]))
-				c += e[j++] - log1p(kappa * x[i]);
-		c /= (double)m;
-		j = 0;
-		for (size_t i = 0; i < n; i++) {
-			if (phi[i] > 0 && isfinite(phi[i]) && isfinite(x[i])) {
-				double r = e[j++] - prior_trend(c, kappa, x[i]);
-
-				ssr += r * r;
-			}
-		}
-		if (ssr < best_ssr) {
-			best_ssr = ssr;
-			best_k = kappa;
-			best_c = c;
-		}
-	}
-	free(e);
-	out->c = best_c;
-	out->kappa = best_k;
-	/* var(e) = trigamma(d/2) + trigamma(d0/2) (Smyth 2004, eq. 6.3; 2 parameters fitted) */
-	s2 = best_ssr / (double)(m - 2) - diff_trigamma(d / 2);
+	out->mean_e = mean;
+	/* var(e) = trigamma(d/2) + trigamma(d0/2) (Smyth 2004, eq. 6.3) */
+	s2 = ss / (double)(m - 1) - diff_trigamma(d / 2);
 	out->d0 = s2 > 0 ? 2 * diff_trigamma_inv(s2) : INFINITY;
 	if (isnan(out->d0))
 		out->d0 = INFINITY; /* s2 beyond trigamma's range: no spread left */
+	/* s0^2 = exp(mean e + digamma(d0/2) - log(d0/2)) (Smyth 2004, eq. 6.4) */
+	out->phi0 = exp(mean + (isfinite(out->d0) ? diff_digamma(out->d0 / 2) -
+						    log(out->d0 / 2) : 0));
 	return 0;
-}
-
-double diff_prior_phi0(const struct diff_prior *pr, double x)
-{
-	/* s0^2 = exp(mean e + digamma(d0/2) - log(d0/2)) (Smyth 2004, eq. 6.4), at the trend */
-	double corr = isfinite(pr->d0) ? diff_digamma(pr->d0 / 2) - log(pr->d0 / 2) : 0;
-
-	return exp(prior_trend(pr->c, pr->kappa, x) + corr);
 }
 
 void diff_moderated_t(const struct diff_runs *r, const struct diff_prior *pr, double *t,
@@ -278,14 +241,14 @@ void diff_moderated_t(const struct diff_runs *r, const struct diff_prior *pr, do
 	double phi, own = isfinite(r->phi) && r->d >= 1 ? r->phi : NAN;
 
 	if (pr->d0 > 0 && isinf(pr->d0)) {
-		phi = diff_prior_phi0(pr, r->x);
+		phi = pr->phi0;
 		*df = INFINITY;
 	} else if (pr->d0 > 0 && isfinite(own)) {
 		/* the posterior mean of 1/phi's inverse (Smyth 2004, eq. 6.1) */
-		phi = (pr->d0 * diff_prior_phi0(pr, r->x) + r->d * own) / (pr->d0 + r->d);
+		phi = (pr->d0 * pr->phi0 + r->d * own) / (pr->d0 + r->d);
 		*df = pr->d0 + r->d;
 	} else if (pr->d0 > 0) {
-		phi = diff_prior_phi0(pr, r->x);
+		phi = pr->phi0;
 		*df = pr->d0;
 	} else {
 		phi = own;

@@ -160,10 +160,8 @@ static void write_json(struct outbuf *ob, const struct profile_diff *d,
 		outbuf_puts(ob, "null");
 	else
 		json_double(ob, d->prior.d0);
-	outbuf_puts(ob, ",\"kappa\":");
-	json_double(ob, d->prior.kappa);
-	outbuf_puts(ob, ",\"log_phi0\":");
-	json_double(ob, d->prior.c);
+	outbuf_puts(ob, ",\"phi0\":");
+	json_double(ob, d->prior.phi0);
 	outbuf_puts(ob, "}");
 	outbuf_puts(ob, ",\"max_abs_z\":");
 	json_double(ob, d->max_abs_z);
@@ -232,9 +230,9 @@ static void write_text(struct outbuf *ob, const struct profile_diff *d,
 	else if (d->prior.d0 > 0)
 		outbuf_printf(ob, "# Run-to-run noise measured by the runs: t is the moderated t on "
 				  "the per-run shares\n# (each entry's dispersion shrunk toward a "
-				  "prior fitted on %zu entries: d0 %.1f,\n# kappa %.3g); shown only "
+				  "prior fitted on %zu entries: d0 %.1f,\n# phi0 %.2f); shown only "
 				  "when its two-sided p <= %.3g (the same 1%% Bonferroni family).\n",
-			      d->prior.n_fit, d->prior.d0, d->prior.kappa, d->alpha);
+			      d->prior.n_fit, d->prior.d0, d->prior.phi0, d->alpha);
 	else
 		outbuf_printf(ob, "# Run-to-run noise measured by the runs: t is the moderated t on "
 				  "the per-run shares\n# (too few entries for a prior: each on its own "
