@@ -206,6 +206,10 @@ void exec_chan_init(struct exec_chan *ch, int guest_fd,
 int exec_chan_start(struct exec_chan *ch, int client_fd, const char *cmd, size_t len)
 	__must_check;
 
+/** exec_chan_state - "none" (no channel), "booting" (no ready yet), "ready" (a command would
+ * start now) or "busy" (one runs, or is ending; or the VM is ending), for STATUS's exec=. */
+const char *exec_chan_state(const struct exec_chan *ch);
+
 /** exec_chan_poweroff - ask the guest's server to end with @status (0..255): the guest then
  * powers off with it. Return: as exec_chan_start. */
 int exec_chan_poweroff(struct exec_chan *ch, int status) __must_check;

@@ -261,6 +261,20 @@ int exec_chan_start(struct exec_chan *ch, int client_fd, const char *cmd, size_t
 	return 0;
 }
 
+const char *exec_chan_state(const struct exec_chan *ch)
+{
+	switch (check_free(ch)) {
+	case 0:
+		return "ready";
+	case -ENOTSUP:
+		return "none";
+	case -EAGAIN:
+		return ch->ready ? "busy" : "booting";
+	default:
+		return "busy";
+	}
+}
+
 int exec_chan_poweroff(struct exec_chan *ch, int status)
 {
 	char msg[16];

@@ -253,6 +253,12 @@ static int handle_line(struct control_server *srv, int which, const char *line, 
 	case CTL_STATUS:
 		reply[0] = '\0';
 		err = srv->ops->status(srv->ops->ctx, reply, sizeof(reply));
+		if (!err) { /* the command channel's state: none, booting, ready, busy */
+			size_t n = strlen(reply);
+
+			snprintf(reply + n, sizeof(reply) - n, "%sexec=%s", n ? " " : "",
+				 exec_chan_state(&srv->chan));
+		}
 		return err ? conn_error(c, -err, reply) : conn_reply(c, "OK", reply);
 	case CTL_ATTACH:
 		return handle_attach(srv, c, session, &req);

@@ -27,6 +27,40 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
+/*
+ * --exec: the window opens once the guest can run the command (STATUS says exec=ready), so a
+ * VM that is still booting (a CI job's first step) does not put its boot in the recording.
+ * Return: 0; -errno (said).
+ */
+static int wait_exec_ready(struct ctl_client *c, const char *path)
+{
+	uint64_t until = ctl_mono_ms() + EXEC_WAIT_MS;
+	struct ctl_reply r;
+	char state[16];
+	bool said = false;
+
+	for (;;) {
+		if (ctl_client_request(c, "status", "STATUS\n", -1, &r) != 0)
+			return -EIO;
+		if (ctl_reply_get(&r, "exec", state, sizeof(state)) != 0 || !strcmp(state, "none")) {
+			cli_error("--exec: the VM at %s serves no commands (start it with run "
+				  "--control and no --run, on a bundled image)", path);
+			return -ENOTSUP;
+		}
+		if (!strcmp(state, "ready"))
+			return 0;
+		if (ctl_mono_ms() >= until || stop_signal) {
+			cli_error("--exec: the guest's command server is not ready (%s)", state);
+			return -ETIMEDOUT;
+		}
+		if (!said)
+			fprintf(stderr, "hvprof: waiting for the guest's command server before "
+				"attaching (up to %d s)\n", EXEC_WAIT_MS / 1000);
+		said = true;
+		usleep(250 * 1000);
+	}
+}
+
 /* The DONE line's outcome as record's exit status (cli/outcome.c's conventions). */
 static int done_status(const struct ctl_reply *r, const struct record_attach_args *a,
 		       bool by_signal)
@@ -102,6 +136,8 @@ int record_attach(const struct record_attach_args *a)
 		return EXIT_ERROR;
 	snprintf(text, sizeof(text), "HELLO %d\n", CTL_VERSION);
 	if (ctl_client_request(&c, "the handshake", text, -1, &r) != 0)
+		goto out;
+	if (a->exec_cmd && wait_exec_ready(&c, a->path) != 0)
 		goto out;
 	if (record_open_output(a->output, &out_fd, &created) != 0)
 		goto out;

@@ -289,7 +289,7 @@ static int test_server_handshake_and_garbage(void)
 	/* a good client: two messages in one write */
 	srv = server_with_client(&cl, 1000);
 	exchange(srv, cl, "HELLO 1\nSTATUS\n", -1, out, sizeof(out));
-	ASSERT_EQ_STR(out, "OK version=1\nOK attached=0 statuses=1\n");
+	ASSERT_EQ_STR(out, "OK version=1\nOK attached=0 statuses=1 exec=none\n");
 	exchange(srv, cl, "DETACH\n", -1, out, sizeof(out));
 	ASSERT_TRUE(!strncmp(out, "ERR EALREADY", 12));
 	close(cl);
