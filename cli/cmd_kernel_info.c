@@ -86,7 +86,18 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 		json_str(f, d->sites[i].symbol);
 		fprintf(f, ", \"offset\": %llu}", (unsigned long long)d->sites[i].sym_off);
 	}
-	fprintf(f, "],\n \"kaslr_relocations\": ");
+	fputs("],\n \"exit_work_loop\": ", f);
+	if (d->exit_work.head) {
+		fprintf(f, "{\"head\": \"0x%llx\", \"clear\": \"0x%llx\", \"symbol\": ",
+			(unsigned long long)d->exit_work.head, (unsigned long long)d->exit_work.clear);
+		json_str(f, d->exit_work_symbol);
+		fprintf(f, ", \"offset\": %llu, \"loop_end\": \"0x%llx\", \"notify_bit\": %u}",
+			(unsigned long long)d->exit_work_off,
+			(unsigned long long)d->exit_work.loop_end, d->exit_work.notify_bit);
+	} else {
+		fputs("null", f);
+	}
+	fprintf(f, ",\n \"kaslr_relocations\": ");
 	if (d->has_relocs)
 		fprintf(f, "{\"64\": %zu, \"inverse32\": %zu, \"32\": %zu}", d->n_relocs64,
 			d->n_relocs_inv32, d->n_relocs32);
@@ -156,6 +167,15 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		       gi_exit_kind_name(d->sites[i].kind),
 		       d->sites[i].symbol[0] ? d->sites[i].symbol : "?",
 		       (unsigned long long)d->sites[i].sym_off);
+	if (d->exit_work.head)
+		printf("exit-work loop: TIF_NOTIFY_RESUME (bit %u) cleared at 0x%llx %s+0x%llx%s: "
+		       "guest-visible marks possible\n", d->exit_work.notify_bit,
+		       (unsigned long long)d->exit_work.clear,
+		       d->exit_work_symbol[0] ? d->exit_work_symbol : "?",
+		       (unsigned long long)d->exit_work_off,
+		       d->exit_work.clear_base ? "" : " (not completable by hvprof: RF needed)");
+	else
+		printf("exit-work loop: not found (marks trap sysretq/iretq)\n");
 	if (d->has_relocs)
 		printf("KASLR:         relocation table of %zu entries (64-bit %zu, inverse 32-bit "
 		       "%zu, 32-bit %zu): hvprof places it at a random slide (--kaslr)\n",

@@ -37,6 +37,12 @@ static const char record_usage[] =
 	"  --callchain-mode M  user part of kernel samples: deferred (walk at the thread's\n"
 	"                      return to user; default), eager (walk at once from pt_regs)\n"
 	"                      or both (deferred, with the eager walk kept as a cross-check)\n"
+	"  --marks auto|flag|trap\n"
+	"                      how deferred walks catch the return to user: flag (set the\n"
+	"                      thread's TIF_NOTIFY_RESUME, trap the exit-work loop only it\n"
+	"                      enters), trap (sysretq/iretq breakpoints every return hits\n"
+	"                      while a thread is marked); auto (default): flag where the\n"
+	"                      kernel allows it (docs/guest-interface.md)\n"
 	"  --call-graph fp|dwarf[,SIZE]\n"
 	"                      what each user walk records besides its frame-pointer chain:\n"
 	"                      dwarf (default): the user registers and SIZE bytes of user\n"
@@ -124,6 +130,7 @@ struct record_args {
 	uint64_t start_after_ns;
 	unsigned long freq;
 	enum sampler_callchain_mode mode;
+	enum sampler_marks marks;
 	enum sampler_call_graph call_graph;
 	uint32_t stack_size; /* dwarf: bytes of user stack per walk */
 	bool bare;
@@ -200,6 +207,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 					      { "freq", required_argument, NULL, 'F' },
 					      { "output", required_argument, NULL, 'o' },
 					      { "callchain-mode", required_argument, NULL, 'm' },
+					      { "marks", required_argument, NULL, 'k' + 2000 },
 					      { "bare-exits", no_argument, NULL, 'B' },
 					      { "call-graph", required_argument, NULL, 'g' + 2000 },
 					      { "from", required_argument, NULL, 'f' + 2000 },
@@ -260,6 +268,19 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 			if (parse_from(optarg, a) != 0)
 				return EXIT_USAGE;
 			a->not_with_attach = "--from";
+			break;
+		case 'k' + 2000:
+			a->not_with_attach = "--marks";
+			if (!strcmp(optarg, "auto")) {
+				a->marks = SAMPLER_MARKS_AUTO;
+			} else if (!strcmp(optarg, "flag")) {
+				a->marks = SAMPLER_MARKS_FLAG;
+			} else if (!strcmp(optarg, "trap")) {
+				a->marks = SAMPLER_MARKS_TRAP;
+			} else {
+				cli_error("--marks '%s': want auto, flag or trap", optarg);
+				return EXIT_USAGE;
+			}
 			break;
 		case 'm':
 			a->not_with_attach = "--callchain-mode";
@@ -438,7 +459,8 @@ int cmd_record(int argc, char **argv)
 				      .process = sink_process, .user_stack = sink_user_stack,
 				      .mapping = sink_mapping, .event = sink_event, .ctx = w };
 	scfg = (struct sampler_config){ .sample_hz = (unsigned int)a.freq, .sink = &sink,
-					.callchain_mode = a.mode, .call_graph = a.call_graph,
+					.callchain_mode = a.mode, .marks = a.marks,
+					.call_graph = a.call_graph,
 					.stack_size = a.stack_size, .bare_exits = a.bare,
 					.start = a.start, .start_event = a.start_event,
 					.start_after_ns = a.start_after_ns };

@@ -228,6 +228,12 @@ static int btf_fill_layout(struct btf *btf, const char *path, struct gi_layout *
 	l.task_mm = btf_offset(btf, "task_struct", "mm", NULL);
 	l.task_flags = btf_offset(btf, "task_struct", "flags", NULL);
 	l.task_stack = btf_offset(btf, "task_struct", "stack", NULL);
+	{
+		uint32_t ti = btf_offset(btf, "task_struct", "thread_info", NULL),
+			 fl = btf_offset(btf, "thread_info", "flags", NULL);
+
+		l.task_ti_flags = ti == UINT32_MAX || fl == UINT32_MAX ? UINT32_MAX : ti + fl;
+	}
 	l.mm_start_code = btf_offset(btf, "mm_struct", "start_code", NULL);
 	l.mm_end_code = btf_offset(btf, "mm_struct", "end_code", NULL);
 	l.mm_exe_file = btf_offset(btf, "mm_struct", "exe_file", NULL);

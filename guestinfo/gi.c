@@ -197,6 +197,44 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 				gi_orc_layout_name(gi_orc_layout_for(major, minor)));
 		err = 0;
 	}
+	if (gi_exit_work_find(gi->st, gi_read_image, img, &gi->exit_work) == 0) {
+		static const char *const callers[4] = { "syscall_exit_to_user_mode",
+							"syscall_exit_to_user_mode_work",
+							"irqentry_exit_to_user_mode",
+							"exit_to_user_mode" };
+
+		for (size_t i = 0; i < 4; i++) {
+			uint64_t a, off;
+			const char *name;
+
+			if (symtab_find(gi->st, callers[i], &a) != 0)
+				continue;
+			/* its end: the next code address another symbol starts at (bounded) */
+			for (uint64_t e = a + 1; e < a + 4096; e++)
+				if (symtab_lookup(gi->st, e, &name, &off) == 0 && off == 0 &&
+				    strcmp(name, callers[i]) != 0) {
+					gi->exit_callers[i][0] = a;
+					gi->exit_callers[i][1] = e;
+					break;
+				}
+		}
+		static const char *const tails[4][2] = {
+			{ "do_syscall_64", "syscall_exit_to_user_mode" },
+			{ "irqentry_exit", "irqentry_exit_to_user_mode" },
+			{ "do_int80_syscall_32", "syscall_exit_to_user_mode" },
+			{ "do_fast_syscall_32", "syscall_exit_to_user_mode" },
+		};
+
+		if (gi_syscall_tail_find(gi->st, gi_read_image, img, &gi->syscall_tail[0],
+					 &gi->syscall_tail[1]) != 0)
+			gi->syscall_tail[0] = gi->syscall_tail[1] = 0;
+		for (size_t i = 0; i < 4; i++)
+			if (gi_tail_after_call(gi->st, gi_read_image, img, tails[i][0], tails[i][1],
+					       &gi->call_tails[i][0], &gi->call_tails[i][1]) != 0)
+				gi->call_tails[i][0] = gi->call_tails[i][1] = 0;
+	} else {
+		memset(&gi->exit_work, 0, sizeof(gi->exit_work));
+	}
 	if (gi_exit_sites(gi->st, gi_read_image, img, NULL, 0, 0, gi->sites, GI_MAX_EXIT_SITES,
 			  &n) == 0)
 		gi->n_sites = n < GI_MAX_EXIT_SITES ? n : GI_MAX_EXIT_SITES;

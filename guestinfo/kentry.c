@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The running kernel's entry and exit: the user registers a task saved at its kernel entry
 // (pt_regs), the current thread in one call, the return-to-user sites (from exitsites.c, slid)
-// and the entry window where pt_regs may still be stale. The single source for the sampler's
+// and the entry window where pt_regs may still be stale; the exit-work loop (exitwork.c, slid),
+// the exit tail, and where a task's thread-info flags are. The single source for the sampler's
 // traps and marks and for kernel-info.
 #define pr_fmt(fmt) "gi: kentry: " fmt
 #include <errno.h>
@@ -156,4 +157,68 @@ bool gi_in_entry_window(const struct gi *gi, uint64_t rip)
 	if (rip >= gi->exit2_start && rip < gi->exit2_end)
 		return false;
 	return true;
+}
+
+int gi_exit_work(const struct gi *gi, struct gi_exit_work *out)
+{
+	uint64_t slide;
+	int err;
+
+	if (!gi || !out)
+		return -EINVAL;
+	if (!gi->exit_work.head || !gi->have_layout || gi->layout.task_ti_flags == UINT32_MAX)
+		return -ENOENT;
+	err = running_slide(gi, &slide);
+	if (err)
+		return err;
+	*out = gi->exit_work;
+	out->func_start += slide;
+	out->func_end += slide;
+	out->head += slide;
+	out->loop_end += slide;
+	out->clear += slide;
+	out->clear_end += slide;
+	return 0;
+}
+
+bool gi_in_exit_tail(const struct gi *gi, uint64_t rip)
+{
+	const struct gi_exit_work *w;
+	uint64_t slide;
+
+	if (!gi || !gi->exit_work.head || running_slide(gi, &slide) != 0)
+		return false;
+	rip -= slide; /* link-time from here on */
+	w = &gi->exit_work;
+	if (rip >= w->func_start && rip < w->func_end)
+		/* in the loop it reads them again (and a flag it clears in this pass is seen at
+		 * the clear, where the breakpoint is) */
+		return rip < w->head || rip >= w->loop_end;
+	for (size_t i = 0; i < sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]); i++)
+		if (rip >= gi->exit_callers[i][0] && rip < gi->exit_callers[i][1])
+			return true;
+	for (size_t i = 0; i < sizeof(gi->call_tails) / sizeof(gi->call_tails[0]); i++)
+		if (rip >= gi->call_tails[i][0] && rip < gi->call_tails[i][1])
+			return true;
+	return (rip >= gi->syscall_tail[0] && rip < gi->syscall_tail[1]) ||
+	       (rip >= gi->exit1_start && rip < gi->exit1_end) ||
+	       (rip >= gi->exit2_start && rip < gi->exit2_end);
+}
+
+int gi_task_flags_gpa(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		      uint64_t task, uint64_t *gpa)
+{
+	uint64_t kva, page_size;
+	int err;
+
+	if (!gi || !mem || !pg || !gpa)
+		return -EINVAL;
+	if (!gi->have_layout || gi->layout.task_ti_flags == UINT32_MAX)
+		return -ENODATA;
+	if (__builtin_add_overflow(task, (uint64_t)gi->layout.task_ti_flags, &kva))
+		return -ERANGE;
+	if ((kva & 7) || !gi_is_kernel_gva(pg, kva))
+		return -EINVAL; /* an unsigned long is 8-aligned; and only a kernel address */
+	err = gi_gva_to_gpa(mem, pg, kva, gpa, &page_size, NULL);
+	return err;
 }

@@ -165,6 +165,12 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 		d->n_orc = gi_orc_count(orc);
 		gi_orc_free(orc);
 	}
+	if (st && gi_exit_work_find(st, kinfo_read, img, &d->exit_work) == 0) {
+		const char *name;
+
+		if (symtab_lookup(st, d->exit_work.clear, &name, &d->exit_work_off) == 0)
+			snprintf(d->exit_work_symbol, sizeof(d->exit_work_symbol), "%s", name);
+	}
 	err = gi_exit_sites(st, kinfo_read, img, NULL, 0, 0, d->sites, GI_KINFO_MAX_SITES, &n);
 	if (err == -ENOMEM)
 		goto out;

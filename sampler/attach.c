@@ -49,7 +49,7 @@ static void traps_off(struct sampler *s, struct svcpu *self)
 {
 	if (!s->vm || !s->traps.available)
 		return;
-	vmm_bp_arm(s->vm, 1u << s->traps.slot_sysret | 1u << s->traps.slot_iret, false, NULL);
+	vmm_bp_arm(s->vm, traps_mask(s), false, NULL);
 	vmm_kick(s->vm, self ? self->v : NULL);
 }
 
@@ -147,7 +147,7 @@ int sampler_detach(struct sampler *s, uint64_t timeout_ns, struct sampler_detach
 	info.marks_dropped = marks_drop_all(&s->marks);
 	atomic_fetch_add(&s->marks_dropped_detach, info.marks_dropped);
 	if (s->vm && s->traps.available) {
-		vmm_bp_arm(s->vm, 1u << s->traps.slot_sysret | 1u << s->traps.slot_iret, false,
+		vmm_bp_arm(s->vm, traps_mask(s), false,
 			   NULL);
 		late = sync_all(s, timeout_ns); /* each applies the disarm before its next entry */
 		if (late > info.vcpus_late)

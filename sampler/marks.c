@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Marks of deferred user callchains (../shared/DESIGN.md, mechanism 2-4): a table keyed by guest
 // thread, shared by all vCPU threads under one mutex. A kernel-mode sample marks its thread and
-// gets the mark's cookie; the thread's return to user (trap.c) resolves the mark by walking the
-// user stack; a mark that waits too long, or is still pending at the end, is resolved from the
+// gets the mark's cookie; the thread's return to user (trap.c: the exit-work loop for a flagged
+// thread, else sysretq/iretq) resolves the mark by walking the user stack; a mark that waits too long, or is still pending at the end, is resolved from the
 // user registers saved at kernel entry. Every mark ends in exactly one USER_STACK record.
 #define pr_fmt(fmt) "sampler: marks: " fmt
 #include <string.h>
@@ -43,8 +43,54 @@ static void release(struct svcpu *sv, struct marks *m, struct mark *mk)
 	mk->used = false;
 	m->n_used--;
 	atomic_store(&m->pending, m->n_used);
-	if (!m->n_used && m->on_last)
+	if (mk->trap && --m->n_trap == 0 && m->on_last)
 		m->on_last(sv);
+	if (mk->flag && --m->n_flag == 0 && m->on_flag_last)
+		m->on_flag_last(sv);
+	mk->trap = mk->flag = false;
+}
+
+/* Leave @mk to the sysretq/iretq trap: the first such mark arms it on every vCPU. */
+static void mark_trap(struct svcpu *sv, struct marks *m, struct mark *mk)
+{
+	if (mk->trap)
+		return;
+	mk->trap = true;
+	if (m->flag_marks)
+		sv->c.marks_trapped++;
+	if (m->n_trap++ == 0 && m->on_first)
+		m->on_first(sv); /* the thread may return to user on any vCPU: arm them all */
+}
+
+/*
+ * Guest-visible marks: set TIF_NOTIFY_RESUME on the marked task (again, when the mark exists:
+ * the kernel may have cleared it already in this very exit's loop), so that it takes the
+ * exit-work loop, whose breakpoint resolves the mark. A sample in the exit tail may come after
+ * the thread read its flags for the last time: the trap takes that mark (the flag would only act
+ * at its next exit). A flag that cannot be written falls back to the trap too.
+ */
+static void mark_kind(struct svcpu *sv, struct marks *m, struct mark *mk,
+		      const struct mark_req *req)
+{
+	if (!m->flag_marks || mk->trap) {
+		mark_trap(sv, m, mk);
+		return;
+	}
+	if (req->exit_tail) {
+		mark_trap(sv, m, mk);
+		return;
+	}
+	if (m->set_flag(sv, req->task, req->pg) != 0) {
+		sv->c.flag_set_failed++;
+		mark_trap(sv, m, mk);
+		return;
+	}
+	sv->c.marks_flagged++;
+	if (!mk->flag) {
+		mk->flag = true;
+		if (m->n_flag++ == 0 && m->on_flag_first)
+			m->on_flag_first(sv);
+	}
 }
 
 /* Record @entry as the mark's entry registers and walk the user stack from them now. */
@@ -84,11 +130,12 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 		mk->entry_known = false;
 		mk->exiting = req->exiting;
 		memset(&mk->entry, 0, sizeof(mk->entry));
+		mk->trap = mk->flag = false;
 		if (req->entry_known)
 			set_entry(sv, mk, req->pg, req->entry);
-		if (m->n_used++ == 0 && m->on_first)
-			m->on_first(sv); /* the thread may return to user on any vCPU: arm them all */
+		m->n_used++;
 		atomic_store(&m->pending, m->n_used);
+		mark_kind(sv, m, mk, req);
 		sv->c.marks++;
 		return mk;
 	}
@@ -143,6 +190,8 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		mk->exiting |= req->exiting;
 		cookie = mk->cookie;
 		sv->c.marks_reused++;
+		if (m->flag_marks)
+			mark_kind(sv, m, mk, req);
 	} else if (!refused_off(sv)) { /* again: the lock was let go for a stale mark */
 		mk = mark_new(sv, m, req);
 		if (mk)
@@ -297,8 +346,9 @@ unsigned int marks_drop_all(struct marks *m)
 	pthread_mutex_lock(&m->lock);
 	n = m->n_used;
 	for (unsigned int i = 0; i < MARKS_MAX; i++)
-		m->slot[i].used = false;
+		m->slot[i].used = m->slot[i].trap = m->slot[i].flag = false;
 	m->n_used = 0;
+	m->n_trap = m->n_flag = 0;
 	atomic_store(&m->pending, 0);
 	pthread_mutex_unlock(&m->lock);
 	return n;

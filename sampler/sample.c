@@ -48,6 +48,24 @@ void count_walk_stop(struct svcpu *sv, enum hvp_walk_stop why, bool user)
 }
 
 /*
+ * Guest-visible marks: has the thread of this kernel sample read its work flags for the last
+ * time on this exit, or will it clear TIF_NOTIFY_RESUME before reading them again? Then a flag
+ * set now would act at its next exit only (with other user registers): the mark takes the trap.
+ * The leaf and every caller count: a caller's return address R continues at R, so R - 1 (inside
+ * its call instruction) tells where it stands; a sample in schedule() called from the exit-work
+ * loop before the loop clears the flag is one (the issue's "flagged again inside the loop").
+ */
+static bool in_exit_tail(const struct sampler *s, const struct hvp_sample *smp)
+{
+	if (gi_in_exit_tail(s->gi, smp->rip))
+		return true;
+	for (unsigned int i = 1; i < smp->n_kernel; i++)
+		if (gi_in_exit_tail(s->gi, smp->kernel_ips[i] - 1))
+			return true;
+	return false;
+}
+
+/*
  * The user part of a kernel-mode sample of a user thread. Deferred: mark the thread and leave
  * the walk to its return to user (the sample carries the mark's cookie); eager, or when no mark
  * is free: walk now. @entry: the user registers of the kernel entry if already known (SYSCALL
@@ -62,7 +80,8 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	struct sampler *s = sv->s;
 	struct gi_user_regs ur;
 	struct mark_req req = { .task = task, .pid = smp->pid, .pg = pg, .entry = &ur,
-				.entry_known = true, .exiting = exiting };
+				.entry_known = true, .exiting = exiting,
+				.exit_tail = s->traps.flag && in_exit_tail(s, smp) };
 	enum hvp_walk_stop why;
 	unsigned int n = 0;
 

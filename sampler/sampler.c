@@ -151,6 +151,67 @@ static void traps_disarm(struct svcpu *sv)
 		vmm_bp_arm(s->vm, 1u << s->traps.slot_sysret | 1u << s->traps.slot_iret, false, NULL);
 }
 
+/* Guest-visible marks: the exit-work loop's breakpoint while any flagged mark is pending. */
+static void loop_arm(struct svcpu *sv)
+{
+	struct sampler *s = sv->s;
+
+	if (s->vm)
+		vmm_bp_arm(s->vm, 1u << s->traps.slot_loop, true, sv->v);
+}
+
+static void loop_disarm(struct svcpu *sv)
+{
+	struct sampler *s = sv->s;
+
+	if (s->vm)
+		vmm_bp_arm(s->vm, 1u << s->traps.slot_loop, false, NULL);
+}
+
+/* TIF_NOTIFY_RESUME on @task: an atomic OR on its thread_info.flags in guest RAM. */
+static int set_notify_resume(struct svcpu *sv, uint64_t task, const struct gi_paging *pg)
+{
+	struct sampler *s = sv->s;
+	uint64_t gpa;
+	int err;
+
+	if (!s->vm || !s->traps.ew.clear)
+		return -ENOENT; /* not placed yet (slide unknown): the trap takes it */
+	err = gi_task_flags_gpa(s->gi, s->mem, pg, task, &gpa);
+	return err ? err : vmm_gpa_or64(s->vm, gpa, 1ull << s->traps.ew.notify_bit, NULL);
+}
+
+/* The flag strategy: the kernel's exit-work loop and thread-info layout, and a third slot. */
+static void flag_setup(struct sampler *s)
+{
+	struct gi_exit_work ew;
+	int slot, err;
+
+	if (s->cfg.marks == SAMPLER_MARKS_TRAP)
+		return;
+	err = gi_exit_work(s->gi, &ew);
+	if (!err && !ew.clear_base && vmm_is_pvm(s->vm))
+		err = -ENOENT; /* RF is ignored there and hvprof cannot complete this instruction */
+	if (err == -ENOENT) {
+		if (s->cfg.marks == SAMPLER_MARKS_FLAG)
+			pr_warn("guest-visible marks need the generic entry's exit-work loop and "
+				"thread_info.flags in BTF, which this kernel lacks: marks trap "
+				"sysretq/iretq");
+		return;
+	}
+	slot = vmm_bp_alloc(s->vm);
+	if (slot < 0) {
+		pr_warn("no free breakpoint slot for the exit-work loop: marks trap sysretq/iretq");
+		return;
+	}
+	s->traps.slot_loop = slot;
+	s->traps.flag = true;
+	s->marks.flag_marks = true;
+	s->marks.on_flag_first = loop_arm;
+	s->marks.on_flag_last = loop_disarm;
+	s->marks.set_flag = set_notify_resume;
+}
+
 /* Deferred callchains need the return sites and two breakpoint slots; else eager. */
 static void traps_setup(struct sampler *s)
 {
@@ -178,6 +239,7 @@ static void traps_setup(struct sampler *s)
 	s->traps.available = true;
 	s->marks.on_first = traps_arm;
 	s->marks.on_last = traps_disarm;
+	flag_setup(s);
 }
 
 static const char *callchain_name(enum sampler_callchain_mode m)
@@ -272,7 +334,10 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 	kwatch_setup(s);
 	snprintf(s->strategy, sizeof(s->strategy), ", user-callchains=%s%s, kernel-callchains=%s",
 		 callchain_name(s->callchain),
-		 s->callchain != SAMPLER_CALLCHAIN_EAGER ? " (breakpoints on sysretq/iretq)" : "",
+		 s->callchain == SAMPLER_CALLCHAIN_EAGER ? ""
+		 : s->traps.flag ? " (guest-visible marks: TIF_NOTIFY_RESUME and a breakpoint where the "
+				   "exit-work loop clears it; sysretq/iretq for samples in the exit tail)"
+				 : " (breakpoints on sysretq/iretq)",
 		 gi_kernel_unwinder(gi));
 	hooks = (struct vmm_hooks){ .ctx = s, .vcpu_start = hook_vcpu_start,
 				    .vcpu_stop = hook_vcpu_stop, .overflow = hook_overflow,

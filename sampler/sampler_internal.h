@@ -72,6 +72,8 @@ struct mark {
 	bool exiting;      /* the thread's mm is gone (exit): it never returns to user */
 	uint64_t t_ns;     /* host time of the first sample */
 	bool used;
+	bool trap;         /* resolved by the sysretq/iretq trap (counted in marks.n_trap) */
+	bool flag;         /* TIF_NOTIFY_RESUME set: the exit-work loop resolves it (n_flag) */
 	/* the walk from the entry registers made when the mark was taken: the answer when the
 	 * return shows other registers (execve replaced the address space, a signal frame was
 	 * set up, or the entry ended unseen), and for a thread that exits */
@@ -95,6 +97,14 @@ struct marks {
 	uint64_t timeout_ns;
 	void (*on_first)(struct svcpu *sv);
 	void (*on_last)(struct svcpu *sv);
+	/* guest-visible marks (traps.flag): n_trap/n_flag marks of each kind pending; the
+	 * callbacks arm and disarm the exit-work loop's breakpoint (on_first/on_last then follow
+	 * n_trap instead of n_used); set_flag writes TIF_NOTIFY_RESUME (0, or -errno: trapped) */
+	bool flag_marks;
+	unsigned int n_trap, n_flag;
+	void (*on_flag_first)(struct svcpu *sv);
+	void (*on_flag_last)(struct svcpu *sv);
+	int (*set_flag)(struct svcpu *sv, uint64_t task, const struct gi_paging *pg);
 };
 
 void marks_init(struct marks *m, uint64_t timeout_ns);
@@ -108,6 +118,8 @@ struct mark_req {
 	const struct gi_user_regs *entry; /* the user registers of the kernel entry */
 	bool entry_known; /* false: in the entry window, pt_regs may be stale */
 	bool exiting;     /* the thread's mm is gone */
+	bool exit_tail;   /* the sample is where the thread may have read its flags for the last
+			   * time (gi_in_exit_tail): a flag would act too late, trap it */
 };
 
 /*
@@ -141,8 +153,16 @@ struct traps {
 	bool verified;
 	int slot_sysret, slot_iret;
 	struct gi_return_sites sites;
+	/* guest-visible marks: the exit-work loop (slid, once placed) on slot_loop */
+	bool flag;
+	int slot_loop;
+	struct gi_exit_work ew;
+	bool loop_verified;
 	uint64_t star;        /* MSR_STAR, read at the first sysretq completion */
 };
+
+/* The breakpoint slots of the traps (sysretq, iretq, and the exit-work loop with flag marks). */
+static inline unsigned int traps_mask(const struct sampler *s);
 
 /* Set the slid sites on the breakpoint slots once the slide is known (kwatch.c calls it). */
 void traps_place(struct sampler *s);
@@ -177,7 +197,7 @@ struct sampler {
 	enum sampler_counter_kind counter;
 	enum sampler_callchain_mode callchain;
 	uint32_t ustack_size;      /* stack bytes each user walk copies (64 in fp mode) */
-	char strategy[128];
+	char strategy[256];
 	struct marks marks;
 	struct traps traps;
 	atomic_int pti;            /* enum gi_pti */
@@ -213,6 +233,12 @@ struct sampler {
  */
 int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gmem *mem,
 		unsigned int maxphyaddr, unsigned int n_vcpus, struct sampler **out) __must_check;
+
+static inline unsigned int traps_mask(const struct sampler *s)
+{
+	return 1u << s->traps.slot_sysret | 1u << s->traps.slot_iret |
+	       (s->traps.flag ? 1u << s->traps.slot_loop : 0);
+}
 
 /* The sampler's state of the VMM's vCPU @v (NULL: not one of ours). */
 static inline struct svcpu *svcpu_of(struct sampler *s, struct vmm_vcpu *v)

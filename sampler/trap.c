@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The return-to-user trap (../shared/DESIGN.md, mechanism 3): while any thread is marked, a
-// hardware breakpoint sits on the guest kernel's sysretq and iretq exit instructions of every
-// vCPU. A hit takes the user registers about to be restored, resolves the thread's mark, and
+// The return-to-user traps (../shared/DESIGN.md, mechanism 3). Guest-visible marks: a marked
+// thread has TIF_NOTIFY_RESUME set, so it enters the exit-work loop, whose clear of that flag
+// holds a hardware breakpoint while any such mark is pending (loop_hit). Otherwise (or for a sample in the exit
+// tail), while any thread is marked, a breakpoint sits on the guest kernel's sysretq and iretq
+// exit instructions of every vCPU. A hit takes the user registers about to be restored, resolves the thread's mark, and
 // gets past the instruction by the method this host supports (vmm_bp_step): RFLAGS.RF
 // (VMX/SVM), or, where RF is ignored (PVM), by completing sysretq/iretq here (SDM vol. 2B,
 // SYSRET and IRET, 64-bit mode). The sites come from guestinfo (gi_return_sites).
@@ -18,9 +20,21 @@
 
 void traps_place(struct sampler *s)
 {
+	struct gi_exit_work ew;
+
 	if (!s->traps.available || atomic_load(&s->traps.ready) ||
 	    gi_return_sites(s->gi, &s->traps.sites) != 0)
 		return;
+	if (s->traps.flag) {
+		if (gi_exit_work(s->gi, &ew) != 0)
+			return; /* the slide is known for both or neither */
+		vmm_bp_set_addr(s->vm, s->traps.slot_loop, ew.clear);
+		/* set_flag reads ew.head (under the marks lock, after this store: a mark taken
+		 * before it is trapped instead) */
+		pthread_mutex_lock(&s->marks.lock);
+		s->traps.ew = ew;
+		pthread_mutex_unlock(&s->marks.lock);
+	}
 	vmm_bp_set_addr(s->vm, s->traps.slot_sysret, s->traps.sites.sysret);
 	vmm_bp_set_addr(s->vm, s->traps.slot_iret, s->traps.sites.iret);
 	atomic_store(&s->traps.ready, true);
@@ -235,12 +249,137 @@ fail:
 	return 1;
 }
 
+/* The kvm_regs field of GPR number @n (x86 encoding: 0 rax, 1 rcx, ... 15 r15). */
+static __u64 *gpr(struct kvm_regs *r, int n)
+{
+	__u64 *const f[16] = { &r->rax, &r->rcx, &r->rdx, &r->rbx, &r->rsp, &r->rbp, &r->rsi,
+				  &r->rdi, &r->r8,  &r->r9,  &r->r10, &r->r11, &r->r12, &r->r13,
+				  &r->r14, &r->r15 };
+
+	return f[n & 15];
+}
+
+/*
+ * Complete the loop's `[lock] and [base + disp], imm` (byte or qword) where the host ignores
+ * RFLAGS.RF (PVM): the AND done atomically on guest RAM, RFLAGS as AND sets them (CF = OF = 0;
+ * SF, ZF, PF from the result; AF undefined, kept), RIP past it (SDM vol. 2A, AND).
+ */
+static int complete_clear(struct svcpu *sv, struct kvm_regs *regs, const struct gi_paging *pg)
+{
+	const struct gi_exit_work *w = &sv->s->traps.ew;
+	uint64_t gva = *gpr(regs, w->clear_base - 1) + (uint64_t)w->clear_disp, gpa, word, old, r;
+	unsigned int shift;
+	int err;
+
+	if (!w->clear_base)
+		return -ENOTSUP;
+	err = gi_gva_to_gpa(sv->s->mem, pg, gva, &gpa, NULL, NULL);
+	if (err)
+		return err;
+	if (w->clear_size == 8) {
+		if (gpa & 7)
+			return -EINVAL;
+		err = vmm_gpa_and64(sv->s->vm, gpa, w->clear_imm, &old);
+		r = old & w->clear_imm;
+	} else {
+		word = gpa & ~7ull;
+		shift = (unsigned int)(gpa & 7) * 8;
+		err = vmm_gpa_and64(sv->s->vm, word, ~((~w->clear_imm & 0xffull) << shift), &old);
+		r = (old >> shift) & w->clear_imm & 0xff;
+	}
+	if (err)
+		return err;
+	regs->rflags &= ~(uint64_t)(1u << 0 | 1u << 2 | 1u << 6 | 1u << 7 | 1u << 11);
+	if (!r)
+		regs->rflags |= 1u << 6; /* ZF */
+	if (r >> (w->clear_size * 8 - 1) & 1)
+		regs->rflags |= 1u << 7; /* SF */
+	if (!(__builtin_popcount((unsigned int)(r & 0xff)) & 1))
+		regs->rflags |= 1u << 2; /* PF: even parity of the low byte */
+	regs->rip += w->clear_end - w->clear;
+	vmm_vcpu_regs_dirty(sv->v, true, false);
+	return 0;
+}
+
+/*
+ * The exit-work loop's clear of TIF_NOTIFY_RESUME (guest-visible marks): only a thread with the
+ * flag gets there, pt_regs holding the user registers of its kernel entry. Resolve its mark
+ * from pt_regs, then get past the instruction: RF where the host honours it, else completed
+ * here. A mark taken while the thread was already in this loop (a sample in schedule() called
+ * from it) is caught as well: its flag is either seen by this pass's clear or, set after it, by
+ * the loop's next pass.
+ */
+static int loop_hit(struct svcpu *sv, bool repeat)
+{
+	struct sampler *s = sv->s;
+	const struct gi_exit_work *w = &s->traps.ew;
+	struct kvm_regs *regs;
+	struct kvm_sregs *sregs;
+	struct gi_paging pg;
+	struct gi_user_regs ur;
+	uint64_t task, t0 = vmm_now_ns();
+	struct hvp_thread t;
+	uint8_t b[sizeof(w->clear_bytes)];
+	int err;
+
+	err = vmm_vcpu_regs_rw(sv->v, &regs, &sregs);
+	if (err)
+		goto fail;
+	pg = sampler_paging(s, sregs);
+	if (!s->traps.loop_verified) {
+		size_t n = (size_t)(w->clear_end - w->clear);
+
+		bool same = n <= sizeof(b) && gi_read_gva(s->mem, &pg, regs->rip, b, n) == 0;
+
+		/* a uniprocessor kernel turns lock prefixes (f0) into ds (3e) in place
+		 * (alternatives_smp_unlock): the same instruction for us */
+		if (same && b[0] == 0x3e && w->clear_bytes[0] == 0xf0)
+			b[0] = 0xf0;
+		if (!same || memcmp(b, w->clear_bytes, n)) {
+			vmm_end(s->vm, HVP_END_ERROR, -1, "the exit-work loop's clear of "
+				"TIF_NOTIFY_RESUME at 0x%llx is not in guest memory as in the image",
+				(unsigned long long)regs->rip);
+			return 1;
+		}
+		s->traps.loop_verified = true;
+	}
+	if (!repeat) {
+		struct gi_regs gr = { .rip = regs->rip, .rsp = regs->rsp, .rbp = regs->rbp,
+				      .cpl = 0, .gs_base = sregs->gs.base,
+				      .kernel_gs_base = sv->percpu_base, .pg = pg };
+
+		sv->c.traps_hit++;
+		sv->c.loop_hits++;
+		if (gi_current_thread(s->gi, s->mem, &gr, &task, &t, NULL) == 0 &&
+		    gi_task_user_regs(s->gi, s->mem, &pg, task, &ur) == 0)
+			marks_resolve_at_return(sv, task, t.pid, &pg, &ur);
+		else
+			sv->c.traps_no_mark++;
+	}
+	err = vmm_bp_step(sv->v);
+	if (err == -ENOTSUP)
+		err = complete_clear(sv, regs, &pg);
+	if (err)
+		goto fail;
+	sv->c.trap_ns_total += vmm_now_ns() - t0;
+	return 0;
+fail:
+	vmm_end(s->vm, HVP_END_ERROR, -1, "vCPU %u: exit-work loop trap failed: %s", sv->index,
+		hvp_strerror(err));
+	return 1;
+}
+
 int trap_debug_hook(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool repeat)
 {
 	struct sampler *s = ctx;
 	unsigned int i = vmm_vcpu_index(v);
 	struct svcpu *sv;
 
+	if (i < s->n_vcpus && s->traps.flag && slot == s->traps.slot_loop) {
+		/* SAFETY: i < n_vcpus. */
+		s->vcpus[i].v = v;
+		return loop_hit(&s->vcpus[i], repeat);
+	}
 	if (i >= s->n_vcpus || !s->traps.available ||
 	    (slot != s->traps.slot_sysret && slot != s->traps.slot_iret)) {
 		vmm_end(s->vm, HVP_END_ERROR, -1, "vCPU %u: unexpected debug exit at 0x%llx", i,

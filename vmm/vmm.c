@@ -109,6 +109,38 @@ bool vmm_is_pvm(const struct vmm *vm)
 	return vm->is_pvm;
 }
 
+int vmm_gpa_or64(struct vmm *vm, uint64_t gpa, uint64_t bits, uint64_t *old)
+{
+	uint64_t *p, v;
+
+	if (!vm || (gpa & 7))
+		return -EINVAL;
+	p = ram_gpa_to_hva(&vm->ram, gpa, sizeof(*p));
+	if (!p)
+		return -ERANGE;
+	/* SAFETY: p is 8-aligned (gpa is, and the RAM mapping is page-aligned) and inside RAM */
+	v = __atomic_fetch_or(p, bits, __ATOMIC_SEQ_CST);
+	if (old)
+		*old = v;
+	return 0;
+}
+
+int vmm_gpa_and64(struct vmm *vm, uint64_t gpa, uint64_t mask, uint64_t *old)
+{
+	uint64_t *p, v;
+
+	if (!vm || (gpa & 7))
+		return -EINVAL;
+	p = ram_gpa_to_hva(&vm->ram, gpa, sizeof(*p));
+	if (!p)
+		return -ERANGE;
+	/* SAFETY: as vmm_gpa_or64 */
+	v = __atomic_fetch_and(p, mask, __ATOMIC_SEQ_CST);
+	if (old)
+		*old = v;
+	return 0;
+}
+
 const struct gmem *vmm_gmem(const struct vmm *vm)
 {
 	return &vm->gmem;

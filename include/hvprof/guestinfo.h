@@ -46,6 +46,8 @@ struct gi_layout {
 	uint32_t task_mm;        /* task_struct.mm (NULL for kernel threads) */
 	uint32_t task_flags;     /* task_struct.flags (PF_KTHREAD 0x00200000) */
 	uint32_t task_stack;     /* task_struct.stack (base of the kernel stack) */
+	uint32_t task_ti_flags;  /* task_struct.thread_info.flags (unsigned long; x86-64 keeps
+				  * thread_info in task_struct, CONFIG_THREAD_INFO_IN_TASK) */
 	uint32_t mm_start_code;  /* mm_struct.start_code */
 	uint32_t mm_end_code;    /* mm_struct.end_code */
 	uint32_t mm_exe_file;    /* mm_struct.exe_file (struct file *) */
@@ -388,6 +390,80 @@ int gi_pf_entry(const struct gi *gi, uint64_t *gva) __must_check;
  */
 bool gi_in_entry_window(const struct gi *gi, uint64_t rip);
 
+/**
+ * struct gi_exit_work - the exit-work loop of the generic entry code (exitwork.c), link-time
+ * kvas from the image or slid ones from gi_exit_work(): @head the loop's first instruction
+ * (`sti`: local_irq_enable_exit_to_user); [@head, @loop_end) the loop; @clear the instruction
+ * that clears TIF_NOTIFY_RESUME (reached only by a thread with the flag set, once per pass that
+ * sees it; [@clear, @clear_end), its bytes @clear_bytes); when it is `[lock] and [base + disp],
+ * imm` on a byte or a qword, @clear_base (the base register's x86 encoding number + 1: 1 rax,
+ * 2 rcx, 3 rdx, 4 rbx, 5 rsp, 6 rbp, 7 rsi, 8 rdi, 9..16 r8..r15; 0 when not), @clear_disp,
+ * @clear_size (bytes) and @clear_imm (sign-extended) say how to complete it; [@func_start, @func_end) the function holding the loop;
+ * @notify_bit the bit of TIF_NOTIFY_RESUME in thread_info.flags.
+ */
+struct gi_exit_work {
+	uint64_t func_start, func_end, head, loop_end, clear, clear_end;
+	uint8_t clear_bytes[16];
+	int clear_base;
+	int64_t clear_disp;
+	unsigned int clear_size;
+	uint64_t clear_imm;
+	unsigned int notify_bit;
+};
+
+/**
+ * gi_exit_work_find - find the loop with capstone (exit_to_user_mode_loop, or
+ * exit_to_user_mode_prepare into which 6.1 inlines it) through @read. Return: 0 and *@out;
+ * -ENOENT no such function, or no loop headed by sti that clears TIF_NOTIFY_RESUME (a
+ * paravirt-patched or pre-5.8 kernel); -EFAULT unreadable; -ENOMEM; -EINVAL.
+ */
+int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+		      struct gi_exit_work *out) __must_check;
+
+/**
+ * gi_syscall_tail_find - [*@start, *@end): the 64-bit system call entry's code after its C
+ * handler returns (after the last call in entry_SYSCALL_64) up to syscall_return_via_sysret:
+ * the thread has read its work flags for the last time there (link-time kvas).
+ * Return: 0; -ENOENT symbols or call missing; -EFAULT; -ENOMEM; -EINVAL.
+ */
+int gi_syscall_tail_find(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t *start,
+			 uint64_t *end) __must_check;
+
+/**
+ * gi_tail_after_call - [*@start, *@end): the code of function @func from its last direct call
+ * (or jump) to @callee (the call instruction included: a caller frame whose return address
+ * follows it is inside @callee) up to the next symbol: e.g. do_syscall_64 from its call of
+ * syscall_exit_to_user_mode, where the thread reads its work flags for the last time.
+ * Return: 0; -ENOENT a symbol or the call missing; -EFAULT; -ENOMEM; -EINVAL.
+ */
+int gi_tail_after_call(const struct symtab *st, gi_kva_read_fn read, void *ctx, const char *func,
+		       const char *callee, uint64_t *start, uint64_t *end) __must_check;
+
+/**
+ * gi_exit_work - the running guest's loop (slid). Return: 0; -ENOENT the kernel has none (or
+ * no BTF offset of thread_info.flags); -EAGAIN the KASLR slide is not known yet; -EINVAL.
+ */
+int gi_exit_work(const struct gi *gi, struct gi_exit_work *out) __must_check;
+
+/**
+ * gi_in_exit_tail - @rip (slid) is where a thread may already have read its work flags for the
+ * last time before returning to user: the exit-work function outside its loop, its callers
+ * (syscall_exit_to_user_mode[_work], irqentry_exit_to_user_mode, exit_to_user_mode), the C
+ * entry points after they called those (do_syscall_64, irqentry_exit, ...), and in
+ * the entry text the system call's tail and the two exit paths (not the entry code: its thread
+ * has all its exit still ahead). A flag set there may only act at the thread's next kernel exit. Conservative
+ * (parts before the read count too). False while the slide is not known.
+ */
+bool gi_in_exit_tail(const struct gi *gi, uint64_t rip);
+
+/**
+ * gi_task_flags_gpa - GPA of @task's thread_info.flags (8 bytes, 8-aligned, inside one page),
+ * for an atomic update of guest memory. Return: 0; -ENODATA no BTF offset; -EINVAL misaligned;
+ * translation errors.
+ */
+int gi_task_flags_gpa(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		      uint64_t task, uint64_t *gpa) __must_check;
+
 /* ---------------------------------------------------------------- watching the running kernel (kwatch.c) */
 
 /* Outcome of checking the KASLR slide in the running guest (docs/kaslr.md). */
@@ -608,6 +684,10 @@ struct gi_kernel_desc {
 	char current_task[64];
 	struct gi_exit_site sites[GI_KINFO_MAX_SITES];
 	size_t n_sites;
+	/* the exit-work loop (gi_exit_work_find; head 0: none) and the symbol its head is in */
+	struct gi_exit_work exit_work;
+	char exit_work_symbol[64];
+	uint64_t exit_work_off;
 	/* KASLR relocation table after the vmlinux in a bzImage payload (gi_krelocs_parse):
 	 * whether there is one, and its three lists' lengths */
 	bool has_relocs;

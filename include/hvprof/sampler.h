@@ -68,6 +68,18 @@ enum sampler_callchain_mode {
 					 * cross-check (docs/recording-format.md, SAMPLE) */
 };
 
+/*
+ * How a marked thread's return to user is caught (deferred callchains; docs/guest-interface.md
+ * "What hvprof writes into the guest").
+ */
+enum sampler_marks {
+	SAMPLER_MARKS_AUTO = 0, /* flag where the kernel allows it (probed), else trap */
+	SAMPLER_MARKS_FLAG = 1, /* guest-visible: TIF_NOTIFY_RESUME on the marked task and a
+				 * breakpoint on the exit-work loop only flagged threads enter */
+	SAMPLER_MARKS_TRAP = 2, /* breakpoints on sysretq/iretq, hit by every return to user
+				 * while any thread is marked */
+};
+
 /* What each user walk records besides its frame-pointer chain (USER_REGS records). */
 enum sampler_call_graph {
 	SAMPLER_CALL_GRAPH_FP = 0,    /* registers and HVP_USER_STACK_FP_WINDOW bytes of stack */
@@ -82,6 +94,8 @@ enum sampler_call_graph {
  * @force_counter: SAMPLER_COUNTER_NONE to probe (cycles, else cpu-clock), or one to insist on.
  * @callchain_mode: enum sampler_callchain_mode. Deferred falls back to eager where the host
  *   cannot trap the guest's return to user (no breakpoint slot, no return sites found).
+ * @marks: enum sampler_marks (AUTO: flag when the kernel's exit-work loop and the layout of its
+ *   thread-info flags are found, else trap; FLAG falls back to trap, with a warning, as well).
  * @mark_timeout_ns: a mark not resolved at the return to user within this long is resolved from
  *   the registers saved at kernel entry (0: 100 ms).
  * @call_graph: enum sampler_call_graph. @stack_size: bytes of user stack each walk copies in
@@ -97,6 +111,7 @@ struct sampler_config {
 	const struct sampler_sink *sink;
 	enum sampler_counter_kind force_counter;
 	enum sampler_callchain_mode callchain_mode;
+	enum sampler_marks marks;
 	uint64_t mark_timeout_ns;
 	enum sampler_call_graph call_graph;
 	uint32_t stack_size;
@@ -129,6 +144,11 @@ struct sampler_config {
 	X(traps_hit)            /* return-to-user breakpoint hits */                            \
 	X(traps_no_mark)        /* hits whose thread had no mark */                             \
 	X(traps_to_kernel)      /* iretq hits returning to kernel mode */                       \
+	X(marks_flagged)        /* TIF_NOTIFY_RESUME set on a marked task (flag marks) */        \
+	X(marks_trapped)        /* marks left to the sysretq/iretq trap (flag marks: samples in \
+				 * the exit tail, where the flags may have been read already) */  \
+	X(loop_hits)            /* exit-work loop breakpoint hits (in traps_hit too) */          \
+	X(flag_set_failed)      /* the task's flags could not be written: trapped instead */     \
 	X(trap_ns_total)        /* host ns spent in trap handling */                            \
 	X(user_regs_unreadable) /* kernel samples of user threads without pt_regs */            \
 	X(sample_ns_total)      /* host ns spent building samples (regs to sink) */             \

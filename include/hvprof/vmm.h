@@ -334,6 +334,17 @@ bool vmm_is_pvm(const struct vmm *vm);
 /** vmm_gmem - guest physical memory reader (GPA -> bytes), valid until vmm_destroy. */
 const struct gmem *vmm_gmem(const struct vmm *vm);
 
+/**
+ * vmm_gpa_or64 - atomically OR @bits into the 8 bytes of guest RAM at @gpa (8-aligned), as a
+ * locked instruction of the guest would: the guest's own locked updates of the same word (other
+ * vCPUs running) stay coherent with it (the same host memory). *@old (may be NULL): the value
+ * before. Any thread. Return: 0; -EINVAL misaligned or NULL @vm; -ERANGE not guest RAM.
+ */
+int vmm_gpa_or64(struct vmm *vm, uint64_t gpa, uint64_t bits, uint64_t *old) __must_check;
+
+/** vmm_gpa_and64 - the same with an AND of @mask (completing a guest's locked AND). */
+int vmm_gpa_and64(struct vmm *vm, uint64_t gpa, uint64_t mask, uint64_t *old) __must_check;
+
 /** vmm_maxphyaddr - the guest's physical address width in bits (CPUID 0x80000008). */
 unsigned int vmm_maxphyaddr(const struct vmm *vm);
 
