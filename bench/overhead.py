@@ -18,7 +18,13 @@ first user-mode sample, and the recording's start-up cost (startup_ns).
 
 With 2 vCPUs only the 1 kHz configurations run, to keep the benchmark under 15 minutes.
 
-usage: bench/overhead.py [--build DIR] [--json FILE] [--cpus LIST] [--quick]
+--interleave N (issue 17): the 1 kHz configurations on 1 vCPU, both mark strategies side by
+side (deferred with `--marks flag` and `--marks trap`), run in rounds A B C D E, A B C ..., the
+order rotated each round, N rounds; each ratio is taken against the same round's unprofiled
+boot and given as the median with its range over the rounds (a noisy host shows up as a wide
+range, not as a wrong number), beside the VMM's own time per sample from the counters.
+
+usage: bench/overhead.py [--build DIR] [--json FILE] [--cpus LIST] [--quick] [--interleave N]
 """
 import argparse
 import json
@@ -113,12 +119,86 @@ def table_rows(configs, ncpu):
     return rows
 
 
+INTERLEAVED = [("unprofiled", ["run"]),
+               ("bare", ["record", "-F", "1000", "--bare-exits"]),
+               ("flag", ["record", "-F", "1000", "--callchain-mode", "deferred",
+                         "--marks", "flag"]),
+               ("trap", ["record", "-F", "1000", "--callchain-mode", "deferred",
+                         "--marks", "trap"]),
+               ("eager", ["record", "-F", "1000", "--callchain-mode", "eager"])]
+
+
+def spread(values, fmt):
+    v = [x for x in values if x is not None]
+    if not v:
+        return "-"
+    return f"{fmt.format(statistics.median(v))} [{fmt.format(min(v))}-{fmt.format(max(v))}]"
+
+
+def interleaved(hvprof, rounds, work):
+    """Rounds of the 1 kHz configurations on 1 vCPU, rotated; per-round ratios."""
+    per = {name: [] for name, _ in INTERLEAVED}
+    n = len(INTERLEAVED)
+    for r in range(rounds):
+        order = INTERLEAVED[r % n:] + INTERLEAVED[:r % n]
+        for name, args in order:
+            print(f"bench: round {r + 1}/{rounds} {name} ...", flush=True)
+            per[name].append(boot(hvprof, args, 1, work))
+    rows = []
+    for name, _ in INTERLEAVED:
+        row = {"config": name, "rounds": []}
+        for r in range(rounds):
+            base = per["unprofiled"][r]["runtimes"]
+            res = per[name][r]
+            c = res.get("counters", {})
+            rr = {}
+            for kind in ("cpu", "syscall"):
+                t = res["runtimes"].get(kind)
+                if t and base.get(kind):
+                    rr[f"{kind}_ratio"] = t / base[kind]
+                    # samples during one timed run: rate x run time (CPU-clock counter)
+                    rr[f"{kind}_cost_us"] = (t - base[kind]) / (1000 * t) * 1e6
+            if c.get("samples") and name != "bare":
+                rr["ns_total"] = c.get("sample_ns_total", 0) / c["samples"]
+                for part in ("regs", "identity", "kernel_unwind", "user", "write"):
+                    rr[f"ns_{part}"] = c.get(f"sample_ns_{part}", 0) / c["samples"]
+                if c.get("traps_hit"):
+                    rr["trap_us"] = c["trap_ns_total"] / c["traps_hit"] / 1000
+                    rr["no_mark_pct"] = 100 * c.get("traps_no_mark", 0) / c["traps_hit"]
+                    rr["traps_per_mark"] = c["traps_hit"] / max(1, c.get("marks", 1))
+            row["rounds"].append(rr)
+        rows.append(row)
+    bare = next(r for r in rows if r["config"] == "bare")
+    for row in rows:
+        for i, rr in enumerate(row["rounds"]):
+            for kind in ("cpu", "syscall"):
+                hv, fl = rr.get(f"{kind}_cost_us"), bare["rounds"][i].get(f"{kind}_cost_us")
+                if hv is not None and fl and fl > 0 and row["config"] not in ("bare",
+                                                                                "unprofiled"):
+                    rr[f"{kind}_floor_ratio"] = hv / fl
+    print(f"\nhvprof overhead, 1 vCPU at 1 kHz, {rounds} interleaved rounds: median [range]")
+    print(f"{'config':10} {'cpu x':>22} {'sys x':>22} {'floor cpu':>20} {'floor sys':>20} "
+          f"{'VMM ns/sample':>20} {'trap us':>8} {'no-mark %':>9} {'traps/mark':>10}")
+    for row in rows:
+        col = lambda k, fmt: spread([rr.get(k) for rr in row["rounds"]], fmt)  # noqa: E731
+        print(f"{row['config']:10} {col('cpu_ratio', '{:.3f}'):>22} "
+              f"{col('syscall_ratio', '{:.3f}'):>22} {col('cpu_floor_ratio', '{:.2f}'):>20} "
+              f"{col('syscall_floor_ratio', '{:.2f}'):>20} {col('ns_total', '{:.0f}'):>20} "
+              f"{col('trap_us', '{:.1f}'):>8} {col('no_mark_pct', '{:.2f}'):>9} "
+              f"{col('traps_per_mark', '{:.2f}'):>10}")
+    print("floor = hvprof's cost per sample / the bare exit's in the same round; VMM ns/sample "
+          "= sample_ns_total / samples (counters); no-mark % = traps_no_mark / traps_hit")
+    return {"rounds": rounds, "rows": rows, "raw": per}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     ap.add_argument("--json", default=os.path.join(HERE, "results", "overhead.json"))
     ap.add_argument("--cpus", default="1,2", help="vCPU counts, e.g. 1,2")
     ap.add_argument("--quick", action="store_true", help="1 kHz only")
+    ap.add_argument("--interleave", type=int, default=0,
+                    help="N rounds of the 1 kHz configurations on 1 vCPU, both mark strategies")
     a = ap.parse_args()
     hvprof = os.path.join(a.build, "cli", "hvprof")
     work = tempfile.mkdtemp(prefix="hvprof-bench-")
@@ -126,6 +206,14 @@ def main():
                            "cpus": os.cpu_count(),
                            "kvm": "pvm" if os.path.exists("/sys/module/kvm_pvm") else "kvm"},
                "configs": {}, "rows": []}
+    if a.interleave:
+        results["interleaved"] = interleaved(hvprof, a.interleave, work)
+        out = a.json.replace("overhead.json", "overhead_interleaved.json")
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w") as fh:
+            json.dump(results, fh, indent=1)
+        print(f"bench: wrote {out}")
+        return
     for ncpu in [int(x) for x in a.cpus.split(",") if x]:
         rates = [1000] if a.quick or ncpu > 1 else [100, 1000, 4000]
         configs = {}
