@@ -1,91 +1,148 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # diff's false-alarm and detection rates on the bundled demo (docs/diff.md "Measured rates").
-# Not run by CI: it boots the default image once per recording (30-70 s each on PVM).
+# Not run by CI: it boots the default image once per recording, one boot at a time.
 #
-# usage: diff_rates.sh record HVPROF DIR NBASE NSLOW   # NBASE runs of 'hvprof-demo 4 2' and
-#                                                      # NSLOW of 'hvprof-demo 6 2', one at a time
-#        diff_rates.sh diff HVPROF DIR [PCT]           # the comparisons, on what is in DIR
+# usage: diff_rates.sh record HVPROF DIR [N]   # 5 boots of record --repeat N (default 30):
+#                                              # base1, base2 ('hvprof-demo 4 2'), slow10
+#                                              # ('4.4 2'), slow25 ('5 2'), slow50 ('6 2')
+#        diff_rates.sh diff HVPROF DIR [T]     # the comparisons (T trials each, default 10;
+#                                              # SLOWS='slow25 slow50': those only; ONLY_SLOW=1:
+#                                              # no identical pairs)
+#        diff_rates.sh time HVPROF DIR         # a 3-against-3 comparison end to end: two boots of
+#                                              # record --repeat 3 (the defaults) and the diff
 #
-# The slowdown: cpu_phase() runs CPU_SECONDS (the demo's first argument), so 'hvprof-demo 6 2'
-# is cpu_phase() (burn_a and burn_b under it) taking 50% longer than in 'hvprof-demo 4 2', the
-# rest unchanged: cpu_phase's total share goes from 4/6 = 66.7% to 6/8 = 75% (+12.5%), burn_a's
-# self share from ~46.7% to ~52.5%. Recordings use --from workload, the defaults otherwise.
-# The diff step prints one line per comparison: exit status, the first regression, and the
-# largest |z| of any entry (how far the noise went, for the one-run factor).
+# The slowdown: cpu_phase() runs CPU_SECONDS (the demo's first argument), so 'hvprof-demo 5 2'
+# is cpu_phase() (burn_a and burn_b under it) taking 25% longer than in 'hvprof-demo 4 2', the
+# rest unchanged: cpu_phase holds ~2/3 of the window. Each window of a recording is one run
+# (FILE#N, docs/diff.md); record uses --from workload and --call-graph fp (the demo has frame
+# pointers; DWARF stacks would make 30-window files of ~1.5 GB), the defaults otherwise. Every
+# comparison is 'diff --fail-on-regression 10' at the defaults: exit 1 is an alarm.
 set -euo pipefail
 mode=$1 hv=$2 dir=$3
 mkdir -p "$dir"
 
-record() { # NAME ARGS
-	local out=$dir/$1.data t0=$SECONDS
-	[ -s "$out" ] && return 0
-	"$hv" record --from workload -o "$out" --run "/bin/hvprof-demo $2" >"$dir/$1.log" 2>&1 ||
-		echo "record $1 failed: see $dir/$1.log"
-	echo "recorded $1 ($2) in $((SECONDS - t0)) s"
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+record() { # NAME ARGS N [record options]
+	local name=$1 args=$2 n=$3 t0=$SECONDS
+	shift 3
+	[ -s "$dir/$name.data" ] && return 0
+	echo "$(date -u +%T) record $name ('hvprof-demo $args', --repeat $n), load $(load)"
+	"$hv" record --from workload --repeat "$n" "$@" -o "$dir/$name.data" \
+		--run "/bin/hvprof-demo $args" >"$dir/$name.log" 2>&1 ||
+		echo "record $name failed: see $dir/$name.log"
+	echo "$(date -u +%T) recorded $name in $((SECONDS - t0)) s, load $(load)"
 }
 
-# One comparison: LABEL EXPECT(0 same, 1 slower) then diff arguments.
+# One comparison: LABEL EXPECT(0 same, 1 slower) then diff arguments; prints exit and the first
+# regression; counts alarms in $alarms.
 compare() {
-	local label=$1 expect=$2 rc summary
+	local label=$1 expect=$2 rc first
 	shift 2
 	set +e
-	"$hv" diff --format json --fail-on-regression "${pct:-10}" --min-samples 10 "$@" \
-		>"$dir/cmp.json" 2>"$dir/cmp.err"
+	"$hv" diff --format json --fail-on-regression 10 "$@" >"$dir/cmp.json" 2>"$dir/cmp.err"
 	rc=$?
 	set -e
-	summary=$(python3 - "$dir/cmp.json" <<'PY' 2>/dev/null || echo "? ?"
+	first=$(python3 - "$dir/cmp.json" <<'PY' 2>/dev/null || echo "?"
 import json, sys
 d = json.load(open(sys.argv[1]))
-r = d["regressions"]
-ch = lambda e: "new" if e["change_pct"] is None else "%+.1f%%" % e["change_pct"]
-first = "%s:%s %s" % (r[0]["kind"], r[0]["name"], ch(r[0])) if r else "-"
-print("first=%s reported=%d max|z|=%.2f z_crit=%.2f" % (first.replace(" ", "_"),
-      len(r) + len(d["improvements"]), d["max_abs_z"], d["z_crit"]))
+r = [e for e in d["regressions"] if e["kind"] != "stack"]
+e = r[0] if r else None
+pr = d.get("prior", {})
+print("%s t=%s df=%s max|z|=%.1f d0=%s phi0=%s" % (
+    "%s:%s_%+.1f%%" % (e["kind"], e["name"], e["change_pct"] or 0) if e else "-",
+    "%.1f" % e["t"] if e else "-", e["df"] if e else "-", d["max_abs_z"],
+    pr.get("d0"), pr.get("phi0")))
 PY
 )
-	echo "$label expect=$expect exit=$rc $summary"
+	echo "$label expect=$expect exit=$rc $first"
+	if [ "$rc" = 1 ]; then alarms=$((alarms + 1)); fi
+	if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then errors=$((errors + 1)); fi
+}
+
+summary() { echo "## $1: $alarms alarms (exit 1) of $2 trials, $errors errors"; }
+
+w() { echo "$dir/$1.data#$2"; } # window N of recording NAME
+
+# Trials T of 3 against 3: triple k of A against triple k of B (windows 3k-2..3k)
+three() {
+	local a=$1 b=$2 expect=$3 t=$4
+	alarms=0 errors=0
+	for ((k = 1; k <= t; k++)); do
+		compare "3v3 $a/$b triple $k" "$expect" \
+			--base "$(w "$a" $((3 * k - 2)))" --base "$(w "$a" $((3 * k - 1)))" \
+			--base "$(w "$a" $((3 * k)))" --new "$(w "$b" $((3 * k - 2)))" \
+			--new "$(w "$b" $((3 * k - 1)))" --new "$(w "$b" $((3 * k)))"
+	done
+	summary "3 vs 3, $a -> $b" "$t"
+}
+
+one() {
+	local a=$1 b=$2 expect=$3 t=$4
+	alarms=0 errors=0
+	for ((i = 1; i <= t; i++)); do
+		compare "1v1 $a#$i/$b#$i" "$expect" "$(w "$a" "$i")" "$(w "$b" "$i")"
+	done
+	summary "1 vs 1, $a -> $b" "$t"
 }
 
 case $mode in
 record)
-	for i in $(seq 1 "$4"); do record "base$i" "4 2"; done
-	for i in $(seq 1 "$5"); do record "slow$i" "6 2"; done
+	n=${4:-30}
+	record base1 "4 2" "$n" --call-graph fp
+	record slow50 "6 2" "$n" --call-graph fp
+	record slow25 "5 2" "$n" --call-graph fp
+	record base2 "4 2" "$n" --call-graph fp
+	record slow10 "4.4 2" "$n" --call-graph fp
 	;;
 diff)
-	pct=${4:-10}
-	shopt -s nullglob
-	bases=("$dir"/base*.data) slows=("$dir"/slow*.data)
-	nb=${NBASE:-${#bases[@]}} ns=${NSLOW:-${#slows[@]}}
-	echo "== identical pairs, 1 vs 1 (false alarms)"
-	for ((i = 1; i + 1 <= nb; i += 2)); do
-		compare "same base$i base$((i + 1))" 0 "$dir/base$i.data" "$dir/base$((i + 1)).data"
+	t=${4:-10}
+	echo "# host load at the start: $(load)"
+	if [ -z "${ONLY_SLOW:-}" ]; then
+	echo "== identical, 1 vs 1, two boots (false alarms)"
+	one base1 base2 0 "$((3 * t))"
+	echo "== identical, 1 vs 1, one boot: window 2k-1 against 2k (false alarms)"
+	alarms=0 errors=0
+	for ((k = 1; k <= t; k++)); do
+		compare "1v1 base1#$((2 * k - 1))/#$((2 * k))" 0 "$(w base1 $((2 * k - 1)))" \
+			"$(w base1 $((2 * k)))"
 	done
-	echo "== identical, 2 vs 2 (false alarms)"
-	for ((i = 1; i + 3 <= nb; i += 4)); do
-		compare "same 2v2 from base$i" 0 --base "$dir/base$i.data" \
-			--base "$dir/base$((i + 1)).data" --new "$dir/base$((i + 2)).data" \
-			--new "$dir/base$((i + 3)).data"
+	summary "1 vs 1, base1 -> base1 (one boot)" "$t"
+	echo "== identical, 3 vs 3, two boots (false alarms)"
+	three base1 base2 0 "$t"
+	echo "== identical, 3 vs 3, one boot: triple k against triple k + 5 (false alarms)"
+	alarms=0 errors=0
+	for ((k = 1; k <= 5; k++)); do
+		j=$((k + 5))
+		compare "3v3 base1 triple $k/triple $j" 0 \
+			--base "$(w base1 $((3 * k - 2)))" --base "$(w base1 $((3 * k - 1)))" \
+			--base "$(w base1 $((3 * k)))" --new "$(w base1 $((3 * j - 2)))" \
+			--new "$(w base1 $((3 * j - 1)))" --new "$(w base1 $((3 * j)))"
 	done
-	echo "== cpu_phase 50% slower, 1 vs 1 (detection)"
-	for ((i = 1; i <= ns && i <= nb; i++)); do
-		compare "slow base$i slow$i" 1 "$dir/base$i.data" "$dir/slow$i.data"
-	done
-	if ((ns >= 3 && nb >= 3)); then
-		echo "== cpu_phase 50% slower, 3 vs 3 (detection)"
-		compare "slow 3v3" 1 --base "$dir/base1.data" --base "$dir/base2.data" \
-			--base "$dir/base3.data" --new "$dir/slow1.data" --new "$dir/slow2.data" \
-			--new "$dir/slow3.data"
+	summary "3 vs 3, base1 -> base1 (one boot)" 5
 	fi
-	if ((nb >= 6)); then
-		echo "== identical, 3 vs 3 (false alarms)"
-		compare "same 3v3" 0 --base "$dir/base1.data" --base "$dir/base2.data" \
-			--base "$dir/base3.data" --new "$dir/base4.data" --new "$dir/base5.data" \
-			--new "$dir/base6.data"
-	fi
+	for s in ${SLOWS:-slow10 slow25 slow50}; do
+		[ -s "$dir/$s.data" ] || continue
+		echo "== $s, 1 vs 1 (detection)"
+		one base1 "$s" 1 "$t"
+		echo "== $s, 3 vs 3 (detection)"
+		three base1 "$s" 1 "$t"
+	done
+	echo "# host load at the end: $(load)"
+	;;
+time)
+	t0=$SECONDS
+	record t_base "4 2" 3
+	record t_new "5 2" 3
+	t1=$SECONDS
+	alarms=0 errors=0
+	compare "3v3 t_base/t_new" 1 "$dir/t_base.data" "$dir/t_new.data"
+	echo "3 against 3 (record --repeat 3 twice, defaults): records $((t1 - t0)) s, diff" \
+		"$((SECONDS - t1)) s"
 	;;
 *)
-	echo "usage: $0 record|diff HVPROF DIR ..." >&2
+	echo "usage: $0 record|diff|time HVPROF DIR [N]" >&2
 	exit 2
 	;;
 esac
