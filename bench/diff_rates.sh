@@ -121,6 +121,14 @@ diff)
 			--new "$(w base1 $((3 * j - 1)))" --new "$(w base1 $((3 * j)))"
 	done
 	summary "3 vs 3, base1 -> base1 (one boot)" 5
+	echo "== identical, 3 vs 3, each side's runs from both boots (false alarms)"
+	alarms=0 errors=0
+	for ((k = 1; k <= t; k++)); do
+		compare "3v3 mixed $k" 0 --base "$(w base1 "$k")" --base "$(w base2 $((k + 10)))" \
+			--base "$(w base1 $((k + 20)))" --new "$(w base2 "$k")" \
+			--new "$(w base1 $((k + 10)))" --new "$(w base2 $((k + 20)))"
+	done
+	summary "3 vs 3, base1+base2 -> base2+base1 (runs of both boots a side)" "$t"
 	fi
 	for s in ${SLOWS:-slow10 slow25 slow50}; do
 		[ -s "$dir/$s.data" ] || continue
