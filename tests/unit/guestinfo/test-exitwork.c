@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of guestinfo/exitwork.c: the exit-work loop and its clear of TIF_NOTIFY_RESUME
+// found in code bytes. The fixture is exit_to_user_mode_prepare of our 6.1 test kernel (the
+// generic entry code with exit_to_user_mode_loop inlined), as objdump shows it; the negative
+// cases are the same bytes with the sti or the clear changed.
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hvprof/guestinfo.h>
+
+#include "kimage_internal.h"
+#include "test.h"
+
+#define FN 0xffffffff810760dfull /* exit_to_user_mode_prepare */
+
+static const uint8_t prepare61[] = {
+	0x55, 0x48, 0x89, 0xe5, 0x41, 0x55, 0x41, 0x54, 0x65, 0x4c, 0x8b, 0x24, 0x25, 0x00, 0xac,
+	0x01, 0x00, 0x53, 0x49, 0x8b, 0x1c, 0x24, 0xf7, 0xc3, 0x0e, 0x30, 0x02, 0x00, 0x74, 0x50,
+	0x49, 0x89, 0xfd, 0xfb, 0xf6, 0xc3, 0x08, 0x74, 0x05, 0xe8, 0xec, 0x67, 0x1a, 0x00, 0xf7,
+	0xc3, 0x04, 0x00, 0x02, 0x00, 0x74, 0x08, 0x4c, 0x89, 0xef, 0xe8, 0x15, 0xbf, 0xf9, 0xff,
+	0x80, 0xe3, 0x02, 0x74, 0x18, 0xf0, 0x41, 0x80, 0x24, 0x24, 0xfd, 0x49, 0x8b, 0x84, 0x24,
+	0x00, 0x06, 0x00, 0x00, 0x48, 0x85, 0xc0, 0x74, 0x05, 0xe8, 0xe0, 0x0e, 0xfd, 0xff, 0xfa,
+	0x65, 0x48, 0x8b, 0x04, 0x25, 0x00, 0xac, 0x01, 0x00, 0x48, 0x8b, 0x18, 0xf7, 0xc3, 0x0e,
+	0x30, 0x02, 0x00, 0x75, 0xb3, 0x0f, 0xba, 0xe3, 0x0e, 0x73, 0x05, 0xe8, 0x23, 0x22, 0xfa,
+	0xff, 0xe9, 0xd6, 0xac, 0xa7, 0x00, 0x65, 0x8a, 0x05, 0xac, 0x4a, 0xfa, 0x7e, 0x84, 0xc0,
+	0x74, 0x1d, 0x48, 0x8b, 0x05, 0x69, 0x15, 0x85, 0x00, 0xb9, 0x49, 0x00, 0x00, 0x00, 0x48,
+	0x89, 0xc2, 0x48, 0xc1, 0xea, 0x20, 0x90, 0x90, 0x65, 0xc6, 0x05, 0x8b, 0x4a, 0xfa, 0x7e,
+	0x00, 0x5b, 0x41, 0x5c, 0x41, 0x5d, 0x5d, 0xc3,
+};
+
+static uint8_t code[4096];
+
+/* The function's bytes at FN, int3 after them (the next function). */
+static int read_code(void *ctx, uint64_t kva, void *dst, size_t len)
+{
+	if (kva < FN || kva - FN + len > sizeof(code))
+		return -EFAULT;
+	memcpy(dst, code + (kva - FN), len);
+	return 0;
+}
+
+static struct symtab *symbols(void)
+{
+	struct ksym_entry e[3] = {
+		{ FN, 't', strdup("exit_to_user_mode_prepare") },
+		{ FN + sizeof(prepare61), 'T', strdup("syscall_exit_to_user_mode_work") },
+		{ FN + sizeof(code) - 16, 'T', strdup("after") },
+	};
+	struct symtab *st = NULL;
+
+	if (symtab_from_entries(e, 3, &st) != 0)
+		st = NULL;
+	for (int i = 0; i < 3; i++)
+		free(e[i].name);
+	return st;
+}
+
+static int test_found(void)
+{
+	struct symtab *st = symbols();
+	struct gi_exit_work w;
+
+	ASSERT_TRUE(st != NULL);
+	memset(code, 0xcc, sizeof(code));
+	memcpy(code, prepare61, sizeof(prepare61));
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, &w), 0);
+	ASSERT_EQ_U64(w.func_start, FN);
+	ASSERT_EQ_U64(w.func_end, FN + sizeof(prepare61));
+	ASSERT_EQ_U64(w.head, FN + 0x21);        /* sti */
+	ASSERT_EQ_U64(w.loop_end, FN + 0x6e);    /* after jne head */
+	ASSERT_EQ_U64(w.clear, FN + 0x41);       /* lock and byte [r12], 0xfd */
+	ASSERT_EQ_U64(w.clear_end, FN + 0x47);
+	ASSERT_EQ_INT(w.clear_base, 12 + 1);     /* r12 */
+	ASSERT_EQ_U64((uint64_t)w.clear_disp, 0);
+	ASSERT_EQ_INT((int)w.clear_size, 1);
+	ASSERT_EQ_U64(w.clear_imm & 0xff, 0xfd);
+	ASSERT_EQ_INT((int)w.notify_bit, 1);
+	ASSERT_TRUE(!memcmp(w.clear_bytes, prepare61 + 0x41, 6));
+	symtab_free(st);
+	return TEST_OK;
+}
+
+static int test_not_found(void)
+{
+	struct symtab *st = symbols();
+	struct gi_exit_work w;
+
+	ASSERT_TRUE(st != NULL);
+	/* the loop head is a call (a paravirt irq enable), not sti */
+	memset(code, 0xcc, sizeof(code));
+	memcpy(code, prepare61, sizeof(prepare61));
+	code[0x21] = 0x90;
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, &w), -ENOENT);
+	/* the loop clears another bit (0xfb: bit 2) */
+	memcpy(code, prepare61, sizeof(prepare61));
+	code[0x46] = 0xfb;
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, &w), -ENOENT);
+	/* no such function */
+	ASSERT_EQ_INT(gi_exit_work_find(NULL, read_code, NULL, &w), -EINVAL);
+	symtab_free(st);
+	return TEST_OK;
+}
+
+/* The tail after the call of the exit function: from the call instruction itself. */
+static int test_tail_after_call(void)
+{
+	struct symtab *st = symbols();
+	uint64_t a, b;
+
+	ASSERT_TRUE(st != NULL);
+	memset(code, 0xcc, sizeof(code));
+	memcpy(code, prepare61, sizeof(prepare61));
+	/* in the fixture, the call at +0x27 targets FN + 0x2c + 0x1a67ec (schedule) */
+	{
+		struct ksym_entry e[2] = { { FN, 't', strdup("exit_to_user_mode_prepare") },
+					   { FN + 0x2c + 0x1a67ec, 'T', strdup("schedule") } };
+		struct symtab *st2 = NULL;
+
+		ASSERT_EQ_INT(symtab_from_entries(e, 2, &st2), 0);
+		free(e[0].name);
+		free(e[1].name);
+		ASSERT_EQ_INT(gi_tail_after_call(st2, read_code, NULL, "exit_to_user_mode_prepare",
+						 "schedule", &a, &b), 0);
+		ASSERT_EQ_U64(a, FN + 0x27);
+		ASSERT_TRUE(b > a);
+		ASSERT_EQ_INT(gi_tail_after_call(st2, read_code, NULL, "exit_to_user_mode_prepare",
+						 "nowhere", &a, &b), -ENOENT);
+		symtab_free(st2);
+	}
+	symtab_free(st);
+	return TEST_OK;
+}
+
+int main(void)
+{
+	static const struct test_case tests[] = {
+		{ "the 6.1 loop, its clear of TIF_NOTIFY_RESUME and its operand", test_found },
+		{ "no sti head, another bit cleared: not found", test_not_found },
+		{ "the tail from a call of the exit function", test_tail_after_call },
+	};
+
+	return test_run_all(tests, sizeof(tests) / sizeof(tests[0]));
+}
