@@ -113,6 +113,10 @@ int ctl_reply_u64(const struct ctl_reply *r, const char *key, uint64_t *val) __m
  */
 int ctl_freq_check(uint32_t freq, const char *max_rate_text, uint32_t *max) __must_check;
 
+/** ctl_parse_uint - a decimal number of 1..10 digits in [@w, @w + @n), at most @max, into
+ * *@out. Return: whether it is one. */
+bool ctl_parse_uint(const char *w, size_t n, uint32_t max, uint32_t *out);
+
 /** ctl_reason_word - DONE's and END's word for enum hvp_end_reason @reason ("exit", "reset",
  * "crash", "duration", "signal", "detached"; "error" for any other). */
 const char *ctl_reason_word(int reason);

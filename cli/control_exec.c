@@ -23,24 +23,6 @@ void exec_rx_init(struct exec_rx *rx)
 	memset(rx, 0, sizeof(*rx));
 }
 
-/* A decimal 0..max of [w, w + n). */
-static bool dec(const char *w, size_t n, uint32_t max, uint32_t *out)
-{
-	uint64_t v = 0;
-
-	if (!n || n > 10)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		if (w[i] < '0' || w[i] > '9')
-			return false;
-		v = v * 10 + (uint64_t)(w[i] - '0');
-	}
-	if (v > max)
-		return false;
-	*out = (uint32_t)v;
-	return true;
-}
-
 /* One header line (no '\n'): "R V", "O FD LEN", "X STATUS". Return: false when it is none. */
 static bool header(struct exec_rx *rx, const char *h, size_t n, const struct exec_rx_ops *ops,
 		   void *ctx)
@@ -52,19 +34,19 @@ static bool header(struct exec_rx *rx, const char *h, size_t n, const struct exe
 		return false;
 	switch (h[0]) {
 	case 'R':
-		if (!dec(h + 2, n - 2, UINT32_MAX, &a))
+		if (!ctl_parse_uint(h + 2, n - 2, UINT32_MAX, &a))
 			return false;
 		ops->ready(ctx, a);
 		return true;
 	case 'X':
-		if (!dec(h + 2, n - 2, 255, &a))
+		if (!ctl_parse_uint(h + 2, n - 2, 255, &a))
 			return false;
 		ops->exit(ctx, (int)a);
 		return true;
 	case 'O':
 		sp = memchr(h + 2, ' ', n - 2);
-		if (!sp || !dec(h + 2, (size_t)(sp - h - 2), 2, &a) || a < 1 ||
-		    !dec(sp + 1, (size_t)(h + n - sp - 1), EXEC_MAX_CHUNK, &b) || !b)
+		if (!sp || !ctl_parse_uint(h + 2, (size_t)(sp - h - 2), 2, &a) || a < 1 ||
+		    !ctl_parse_uint(sp + 1, (size_t)(h + n - sp - 1), EXEC_MAX_CHUNK, &b) || !b)
 			return false;
 		rx->out_fd = (int)a;
 		rx->left = b;

@@ -93,8 +93,7 @@ static bool word_is(const char *w, size_t n, const char *lit)
 	return strlen(lit) == n && !memcmp(w, lit, n);
 }
 
-/* A decimal number of 1..10 digits in [w, w + n), at most @max. */
-static bool parse_uint(const char *w, size_t n, uint32_t max, uint32_t *out)
+bool ctl_parse_uint(const char *w, size_t n, uint32_t max, uint32_t *out)
 {
 	uint64_t v = 0;
 
@@ -126,7 +125,7 @@ static bool parse_call_graph(const char *v, size_t n, struct ctl_request *out)
 	out->dwarf = true;
 	if (n == 5)
 		return true;
-	if (v[5] != ',' || !parse_uint(v + 6, n - 6, CTL_MAX_STACK, &size) || !size)
+	if (v[5] != ',' || !ctl_parse_uint(v + 6, n - 6, CTL_MAX_STACK, &size) || !size)
 		return false;
 	out->stack_size = (size + 7) & ~7u;
 	return true;
@@ -147,7 +146,7 @@ static int attach_args(const char *p, const char *end, struct ctl_request *out, 
 		}
 		if (word_is(w, (size_t)(eq - w), "freq") && !seen_freq) {
 			seen_freq = true;
-			if (!parse_uint(eq + 1, wn - (size_t)(eq + 1 - w), CTL_MAX_HZ, &out->freq) ||
+			if (!ctl_parse_uint(eq + 1, wn - (size_t)(eq + 1 - w), CTL_MAX_HZ, &out->freq) ||
 			    !out->freq) {
 				snprintf(why, why_len, "freq must be 1 to %d Hz", CTL_MAX_HZ);
 				return -EINVAL;
@@ -244,7 +243,7 @@ int ctl_parse_request(const char *line, size_t len, struct ctl_request *out, cha
 	out->stack_size = 8192;
 	if (word_is(w, wn, "HELLO")) {
 		out->verb = CTL_HELLO;
-		if (!next_word(&p, end, &w, &wn) || !parse_uint(w, wn, UINT32_MAX, &out->version) ||
+		if (!next_word(&p, end, &w, &wn) || !ctl_parse_uint(w, wn, UINT32_MAX, &out->version) ||
 		    next_word(&p, end, &extra, &xn)) {
 			snprintf(why, why_len, "want HELLO VERSION");
 			return -EPROTO;
@@ -264,7 +263,7 @@ int ctl_parse_request(const char *line, size_t len, struct ctl_request *out, cha
 
 		out->verb = CTL_POWEROFF;
 		if (next_word(&p, end, &w, &wn) &&
-		    (wn < 8 || memcmp(w, "status=", 7) || !parse_uint(w + 7, wn - 7, 255, &st) ||
+		    (wn < 8 || memcmp(w, "status=", 7) || !ctl_parse_uint(w + 7, wn - 7, 255, &st) ||
 		     next_word(&p, end, &extra, &xn))) {
 			snprintf(why, why_len, "want POWEROFF [status=0..255]");
 			return -EINVAL;

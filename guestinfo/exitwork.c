@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <hvprof/guestinfo.h>
@@ -70,17 +71,106 @@ static bool ew_clears_notify(const cs_insn *insn)
 	return false;
 }
 
+/* One function's code, decoded (ew_walk). */
+struct ew_fn {
+	uint8_t code[EW_MAX_BYTES];
+	uint64_t start, end; /* [start, end): up to the next symbol */
+	csh cs;
+};
+
+/*
+ * Decode function @fname at @start up to the next symbol (at most EW_MAX_BYTES), calling
+ * @visit for each instruction. Return: 0; -EFAULT unreadable; -ENOMEM.
+ */
+static int ew_walk(const struct symtab *st, gi_kva_read_fn read, void *ctx, const char *fname,
+		   uint64_t start, struct ew_fn *f,
+		   void (*visit)(struct ew_fn *f, const cs_insn *insn, void *arg), void *arg)
+{
+	size_t avail = sizeof(f->code);
+	const uint8_t *p = f->code;
+	uint64_t addr = start, off;
+	const char *name;
+	cs_insn *insn;
+
+	while (avail >= 64 && read(ctx, start, f->code, avail) != 0)
+		avail /= 2;
+	if (avail < 64)
+		return -EFAULT;
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &f->cs) != CS_ERR_OK)
+		return -ENOMEM;
+	cs_option(f->cs, CS_OPT_DETAIL, CS_OPT_ON);
+	insn = cs_malloc(f->cs);
+	if (!insn) {
+		cs_close(&f->cs);
+		return -ENOMEM;
+	}
+	f->start = f->end = start;
+	while (cs_disasm_iter(f->cs, &p, &avail, &addr, insn)) {
+		if (insn->address != start && symtab_lookup(st, insn->address, &name, &off) == 0 &&
+		    off == 0 && strcmp(name, fname) != 0)
+			break; /* the next function */
+		f->end = insn->address + insn->size;
+		visit(f, insn, arg);
+	}
+	cs_free(insn, 1);
+	cs_close(&f->cs);
+	return 0;
+}
+
+/* A direct jump's or call's target, or 0. */
+static uint64_t ew_target(const cs_insn *insn)
+{
+	const cs_x86 *x = &insn->detail->x86;
+
+	if (x->op_count != 1 || x->operands[0].type != X86_OP_IMM)
+		return 0;
+	return (uint64_t)x->operands[0].imm;
+}
+
+/* The loop: the last backward jump to an sti. */
+static void ew_loop_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
+{
+	struct gi_exit_work *w = arg;
+	uint64_t t = ew_target(insn);
+
+	if (t >= f->start && t < insn->address && f->code[t - f->start] == 0xfb /* sti */ &&
+	    cs_insn_group(f->cs, insn, X86_GRP_JUMP)) {
+		w->head = t;
+		w->loop_end = insn->address + insn->size;
+	}
+}
+
+/* Inside [head, loop_end): the first clear of TIF_NOTIFY_RESUME, with its operand. */
+static void ew_clear_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
+{
+	struct gi_exit_work *w = arg;
+	const cs_x86_op *m = &insn->detail->x86.operands[0];
+
+	if (w->clear || insn->address < w->head || insn->address >= w->loop_end ||
+	    !ew_clears_notify(insn))
+		return;
+	w->clear = insn->address;
+	w->clear_end = insn->address + insn->size;
+	if (insn->size <= sizeof(w->clear_bytes))
+		memcpy(w->clear_bytes, insn->bytes, insn->size);
+	/* what a VMM must do to complete it (PVM ignores RFLAGS.RF): an AND of [base + disp]
+	 * with the immediate */
+	if (insn->id == X86_INS_AND && m->mem.index == X86_REG_INVALID &&
+	    m->mem.segment == X86_REG_INVALID && ew_gpr(m->mem.base) &&
+	    (m->size == 1 || m->size == 8)) {
+		w->clear_base = ew_gpr(m->mem.base);
+		w->clear_disp = m->mem.disp;
+		w->clear_size = m->size;
+		w->clear_imm = (uint64_t)insn->detail->x86.operands[1].imm;
+	}
+}
+
 int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 		      struct gi_exit_work *out)
 {
-	uint8_t code[EW_MAX_BYTES];
-	uint64_t start, head = 0, back_end = 0, end;
-	const char *fname, *name;
-	const uint8_t *p;
-	size_t avail;
-	uint64_t addr, off;
-	cs_insn *insn;
-	csh cs;
+	struct ew_fn *f;
+	const char *fname;
+	uint64_t start;
 	int err;
 
 	if (!st || !read || !out)
@@ -89,82 +179,24 @@ int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 	err = ew_function(st, &start, &fname);
 	if (err)
 		return err;
-	avail = sizeof(code);
-	while (avail >= 64 && read(ctx, start, code, avail) != 0)
-		avail /= 2;
-	if (avail < 64)
-		return -EFAULT;
-	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
+	f = calloc(1, sizeof(*f));
+	if (!f)
 		return -ENOMEM;
-	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
-	insn = cs_malloc(cs);
-	if (!insn) {
-		cs_close(&cs);
-		return -ENOMEM;
-	}
-	/* Pass 1: the function's extent (up to the next symbol) and its last backward jump to
-	 * an sti. */
-	p = code;
-	addr = start;
-	end = start;
-	while (cs_disasm_iter(cs, &p, &avail, &addr, insn)) {
-		const cs_x86 *x = &insn->detail->x86;
-
-		if (insn->address != start && symtab_lookup(st, insn->address, &name, &off) == 0 &&
-		    off == 0 && strcmp(name, fname) != 0)
-			break; /* the next function */
-		end = insn->address + insn->size;
-		if (cs_insn_group(cs, insn, X86_GRP_JUMP) && x->op_count == 1 &&
-		    x->operands[0].type == X86_OP_IMM) {
-			uint64_t t = (uint64_t)x->operands[0].imm;
-
-			if (t >= start && t < insn->address &&
-			    code[t - start] == 0xfb /* sti */) {
-				head = t;
-				back_end = insn->address + insn->size;
-			}
-		}
-	}
-	err = -ENOENT;
-	if (head) {
-		/* Pass 2: TIF_NOTIFY_RESUME is cleared inside [head, back_end). */
-		p = code + (head - start);
-		avail = back_end - head;
-		addr = head;
-		while (cs_disasm_iter(cs, &p, &avail, &addr, insn))
-			if (ew_clears_notify(insn)) {
-				const cs_x86_op *m = &insn->detail->x86.operands[0];
-
-				out->clear = insn->address;
-				out->clear_end = insn->address + insn->size;
-				/* what a VMM must do to complete it (PVM ignores RFLAGS.RF): an
-				 * AND of [base + disp] with the immediate */
-				if (insn->size <= sizeof(out->clear_bytes))
-					memcpy(out->clear_bytes, insn->bytes, insn->size);
-				if (insn->id == X86_INS_AND && m->mem.index == X86_REG_INVALID &&
-				    m->mem.segment == X86_REG_INVALID && ew_gpr(m->mem.base) &&
-				    (m->size == 1 || m->size == 8)) {
-					out->clear_base = ew_gpr(m->mem.base);
-					out->clear_disp = m->mem.disp;
-					out->clear_size = m->size;
-					out->clear_imm = (uint64_t)insn->detail->x86.operands[1].imm;
-				}
-				err = 0;
-				break;
-			}
-	}
-	cs_free(insn, 1);
-	cs_close(&cs);
+	err = ew_walk(st, read, ctx, fname, start, f, ew_loop_visit, out);
+	err = err ?: !out->head ? -ENOENT : ew_walk(st, read, ctx, fname, start, f, ew_clear_visit,
+						   out);
+	if (!err && !out->clear)
+		err = -ENOENT;
 	if (err) {
 		pr_debug(LOG_BTF, "%s: no exit-work loop that clears TIF_NOTIFY_RESUME", fname);
-		return err;
+		memset(out, 0, sizeof(*out));
+	} else {
+		out->func_start = f->start;
+		out->func_end = f->end;
+		out->notify_bit = EW_TIF_NOTIFY_RESUME;
 	}
-	out->func_start = start;
-	out->func_end = end;
-	out->head = head;
-	out->loop_end = back_end;
-	out->notify_bit = EW_TIF_NOTIFY_RESUME;
-	return 0;
+	free(f);
+	return err;
 }
 
 int gi_syscall_tail_find(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t *start,
@@ -206,54 +238,42 @@ int gi_syscall_tail_find(const struct symtab *st, gi_kva_read_fn read, void *ctx
 	return 0;
 }
 
+struct ew_call {
+	uint64_t target, at;
+};
+
+static void ew_call_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
+{
+	struct ew_call *c = arg;
+
+	if ((insn->id == X86_INS_CALL || insn->id == X86_INS_JMP) && ew_target(insn) == c->target)
+		c->at = insn->address; /* the call itself: a caller frame returning after it is
+					* inside the callee (whose frame a leaf without one hides
+					* from the frame-pointer walk) */
+}
+
 int gi_tail_after_call(const struct symtab *st, gi_kva_read_fn read, void *ctx, const char *func,
 		       const char *callee, uint64_t *start, uint64_t *end)
 {
-	uint8_t code[EW_MAX_BYTES];
-	uint64_t a, target, addr, after = 0, last = 0, off;
-	const char *name;
-	const uint8_t *p;
-	size_t avail;
-	cs_insn *insn;
-	csh cs;
+	struct ew_call c = { 0, 0 };
+	struct ew_fn *f;
+	uint64_t a;
+	int err;
 
 	if (!st || !read || !func || !callee || !start || !end)
 		return -EINVAL;
-	if (symtab_find(st, func, &a) || symtab_find(st, callee, &target))
+	if (symtab_find(st, func, &a) || symtab_find(st, callee, &c.target))
 		return -ENOENT;
-	avail = sizeof(code);
-	while (avail >= 64 && read(ctx, a, code, avail) != 0)
-		avail /= 2;
-	if (avail < 64)
-		return -EFAULT;
-	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK)
+	f = calloc(1, sizeof(*f));
+	if (!f)
 		return -ENOMEM;
-	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
-	insn = cs_malloc(cs);
-	if (!insn) {
-		cs_close(&cs);
-		return -ENOMEM;
+	err = ew_walk(st, read, ctx, func, a, f, ew_call_visit, &c);
+	if (!err && !c.at)
+		err = -ENOENT;
+	if (!err) {
+		*start = c.at;
+		*end = f->end;
 	}
-	p = code;
-	addr = a;
-	while (cs_disasm_iter(cs, &p, &avail, &addr, insn)) {
-		const cs_x86 *x = &insn->detail->x86;
-
-		if (insn->address != a && symtab_lookup(st, insn->address, &name, &off) == 0 &&
-		    off == 0 && strcmp(name, func) != 0)
-			break;
-		last = insn->address + insn->size;
-		if ((insn->id == X86_INS_CALL || insn->id == X86_INS_JMP) && x->op_count == 1 &&
-		    x->operands[0].type == X86_OP_IMM && (uint64_t)x->operands[0].imm == target)
-			after = insn->address; /* the call itself: a caller frame returning after it
-						* is inside @callee (whose frame a leaf without
-						* one hides from the frame-pointer walk) */
-	}
-	cs_free(insn, 1);
-	cs_close(&cs);
-	if (!after)
-		return -ENOENT;
-	*start = after;
-	*end = last;
-	return 0;
+	free(f);
+	return err;
 }

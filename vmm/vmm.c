@@ -109,16 +109,21 @@ bool vmm_is_pvm(const struct vmm *vm)
 	return vm->is_pvm;
 }
 
+/* The 8-aligned word of guest RAM at @gpa, or NULL (a bad argument, or not RAM). */
+static uint64_t *gpa_word(struct vmm *vm, uint64_t gpa)
+{
+	if (!vm || (gpa & 7))
+		return NULL;
+	/* SAFETY: gpa is 8-aligned and the RAM mapping page-aligned: the word is aligned */
+	return ram_gpa_to_hva(&vm->ram, gpa, sizeof(uint64_t));
+}
+
 int vmm_gpa_or64(struct vmm *vm, uint64_t gpa, uint64_t bits, uint64_t *old)
 {
-	uint64_t *p, v;
+	uint64_t *p = gpa_word(vm, gpa), v;
 
-	if (!vm || (gpa & 7))
-		return -EINVAL;
-	p = ram_gpa_to_hva(&vm->ram, gpa, sizeof(*p));
 	if (!p)
-		return -ERANGE;
-	/* SAFETY: p is 8-aligned (gpa is, and the RAM mapping is page-aligned) and inside RAM */
+		return !vm || (gpa & 7) ? -EINVAL : -ERANGE;
 	v = __atomic_fetch_or(p, bits, __ATOMIC_SEQ_CST);
 	if (old)
 		*old = v;
@@ -127,14 +132,10 @@ int vmm_gpa_or64(struct vmm *vm, uint64_t gpa, uint64_t bits, uint64_t *old)
 
 int vmm_gpa_and64(struct vmm *vm, uint64_t gpa, uint64_t mask, uint64_t *old)
 {
-	uint64_t *p, v;
+	uint64_t *p = gpa_word(vm, gpa), v;
 
-	if (!vm || (gpa & 7))
-		return -EINVAL;
-	p = ram_gpa_to_hva(&vm->ram, gpa, sizeof(*p));
 	if (!p)
-		return -ERANGE;
-	/* SAFETY: as vmm_gpa_or64 */
+		return !vm || (gpa & 7) ? -EINVAL : -ERANGE;
 	v = __atomic_fetch_and(p, mask, __ATOMIC_SEQ_CST);
 	if (old)
 		*old = v;

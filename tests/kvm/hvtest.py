@@ -2,8 +2,10 @@
 """What the integration tests that boot a guest share: where the default image is, the skip
 rule (exit 77 with the reason printed), named checks, and running hvprof."""
 import os
+import socket
 import subprocess
 import sys
+import time
 
 
 def image_dir(name="default"):
@@ -51,3 +53,30 @@ def hv(hvprof, *args, timeout=120):
     """Run hvprof with @args: (status, stdout, stderr)."""
     r = subprocess.run([hvprof, *args], capture_output=True, text=True, timeout=timeout)
     return r.returncode, r.stdout, r.stderr
+
+
+def ctl_status(sock):
+    """STATUS over a `run --control` socket (docs/control-protocol.md): its key=value words."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(sock)
+    f = s.makefile("rw")
+    f.write("HELLO 1\n")
+    f.flush()
+    f.readline()
+    f.write("STATUS\n")
+    f.flush()
+    line = f.readline().split()
+    s.close()
+    assert line and line[0] == "OK", line
+    return {k: v for k, _, v in (w.partition("=") for w in line[1:])}
+
+
+def wait_for(pred, secs):
+    """Poll @pred every 0.5 s for up to @secs: whether it became true."""
+    end = time.time() + secs
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.5)
+    return False

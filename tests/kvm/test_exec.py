@@ -20,7 +20,6 @@ Exit: 0 all checks passed, 1 a check failed, 77 skipped (no /dev/kvm or no defau
 import hashlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,29 +40,10 @@ check = checks.check
 
 
 def status():
-    """STATUS over the socket: a dict of its key=value words."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    s.connect(sock)
-    f = s.makefile("rw")
-    f.write("HELLO 1\n")
-    f.flush()
-    f.readline()
-    f.write("STATUS\n")
-    f.flush()
-    line = f.readline().split()
-    s.close()
-    assert line and line[0] == "OK", line
-    return {k: v for k, _, v in (w.partition("=") for w in line[1:])}
+    return hvtest.ctl_status(sock)
 
 
-def wait_for(pred, secs):
-    end = time.time() + secs
-    while time.time() < end:
-        if pred():
-            return True
-        time.sleep(0.5)
-    return False
+wait_for = hvtest.wait_for
 
 
 def hvexec(*words, timeout=300, text=False):
