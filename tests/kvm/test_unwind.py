@@ -72,7 +72,7 @@ check = checks.check
 
 cmd = [HVPROF, "record", "-F", "1000", "-o", data, "--image", "debian", "--duration", "400",
        "--call-graph", "dwarf", "--callchain-mode", "both", "--run",
-       "/usr/bin/hvprof-distro 4; python3 -c 'print(sum(i * i for i in range(3000000)))'"]
+       "/usr/bin/hvprof-distro 4; python3 -c 'print(sum(i * i for i in range(5000000)))'"]
 print("running:", " ".join(cmd), flush=True)
 rec = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 console, summary = rec.stdout, rec.stderr
