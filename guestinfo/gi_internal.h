@@ -102,6 +102,15 @@ int gi_task_identity_flags(const struct gi *gi, const struct gmem *mem,
 			   const struct gi_paging *pg, uint64_t task, struct hvp_thread *out,
 			   uint64_t *mm, uint32_t *task_flags) __must_check;
 
+/*
+ * gi_task_identity_cached - gi_task_identity_flags() through @cache (NULL: none); *@cached says
+ * whether the remembered identity was given (struct gi_task_cache says what is checked).
+ */
+int gi_task_identity_cached(const struct gi *gi, const struct gmem *mem,
+			    const struct gi_paging *pg, struct gi_task_cache *cache, uint64_t task,
+			    struct hvp_thread *out, uint64_t *mm, uint32_t *task_flags,
+			    bool *cached) __must_check;
+
 /* Read @len bytes at @base + @off (a BTF offset; UINT32_MAX: the field is missing) in guest
  * virtual memory. */
 static inline int gi_read_at(const struct gmem *mem, const struct gi_paging *pg, uint64_t base,

@@ -108,6 +108,106 @@ int gi_task_identity(const struct gi *gi, const struct gmem *mem, const struct g
 	return gi_task_identity_flags(gi, mem, pg, task, out, mm, NULL);
 }
 
+void gi_task_cache_reset(struct gi_task_cache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < GI_TASK_CACHE_SLOTS; i++)
+		c->slot[i].task = 0;
+}
+
+/* The slot of @task: task_structs are slab objects a few KiB apart, so hash all the bits. */
+static unsigned int task_cache_slot(uint64_t task)
+{
+	/* SAFETY: the top 6 bits of a 64-bit product: < 64 = GI_TASK_CACHE_SLOTS. */
+	return (unsigned int)((task * 0x9e3779b97f4a7c15ull) >> 58);
+}
+
+/*
+ * Is the identity remembered in @e still the task's? Reads pid, comm and mm (and flags while mm
+ * is NULL) and compares them with what was read and validated before: equal values need no new
+ * validation. Any read error or difference: no.
+ */
+static bool task_cache_still(const struct gi *gi, const struct gmem *mem,
+			     const struct gi_paging *pg, uint64_t task,
+			     const struct gi_task_cache_entry *e)
+{
+	const struct gi_layout *l = &gi->layout;
+	char comm[HVP_COMM_LEN];
+	uint32_t comm_len = l->task_comm_len, flags;
+	uint64_t mm, comm_gva;
+	int32_t pid;
+
+	if (gi_read_s32_at(mem, pg, task, l->task_pid, &pid) != 0 || pid != e->t.pid)
+		return false;
+	/* the layout was checked by the full read that filled @e: comm_len in 1..UINT32_MAX-1 */
+	if (comm_len > sizeof(comm))
+		comm_len = sizeof(comm);
+	/* SAFETY: comm_len <= sizeof(comm) = sizeof(e->t.comm). */
+	if (__builtin_add_overflow(task, (uint64_t)l->task_comm, &comm_gva) ||
+	    gi_read_gva(mem, pg, comm_gva, comm, comm_len) != 0 ||
+	    memcmp(comm, e->t.comm, comm_len) != 0)
+		return false;
+	if (gi_read_u64_at(mem, pg, task, l->task_mm, &mm) != 0 || mm != e->mm)
+		return false;
+	if (mm == 0 && l->task_flags != UINT32_MAX) {
+		/* no mm: PF_EXITING decides kernel thread or exiting user thread */
+		if (gi_read_at(mem, pg, task, l->task_flags, &flags, sizeof(flags)) != 0 ||
+		    flags != e->flags)
+			return false;
+	}
+	return true;
+}
+
+int gi_task_identity_cached(const struct gi *gi, const struct gmem *mem,
+			    const struct gi_paging *pg, struct gi_task_cache *cache, uint64_t task,
+			    struct hvp_thread *out, uint64_t *mm, uint32_t *task_flags,
+			    bool *cached)
+{
+	uint64_t mm_kva = 0;
+	uint32_t flags = 0;
+	unsigned int i;
+	int err;
+
+	if (cached)
+		*cached = false;
+	if (!cache)
+		return gi_task_identity_flags(gi, mem, pg, task, out, mm, task_flags);
+	if (!gi || !mem || !pg || !out)
+		return -EINVAL;
+	if (!gi->have_layout)
+		return -ENODATA;
+	i = task_cache_slot(task);
+	/* SAFETY: i < GI_TASK_CACHE_SLOTS (task_cache_slot). */
+	if (task && cache->slot[i].task == task &&
+	    task_cache_still(gi, mem, pg, task, &cache->slot[i])) {
+		cache->hits++;
+		*out = cache->slot[i].t;
+		if (mm)
+			*mm = cache->slot[i].mm;
+		if (task_flags)
+			*task_flags = cache->slot[i].flags;
+		if (cached)
+			*cached = true;
+		return 0;
+	}
+	cache->misses++;
+	cache->slot[i].task = 0;
+	err = gi_task_identity_flags(gi, mem, pg, task, out, &mm_kva, &flags);
+	if (err)
+		return err;
+	/* remembered as read: with mm, flags can change (PF_EXITING) and are then not used */
+	cache->slot[i].task = task;
+	cache->slot[i].mm = mm_kva;
+	cache->slot[i].flags = flags;
+	cache->slot[i].t = *out;
+	if (mm)
+		*mm = mm_kva;
+	if (task_flags)
+		*task_flags = flags;
+	return 0;
+}
+
 /*
  * Read the NUL-terminated name at @gva (at most GI_NAME_MAX bytes plus the NUL) into @buf,
  * a page at a time so that a short name at the end of a mapped page is still readable.

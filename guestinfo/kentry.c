@@ -62,11 +62,13 @@ int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct 
 	return 0;
 }
 
-int gi_current_thread(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
-		      uint64_t *task, struct hvp_thread *out, struct gi_thread_state *st)
+int gi_current_thread_cached(const struct gi *gi, const struct gmem *mem,
+			     const struct gi_regs *regs, struct gi_task_cache *cache,
+			     uint64_t *task, struct hvp_thread *out, struct gi_thread_state *st)
 {
 	uint64_t t, mm = 0;
 	uint32_t flags = 0;
+	bool cached = false;
 	int err;
 
 	if (!task || !out)
@@ -74,15 +76,22 @@ int gi_current_thread(const struct gi *gi, const struct gmem *mem, const struct 
 	err = gi_current_task(gi, mem, regs, &t);
 	if (err)
 		return err;
-	err = gi_task_identity_flags(gi, mem, &regs->pg, t, out, &mm, &flags);
+	err = gi_task_identity_cached(gi, mem, &regs->pg, cache, t, out, &mm, &flags, &cached);
 	if (err)
 		return err;
 	*task = t;
 	if (st) {
 		st->mm = mm;
 		st->exiting = !out->kthread && !mm && (flags & GI_PF_EXITING);
+		st->cached = cached;
 	}
 	return 0;
+}
+
+int gi_current_thread(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
+		      uint64_t *task, struct hvp_thread *out, struct gi_thread_state *st)
+{
+	return gi_current_thread_cached(gi, mem, regs, NULL, task, out, st);
 }
 
 /* The slide the running guest's addresses are at, or -EAGAIN while it is not known. */

@@ -60,10 +60,13 @@ static bool cache_lookup(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uin
 {
 	/* SAFETY: the slot index is reduced modulo PGWALK_CACHE_SLOTS. */
 	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
+	bool now = c->slot[i].epoch == c->epoch;
 
-	if (c->slot[i].epoch == c->epoch && c->slot[i].cr3 == cr3 && c->slot[i].cr4 == cr4 &&
-	    c->slot[i].gva_page == (gva & ~0xfffull)) {
+	if ((now || (c->slot[i].kept && c->slot[i].gen == c->gen)) && c->slot[i].cr3 == cr3 &&
+	    c->slot[i].cr4 == cr4 && c->slot[i].gva_page == (gva & ~0xfffull)) {
 		c->hits++;
+		if (!now)
+			c->kept_hits++;
 		*gpa = c->slot[i].gpa_page | (gva & 0xfff);
 		if (page_size)
 			*page_size = c->slot[i].page_size;
@@ -80,6 +83,10 @@ static void cache_store(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uint
 	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
 
 	c->slot[i].epoch = c->epoch;
+	c->slot[i].gen = c->gen;
+	/* kept only where the caller says the translation is fixed: its linear range, upper half */
+	c->slot[i].kept = c->keep && (gva >> 63) &&
+			  (gva & ~0xfffull) - (gpa & ~0xfffull) == c->keep_delta;
 	c->slot[i].cr3 = cr3;
 	c->slot[i].cr4 = cr4;
 	c->slot[i].gva_page = gva & ~0xfffull;
@@ -104,8 +111,9 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 		cr3 = pg->user_cr3 ? pg->user_cr3 : pg->cr3;
 	if (trace)
 		trace->levels = 0;
+	/* the cache is keyed by the root table: PCID bits (11:0) do not change a walk */
 	if (pg->cache && !trace && pg->cache->epoch &&
-	    cache_lookup(pg->cache, cr3, pg->cr4, gva, gpa, page_size))
+	    cache_lookup(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, gpa, page_size))
 		return 0;
 
 	/* Long mode = CR0.PG and EFER.LMA (which implies CR4.PAE); nothing else is supported. */
@@ -191,7 +199,7 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 		if (page_size)
 			*page_size = size;
 		if (pg->cache && !trace && pg->cache->epoch)
-			cache_store(pg->cache, cr3, pg->cr4, gva, base, size);
+			cache_store(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, base, size);
 		return 0;
 	}
 	/* Not reached: level 1 always returns. */

@@ -133,9 +133,40 @@ static void regs_of(struct svcpu *sv, const struct kvm_regs *regs, const struct 
 	gr->rdi = regs->rdi;
 	gr->have_scratch = true;
 	/* The vCPU is stopped while its sample is taken: its page tables' translations hold for
-	 * the whole sample (other vCPUs' changes within these microseconds are not seen). */
+	 * the whole sample (other vCPUs' changes within these microseconds are not seen). Between
+	 * samples only the direct map's are kept (learn_direct_map): everything else, vmalloc'ed
+	 * task stacks (VMAP_STACK) and per-CPU chunks, module and user pages, is walked again. */
 	pgwalk_cache_invalidate(&sv->tcache);
 	gr->pg.cache = &sv->tcache;
+}
+
+#define GIB (1ull << 30)
+#define KERNEL_IMAGE_MAP 0xffffffff80000000ull /* __START_KERNEL_map, 4- and 5-level */
+
+/*
+ * The direct map's offset (page_offset_base), learned from a task's translation: a task_struct
+ * is a slab object, and slab pages are always in the direct map, where gva - gpa is that offset
+ * for all of RAM and never changes (pages may be made not present there, for secretmem or
+ * vmalloc aliases, but never mapped elsewhere; a read through a kept translation names the
+ * same physical page as the kernel's own alias). The range [offset, offset + RAM) holds nothing
+ * else (the KASLR regions do not overlap), so any translation with that gva - gpa is the direct
+ * map's, and pgwalk keeps exactly those across samples. Guarded against a task that is not a
+ * slab object: pid 0 (CPU 0's idle task is init_task, in the kernel image), and the offset must
+ * be 1 GiB-aligned (KASLR places the regions at PUD_SIZE) and below the kernel image mapping.
+ * Learned once per vCPU; the guest cannot move its direct map without rebooting.
+ */
+static void learn_direct_map(struct svcpu *sv, const struct gi_paging *pg, uint64_t task,
+			     int32_t pid)
+{
+	uint64_t gpa, delta;
+
+	if (sv->tcache.keep || pid <= 0 || gi_gva_to_gpa(sv->s->mem, pg, task, &gpa, NULL,
+							    NULL) != 0)
+		return;
+	delta = task - gpa;
+	if (!gi_is_kernel_gva(pg, delta) || (delta & (GIB - 1)) || delta >= KERNEL_IMAGE_MAP)
+		return;
+	pgwalk_cache_keep_linear(&sv->tcache, delta);
 }
 
 static void sample_init(struct svcpu *sv, struct hvp_sample *smp, uint64_t t0, uint64_t period,
@@ -261,7 +292,10 @@ int sample_take(struct svcpu *sv)
 	sample_init(sv, smp, t0, period, regs, sregs);
 	regs_of(sv, regs, sregs, smp->cpl, &gr);
 
-	if (gi_current_thread(s->gi, s->mem, &gr, &task, &thr, &st) == 0) {
+	if (gi_current_thread_cached(s->gi, s->mem, &gr, &sv->tasks, &task, &thr, &st) == 0) {
+		st.cached ? sv->c.ident_cache_hits++ : sv->c.ident_cache_misses++;
+		if (!st.cached)
+			learn_direct_map(sv, &gr.pg, task, thr.pid);
 		smp->task = task;
 		smp->pid = thr.pid;
 		smp->tgid = thr.tgid;
@@ -292,6 +326,7 @@ int sample_take(struct svcpu *sv)
 	if (sink->sample)
 		write_sample(sv, smp);
 	t2 = vmm_now_ns();
+	sv->c.tcache_kept_hits = sv->tcache.kept_hits;
 	sv->c.sample_ns_write += t2 - t1;
 	sv->c.sample_ns_total += t2 - t0;
 	return s->vm && vmm_stopping(s->vm) ? 1 : 0;

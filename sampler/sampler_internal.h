@@ -37,7 +37,9 @@ struct svcpu {
 	struct sampler_counters c;
 	struct hvp_sample sample;     /* scratch for building a sample */
 	struct hvp_user_stack ustack; /* scratch for a USER_STACK record */
-	struct pgwalk_cache tcache;   /* this vCPU's translations, invalidated at each sample */
+	struct pgwalk_cache tcache;   /* this vCPU's translations, invalidated at each sample but
+				       * the direct map's (kept: sample.c, learn_direct_map) */
+	struct gi_task_cache tasks;   /* identities of the tasks this vCPU sampled (sample.c) */
 	struct gi_mapping *maps;      /* scratch for an address space: SAMPLER_MAPS_MAX entries */
 	/* USER_REGS scratch: one for the sample being built, one for USER_STACK records (a sample
 	 * may resolve marks, and write their USER_STACKs, before it is itself written); each with

@@ -348,7 +348,36 @@ int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct 
 struct gi_thread_state {
 	uint64_t mm;
 	bool exiting;
+	bool cached; /* gi_current_thread_cached: the identity came from the task cache */
 };
+
+#define GI_TASK_CACHE_SLOTS 64
+
+/**
+ * struct gi_task_cache - identities of the tasks last seen, keyed by task GVA (direct-mapped), for
+ * one reader (one vCPU: no locking). A task seen again costs the reads of what can change while
+ * the task_struct stays at its address: pid (the struct freed and given to another task, or a
+ * non-leader thread's execve taking the leader's pid), comm (prctl(PR_SET_NAME), execve) and mm
+ * (execve, exit_mm; and task->flags too while there is no mm, where they decide kernel thread or
+ * exiting). tgid and PF_KTHREAD never change without one of those changing. Any mismatch: the
+ * whole identity is read and validated again. Zero-initialise before use; gi_task_cache_reset()
+ * forgets everything. @hits/@misses: counters.
+ */
+struct gi_task_cache_entry {
+	uint64_t task; /* 0: empty */
+	uint64_t mm;
+	uint32_t flags;
+	struct hvp_thread t; /* validated by gi_task_identity (time_ns 0) */
+};
+
+struct gi_task_cache {
+	uint64_t hits;
+	uint64_t misses;
+	struct gi_task_cache_entry slot[GI_TASK_CACHE_SLOTS];
+};
+
+/** gi_task_cache_reset - forget every identity of @c (counters kept). */
+void gi_task_cache_reset(struct gi_task_cache *c);
 
 /**
  * gi_current_thread - the thread running on the vCPU in one call: gi_current_task() then
@@ -357,6 +386,17 @@ struct gi_thread_state {
  */
 int gi_current_thread(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
 		      uint64_t *task, struct hvp_thread *out, struct gi_thread_state *st)
+	__must_check;
+
+/**
+ * gi_current_thread_cached - gi_current_thread() through @cache (NULL: none): the task pointer
+ * is always read; a task found in @cache whose pid, comm and mm (and flags while mm is NULL) read
+ * now are those remembered gives the remembered identity (@st->cached); otherwise the identity is
+ * read in full, validated and remembered. Same returns as gi_current_thread().
+ */
+int gi_current_thread_cached(const struct gi *gi, const struct gmem *mem,
+			     const struct gi_regs *regs, struct gi_task_cache *cache,
+			     uint64_t *task, struct hvp_thread *out, struct gi_thread_state *st)
 	__must_check;
 
 /**

@@ -49,17 +49,32 @@ struct gi_paging {
 #define PGWALK_CACHE_SLOTS 64
 
 /**
- * struct pgwalk_cache - GVA->GPA translations of 4 KiB slices, direct-mapped, valid for one
- * epoch. Callers invalidate it whenever the guest may have changed its page tables (hvprof: at
- * every sample, since the vCPU is stopped while a sample is taken). Zero-initialise before use.
- * @hits/@misses: counters.
+ * struct pgwalk_cache - GVA->GPA translations of 4 KiB slices, direct-mapped, keyed by the root
+ * table (CR3 without its PCID bits 11:0) and CR4, valid for one epoch. Callers invalidate it
+ * whenever the guest may have changed its page tables (hvprof: at every sample, since the vCPU
+ * is stopped while a sample is taken). Zero-initialise before use.
+ *
+ * Kept translations: after pgwalk_cache_keep_linear(@c, delta), a translation of the upper
+ * half with gva - gpa == delta outlives pgwalk_cache_invalidate() (until
+ * pgwalk_cache_flush() or another delta). The caller names a range whose translation is fixed by
+ * construction: for Linux, the direct map (delta = page_offset_base). Architecture alone cannot
+ * tell: a vmalloc page (a VMAP_STACK task stack) can be unmapped and its address given to
+ * another page, so only the delta decides, never the half or the page size. A kept entry still
+ * goes through the gmem bounds check on every read.
+ * @hits/@misses: counters; @kept_hits: hits on a translation kept from an earlier epoch.
  */
 struct pgwalk_cache {
 	uint64_t epoch;
+	uint64_t gen;        /* kept entries are valid while their gen is this */
+	uint64_t keep_delta; /* gva - gpa of the translations kept; with @keep */
+	bool keep;
 	uint64_t hits;
 	uint64_t misses;
+	uint64_t kept_hits;
 	struct {
 		uint64_t epoch; /* valid when equal to the cache's epoch (which starts at 1) */
+		uint64_t gen;   /* or, when @kept, when equal to the cache's gen */
+		bool kept;
 		uint64_t cr3;
 		uint64_t cr4;
 		uint64_t gva_page;
@@ -68,10 +83,30 @@ struct pgwalk_cache {
 	} slot[PGWALK_CACHE_SLOTS];
 };
 
-/** pgwalk_cache_invalidate - forget every translation of @c (O(1)). */
+/** pgwalk_cache_invalidate - forget every translation of @c but the kept ones (O(1)). */
 static inline void pgwalk_cache_invalidate(struct pgwalk_cache *c)
 {
 	c->epoch++;
+}
+
+/** pgwalk_cache_flush - forget every translation of @c, kept ones too (O(1)). */
+static inline void pgwalk_cache_flush(struct pgwalk_cache *c)
+{
+	c->epoch++;
+	c->gen++;
+}
+
+/**
+ * pgwalk_cache_keep_linear - keep, across pgwalk_cache_invalidate(), the upper-half translations
+ * of @c with gva - gpa == @delta (see struct pgwalk_cache); a new @delta forgets the kept ones.
+ */
+static inline void pgwalk_cache_keep_linear(struct pgwalk_cache *c, uint64_t delta)
+{
+	if (c->keep && c->keep_delta == delta)
+		return;
+	pgwalk_cache_flush(c);
+	c->keep_delta = delta;
+	c->keep = true;
 }
 
 /**

@@ -172,7 +172,10 @@ struct sampler_config {
 	X(marks_dropped_detach) /* marks pending at a detach: dropped, no USER_STACK record */ \
 	X(marks_refused_off)    /* kernel samples of a late vCPU after sampling stopped: no mark */ \
 	X(overflows_merged)     /* overflows merged into a sample (period ~ k x nominal: k-1) */ \
-	X(period_fallbacks)     /* samples given the nominal period (count unread or absurd) */
+	X(period_fallbacks)     /* samples given the nominal period (count unread or absurd) */ \
+	X(ident_cache_hits)     /* identities from the vCPU's task cache (pid, comm, mm re-read) */ \
+	X(ident_cache_misses)   /* ... read in full (task new to the cache, or changed) */      \
+	X(tcache_kept_hits)     /* translations kept from an earlier sample (the direct map) */
 
 /** struct sampler_counters - what the sampler counted, summed over the vCPUs. */
 struct sampler_counters {

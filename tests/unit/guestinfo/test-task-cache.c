@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of the per-reader task identity cache (gi_current_thread_cached) and of the
+// translations pgwalk keeps across invalidations (pgwalk_cache_keep_linear), on a fake guest.
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <hvprof/guestinfo.h>
+
+#include "fakekernel.h"
+#include "test.h"
+
+/* One sample: invalidate the translations as the sampler does, then read the current thread. */
+static int sample(struct fakekernel *fk, struct pgwalk_cache *tc, struct gi_task_cache *c,
+		  struct hvp_thread *t, struct gi_thread_state *st)
+{
+	struct gi_regs regs = fk->regs;
+	uint64_t task = 0;
+	int err;
+
+	pgwalk_cache_invalidate(tc);
+	regs.pg.cache = tc;
+	err = gi_current_thread_cached(fk->gi, &fk->fm.mem, &regs, c, &task, t, st);
+	if (!err && task != fk->task_kva)
+		return -EBADMSG;
+	return err;
+}
+
+static int setup(struct fakekernel *fk, struct pgwalk_cache *tc, struct gi_task_cache *c)
+{
+	memset(tc, 0, sizeof(*tc));
+	memset(c, 0, sizeof(*c));
+	return fakekernel_init(fk, 4);
+}
+
+#define TASK_GPA(field) (FK_TASK_GPA + fk.layout.field)
+
+/* The same task again: the remembered identity, one miss then hits. */
+static int test_hits(void)
+{
+	struct fakekernel fk;
+	struct pgwalk_cache tc;
+	struct gi_task_cache c;
+	struct hvp_thread t;
+	struct gi_thread_state st;
+
+	if (setup(&fk, &tc, &c))
+		return TEST_FAIL;
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_TRUE(!st.cached);
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+		ASSERT_TRUE(st.cached);
+		ASSERT_EQ_INT(t.pid, FK_PID);
+		ASSERT_EQ_INT(t.tgid, FK_TGID);
+		ASSERT_TRUE(!strcmp(t.comm, FK_COMM));
+		ASSERT_TRUE(st.mm == fk.mm_kva && !st.exiting && !t.kthread);
+	}
+	ASSERT_TRUE(c.hits == 3 && c.misses == 1);
+	/* a tgid changed behind the cache's back is not seen (it cannot change alone): proves
+	 * that the hit did not read it */
+	fakemem_w32(&fk.fm, TASK_GPA(task_tgid), FK_TGID + 1);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_TRUE(st.cached && t.tgid == FK_TGID);
+	gi_task_cache_reset(&c);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_TRUE(!st.cached && t.tgid == FK_TGID + 1);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
+/* The task_struct freed and given to another task: new pid (and tgid), same address. */
+static int test_pid_reuse(void)
+{
+	struct fakekernel fk;
+	struct pgwalk_cache tc;
+	struct gi_task_cache c;
+	struct hvp_thread t;
+	struct gi_thread_state st;
+
+	if (setup(&fk, &tc, &c))
+		return TEST_FAIL;
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	fakemem_w32(&fk.fm, TASK_GPA(task_pid), 4321);
+	fakemem_w32(&fk.fm, TASK_GPA(task_tgid), 4321);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_TRUE(!st.cached && t.pid == 4321 && t.tgid == 4321);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_TRUE(st.cached && t.pid == 4321);
+	/* a hostile pid is validated again, never given from the cache */
+	fakemem_w32(&fk.fm, TASK_GPA(task_pid), 0x7fffffff);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), -EBADMSG);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
+/* prctl(PR_SET_NAME): a new comm, also when only its last bytes change. */
+static int test_comm_rename(void)
+{
+	static const char *const names[] = { "worker", "hvprof-demo-XYZ", "hvprof-demo-XYW" };
+	struct fakekernel fk;
+	struct pgwalk_cache tc;
+	struct gi_task_cache c;
+	struct hvp_thread t;
+	struct gi_thread_state st;
+
+	if (setup(&fk, &tc, &c))
+		return TEST_FAIL;
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		char comm[16] = { 0 };
+
+		strcpy(comm, names[i]);
+		fakemem_wbytes(&fk.fm, TASK_GPA(task_comm), comm, sizeof(comm));
+		ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+		ASSERT_TRUE(!st.cached && !strcmp(t.comm, names[i]));
+		ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+		ASSERT_TRUE(st.cached && !strcmp(t.comm, names[i]));
+	}
+	/* an unterminated comm is refused, not taken from the cache */
+	fakemem_wbytes(&fk.fm, TASK_GPA(task_comm), "0123456789abcdef", 16);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), -EBADMSG);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
+/* execve: a new mm (comm unchanged yet); exit_mm: no mm, PF_EXITING decides. */
+static int test_mm_change(void)
+{
+	struct fakekernel fk;
+	struct pgwalk_cache tc;
+	struct gi_task_cache c;
+	struct hvp_thread t;
+	struct gi_thread_state st;
+	uint64_t mm2 = fk_kva(FK_MM_GPA + 0x1000);
+
+	if (setup(&fk, &tc, &c))
+		return TEST_FAIL;
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	fakemem_w64(&fk.fm, TASK_GPA(task_mm), mm2);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_TRUE(!st.cached && st.mm == mm2 && !t.kthread);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_TRUE(st.cached && st.mm == mm2);
+	/* exit_mm with PF_EXITING: an exiting user thread, cached as such */
+	fakemem_w64(&fk.fm, TASK_GPA(task_mm), 0);
+	fakemem_w32(&fk.fm, TASK_GPA(task_flags), 0x00400104);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_TRUE(!st.cached && st.exiting && !t.kthread);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_TRUE(st.cached && st.exiting && !t.kthread);
+	/* no mm: the flags are checked too (PF_EXITING gone: a kernel thread now) */
+	fakemem_w32(&fk.fm, TASK_GPA(task_flags), 0x00400100);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_TRUE(!st.cached && !st.exiting && t.kthread);
+	/* a hostile mm is refused */
+	fakemem_w64(&fk.fm, TASK_GPA(task_mm), 0x00007fff00001000ull);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), -EBADMSG);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
+/* Entries are keyed by task: two tasks alternate, each a hit once seen. */
+static int test_two_tasks(void)
+{
+	struct fakekernel fk;
+	struct pgwalk_cache tc;
+	struct gi_task_cache c;
+	struct hvp_thread t;
+	struct gi_thread_state st;
+	uint64_t task2 = fk_kva(FK_TASK2_GPA), task;
+
+	if (setup(&fk, &tc, &c))
+		return TEST_FAIL;
+	/* task 2: a copy of task 1 with pid 77 */
+	memcpy(fk.fm.ram + FK_TASK2_GPA, fk.fm.ram + FK_TASK_GPA, 0x2000);
+	fakemem_w32(&fk.fm, FK_TASK2_GPA + fk.layout.task_pid, 77);
+	for (int round = 0; round < 3; round++) {
+		for (int k = 0; k < 2; k++) {
+			struct gi_regs regs = fk.regs;
+
+			fakemem_w64(&fk.fm, FK_PERCPU_GPA + FK_CURRENT_TASK_OFF,
+				    k ? task2 : fk.task_kva);
+			pgwalk_cache_invalidate(&tc);
+			regs.pg.cache = &tc;
+			ASSERT_EQ_INT(gi_current_thread_cached(fk.gi, &fk.fm.mem, &regs, &c, &task,
+							       &t, &st), 0);
+			ASSERT_TRUE(task == (k ? task2 : fk.task_kva));
+			ASSERT_EQ_INT(t.pid, k ? 77 : FK_PID);
+			ASSERT_TRUE(st.cached == (round > 0));
+		}
+	}
+	ASSERT_TRUE(c.misses == 2 && c.hits == 4);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
+/*
+ * Kept translations: the direct map's (gva - gpa == FK_DIRECT) outlive an invalidation, a
+ * vmalloc'ed stack page's do not (remapped to another page: the new data is read).
+ */
+static int test_kept_translations(void)
+{
+	struct fakekernel fk;
+	struct pgwalk_cache tc;
+	struct gi_task_cache c;
+	struct gi_paging pg;
+	uint64_t gpa, v, pte_gpa;
+
+	if (setup(&fk, &tc, &c))
+		return TEST_FAIL;
+	pg = fk.fm.pg;
+	pg.cache = &tc;
+	pgwalk_cache_invalidate(&tc);
+	pgwalk_cache_keep_linear(&tc, FK_DIRECT);
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk.task_kva, &gpa, NULL, NULL), 0);
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, FK_STACK, &gpa, NULL, NULL), 0);
+	ASSERT_TRUE(gpa == FK_STACK_GPA);
+	pgwalk_cache_invalidate(&tc);
+	/* the direct map: kept (a hit on a kept entry, no walk) */
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk.task_kva + 8, &gpa, NULL, NULL), 0);
+	ASSERT_TRUE(gpa == FK_TASK_GPA + 8 && tc.kept_hits == 1);
+	/* the stack page moves to another physical page: walked again, the new page read */
+	pte_gpa = fakemem_entry_gpa(&fk.fm, FK_STACK, 1);
+	ASSERT_TRUE(pte_gpa != 0);
+	fakemem_w64(&fk.fm, pte_gpa, (FK_STACK_GPA + 0x3000) | 0x3);
+	fakemem_w64(&fk.fm, FK_STACK_GPA + 0x3000, 0x5555);
+	ASSERT_EQ_INT(gi_read_gva(&fk.fm.mem, &pg, FK_STACK, &v, sizeof(v)), 0);
+	ASSERT_TRUE(v == 0x5555 && tc.kept_hits == 1);
+	/* a kept entry is per root table: another CR3 walks */
+	pg.cr3 += 0x1000;
+	ASSERT_TRUE(gi_gva_to_gpa(&fk.fm.mem, &pg, fk.task_kva, &gpa, NULL, NULL) != 0 ||
+		    tc.kept_hits == 1);
+	pg.cr3 -= 0x1000;
+	/* PCID bits do not matter */
+	pg.cr3 |= 5;
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk.task_kva, &gpa, NULL, NULL), 0);
+	ASSERT_TRUE(tc.kept_hits == 2);
+	pg.cr3 &= ~0xfffull;
+	/* a flush (or another delta) forgets them */
+	pgwalk_cache_flush(&tc);
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk.task_kva, &gpa, NULL, NULL), 0);
+	ASSERT_TRUE(tc.kept_hits == 2);
+	pgwalk_cache_invalidate(&tc);
+	pgwalk_cache_keep_linear(&tc, FK_DIRECT + (1ull << 30));
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk.task_kva, &gpa, NULL, NULL), 0);
+	pgwalk_cache_invalidate(&tc);
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk.task_kva, &gpa, NULL, NULL), 0);
+	ASSERT_TRUE(tc.kept_hits == 2);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
+static const struct test_case tests[] = {
+	{ "task cache: the same task hits", test_hits },
+	{ "task cache: pid reuse at the same address", test_pid_reuse },
+	{ "task cache: comm renamed (prctl)", test_comm_rename },
+	{ "task cache: mm changed (execve, exit_mm)", test_mm_change },
+	{ "task cache: two tasks", test_two_tasks },
+	{ "pgwalk: direct map kept, stacks walked again", test_kept_translations },
+};
+
+TEST_MAIN(tests)
