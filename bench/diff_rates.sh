@@ -5,7 +5,8 @@
 #
 # usage: diff_rates.sh record HVPROF DIR [N]   # 5 boots of record --repeat N (default 30):
 #                                              # base1, base2 ('hvprof-demo 4 2'), slow10
-#                                              # ('4.4 2'), slow25 ('5 2'), slow50 ('6 2')
+#                                              # ('4.4 2'), slow25 ('5 2'), slow50 ('6 2'); and
+#                                              # slow50b ('6 2', --repeat 20)
 #        diff_rates.sh diff HVPROF DIR [T]     # the comparisons (T trials each, default 10;
 #                                              # SLOWS='slow25 slow50': those only; ONLY_SLOW=1:
 #                                              # no identical pairs)
@@ -95,6 +96,7 @@ record)
 	record slow25 "5 2" "$n" --call-graph fp
 	record base2 "4 2" "$n" --call-graph fp
 	record slow10 "4.4 2" "$n" --call-graph fp
+	record slow50b "6 2" 20 --call-graph fp # a second boot of the 50% slowdown
 	;;
 diff)
 	t=${4:-10}
@@ -137,6 +139,17 @@ diff)
 		echo "== $s, 3 vs 3 (detection)"
 		three base1 "$s" 1 "$t"
 	done
+	if [ -s "$dir/slow50b.data" ]; then
+		echo "== slow50, 3 vs 3, each side from two boots (detection)"
+		alarms=0 errors=0
+		for ((k = 1; k <= t; k++)); do
+			compare "3v3 mixed slow50 $k" 1 --base "$(w base1 "$k")" \
+				--base "$(w base2 $((k + 10)))" --base "$(w base1 $((k + 20)))" \
+				--new "$(w slow50 "$k")" --new "$(w slow50b "$k")" \
+				--new "$(w slow50 $((k + 10)))"
+		done
+		summary "3 vs 3, base1+base2 -> slow50+slow50b" "$t"
+	fi
 	echo "# host load at the end: $(load)"
 	;;
 time)
