@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Integration test: `record --from workload` on the default image samples only the --run
-command: sampling starts at the guest's workload-start event (docs/guest-interface.md), no sample
-is older, the boot cost no sampling exit, and the demo's functions dominate the profile.
+"""Integration test: `record --from workload --repeat 2` on the default image samples only the
+--run command: sampling starts at the guest's first workload-start event
+(docs/guest-interface.md), no sample is older, the boot cost no sampling exit, and the demo's
+functions dominate the profile; the command ran twice in the one boot, each run its own workload
+window, which `report` counts and `diff` reads as two runs a side.
 
 usage: test_from.py HVPROF
 Exit: 0 all checks passed, 1 a check failed, 77 skipped (no /dev/kvm or no default image).
@@ -22,8 +24,8 @@ hvtest.require_vm()
 
 work = tempfile.mkdtemp(prefix="hvprof-kvm-")
 data = os.path.join(work, "from.data")
-cmd = [HVPROF, "record", "-F", "1000", "-o", data, "--from", "workload",
-       "--run", "/bin/hvprof-demo 3 1", "--duration", "240"]
+cmd = [HVPROF, "record", "-F", "1000", "-o", data, "--from", "workload", "--repeat", "2",
+       "--run", "/bin/hvprof-demo 1.5 0.5", "--duration", "240"]
 print("running:", " ".join(cmd), flush=True)
 rec = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
 console, summary = rec.stdout, rec.stderr
@@ -40,8 +42,10 @@ raw = hvprec.read(data) if os.path.exists(data) else {"events": [], "samples": [
                                                        "counters": {}, "threads": {}}
 ev, cnt = raw["events"], raw["counters"]
 kinds = [e["kind"] for e in ev]
-check("EVENT records: init, workload start, sampling start, workload end",
+check("EVENT records: init, workload start, sampling start, workload end, then the repeat's "
+      "start and end",
       kinds == [hvprec.EVENT_INIT, hvprec.EVENT_WORKLOAD_START, hvprec.EVENT_SAMPLING_START,
+                hvprec.EVENT_WORKLOAD_END, hvprec.EVENT_WORKLOAD_START,
                 hvprec.EVENT_WORKLOAD_END], str(ev))
 start = next((e["t"] for e in ev if e["kind"] == hvprec.EVENT_WORKLOAD_START), None)
 sstart = next((e["t"] for e in ev if e["kind"] == hvprec.EVENT_SAMPLING_START), None)
@@ -77,9 +81,13 @@ code, folded, err = hvtest.hv(HVPROF, "flamegraph", "-i", data, "--format", "fol
 burn = sum(int(l.rpartition(" ")[2]) for l in folded.splitlines() if "burn_a" in l or "burn_b" in l)
 check("burn_a/burn_b by name in the flamegraph", burn >= 500, f"{burn} samples")
 code, rep, err = hvtest.hv(HVPROF, "report", "-i", data)
-check("report prints the window and the late start",
-      re.search(r"^# Workload window: [\d.]+ s to [\d.]+ s \(exit status 0\)$", rep, re.M)
-      and "# Sampling started at" in rep)
+check("report counts the two windows, both ended with status 0, and the late start",
+      re.search(r"^# Workload windows: 2 \(record --repeat", rep, re.M)
+      and "exit status 0 in every window" in rep and "# Sampling started at" in rep,
+      "\n".join(l for l in rep.splitlines() if "Workload" in l or "Sampling" in l))
+code, dout, derr = hvtest.hv(HVPROF, "diff", data, data)
+check("diff reads the recording as 2 runs a side (from.data#1, #2) and, identical, passes",
+      code == 0 and "from.data#2" in dout + derr, f"exit {code}: {(dout + derr)[-400:]}")
 check("the kernel slide is known (KASLR check decided without early samples)",
       "kernel_slide" in raw["meta"] and "confirmed" in raw["meta"].get("kaslr_check", ""),
       raw["meta"].get("kaslr_check"))
