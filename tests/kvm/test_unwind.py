@@ -118,8 +118,13 @@ check("... and stand on _start", user_total and user_start / user_total >= 0.99,
 both = phase["checksum"] + phase["sort"]
 want_ck = float(truth.group(1))
 got_ck = 100.0 * phase["checksum"] / both if both else 0.0
-check("the checksum phase's share is within 2 points of the workload's own measure",
-      both >= 1000 and abs(got_ck - want_ck) <= 2.0,
+# The counter is the vCPU thread's CPU clock, which also runs while the VMM handles the thread's
+# exits: a phase with more kernel entries gets a little more than its guest time. Under the
+# sanitizers (scripts/test-asan.sh exports ASAN_OPTIONS) that VMM work is several times slower,
+# and the skew was seen at 2.2 points on a quiet host: 3 points there, 2 otherwise.
+bound = 3.0 if os.environ.get("ASAN_OPTIONS") else 2.0
+check(f"the checksum phase's share is within {bound:g} points of the workload's own measure",
+      both >= 1000 and abs(got_ck - want_ck) <= bound,
       f"hvprof {got_ck:.2f}% vs workload {want_ck:.2f}% ({both} samples in the phases)")
 want = {"main", "_start", "sort_phase", "hvd_checksum", "mix_block", "hvd_sort_records",
         "by_name"}
