@@ -49,7 +49,7 @@ static int wait_exec_ready(struct ctl_client *c, const char *path)
 		}
 		if (!strcmp(state, "ready"))
 			return 0;
-		if (ctl_mono_ms() >= until || stop_signal) {
+		if (ctl_mono_ms() >= until) {
 			cli_error("--exec: the guest's command server is not ready (%s)", state);
 			return -ETIMEDOUT;
 		}

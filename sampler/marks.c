@@ -72,11 +72,7 @@ static void mark_trap(struct svcpu *sv, struct marks *m, struct mark *mk)
 static void mark_kind(struct svcpu *sv, struct marks *m, struct mark *mk,
 		      const struct mark_req *req)
 {
-	if (!m->flag_marks || mk->trap) {
-		mark_trap(sv, m, mk);
-		return;
-	}
-	if (req->exit_tail) {
+	if (!m->flag_marks || mk->trap || req->exit_tail) {
 		mark_trap(sv, m, mk);
 		return;
 	}
