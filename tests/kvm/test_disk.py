@@ -95,6 +95,13 @@ rec = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text
 # probe fails before any kernel is read, so this never boots a second guest: until the first
 # hvprof has opened its disks, it stops at the missing kernel instead.
 lock_msg, locked = "", False
+# The probe itself locks vdc for an instant: only once the recording holds more than its
+# 16-byte header (record writes META after the VM, with its disks locked, was created) can it
+# not take the lock from under the first hvprof (a fresh-clone CI trial failed that way: the
+# first hvprof found vdc "in use").
+while time.monotonic() - t0 < 60 and rec.poll() is None and \
+        not (os.path.exists(data) and os.path.getsize(data) > 16):
+    time.sleep(0.2)
 while time.monotonic() - t0 < 60 and rec.poll() is None and not locked:
     r = subprocess.run([HVPROF, "run", "--kernel", "/nonexistent/vmlinux", "--disk", vdc],
                        capture_output=True, text=True, timeout=30)
