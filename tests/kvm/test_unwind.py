@@ -6,7 +6,7 @@ from libc, built without frame pointers) with `--call-graph dwarf --callchain-mo
 
 Checks:
 - >= 99% of the workload's user-mode samples have a chain that reaches `main` (and `_start`);
-- the shares of its two phases (checksum_phase, sort_phase) within 2 percentage points of what
+- the shares of its two phases (checksum_phase, sort_phase) within 4 percentage points of what
   the workload measured of itself (CLOCK_MONOTONIC around each unit of work);
 - the frames are named in their DSOs: hvprof-distro, libhvdistro.so.1, libc.so.6, including
   the callback path qsort -> by_name and the library's non-exported mix_block;
@@ -118,11 +118,14 @@ check("... and stand on _start", user_total and user_start / user_total >= 0.99,
 both = phase["checksum"] + phase["sort"]
 want_ck = float(truth.group(1))
 got_ck = 100.0 * phase["checksum"] / both if both else 0.0
-# The counter is the vCPU thread's CPU clock, which also runs while the VMM handles the thread's
-# exits: a phase with more kernel entries gets a little more than its guest time. Under the
-# sanitizers (scripts/test-asan.sh exports ASAN_OPTIONS) that VMM work is several times slower,
-# and the skew was seen at 2.2 points on a quiet host: 3 points there, 2 otherwise.
-bound = 3.0 if os.environ.get("ASAN_OPTIONS") else 2.0
+# The workload times itself with the guest's wall clock, which also runs while the host runs
+# something else; hvprof's counter is the vCPU thread's CPU clock, which also runs while the VMM
+# handles the thread's exits (several times slower under the sanitizers). Beside the sampling
+# noise (~0.8 points at ~3800 samples) both move the two measures apart: over 12 recordings of
+# CI trials and development runs (main and ASan passes) the difference ran from -2.4 to +2.3
+# points, mean +0.5, standard deviation 1.4. The bound is ~3 of those deviations: a lost phase
+# or a misattributed tenth of the samples still fails it.
+bound = 4.0
 check(f"the checksum phase's share is within {bound:g} points of the workload's own measure",
       both >= 1000 and abs(got_ck - want_ck) <= bound,
       f"hvprof {got_ck:.2f}% vs workload {want_ck:.2f}% ({both} samples in the phases)")
