@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Fuzz target: the recording reader (recfile_reader_open_fd/next on a memfd), then the whole
 // load (cookie join, aggregation; no ELF is opened) and every exporter into a discarding sink.
-// Input: byte 0 bit 0 set: the harness first rewrites the CRC of every record whose size field
-// fits (so the fuzzer reaches the decoders instead of stopping at CRC checks); the rest is the
-// recording file.
+// Input: byte 0 bit 0 set: the harness first rewrites the CRC of every block (format version 2)
+// or record (version 1) whose size field fits (so the fuzzer reaches the decoders instead of
+// stopping at CRC checks); the rest is the recording file.
 // Invariants: the reader's offset only grows and never passes the file; after an error the same
 // error comes back and recfile_reader_error() says why; a recording damaged after its header
 // still loads.
@@ -32,10 +32,11 @@ static uint32_t fz_get32(const uint8_t *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Seal every record with a correct CRC, as the writer would have (docs/recording-format.md). */
+/* Seal every record (version 1) or block (version 2) with a correct CRC, as the writer would. */
 static void fz_fix_crcs(uint8_t *b, size_t len)
 {
 	size_t off = RECFILE_HEADER_SIZE;
+	uint32_t version = len >= 16 ? fz_get32(b + 8) : 0;
 
 	if (len >= 16) {
 		uint32_t hs = fz_get32(b + 12);
@@ -43,7 +44,7 @@ static void fz_fix_crcs(uint8_t *b, size_t len)
 		if (hs >= RECFILE_HEADER_SIZE && hs <= 4096)
 			off = hs;
 	}
-	while (off + 12 <= len) {
+	while (version == 1 && off + 12 <= len) {
 		uint32_t size = fz_get32(b + off + 4);
 		uLong crc;
 
@@ -52,6 +53,18 @@ static void fz_fix_crcs(uint8_t *b, size_t len)
 		crc = crc32(crc32(0L, Z_NULL, 0), b + off, size - 4);
 		for (int i = 0; i < 4; i++)
 			b[off + size - 4 + i] = (uint8_t)(crc >> (8 * i));
+		off += size;
+	}
+	while (version != 1 && off + 16 <= len) { /* "BLCK", size, records, CRC of the rest */
+		uint32_t size = fz_get32(b + off + 4);
+		uLong crc;
+
+		if (size < 16 || size > len - off)
+			break;
+		crc = crc32(crc32(0L, Z_NULL, 0), b + off, 12);
+		crc = crc32(crc, b + off + 16, size - 16);
+		for (int i = 0; i < 4; i++)
+			b[off + 12 + i] = (uint8_t)(crc >> (8 * i));
 		off += size;
 	}
 }
@@ -121,6 +134,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	err = recfile_reader_open_fd(fd, "fuzz", &r, errbuf, sizeof(errbuf));
 	if (!err) {
 		uint64_t prev = recfile_reader_offset(r);
+		/* a record's frame: type, size (and its CRC in version 1) */
+		uint64_t frame = recfile_reader_version(r) == 1 ? 12 : 8;
 
 		while ((ret = recfile_reader_next(r, &rec)) > 0) {
 			uint64_t off = recfile_reader_offset(r);
@@ -138,7 +153,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					   u->stack_len <= u->stack_size &&
 					   (u->follows == RECFILE_SAMPLE ||
 					    u->follows == RECFILE_USER_STACK) &&
-					   off - rec.offset == 12 + 176 + (uint64_t)u->stack_len);
+					   off - rec.offset == frame + 176 + (uint64_t)u->stack_len);
 				for (uint32_t i = 0; i < u->stack_len; i++) /* ASan: in bounds */
 					sum += u->stack[i];
 				(void)sum;

@@ -407,6 +407,7 @@ static int gen_recfile(void)
 	err |= recfile_write_thread(w, &t);
 	err |= recfile_write_process(w, &p);
 	err |= recfile_write_sample(w, &s);
+	err |= recfile_writer_flush(w); /* two blocks (format version 2) */
 	s.time_ns = 4, s.cpl = 3, s.flags = HVP_SAMPLE_USER, s.rip = 0x400100, s.cookie = 0;
 	s.n_kernel = 0, s.n_user = 2, s.user_ips[0] = 0x400100, s.user_ips[1] = 0x400200;
 	s.user_stop = HVP_WALK_END;
@@ -441,8 +442,12 @@ static int gen_recfile(void)
 	close(fd);
 	err |= put_file("recfile", "seed-complete", &mode0, 1, buf, (size_t)len);
 	err |= put_file("recfile", "seed-complete-fixcrc", &mode1, 1, buf, (size_t)len);
-	/* Cut in the middle of a record: everything before it still loads. */
+	/* Cut in the middle of the last block: the first block still loads. */
 	err |= put_file("recfile", "seed-truncated", &mode0, 1, buf, (size_t)len - 20);
+	/* A byte of the last block flipped: its CRC refuses it (fixcrc mode seals it again). */
+	buf[len - 30] ^= 0x40;
+	err |= put_file("recfile", "seed-bad-block", &mode0, 1, buf, (size_t)len);
+	err |= put_file("recfile", "seed-bad-block-fixcrc", &mode1, 1, buf, (size_t)len);
 	free(buf);
 	return err;
 }

@@ -13,8 +13,12 @@
 #define RECFILE_MAGIC_LEN 8
 
 #define RECFILE_REC_HDR 8  /* u32 type, u32 size */
-#define RECFILE_REC_CRC 4  /* u32 CRC32 of type, size and payload */
-#define RECFILE_REC_MIN (RECFILE_REC_HDR + RECFILE_REC_CRC)
+#define RECFILE_REC_CRC 4  /* version 1 only: u32 CRC32 of type, size and payload */
+#define RECFILE_REC_MIN (RECFILE_REC_HDR + RECFILE_REC_CRC) /* smallest version-1 record */
+
+/* Version 2: records in blocks, "BLCK", u32 size, u32 records, u32 CRC32 (the format document). */
+#define RECFILE_BLOCK_TAG 0x4b434c42u /* "BLCK" as a little-endian u32 */
+#define RECFILE_BLOCK_HDR 16
 
 /* Fixed payload sizes (bytes) before the variable-length parts; see the format document. */
 #define RECFILE_META_FIXED 8        /* u32 key_len, u32 value_len */
@@ -100,11 +104,30 @@ _Static_assert(HVP_USER_REGS_AFTER_SAMPLE == RECFILE_SAMPLE &&
 			       HVP_USER_REGS_AFTER_USER_STACK == RECFILE_USER_STACK,
 	       "hvp_user_regs.follows holds record types");
 _Static_assert(RECFILE_USER_REGS_FIXED == 40 + 8 * HVP_USER_NREGS, "USER_REGS layout");
-_Static_assert(RECFILE_BUFFER >= 2 * RECFILE_REC_MIN + RECFILE_SAMPLE_FIXED +
+_Static_assert(RECFILE_BUFFER >= 2 * RECFILE_REC_HDR + RECFILE_SAMPLE_FIXED +
 			   16 * HVP_MAX_CALLCHAIN + RECFILE_USER_REGS_FIXED + HVP_USER_STACK_MAX,
 	       "the writer's buffer holds a SAMPLE and its largest USER_REGS at once");
-_Static_assert(RECFILE_WRITER_MAX_RECORD == RECFILE_REC_MIN + RECFILE_USER_REGS_FIXED +
+_Static_assert(RECFILE_WRITER_MAX_RECORD == RECFILE_REC_HDR + RECFILE_USER_REGS_FIXED +
 						     HVP_USER_STACK_MAX,
 	       "largest record the writer produces");
+
+/*
+ * The writer's lock-free append (recfile_stream.c), for the encoders of recfile_write.c: reserve
+ * @bytes (whole records, frames included) in the calling thread's buffer, encode them at
+ * slot->p, then commit. Nothing may fail between the two: every reserved byte is committed.
+ */
+struct recfile_slot {
+	uint8_t *p;         /* where the caller writes its @bytes */
+	void *ring;         /* the calling thread's buffer */
+	uint64_t head;      /* its head after the commit */
+	uint64_t end_pos;   /* stream position after these records */
+	uint64_t tail_seen; /* the ring's tail when the room was found */
+	uint32_t records;
+};
+
+/* Return 0; -ENOMEM (no buffer for this thread); the sticky write error. */
+int recfile_stream_reserve(struct recfile_writer *w, size_t bytes, uint32_t records,
+			   struct recfile_slot *slot);
+void recfile_stream_commit(struct recfile_writer *w, struct recfile_slot *slot);
 
 #endif /* HVPROF_RECFILE_INTERNAL_H */

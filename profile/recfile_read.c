@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Recording reader: checks the header, then returns intact records until the end or the first
-// damaged one (bad CRC, impossible size, cut short), saying where and why it stopped.
+// damaged one (bad CRC, impossible size, cut short), saying where and why it stopped. Reads
+// format versions 1 (a CRC per record) and 2 (CRC-checked blocks of records).
 #define pr_fmt(fmt) "recfile: " fmt
 
 #include <errno.h>
@@ -29,6 +30,11 @@ struct recfile_reader {
 	uint64_t records;
 	uint64_t skipped;
 	uint64_t offset;     /* file offset of buf[pos] */
+	/* Version 2: the block being read, whole in buf up to block_end. */
+	uint64_t block_offset;  /* its file offset */
+	uint32_t block_records; /* records it holds */
+	uint32_t block_left;    /* records of it not read yet (0: at a block boundary) */
+	size_t block_end;
 	uint8_t *buf;
 	size_t cap, pos, len; /* valid bytes are buf[pos, len) */
 	char *strs;          /* NUL-terminated copies of the strings of the current record */
@@ -479,59 +485,183 @@ static int decode(struct recfile_reader *r, uint32_t type, const uint8_t *p, siz
 	return ret;
 }
 
+/*
+ * Version 1: the next record, each with its own CRC: its type and size, at buf[pos, pos + size)
+ * with the CRC as its last 4 bytes. Return 1, 0 at the end of the file, or the error.
+ */
+static int frame_v1(struct recfile_reader *r, uint32_t *type_out, uint32_t *size_out)
+{
+	const uint8_t *p;
+	uint32_t type, size, crc_file;
+	uLong crc;
+	ssize_t n;
+
+	n = fill(r, RECFILE_REC_HDR);
+	if (n < 0)
+		return set_error(r, (int)n, "offset %" PRIu64 ": read failed: %s", r->offset,
+				 hvp_strerror((int)n));
+	if (n == 0)
+		return 0;
+	if (n < RECFILE_REC_HDR)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": truncated record (file ends %zd bytes into its "
+				 "8-byte header)",
+				 r->offset, n);
+	p = r->buf + r->pos;
+	type = get_u32(&p);
+	size = get_u32(&p);
+	if (size < RECFILE_REC_MIN || size > RECFILE_MAX_RECORD)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": impossible record size %" PRIu32 " (type %" PRIu32
+				 ")",
+				 r->offset, size, type);
+	n = fill(r, size);
+	if (n < 0)
+		return set_error(r, (int)n, "offset %" PRIu64 ": read failed: %s", r->offset,
+				 hvp_strerror((int)n));
+	if ((size_t)n < size)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": truncated %s record (size %" PRIu32 ", file ends "
+				 "after %zd bytes of it)",
+				 r->offset, recfile_type_name(type), size, n);
+	p = r->buf + r->pos + size - RECFILE_REC_CRC;
+	crc_file = get_u32(&p);
+	crc = crc32(0L, Z_NULL, 0);
+	crc = crc32(crc, r->buf + r->pos, size - RECFILE_REC_CRC);
+	if ((uint32_t)crc != crc_file)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": CRC mismatch in a %s record (size %" PRIu32 ")",
+				 r->offset, recfile_type_name(type), size);
+	*type_out = type;
+	*size_out = size;
+	return 1;
+}
+
+/*
+ * Version 2: read the block that starts at buf[pos] whole and check its CRC; the block's records
+ * are then at buf[pos, block_end). Return 1, 0 at the end of the file, or the error.
+ */
+static int block_v2(struct recfile_reader *r)
+{
+	const uint8_t *p;
+	uint32_t tag, size, records, crc_file;
+	uLong crc;
+	ssize_t n;
+
+	n = fill(r, RECFILE_BLOCK_HDR);
+	if (n < 0)
+		return set_error(r, (int)n, "offset %" PRIu64 ": read failed: %s", r->offset,
+				 hvp_strerror((int)n));
+	if (n == 0)
+		return 0;
+	if (n < RECFILE_BLOCK_HDR)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": truncated block (file ends %zd bytes into its "
+				 "16-byte header)",
+				 r->offset, n);
+	p = r->buf + r->pos;
+	tag = get_u32(&p);
+	size = get_u32(&p);
+	records = get_u32(&p);
+	crc_file = get_u32(&p);
+	if (tag != RECFILE_BLOCK_TAG)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": bad block tag 0x%08" PRIx32 " (not \"BLCK\")",
+				 r->offset, tag);
+	if (size < RECFILE_BLOCK_HDR + RECFILE_REC_HDR || size > RECFILE_MAX_BLOCK || !records ||
+	    records > (size - RECFILE_BLOCK_HDR) / RECFILE_REC_HDR)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": impossible block (size %" PRIu32 ", %" PRIu32
+				 " records)",
+				 r->offset, size, records);
+	n = fill(r, size);
+	if (n < 0)
+		return set_error(r, (int)n, "offset %" PRIu64 ": read failed: %s", r->offset,
+				 hvp_strerror((int)n));
+	if ((size_t)n < size)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": truncated block (size %" PRIu32 ", file ends "
+				 "after %zd bytes of it)",
+				 r->offset, size, n);
+	crc = crc32(0L, Z_NULL, 0);
+	crc = crc32(crc, r->buf + r->pos, 12);
+	crc = crc32(crc, r->buf + r->pos + RECFILE_BLOCK_HDR, size - RECFILE_BLOCK_HDR);
+	if ((uint32_t)crc != crc_file)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": CRC mismatch in a block of %" PRIu32
+				 " records (size %" PRIu32 "); it and what follows are refused",
+				 r->offset, records, size);
+	r->block_offset = r->offset;
+	r->block_records = records;
+	r->block_left = records;
+	r->pos += RECFILE_BLOCK_HDR;
+	r->offset += RECFILE_BLOCK_HDR;
+	r->block_end = r->pos + size - RECFILE_BLOCK_HDR;
+	return 1;
+}
+
+/* Version 2: the next record of the current block (reading the next block first if needed). */
+static int frame_v2(struct recfile_reader *r, uint32_t *type_out, uint32_t *size_out)
+{
+	const uint8_t *p;
+	uint32_t type, size;
+	size_t avail;
+	int ret;
+
+	if (!r->block_left) {
+		ret = block_v2(r);
+		if (ret <= 0)
+			return ret;
+	}
+	/* SAFETY: the whole block is in buf up to block_end (block_v2), and pos <= block_end. */
+	avail = r->block_end - r->pos;
+	if (avail < RECFILE_REC_HDR)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": the block at offset %" PRIu64 " ends after %" PRIu32
+				 " of its %" PRIu32 " records",
+				 r->offset, r->block_offset, r->block_records - r->block_left,
+				 r->block_records);
+	p = r->buf + r->pos;
+	type = get_u32(&p);
+	size = get_u32(&p);
+	if (size < RECFILE_REC_HDR || size > RECFILE_MAX_RECORD || size > avail)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": impossible record size %" PRIu32 " (type %" PRIu32
+				 ") in the block at offset %" PRIu64,
+				 r->offset, size, type, r->block_offset);
+	if (r->block_left == 1 && size != avail)
+		return set_error(r, -EBADMSG,
+				 "offset %" PRIu64 ": the block at offset %" PRIu64 " holds %zu bytes "
+				 "after its last record",
+				 r->offset, r->block_offset, avail - size);
+	r->block_left--;
+	*type_out = type;
+	*size_out = size;
+	return 1;
+}
+
 int recfile_reader_next(struct recfile_reader *r, struct recfile_record *rec)
 {
 	if (!r || !rec)
 		return -EINVAL;
 
 	for (;;) {
-		const uint8_t *p;
-		uint32_t type, size, crc_file;
-		uLong crc;
-		ssize_t n;
+		uint32_t type = 0, size = 0, trailer;
 		int ret;
 
 		if (r->err)
 			return r->err;
-		n = fill(r, RECFILE_REC_HDR);
-		if (n < 0)
-			return set_error(r, (int)n, "offset %" PRIu64 ": read failed: %s", r->offset,
-					 hvp_strerror((int)n));
-		if (n == 0)
-			return 0;
-		if (n < RECFILE_REC_HDR)
-			return set_error(r, -EBADMSG,
-					 "offset %" PRIu64 ": truncated record (file ends %zd bytes "
-					 "into its 8-byte header)",
-					 r->offset, n);
-		p = r->buf + r->pos;
-		type = get_u32(&p);
-		size = get_u32(&p);
-		if (size < RECFILE_REC_MIN || size > RECFILE_MAX_RECORD)
-			return set_error(r, -EBADMSG,
-					 "offset %" PRIu64 ": impossible record size %" PRIu32
-					 " (type %" PRIu32 ")",
-					 r->offset, size, type);
-		n = fill(r, size);
-		if (n < 0)
-			return set_error(r, (int)n, "offset %" PRIu64 ": read failed: %s", r->offset,
-					 hvp_strerror((int)n));
-		if ((size_t)n < size)
-			return set_error(r, -EBADMSG,
-					 "offset %" PRIu64 ": truncated %s record (size %" PRIu32
-					 ", file ends after %zd bytes of it)",
-					 r->offset, recfile_type_name(type), size, n);
-		p = r->buf + r->pos + size - RECFILE_REC_CRC;
-		crc_file = get_u32(&p);
-		crc = crc32(0L, Z_NULL, 0);
-		crc = crc32(crc, r->buf + r->pos, size - RECFILE_REC_CRC);
-		if ((uint32_t)crc != crc_file)
-			return set_error(r, -EBADMSG,
-					 "offset %" PRIu64 ": CRC mismatch in a %s record (size %" PRIu32
-					 ")",
-					 r->offset, recfile_type_name(type), size);
-		ret = decode(r, type, r->buf + r->pos + RECFILE_REC_HDR, size - RECFILE_REC_MIN,
-			     rec);
+		if (r->version == 1) {
+			ret = frame_v1(r, &type, &size);
+			trailer = RECFILE_REC_CRC;
+		} else {
+			ret = frame_v2(r, &type, &size);
+			trailer = 0;
+		}
+		if (ret <= 0)
+			return ret;
+		ret = decode(r, type, r->buf + r->pos + RECFILE_REC_HDR,
+			     size - RECFILE_REC_HDR - trailer, rec);
 		if (ret < 0)
 			return ret;
 		r->pos += size;

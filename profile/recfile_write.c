@@ -1,130 +1,48 @@
 // SPDX-License-Identifier: MIT
-// Recording writer: buffered, thread-safe, append-only records on any fd.
-#define pr_fmt(fmt) "recfile: " fmt
-
+// Recording writer, the records: encodes each record type into the calling thread's buffer
+// (recfile_stream.c writes them out in blocks; docs/recording-format.md).
 #include <errno.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <zlib.h>
 
-#include <hvprof/log.h>
 #include <hvprof/profile.h>
-
-#include <hvprof/file.h>
 
 #include "recfile_internal.h"
 
-struct recfile_writer {
-	pthread_mutex_t lock;
-	int fd;
-	int err;            /* sticky: first write(2) failure, as -errno */
-	uint64_t records;
-	uint64_t offset;    /* file offset of buf[0] (for messages) */
-	size_t used;        /* bytes in buf */
-	uint8_t buf[RECFILE_BUFFER];
-};
-
-/* write(2) all of @len, retrying EINTR and short writes. Return 0 or -errno. */
-/* Caller holds w->lock. */
-static int flush_locked(struct recfile_writer *w)
+/* The frame of one record, 8 + @payload_len bytes; returns where its payload goes. */
+static uint8_t *rec_frame(uint8_t *p, uint32_t type, size_t payload_len)
 {
-	int err;
-
-	if (w->err)
-		return w->err;
-	if (!w->used)
-		return 0;
-	err = hvp_write_all(w->fd, w->buf, w->used);
-	if (err) {
-		w->err = err;
-		pr_err("write of %zu bytes at offset %llu to fd %d failed: %s; the recording stops here",
-		       w->used, (unsigned long long)w->offset, w->fd, hvp_strerror(err));
-		return err;
-	}
-	w->offset += w->used;
-	w->used = 0;
-	return 0;
+	put_u32(&p, type);
+	put_u32(&p, (uint32_t)(RECFILE_REC_HDR + payload_len));
+	return p;
 }
 
-int recfile_writer_open(int fd, struct recfile_writer **out)
+/* Bytes of a record of @payload_len bytes, its frame included. */
+static size_t rec_bytes(size_t payload_len)
 {
-	struct recfile_writer *w;
-	uint8_t hdr[RECFILE_HEADER_SIZE], *p = hdr;
-	int err;
-
-	if (fd < 0 || !out)
-		return -EINVAL;
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	err = pthread_mutex_init(&w->lock, NULL);
-	if (err) {
-		err = -err; /* pthread functions return the errno value itself */
-		goto err_free;
-	}
-	w->fd = fd;
-
-	put_bytes(&p, RECFILE_MAGIC, RECFILE_MAGIC_LEN);
-	put_u32(&p, RECFILE_VERSION);
-	put_u32(&p, RECFILE_HEADER_SIZE);
-	err = hvp_write_all(fd, hdr, sizeof(hdr));
-	if (err) {
-		pr_err("write of the file header to fd %d failed: %s", fd, hvp_strerror(err));
-		goto err_destroy_lock;
-	}
-	w->offset = sizeof(hdr);
-	*out = w;
-	return 0;
-
-err_destroy_lock:
-	pthread_mutex_destroy(&w->lock);
-err_free:
-	free(w);
-	return err;
+	return RECFILE_REC_HDR + payload_len;
 }
 
 /*
- * Reserve a record of @payload_len bytes in the buffer (flushing first when it does not fit)
- * and return where its payload goes. Caller holds w->lock; finish with rec_end().
- * Every caller bounds @payload_len so that a record fits in an empty buffer.
+ * Reserve @payload_len bytes of one record in the calling thread's buffer, write its frame,
+ * and return where its payload goes in *@p. Finish with recfile_stream_commit(w, sl).
+ * Every caller bounds @payload_len so that the record fits an empty block (RECFILE_BUFFER).
  */
-static int rec_begin(struct recfile_writer *w, uint32_t type, size_t payload_len, uint8_t **payload)
+static int rec_one(struct recfile_writer *w, uint32_t type, size_t payload_len,
+		   struct recfile_slot *sl, uint8_t **p)
 {
-	size_t total = RECFILE_REC_MIN + payload_len;
-	uint8_t *p;
-	int err;
+	int err = recfile_stream_reserve(w, rec_bytes(payload_len), 1, sl);
 
-	if (w->err)
-		return w->err;
-	if (w->used + total > sizeof(w->buf)) {
-		err = flush_locked(w);
-		if (err)
-			return err;
-	}
-	p = w->buf + w->used;
-	put_u32(&p, type);
-	put_u32(&p, (uint32_t)total);
-	*payload = p;
+	if (err)
+		return err;
+	*p = rec_frame(sl->p, type, payload_len);
 	return 0;
-}
-
-/* Seal the record whose payload ends at @end with its CRC and account for it. */
-static void rec_end(struct recfile_writer *w, uint8_t *end)
-{
-	uint8_t *start = w->buf + w->used;
-	uLong crc = crc32(0L, Z_NULL, 0);
-
-	crc = crc32(crc, start, (uInt)(end - start));
-	put_u32(&end, (uint32_t)crc);
-	w->used = (size_t)(end - w->buf);
-	w->records++;
 }
 
 int recfile_write_meta(struct recfile_writer *w, const char *key, const char *value)
 {
+	struct recfile_slot sl;
 	size_t klen, vlen;
 	uint8_t *p;
 	int err;
@@ -135,30 +53,26 @@ int recfile_write_meta(struct recfile_writer *w, const char *key, const char *va
 	vlen = strlen(value);
 	if (!klen || klen > RECFILE_MAX_KEY || vlen > RECFILE_MAX_VALUE)
 		return -EINVAL;
-
-	pthread_mutex_lock(&w->lock);
-	err = rec_begin(w, RECFILE_META, RECFILE_META_FIXED + klen + vlen, &p);
-	if (!err) {
-		put_u32(&p, (uint32_t)klen);
-		put_u32(&p, (uint32_t)vlen);
-		put_bytes(&p, key, klen);
-		put_bytes(&p, value, vlen);
-		rec_end(w, p);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return err;
-}
-
-/* The SAMPLE record of @s (checked by the caller). Caller holds w->lock. */
-static int put_sample_locked(struct recfile_writer *w, const struct hvp_sample *s)
-{
-	uint8_t *p;
-	int err;
-
-	err = rec_begin(w, RECFILE_SAMPLE,
-			RECFILE_SAMPLE_FIXED + 8 * ((size_t)s->n_kernel + s->n_user), &p);
+	err = rec_one(w, RECFILE_META, RECFILE_META_FIXED + klen + vlen, &sl, &p);
 	if (err)
 		return err;
+	put_u32(&p, (uint32_t)klen);
+	put_u32(&p, (uint32_t)vlen);
+	put_bytes(&p, key, klen);
+	put_bytes(&p, value, vlen);
+	recfile_stream_commit(w, &sl);
+	return 0;
+}
+
+static size_t sample_payload(const struct hvp_sample *s)
+{
+	return RECFILE_SAMPLE_FIXED + 8 * ((size_t)s->n_kernel + s->n_user);
+}
+
+/* Encode the SAMPLE record of @s (checked by the caller) at @p; return its end. */
+static uint8_t *put_sample(uint8_t *p, const struct hvp_sample *s)
+{
+	p = rec_frame(p, RECFILE_SAMPLE, sample_payload(s));
 	put_u64(&p, s->time_ns);
 	put_u32(&p, s->vcpu);
 	put_u8(&p, s->cpl);
@@ -179,8 +93,7 @@ static int put_sample_locked(struct recfile_writer *w, const struct hvp_sample *
 		put_u64(&p, s->kernel_ips[i]);
 	for (unsigned int i = 0; i < s->n_user; i++)
 		put_u64(&p, s->user_ips[i]);
-	rec_end(w, p);
-	return 0;
+	return p;
 }
 
 static bool sample_ok(const struct hvp_sample *s)
@@ -199,15 +112,15 @@ static bool user_regs_ok(const struct hvp_user_regs *r, uint32_t follows)
 	       (r->stack || !r->stack_len);
 }
 
-/* The USER_REGS record of @r (checked by the caller). Caller holds w->lock. */
-static int put_user_regs_locked(struct recfile_writer *w, const struct hvp_user_regs *r)
+static size_t user_regs_payload(const struct hvp_user_regs *r)
 {
-	uint8_t *p;
-	int err;
+	return RECFILE_USER_REGS_FIXED + (size_t)r->stack_len;
+}
 
-	err = rec_begin(w, RECFILE_USER_REGS, RECFILE_USER_REGS_FIXED + (size_t)r->stack_len, &p);
-	if (err)
-		return err;
+/* Encode the USER_REGS record of @r (checked by the caller) at @p; return its end. */
+static uint8_t *put_user_regs(uint8_t *p, const struct hvp_user_regs *r)
+{
+	p = rec_frame(p, RECFILE_USER_REGS, user_regs_payload(r));
 	put_u64(&p, r->time_ns);
 	put_u64(&p, r->cookie);
 	put_u32(&p, (uint32_t)r->pid);
@@ -220,23 +133,9 @@ static int put_user_regs_locked(struct recfile_writer *w, const struct hvp_user_
 	put_u32(&p, 0); /* reserved */
 	for (unsigned int i = 0; i < HVP_USER_NREGS; i++)
 		put_u64(&p, r->regs[i]);
-	/* SAFETY: stack_len <= HVP_USER_STACK_MAX (user_regs_ok), counted in rec_begin's size. */
+	/* SAFETY: stack_len <= HVP_USER_STACK_MAX (user_regs_ok), counted in the reserved size. */
 	put_bytes(&p, r->stack, r->stack_len);
-	rec_end(w, p);
-	return 0;
-}
-
-/*
- * Make room for @bytes in the buffer at once (flushing first if needed), so that the records of
- * a pair go out in one buffer and no flush falls between them. Caller holds w->lock.
- */
-static int reserve_locked(struct recfile_writer *w, size_t bytes)
-{
-	if (w->err)
-		return w->err;
-	if (w->used + bytes > sizeof(w->buf))
-		return flush_locked(w);
-	return 0;
+	return p;
 }
 
 int recfile_write_sample(struct recfile_writer *w, const struct hvp_sample *s)
@@ -244,69 +143,74 @@ int recfile_write_sample(struct recfile_writer *w, const struct hvp_sample *s)
 	return recfile_write_sample_regs(w, s, NULL);
 }
 
+/*
+ * A SAMPLE and its USER_REGS are one entry of the thread's buffer: one stream position, so no
+ * other record can fall between them (RECFILE_BUFFER holds the largest pair: recfile_internal.h).
+ */
 int recfile_write_sample_regs(struct recfile_writer *w, const struct hvp_sample *s,
 			      const struct hvp_user_regs *r)
 {
+	struct recfile_slot sl;
 	size_t bytes;
+	uint8_t *p;
 	int err;
 
 	if (!w || !sample_ok(s) || (r && !user_regs_ok(r, RECFILE_SAMPLE)))
 		return -EINVAL;
-	bytes = RECFILE_REC_MIN + RECFILE_SAMPLE_FIXED + 8 * ((size_t)s->n_kernel + s->n_user);
+	bytes = rec_bytes(sample_payload(s)) + (r ? rec_bytes(user_regs_payload(r)) : 0);
+	err = recfile_stream_reserve(w, bytes, r ? 2 : 1, &sl);
+	if (err)
+		return err;
+	p = put_sample(sl.p, s);
 	if (r)
-		bytes += RECFILE_REC_MIN + RECFILE_USER_REGS_FIXED + (size_t)r->stack_len;
-
-	pthread_mutex_lock(&w->lock);
-	err = reserve_locked(w, bytes);
-	if (!err)
-		err = put_sample_locked(w, s);
-	if (!err && r)
-		err = put_user_regs_locked(w, r);
-	pthread_mutex_unlock(&w->lock);
-	return err;
+		put_user_regs(p, r);
+	recfile_stream_commit(w, &sl);
+	return 0;
 }
 
 int recfile_write_user_regs(struct recfile_writer *w, const struct hvp_user_regs *r)
 {
+	struct recfile_slot sl;
 	int err;
 
 	if (!w || !user_regs_ok(r, 0))
 		return -EINVAL;
-	pthread_mutex_lock(&w->lock);
-	err = put_user_regs_locked(w, r);
-	pthread_mutex_unlock(&w->lock);
-	return err;
+	err = recfile_stream_reserve(w, rec_bytes(user_regs_payload(r)), 1, &sl);
+	if (err)
+		return err;
+	put_user_regs(sl.p, r);
+	recfile_stream_commit(w, &sl);
+	return 0;
 }
 
 int recfile_write_thread(struct recfile_writer *w, const struct hvp_thread *t)
 {
 	uint8_t comm[HVP_COMM_LEN] = { 0 }, *p;
+	struct recfile_slot sl;
 	int err;
 
 	if (!w || !t)
 		return -EINVAL;
 	/* NUL-padded and always NUL-terminated on disk, whatever the caller's array holds. */
 	memcpy(comm, t->comm, strnlen(t->comm, HVP_COMM_LEN - 1));
-
-	pthread_mutex_lock(&w->lock);
-	err = rec_begin(w, RECFILE_THREAD, RECFILE_THREAD_FIXED, &p);
-	if (!err) {
-		put_u64(&p, t->time_ns);
-		put_u64(&p, t->task);
-		put_u32(&p, (uint32_t)t->pid);
-		put_u32(&p, (uint32_t)t->tgid);
-		put_u8(&p, t->kthread ? 1 : 0);
-		put_u8(&p, 0);
-		put_u16(&p, 0); /* reserved */
-		put_bytes(&p, comm, sizeof(comm));
-		rec_end(w, p);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return err;
+	err = rec_one(w, RECFILE_THREAD, RECFILE_THREAD_FIXED, &sl, &p);
+	if (err)
+		return err;
+	put_u64(&p, t->time_ns);
+	put_u64(&p, t->task);
+	put_u32(&p, (uint32_t)t->pid);
+	put_u32(&p, (uint32_t)t->tgid);
+	put_u8(&p, t->kthread ? 1 : 0);
+	put_u8(&p, 0);
+	put_u16(&p, 0); /* reserved */
+	put_bytes(&p, comm, sizeof(comm));
+	recfile_stream_commit(w, &sl);
+	return 0;
 }
 
 int recfile_write_process(struct recfile_writer *w, const struct hvp_process *pr)
 {
+	struct recfile_slot sl;
 	size_t exe_len;
 	uint8_t *p;
 	int err;
@@ -314,25 +218,23 @@ int recfile_write_process(struct recfile_writer *w, const struct hvp_process *pr
 	if (!w || !pr)
 		return -EINVAL;
 	exe_len = strnlen(pr->exe, RECFILE_EXE_MAX);
-
-	pthread_mutex_lock(&w->lock);
-	err = rec_begin(w, RECFILE_PROCESS, RECFILE_PROCESS_FIXED + exe_len, &p);
-	if (!err) {
-		put_u64(&p, pr->time_ns);
-		put_u32(&p, (uint32_t)pr->tgid);
-		put_u32(&p, (uint32_t)exe_len);
-		put_u64(&p, pr->mm);
-		put_u64(&p, pr->start_code);
-		put_u64(&p, pr->end_code);
-		put_bytes(&p, pr->exe, exe_len);
-		rec_end(w, p);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return err;
+	err = rec_one(w, RECFILE_PROCESS, RECFILE_PROCESS_FIXED + exe_len, &sl, &p);
+	if (err)
+		return err;
+	put_u64(&p, pr->time_ns);
+	put_u32(&p, (uint32_t)pr->tgid);
+	put_u32(&p, (uint32_t)exe_len);
+	put_u64(&p, pr->mm);
+	put_u64(&p, pr->start_code);
+	put_u64(&p, pr->end_code);
+	put_bytes(&p, pr->exe, exe_len);
+	recfile_stream_commit(w, &sl);
+	return 0;
 }
 
 int recfile_write_mapping(struct recfile_writer *w, const struct hvp_mapping *m)
 {
+	struct recfile_slot sl;
 	size_t path_len;
 	uint8_t *p;
 	int err;
@@ -341,43 +243,39 @@ int recfile_write_mapping(struct recfile_writer *w, const struct hvp_mapping *m)
 	    m->build_id_len > RECFILE_BUILD_ID_MAX)
 		return -EINVAL;
 	path_len = strnlen(m->path, RECFILE_EXE_MAX);
-
-	pthread_mutex_lock(&w->lock);
-	err = rec_begin(w, RECFILE_MAPPING, RECFILE_MAPPING_FIXED + path_len, &p);
-	if (!err) {
-		put_u64(&p, m->time_ns);
-		put_u32(&p, (uint32_t)m->tgid);
-		put_u16(&p, m->index);
-		put_u16(&p, m->count);
-		put_u64(&p, m->start);
-		put_u64(&p, m->end);
-		put_u64(&p, m->pgoff);
-		put_u64(&p, m->ino);
-		put_u32(&p, m->dev);
-		put_u32(&p, m->prot);
-		put_u8(&p, m->build_id_len);
-		put_u8(&p, 0);
-		put_u8(&p, 0);
-		put_u8(&p, 0);
-		put_bytes(&p, m->build_id, RECFILE_BUILD_ID_MAX);
-		put_u32(&p, (uint32_t)path_len);
-		put_bytes(&p, m->path, path_len);
-		rec_end(w, p);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return err;
-}
-
-/* The USER_STACK record of @u (checked by the caller). Caller holds w->lock. */
-static int put_user_stack_locked(struct recfile_writer *w, const struct hvp_user_stack *u)
-{
-	uint8_t *p;
-	int err;
-
-	err = rec_begin(w, RECFILE_USER_STACK, RECFILE_USER_STACK_FIXED + 8 * (size_t)u->n_user,
-			&p);
+	err = rec_one(w, RECFILE_MAPPING, RECFILE_MAPPING_FIXED + path_len, &sl, &p);
 	if (err)
 		return err;
+	put_u64(&p, m->time_ns);
+	put_u32(&p, (uint32_t)m->tgid);
+	put_u16(&p, m->index);
+	put_u16(&p, m->count);
+	put_u64(&p, m->start);
+	put_u64(&p, m->end);
+	put_u64(&p, m->pgoff);
+	put_u64(&p, m->ino);
+	put_u32(&p, m->dev);
+	put_u32(&p, m->prot);
+	put_u8(&p, m->build_id_len);
+	put_u8(&p, 0);
+	put_u8(&p, 0);
+	put_u8(&p, 0);
+	put_bytes(&p, m->build_id, RECFILE_BUILD_ID_MAX);
+	put_u32(&p, (uint32_t)path_len);
+	put_bytes(&p, m->path, path_len);
+	recfile_stream_commit(w, &sl);
+	return 0;
+}
+
+static size_t user_stack_payload(const struct hvp_user_stack *u)
+{
+	return RECFILE_USER_STACK_FIXED + 8 * (size_t)u->n_user;
+}
+
+/* Encode the USER_STACK record of @u (checked by the caller) at @p; return its end. */
+static uint8_t *put_user_stack(uint8_t *p, const struct hvp_user_stack *u)
+{
+	p = rec_frame(p, RECFILE_USER_STACK, user_stack_payload(u));
 	put_u64(&p, u->time_ns);
 	put_u64(&p, u->cookie);
 	put_u32(&p, (uint32_t)u->pid);
@@ -388,8 +286,7 @@ static int put_user_stack_locked(struct recfile_writer *w, const struct hvp_user
 	put_u32(&p, 0); /* reserved */
 	for (unsigned int i = 0; i < u->n_user; i++)
 		put_u64(&p, u->user_ips[i]);
-	rec_end(w, p);
-	return 0;
+	return p;
 }
 
 int recfile_write_user_stack(struct recfile_writer *w, const struct hvp_user_stack *u)
@@ -400,27 +297,27 @@ int recfile_write_user_stack(struct recfile_writer *w, const struct hvp_user_sta
 int recfile_write_user_stack_regs(struct recfile_writer *w, const struct hvp_user_stack *u,
 				  const struct hvp_user_regs *r)
 {
+	struct recfile_slot sl;
 	size_t bytes;
+	uint8_t *p;
 	int err;
 
 	if (!w || !u || u->n_user > HVP_MAX_CALLCHAIN || (r && !user_regs_ok(r, RECFILE_USER_STACK)))
 		return -EINVAL;
-	bytes = RECFILE_REC_MIN + RECFILE_USER_STACK_FIXED + 8 * (size_t)u->n_user;
+	bytes = rec_bytes(user_stack_payload(u)) + (r ? rec_bytes(user_regs_payload(r)) : 0);
+	err = recfile_stream_reserve(w, bytes, r ? 2 : 1, &sl);
+	if (err)
+		return err;
+	p = put_user_stack(sl.p, u);
 	if (r)
-		bytes += RECFILE_REC_MIN + RECFILE_USER_REGS_FIXED + (size_t)r->stack_len;
-
-	pthread_mutex_lock(&w->lock);
-	err = reserve_locked(w, bytes);
-	if (!err)
-		err = put_user_stack_locked(w, u);
-	if (!err && r)
-		err = put_user_regs_locked(w, r);
-	pthread_mutex_unlock(&w->lock);
-	return err;
+		put_user_regs(p, r);
+	recfile_stream_commit(w, &sl);
+	return 0;
 }
 
 int recfile_write_counter(struct recfile_writer *w, const char *name, uint64_t value)
 {
+	struct recfile_slot sl;
 	size_t len;
 	uint8_t *p;
 	int err;
@@ -430,91 +327,48 @@ int recfile_write_counter(struct recfile_writer *w, const char *name, uint64_t v
 	len = strlen(name);
 	if (!len || len > RECFILE_MAX_KEY)
 		return -EINVAL;
-
-	pthread_mutex_lock(&w->lock);
-	err = rec_begin(w, RECFILE_COUNTER, RECFILE_COUNTER_FIXED + len, &p);
-	if (!err) {
-		put_u64(&p, value);
-		put_u32(&p, (uint32_t)len);
-		put_bytes(&p, name, len);
-		rec_end(w, p);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return err;
+	err = rec_one(w, RECFILE_COUNTER, RECFILE_COUNTER_FIXED + len, &sl, &p);
+	if (err)
+		return err;
+	put_u64(&p, value);
+	put_u32(&p, (uint32_t)len);
+	put_bytes(&p, name, len);
+	recfile_stream_commit(w, &sl);
+	return 0;
 }
 
 int recfile_write_event(struct recfile_writer *w, const struct hvp_event *e)
 {
+	struct recfile_slot sl;
 	uint8_t *p;
 	int err;
 
 	if (!w || !e)
 		return -EINVAL;
-	pthread_mutex_lock(&w->lock);
-	err = rec_begin(w, RECFILE_EVENT, RECFILE_EVENT_FIXED, &p);
-	if (!err) {
-		put_u64(&p, e->time_ns);
-		put_u32(&p, e->kind);
-		put_u32(&p, (uint32_t)e->value);
-		rec_end(w, p);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return err;
+	err = rec_one(w, RECFILE_EVENT, RECFILE_EVENT_FIXED, &sl, &p);
+	if (err)
+		return err;
+	put_u64(&p, e->time_ns);
+	put_u32(&p, e->kind);
+	put_u32(&p, (uint32_t)e->value);
+	recfile_stream_commit(w, &sl);
+	return 0;
 }
 
 int recfile_write_end(struct recfile_writer *w, enum hvp_end_reason reason, int32_t exit_status)
 {
+	struct recfile_slot sl;
 	uint8_t *p;
 	int err;
 
 	if (!w || reason < HVP_END_EXIT_DEVICE || reason > HVP_END_DETACHED)
 		return -EINVAL;
-
-	pthread_mutex_lock(&w->lock);
-	err = rec_begin(w, RECFILE_END, RECFILE_END_FIXED, &p);
-	if (!err) {
-		put_u32(&p, (uint32_t)reason);
-		put_u32(&p, (uint32_t)exit_status);
-		rec_end(w, p);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return err;
-}
-
-int recfile_writer_flush(struct recfile_writer *w)
-{
-	int err;
-
-	if (!w)
-		return -EINVAL;
-	pthread_mutex_lock(&w->lock);
-	err = flush_locked(w);
-	pthread_mutex_unlock(&w->lock);
-	return err;
-}
-
-uint64_t recfile_writer_records(struct recfile_writer *w)
-{
-	uint64_t n;
-
-	if (!w)
-		return 0;
-	pthread_mutex_lock(&w->lock);
-	n = w->records;
-	pthread_mutex_unlock(&w->lock);
-	return n;
-}
-
-int recfile_writer_close(struct recfile_writer *w)
-{
-	int err;
-
-	if (!w)
-		return 0;
-	pthread_mutex_lock(&w->lock);
-	err = flush_locked(w);
-	pthread_mutex_unlock(&w->lock);
-	pthread_mutex_destroy(&w->lock);
-	free(w);
-	return err;
+	err = recfile_stream_reserve(w, rec_bytes(RECFILE_END_FIXED), 1, &sl);
+	if (err)
+		return err;
+	p = rec_frame(sl.p, RECFILE_END, RECFILE_END_FIXED);
+	put_u32(&p, (uint32_t)reason);
+	put_u32(&p, (uint32_t)exit_status);
+	recfile_stream_commit(w, &sl);
+	return 0;
 }

@@ -25,15 +25,17 @@ extern "C" {
 
 /* ---------------------------------------------------------------- recording file (recfile_*.c) */
 
-#define RECFILE_VERSION 1          /* format version this code writes and the newest it reads */
+#define RECFILE_VERSION 2          /* format version this code writes and the newest it reads
+				    * (1: one CRC per record; 2: CRC-checked blocks of records) */
 #define RECFILE_HEADER_SIZE 16     /* bytes of the file header written by this version */
 #define RECFILE_MAX_RECORD 1048576 /* largest record size a reader accepts (bytes) */
+#define RECFILE_MAX_BLOCK (16 + 2 * RECFILE_MAX_RECORD) /* largest block a reader accepts */
 #define RECFILE_MAX_KEY 255        /* longest META key, COUNTER name (bytes, no NUL) */
 #define RECFILE_MAX_VALUE 32768    /* longest META value (bytes, no NUL) */
-#define RECFILE_BUFFER 131072      /* writer buffer: at most this many bytes are unflushed; it
+#define RECFILE_BUFFER 131072      /* the writer's blocks: at most 16 + this many bytes; it
 				    * holds the largest pair of records the writer makes at once
 				    * (a SAMPLE and a USER_REGS with HVP_USER_STACK_MAX bytes) */
-#define RECFILE_WRITER_MAX_RECORD (12 + 176 + HVP_USER_STACK_MAX) /* largest record written */
+#define RECFILE_WRITER_MAX_RECORD (8 + 176 + HVP_USER_STACK_MAX) /* largest record written */
 
 /* Record types (the u32 type field). Readers skip types they do not know (and count them). */
 enum recfile_type {
@@ -53,11 +55,13 @@ struct recfile_writer;
 
 /**
  * recfile_writer_open - start a recording on @fd: writes the 16-byte file header at once
- * (unbuffered, so even an empty recording is a valid file).
+ * (unbuffered, so even an empty recording is a valid file) and starts the writer's thread,
+ * which alone writes to @fd from then on (signals blocked; it ends in recfile_writer_close()).
  * @fd: any writable fd (file, pipe, socket), positioned where the file starts; not owned:
  *   the caller closes it after recfile_writer_close().
  * @out: the writer; free with recfile_writer_close().
- * Return: 0; -EINVAL @fd < 0 or @out NULL; -ENOMEM; the errno of write(2) (-ENOSPC, -EPIPE...).
+ * Return: 0; -EINVAL @fd < 0 or @out NULL; -ENOMEM; -EAGAIN no thread; the errno of write(2)
+ * (-ENOSPC, -EPIPE...).
  */
 int recfile_writer_open(int fd, struct recfile_writer **out) __must_check;
 
@@ -67,7 +71,9 @@ int recfile_writer_open(int fd, struct recfile_writer **out) __must_check;
  * @key: 1..RECFILE_MAX_KEY bytes. @value: 0..RECFILE_MAX_VALUE bytes. Both NUL-terminated.
  * Return: 0; -EINVAL bad lengths or NULL; the sticky write error, if any write failed before.
  * Thread-safety: all recfile_write_*() and recfile_writer_flush() may run concurrently on one
- * writer (an internal mutex orders the records).
+ * writer, with no lock on the way: each thread appends to its own buffer (allocated at its first
+ * record, 256 KiB, freed by recfile_writer_close()), and the file holds the records in the order
+ * the calls took their place (one atomic add each), whichever thread made them.
  */
 int recfile_write_meta(struct recfile_writer *w, const char *key, const char *value) __must_check;
 
@@ -153,10 +159,12 @@ int recfile_write_end(struct recfile_writer *w, enum hvp_end_reason reason, int3
 	__must_check;
 
 /**
- * recfile_writer_flush - write the buffered records to the fd now (the writer also flushes
- * by itself whenever the next record does not fit its RECFILE_BUFFER-byte buffer).
+ * recfile_writer_flush - write every record accepted before the call to the fd, and wait until
+ * it is there (the writer's own thread also writes by itself, at least every 10 ms and when a
+ * thread's buffer is half full: docs/recording-format.md, "The writer").
  * Return: 0; the sticky write error (the first write(2) failure; once set, every later call
  * returns it and nothing more is written).
+ * Thread-safety: as every recfile_write_*(); it blocks the calling thread until the write.
  */
 int recfile_writer_flush(struct recfile_writer *w) __must_check;
 

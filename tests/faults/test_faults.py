@@ -23,13 +23,13 @@ import sys
 import tempfile
 import threading
 import time
-import zlib
 
 HVPROF = sys.argv[1]
 END_REASONS = {1: "exit", 2: "reset", 3: "shutdown", 4: "duration", 5: "signal", 6: "error"}
 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kvm"))
+import hvprec  # noqa: E402
 import hvtest  # noqa: E402
 
 hvtest.require_vm()
@@ -49,35 +49,22 @@ def read_recording(path):
     data = open(path, "rb").read()
     out = {"samples": 0, "user_samples": 0, "end": None, "counters": {}, "damaged": None,
            "records": 0, "after_end": 0}
-    if data[:8] != b"HVPROF\x00\x01":
-        out["damaged"] = "bad magic"
-        return out
-    off = struct.unpack_from("<I", data, 12)[0]
-    while off < len(data):
-        if off + 12 > len(data):
-            out["damaged"] = f"offset {off}: truncated header"
-            break
-        rtype, size = struct.unpack_from("<II", data, off)
-        if size < 12 or off + size > len(data):
-            out["damaged"] = f"offset {off}: bad size {size}"
-            break
-        if zlib.crc32(data[off:off + size - 4]) != struct.unpack_from("<I", data, off + size - 4)[0]:
-            out["damaged"] = f"offset {off}: CRC mismatch"
-            break
-        p = off + 8
-        out["records"] += 1
-        if out["end"] is not None:
-            out["after_end"] += 1
-        if rtype == 2:
-            out["samples"] += 1
-            out["user_samples"] += data[p + 12] == 3
-        elif rtype == 6:
-            value, nl = struct.unpack_from("<QI", data, p)
-            out["counters"][data[p + 12:p + 12 + nl].decode(errors="replace")] = value
-        elif rtype == 7:
-            reason, status = struct.unpack_from("<Ii", data, p)
-            out["end"] = (reason, status)
-        off += size
+    try:
+        for off, rtype, p, plen, size in hvprec.records(data):
+            out["records"] += 1
+            if out["end"] is not None:
+                out["after_end"] += 1
+            if rtype == 2:
+                out["samples"] += 1
+                out["user_samples"] += data[p + 12] == 3
+            elif rtype == 6:
+                value, nl = struct.unpack_from("<QI", data, p)
+                out["counters"][data[p + 12:p + 12 + nl].decode(errors="replace")] = value
+            elif rtype == 7:
+                reason, status = struct.unpack_from("<Ii", data, p)
+                out["end"] = (reason, status)
+    except hvprec.Damaged as e:
+        out["damaged"] = str(e)
     return out
 
 

@@ -1,29 +1,73 @@
 # SPDX-License-Identifier: MIT
 """A minimal reader of hvprof recordings (docs/recording-format.md) for tests: it checks the
-frame and CRC of every record and returns the ones the tests look at."""
+frame and CRC of every record (version 1) or block (version 2) and returns the records the tests
+look at."""
 import struct
 import zlib
 
 MAGIC = b"HVPROF\x00\x01"
+BLOCK_TAG = b"BLCK"
+
+
+class Damaged(ValueError):
+    """The recording is damaged at .offset; the records before it were intact."""
+
+    def __init__(self, offset, why):
+        super().__init__(f"offset {offset}: {why}")
+        self.offset = offset
+
+
+def records(data):
+    """Yield (offset, type, payload offset, payload size, record size) of each record of the recording bytes
+    @data, in file order, through either version's framing; raise Damaged at the first damage
+    (after yielding every intact record before it)."""
+    if data[:8] != MAGIC:
+        raise Damaged(0, "bad magic")
+    version, header_size = struct.unpack_from("<II", data, 8)
+    off = header_size
+    if version == 1:
+        while off < len(data):
+            if off + 12 > len(data):
+                raise Damaged(off, "truncated record header")
+            rtype, size = struct.unpack_from("<II", data, off)
+            if size < 12 or off + size > len(data):
+                raise Damaged(off, f"bad record size {size}")
+            if zlib.crc32(data[off:off + size - 4]) != struct.unpack_from("<I", data,
+                                                                          off + size - 4)[0]:
+                raise Damaged(off, "CRC mismatch")
+            yield off, rtype, off + 8, size - 12, size
+            off += size
+        return
+    while off < len(data):
+        if off + 16 > len(data):
+            raise Damaged(off, "truncated block header")
+        tag, size, nrec, crc = struct.unpack_from("<4sIII", data, off)
+        if tag != BLOCK_TAG or size < 24 or off + size > len(data):
+            raise Damaged(off, f"bad block (tag {tag!r}, size {size})")
+        if zlib.crc32(data[off + 16:off + size], zlib.crc32(data[off:off + 12])) != crc:
+            raise Damaged(off, "block CRC mismatch")
+        p, end = off + 16, off + size
+        for _ in range(nrec):
+            rtype, rsize = struct.unpack_from("<II", data, p)
+            if rsize < 8 or p + rsize > end:
+                raise Damaged(p, f"bad record size {rsize} in the block at {off}")
+            yield p, rtype, p + 8, rsize - 8, rsize
+            p += rsize
+        if p != end:
+            raise Damaged(p, f"the block at {off} does not end after its {nrec} records")
+        off = end
 
 
 def read(path):
     data = open(path, "rb").read()
-    if data[:8] != MAGIC:
-        raise ValueError(f"{path}: bad magic")
-    header_size = struct.unpack_from("<I", data, 12)[0]
-    off = header_size
     out = {"samples": [], "user_stacks": {}, "counters": {}, "meta": {}, "threads": {},
            "mappings": [], "user_regs": [], "events": []}
     prev = None  # (type, record dict) of the record before, for USER_REGS
-    while off + 12 <= len(data):
-        rtype, size = struct.unpack_from("<II", data, off)
-        if size < 12 or off + size > len(data):
-            raise ValueError(f"{path}: bad record at {off}")
-        crc = struct.unpack_from("<I", data, off + size - 4)[0]
-        if zlib.crc32(data[off:off + size - 4]) != crc:
-            raise ValueError(f"{path}: CRC mismatch at {off}")
-        p = off + 8
+    try:
+        recs = list(records(data))
+    except Damaged as e:
+        raise ValueError(f"{path}: {e}") from None
+    for off, rtype, p, plen, size in recs:
         cur = None
         if rtype == 1:
             kl, vl = struct.unpack_from("<II", data, p)
@@ -76,7 +120,6 @@ def read(path):
             value, nl = struct.unpack_from("<QI", data, p)
             out["counters"][data[p + 12:p + 12 + nl].decode()] = value
         prev = (rtype, cur)
-        off += size
     return out
 
 

@@ -30,9 +30,9 @@ import struct
 import subprocess
 import sys
 import tempfile
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hvprec  # noqa: E402
 import hvtest  # noqa: E402
 
 HVPROF = sys.argv[1]
@@ -43,25 +43,20 @@ def user_regs_pairs(path):
     """[(follows type, pid, cookie, regs tuple, stack bytes)] of the USER_REGS records (type 9),
     each checked to follow the SAMPLE (2) or USER_STACK (5) record it names."""
     data = open(path, "rb").read()
-    off = struct.unpack_from("<I", data, 12)[0]
     prev = None
     out = []
-    while off + 12 <= len(data):
-        rtype, size = struct.unpack_from("<II", data, off)
-        if size < 12 or off + size > len(data):
-            break
-        if zlib.crc32(data[off:off + size - 4]) != struct.unpack_from("<I", data, off + size - 4)[0]:
-            break
-        p = off + 8
-        if rtype == 9:
-            t, cookie, pid, vcpu, follows, nregs, slen, ssize = struct.unpack_from(
-                "<QQiIBBxxII", data, p)
-            regs = struct.unpack_from("<17Q", data, p + 40)
-            stack = data[p + 176:p + 176 + slen]
-            out.append(dict(follows=follows, pid=pid, cookie=cookie, regs=regs, stack=stack,
-                            prev=prev))
-        prev = rtype
-        off += size
+    try:
+        for off, rtype, p, plen, size in hvprec.records(data):
+            if rtype == 9:
+                t, cookie, pid, vcpu, follows, nregs, slen, ssize = struct.unpack_from(
+                    "<QQiIBBxxII", data, p)
+                regs = struct.unpack_from("<17Q", data, p + 40)
+                stack = data[p + 176:p + 176 + slen]
+                out.append(dict(follows=follows, pid=pid, cookie=cookie, regs=regs,
+                                stack=stack, prev=prev))
+            prev = rtype
+    except hvprec.Damaged:
+        pass  # the intact records before the damage
     return out
 
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Unit tests of the recording file: round trip of every record type, damaged files,
-// write errors, concurrent writers.
+// Unit tests of the recording file: round trip of every record type (format versions 2 and 1),
+// damaged files of both versions, write errors, concurrent writers and their order.
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -11,13 +11,17 @@
 
 #include <hvprof/profile.h>
 
+#include "rec_blocks.h"
 #include "rec_helpers.h"
 #include "test.h"
 
 #define K1 0xffffffff81001000ULL
 #define K2 0xffffffff81002000ULL
 
-/* A recording with one record of every type; *@offsets gets each record's file offset. */
+/*
+ * A recording with one record of every type, in two blocks: a flush after the SAMPLE ends the
+ * first (META, META, SAMPLE), the close the second (the 6 others).
+ */
 static int write_all_types(int fd)
 {
 	struct recfile_writer *w;
@@ -51,6 +55,8 @@ static int write_all_types(int fd)
 	if (!err)
 		err = recfile_write_sample(w, s);
 	if (!err)
+		err = recfile_writer_flush(w);
+	if (!err)
 		err = recfile_write_thread(w, &t);
 	if (!err)
 		err = recfile_write_process(w, &p);
@@ -80,7 +86,29 @@ out:
 
 #define N_ALL_TYPES 9
 
-static int test_round_trip(void)
+/* The same records as a version-1 file (rec_blocks.h): what an hvprof before version 2 wrote. */
+static int write_all_types_v1(int fd)
+{
+	int fd2 = mem_file(), err;
+	uint8_t *v1 = NULL;
+	size_t len, v1_len;
+	char *v2;
+
+	if (fd2 < 0)
+		return -EIO;
+	err = write_all_types(fd2);
+	v2 = err ? NULL : slurp(fd2, &len);
+	if (v2)
+		v1 = rb_to_v1((const uint8_t *)v2, len, &v1_len);
+	if (!err && (!v1 || write(fd, v1, v1_len) != (ssize_t)v1_len))
+		err = -EIO;
+	free(v1);
+	free(v2);
+	close(fd2);
+	return err;
+}
+
+static int round_trip(int version)
 {
 	struct recfile_reader *r;
 	struct recfile_record *rec = malloc(sizeof(*rec));
@@ -88,15 +116,16 @@ static int test_round_trip(void)
 	char err[256];
 
 	ASSERT_TRUE(fd >= 0 && rec);
-	ASSERT_EQ_INT(write_all_types(fd), 0);
+	ASSERT_EQ_INT(version == 1 ? write_all_types_v1(fd) : write_all_types(fd), 0);
 	ASSERT_EQ_INT(lseek(fd, 0, SEEK_SET), 0);
 	ASSERT_EQ_INT(recfile_reader_open_fd(fd, "mem", &r, err, sizeof(err)), 0);
-	ASSERT_EQ_INT(recfile_reader_version(r), RECFILE_VERSION);
+	ASSERT_EQ_INT(recfile_reader_version(r), version);
 	ASSERT_EQ_U64(recfile_reader_offset(r), RECFILE_HEADER_SIZE);
 
 	ASSERT_EQ_INT(recfile_reader_next(r, rec), 1);
 	ASSERT_EQ_INT(rec->type, RECFILE_META);
-	ASSERT_EQ_U64(rec->offset, RECFILE_HEADER_SIZE);
+	/* version 2: the first record follows the first block's 16-byte header */
+	ASSERT_EQ_U64(rec->offset, RECFILE_HEADER_SIZE + (version == 1 ? 0 : TEST_BLOCK_HDR));
 	ASSERT_EQ_STR(rec->meta.key, "kernel");
 	ASSERT_EQ_STR(rec->meta.value, "/boot/vmlinux-6.1");
 
@@ -180,6 +209,57 @@ static int test_round_trip(void)
 	return TEST_OK;
 }
 
+static int test_round_trip(void)
+{
+	return round_trip(RECFILE_VERSION);
+}
+
+static int test_round_trip_v1(void)
+{
+	return round_trip(1);
+}
+
+/*
+ * A version-1 file as an hvprof before version 2 wrote it, byte for byte (the example of
+ * docs/recording-format.md up to that version): one META record `counter` = `cpu-clock`.
+ */
+static int test_v1_bytes(void)
+{
+	static const uint8_t v1[] = {
+		0x48, 0x56, 0x50, 0x52, 0x4f, 0x46, 0x00, 0x01, 0x01, 0x00, 0x00, 0x00, 0x10,
+		0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x24, 0x00, 0x00, 0x00, 0x07, 0x00,
+		0x00, 0x00, 0x09, 0x00, 0x00, 0x00, 'c',  'o',  'u',  'n',  't',  'e',  'r',
+		'c',  'p',  'u',  '-',  'c',  'l',  'o',  'c',  'k',  0xd3, 0x30, 0x0c, 0xcd,
+	};
+	struct recfile_record *rec = malloc(sizeof(*rec));
+	struct recfile_reader *r;
+	uint8_t bad[sizeof(v1)];
+	int fd = mem_file_from(v1, sizeof(v1));
+
+	ASSERT_TRUE(rec && fd >= 0);
+	ASSERT_EQ_INT(recfile_reader_open_fd(fd, NULL, &r, NULL, 0), 0);
+	ASSERT_EQ_INT(recfile_reader_version(r), 1);
+	ASSERT_EQ_INT(recfile_reader_next(r, rec), 1);
+	ASSERT_EQ_INT(rec->type, RECFILE_META);
+	ASSERT_EQ_STR(rec->meta.key, "counter");
+	ASSERT_EQ_STR(rec->meta.value, "cpu-clock");
+	ASSERT_EQ_INT(recfile_reader_next(r, rec), 0);
+	recfile_reader_close(r);
+	close(fd);
+	/* its CRC still guards it */
+	memcpy(bad, v1, sizeof(v1));
+	bad[40] ^= 1;
+	fd = mem_file_from(bad, sizeof(bad));
+	ASSERT_TRUE(fd >= 0);
+	ASSERT_EQ_INT(recfile_reader_open_fd(fd, NULL, &r, NULL, 0), 0);
+	ASSERT_EQ_INT(recfile_reader_next(r, rec), -EBADMSG);
+	ASSERT_TRUE(strstr(recfile_reader_error(r), "offset 16: CRC mismatch in a META record"));
+	recfile_reader_close(r);
+	close(fd);
+	free(rec);
+	return TEST_OK;
+}
+
 /* Full callchains (HVP_MAX_CALLCHAIN each) survive; one more is refused. */
 static int test_max_callchain(void)
 {
@@ -217,7 +297,10 @@ static int test_max_callchain(void)
 	return TEST_OK;
 }
 
-/* ---- damaged files: each row edits a good recording and says what the reader must report */
+/*
+ * ---- damaged version-1 files: each row edits a good recording (write_all_types_v1) and says
+ * what the reader must report
+ */
 
 enum edit {
 	EDIT_TRUNCATE,      /* keep @arg bytes of the file */
@@ -366,7 +449,7 @@ static int test_damaged(void)
 	int fd = mem_file();
 
 	ASSERT_TRUE(fd >= 0);
-	ASSERT_EQ_INT(write_all_types(fd), 0);
+	ASSERT_EQ_INT(write_all_types_v1(fd), 0);
 	good = slurp(fd, &len);
 	ASSERT_TRUE(good);
 	ASSERT_EQ_INT(record_offsets(good, len, offs), 0);
@@ -381,7 +464,7 @@ static int test_damaged(void)
 	return TEST_OK;
 }
 
-/* A record of a type this version does not know is skipped, and reading goes on. */
+/* A version-1 record of a type this version does not know is skipped, and reading goes on. */
 static int test_unknown_type_skipped(void)
 {
 	static const uint8_t unknown_rec[] = { 99, 0, 0, 0, 16, 0, 0, 0, 1, 2, 3, 4 };
@@ -394,7 +477,7 @@ static int test_unknown_type_skipped(void)
 	char *good;
 
 	ASSERT_TRUE(rec && fd >= 0 && fd2 >= 0);
-	ASSERT_EQ_INT(write_all_types(fd2), 0);
+	ASSERT_EQ_INT(write_all_types_v1(fd2), 0);
 	good = slurp(fd2, &len);
 	ASSERT_TRUE(good);
 	/* header, the unknown record, then the records of a good file */
@@ -444,26 +527,31 @@ static int test_write_error_sticky(void)
 	return TEST_OK;
 }
 
-/* Records reach the fd at least every RECFILE_BUFFER bytes, without an explicit flush. */
+/*
+ * Records reach the fd without an explicit flush: the writer's thread writes at least every 10 ms
+ * and when a thread's buffer is half full (docs/recording-format.md, "The writer").
+ */
 static int test_flush_threshold(void)
 {
 	struct hvp_sample *s = calloc(1, sizeof(*s));
 	struct recfile_writer *w;
 	uint64_t kips[] = { K1, K2, 0 };
 	int fd = mem_file();
-	off_t written = RECFILE_HEADER_SIZE;
+	off_t records_bytes = 0;
 
 	ASSERT_TRUE(s && fd >= 0);
 	mk_sample(s, 1, 1, 0, HVP_WALK_NONE, 0, kips, NULL);
 	ASSERT_EQ_INT(recfile_writer_open(fd, &w), 0);
 	for (int i = 0; i < 2000; i++) {
 		ASSERT_EQ_INT(recfile_write_sample(w, s), 0);
-		written += 12 + 72 + 16;
-		ASSERT_TRUE(lseek(fd, 0, SEEK_END) > written - RECFILE_BUFFER);
+		records_bytes += 8 + 72 + 16;
 	}
-	ASSERT_EQ_INT(recfile_writer_flush(w), 0);
-	ASSERT_EQ_INT(lseek(fd, 0, SEEK_END), written);
 	ASSERT_EQ_U64(recfile_writer_records(w), 2000);
+	for (int i = 0; i < 200 && lseek(fd, 0, SEEK_END) < RECFILE_HEADER_SIZE + records_bytes; i++)
+		usleep(10000);
+	/* every record, each block adding its 16-byte header */
+	ASSERT_TRUE(lseek(fd, 0, SEEK_END) >= RECFILE_HEADER_SIZE + records_bytes + TEST_BLOCK_HDR);
+	ASSERT_EQ_INT(recfile_writer_flush(w), 0);
 	ASSERT_EQ_INT(recfile_writer_close(w), 0);
 	close(fd);
 	free(s);
@@ -604,12 +692,14 @@ static int test_mapping(void)
 
 static const struct test_case tests[] = {
 	{ "round trip of every record type", test_round_trip },
+	{ "round trip of every record type, version-1 file", test_round_trip_v1 },
+	{ "a version-1 file as written before version 2", test_v1_bytes },
 	{ "MAPPING records: a snapshot written and read back", test_mapping },
 	{ "full callchains; bad arguments refused", test_max_callchain },
-	{ "damaged files stop at the last intact record", test_damaged },
-	{ "unknown record types are skipped", test_unknown_type_skipped },
+	{ "damaged version-1 files stop at the last intact record", test_damaged },
+	{ "unknown record types are skipped (version 1)", test_unknown_type_skipped },
 	{ "write errors are sticky", test_write_error_sticky },
-	{ "buffer flushed every RECFILE_BUFFER bytes", test_flush_threshold },
+	{ "records reach the fd without a flush", test_flush_threshold },
 	{ "concurrent writers", test_concurrent_writers },
 	{ "names of types, end reasons, walk stops", test_names },
 	{ "open of a missing file names it", test_open_missing },
