@@ -189,7 +189,8 @@ static void drain(struct recfile_writer *w, uint64_t target)
 			block_emit(w);
 			wake_space_waiters(w);
 		}
-		/* SAFETY: bytes <= RECFILE_BUFFER (recfile_stream_reserve), the block's room. */
+		/* SAFETY: bytes <= RECFILE_BUFFER (recfile_stream_reserve refuses more), the room of
+		 * an empty block; block_emit() above emptied it when the entry did not fit. */
 		memcpy(w->block + w->block_used, e, bytes);
 		w->block_used += bytes;
 		w->block_records += records;
@@ -305,7 +306,9 @@ int recfile_stream_reserve(struct recfile_writer *w, size_t bytes, uint32_t reco
 	err = atomic_load_explicit(&w->err, memory_order_relaxed);
 	if (err)
 		return err;
-	/* Every caller's @bytes fit an empty block (RECFILE_BUFFER, checked in recfile_write.c). */
+	/* The encoders bound their records so that they fit an empty block (recfile_internal.h). */
+	if (!bytes || bytes > RECFILE_BUFFER)
+		return -EINVAL;
 	total = (STREAM_ENTRY_HDR + bytes + 15) & ~(uint64_t)15;
 	head = atomic_load_explicit(&r->head, memory_order_relaxed);
 	to_end = STREAM_RING_BYTES - (head & (STREAM_RING_BYTES - 1));
