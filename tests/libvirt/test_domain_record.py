@@ -17,6 +17,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kvm"))
+import hvprec  # noqa: E402
+
 HVPROF = sys.argv[1]
 NAME = "hvprof-libvirt-demo"
 
@@ -159,21 +162,19 @@ check("report works and has samples of comm hvprof-demo", code == 0 and len(demo
       err.strip() or repr(rows[:5]))
 
 def read_meta(path):
-    """META records (docs/recording-format.md): after the 16-byte header, frames of
-    u32 type, u32 size, payload, u32 crc; META (type 1) is u32 key_len, u32 value_len, key, value."""
-    meta = {}
+    """META records (docs/recording-format.md), read through tests/kvm/hvprec.py (either format
+    version; META is u32 key_len, u32 value_len, key, value)."""
     with open(path, "rb") as f:
         blob = f.read()
-    off = struct.unpack_from("<I", blob, 12)[0] if len(blob) >= 16 else len(blob)
-    while off + 12 <= len(blob):
-        rtype, size = struct.unpack_from("<II", blob, off)
-        if size < 12 or off + size > len(blob):
-            break
-        if rtype == 1:
-            klen, vlen = struct.unpack_from("<II", blob, off + 8)
-            key = blob[off + 16:off + 16 + klen].decode()
-            meta[key] = blob[off + 16 + klen:off + 16 + klen + vlen].decode()
-        off += size
+    meta = {}
+    try:
+        for off, rtype, p, plen, size in hvprec.records(blob):
+            if rtype == 1:
+                klen, vlen = struct.unpack_from("<II", blob, p)
+                key = blob[p + 8:p + 8 + klen].decode()
+                meta[key] = blob[p + 8 + klen:p + 8 + klen + vlen].decode()
+    except hvprec.Damaged:
+        pass  # the META records before the damage
     return meta
 
 
