@@ -17,14 +17,20 @@ import time
 import zlib
 
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "kvm"))
+import hvprec  # noqa: E402
+
+
 def records(data):
-    off = struct.unpack_from("<I", data, 12)[0]
-    while off + 12 <= len(data):
-        rtype, size = struct.unpack_from("<II", data, off)
-        if size < 12 or off + size > len(data):
-            return
-        yield rtype, data[off:off + size]
-        off += size
+    """(type, the record as a version-1 record: frame, payload, CRC) of each intact record of a
+    recording of either format version (docs/recording-format.md); the grown copy is written in
+    version 1, which needs no blocks."""
+    try:
+        for off, rtype, p, plen, size in hvprec.records(data):
+            head = struct.pack("<II", rtype, 8 + plen + 4) + data[p:p + plen]
+            yield rtype, head + struct.pack("<I", zlib.crc32(head))
+    except hvprec.Damaged:
+        return
 
 
 def grow(src, dst, n_target):
@@ -43,7 +49,7 @@ def grow(src, dst, n_target):
     if not pairs:
         sys.exit(f"{src}: no user-mode SAMPLE with USER_REGS (record with --call-graph dwarf)")
     with open(dst, "wb") as f:
-        f.write(data[:struct.unpack_from("<I", data, 12)[0]])
+        f.write(hvprec.MAGIC + struct.pack("<II", 1, 16))  # a version-1 header
         for rtype, rec in recs:
             if rtype not in (6, 7):
                 f.write(rec)
