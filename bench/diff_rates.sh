@@ -12,6 +12,12 @@
 #                                              # no identical pairs)
 #        diff_rates.sh time HVPROF DIR         # a 3-against-3 comparison end to end: two boots of
 #                                              # record --repeat 3 (the defaults) and the diff
+#        diff_rates.sh work-record HVPROF DIR [N]  # fixed work ('hvprof-demo --work', docs/diff.md):
+#                                              # 4 boots of the base (wb1..wb4), 2 each of burn_a
+#                                              # 10%, 25%, 50% slower (ws10a/b, ws25a/b, ws50a/b),
+#                                              # record --repeat N each (default 10)
+#        diff_rates.sh work-diff HVPROF DIR    # their comparisons: every side's runs from
+#                                              # different boots where it has several
 #
 # The slowdown: cpu_phase() runs CPU_SECONDS (the demo's first argument), so 'hvprof-demo 5 2'
 # is cpu_phase() (burn_a and burn_b under it) taking 25% longer than in 'hvprof-demo 4 2', the
@@ -21,6 +27,7 @@
 # comparison is 'diff --fail-on-regression 10' at the defaults: exit 1 is an alarm.
 set -euo pipefail
 mode=$1 hv=$2 dir=$3
+WORK=${WORK:-150 1500} # the fixed-work base: CPU rounds and system calls (~5 s a window here)
 mkdir -p "$dir"
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
@@ -57,6 +64,20 @@ print("%s t=%s df=%s max|z|=%.1f d0=%s phi0=%s" % (
     pr.get("d0"), pr.get("phi0")))
 PY
 )
+	# The slowed function's own sampling z (the factor-1 test, every entry kept): what a
+	# noise factor F would leave of it is z / F.
+	if [ "$expect" = 1 ]; then
+		"$hv" diff --format json --noise-factor 1 --threshold 0 --max-rows 100000 "$@" \
+			>"$dir/cmp1.json" 2>/dev/null || true
+		first="$first $(python3 - "$dir/cmp1.json" <<'PY' 2>/dev/null || echo "z=?"
+import json, sys
+d = json.load(open(sys.argv[1]))
+z = {(e["kind"], e["name"]): e["z"] for e in d["regressions"] + d["improvements"]}
+print("z(self burn_a)=%s z(total cpu_phase)=%s" % (z.get(("self", "burn_a"), "-"),
+                                                   z.get(("total", "cpu_phase"), "-")))
+PY
+)"
+	fi
 	echo "$label expect=$expect exit=$rc $first"
 	if [ "$rc" = 1 ]; then alarms=$((alarms + 1)); fi
 	if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then errors=$((errors + 1)); fi
@@ -162,8 +183,85 @@ time)
 	echo "3 against 3 (record --repeat 3 twice, defaults): records $((t1 - t0)) s, diff" \
 		"$((SECONDS - t1)) s"
 	;;
+work-record)
+	n=${4:-10}
+	for b in 1 2 3 4; do
+		record "wb$b" "--work $WORK" "$n" --call-graph fp
+		[ "$b" -gt 2 ] && continue
+		for s in 10 25 50; do
+			record "ws$s$(echo _ab | cut -c$((b + 1)))" "--work $WORK 1.$(printf %02d "$s")" \
+				"$n" --call-graph fp
+		done
+	done
+	;;
+work-diff)
+	echo "# host load at the start: $(load)"
+	echo "== fixed work, identical, 1 vs 1, two boots (false alarms)"
+	alarms=0 errors=0
+	for ((k = 1; k <= 5; k++)); do
+		compare "1v1 wb1#$k/wb2#$k" 0 "$(w wb1 "$k")" "$(w wb2 "$k")"
+		compare "1v1 wb3#$k/wb4#$k" 0 "$(w wb3 "$k")" "$(w wb4 "$k")"
+		compare "1v1 wb1#$((k + 5))/wb3#$((k + 5))" 0 "$(w wb1 $((k + 5)))" "$(w wb3 $((k + 5)))"
+		compare "1v1 wb2#$((k + 5))/wb4#$((k + 5))" 0 "$(w wb2 $((k + 5)))" "$(w wb4 $((k + 5)))"
+	done
+	summary "fixed work, 1 vs 1, identical, two boots" 20
+	echo "== fixed work, identical, 1 vs 1, one boot (false alarms)"
+	alarms=0 errors=0
+	for b in 1 2; do
+		for ((k = 1; k <= 5; k++)); do
+			compare "1v1 wb$b#$k/#$((k + 5))" 0 "$(w "wb$b" "$k")" "$(w "wb$b" $((k + 5)))"
+		done
+	done
+	summary "fixed work, 1 vs 1, identical, one boot" 10
+	echo "== fixed work, identical, 3 vs 3, each side's runs from three boots (false alarms)"
+	alarms=0 errors=0
+	for ((k = 1; k <= 5; k++)); do
+		j=$((k + 5))
+		compare "3v3 wb1,2,3#$k/wb4,1,2#$j" 0 --base "$(w wb1 "$k")" --base "$(w wb2 "$k")" \
+			--base "$(w wb3 "$k")" --new "$(w wb4 "$j")" --new "$(w wb1 "$j")" \
+			--new "$(w wb2 "$j")"
+		compare "3v3 wb2,3,4#$k/wb3,4,1#$j" 0 --base "$(w wb2 "$k")" --base "$(w wb3 "$k")" \
+			--base "$(w wb4 "$k")" --new "$(w wb3 "$j")" --new "$(w wb4 "$j")" \
+			--new "$(w wb1 "$j")"
+	done
+	summary "fixed work, 3 vs 3, identical, three boots a side" 10
+	echo "== fixed work, identical, 3 vs 3, one boot a side (false alarms)"
+	alarms=0 errors=0
+	for ((k = 1; k <= 5; k++)); do
+		compare "3v3 wb1/wb2 triple $k" 0 --base "$(w wb1 "$k")" --base "$(w wb1 $((k + 5)))" \
+			--base "$(w wb1 $((k % 5 + 1)))" --new "$(w wb2 "$k")" --new "$(w wb2 $((k + 5)))" \
+			--new "$(w wb2 $((k % 5 + 1)))"
+		compare "3v3 wb3/wb4 triple $k" 0 --base "$(w wb3 "$k")" --base "$(w wb3 $((k + 5)))" \
+			--base "$(w wb3 $((k % 5 + 1)))" --new "$(w wb4 "$k")" --new "$(w wb4 $((k + 5)))" \
+			--new "$(w wb4 $((k % 5 + 1)))"
+	done
+	summary "fixed work, 3 vs 3, identical, one boot a side" 10
+	for s in 10 25 50; do
+		echo "== fixed work, burn_a $s% slower, 1 vs 1 (detection)"
+		alarms=0 errors=0
+		for ((k = 1; k <= 5; k++)); do
+			compare "1v1 wb1#$k/ws${s}a#$k" 1 "$(w wb1 "$k")" "$(w "ws${s}a" "$k")"
+			compare "1v1 wb3#$((k + 5))/ws${s}b#$((k + 5))" 1 "$(w wb3 $((k + 5)))" \
+				"$(w "ws${s}b" $((k + 5)))"
+		done
+		summary "fixed work, 1 vs 1, burn_a $s% slower" 10
+		echo "== fixed work, burn_a $s% slower, 3 vs 3, base from three boots, new from two"
+		alarms=0 errors=0
+		for ((k = 1; k <= 5; k++)); do
+			j=$((k + 5))
+			compare "3v3 wb1,2,3#$k/ws${s}a,b,a#$k,$k,$j" 1 --base "$(w wb1 "$k")" \
+				--base "$(w wb2 "$k")" --base "$(w wb3 "$k")" --new "$(w "ws${s}a" "$k")" \
+				--new "$(w "ws${s}b" "$k")" --new "$(w "ws${s}a" "$j")"
+			compare "3v3 wb2,3,4#$j/ws${s}b,a,b#$j,$j,$k" 1 --base "$(w wb2 "$j")" \
+				--base "$(w wb3 "$j")" --base "$(w wb4 "$j")" --new "$(w "ws${s}b" "$j")" \
+				--new "$(w "ws${s}a" "$j")" --new "$(w "ws${s}b" "$k")"
+		done
+		summary "fixed work, 3 vs 3, burn_a $s% slower" 10
+	done
+	echo "# host load at the end: $(load)"
+	;;
 *)
-	echo "usage: $0 record|diff|time HVPROF DIR [N]" >&2
+	echo "usage: $0 record|diff|time|work-record|work-diff HVPROF DIR [N]" >&2
 	exit 2
 	;;
 esac

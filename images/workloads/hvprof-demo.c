@@ -9,9 +9,17 @@
 // Phase 2 (system calls): syscall_phase() -> ask_kernel_path_one() -> getppid() in a loop, so
 // kernel samples of that phase have a distinctive user call path; it prints the call count.
 // Usage: hvprof-demo [CPU_SECONDS [SYSCALL_SECONDS]]   (defaults 4 and 2)
+//        hvprof-demo --work UNITS CALLS [SCALE_A]
+// The first form bounds each phase by wall-clock time; the second by work: UNITS rounds of the CPU
+// phase (burn_a then burn_b, ~27 ms on this project's machine) and CALLS system calls, however long they take, with burn_a's work per unit scaled by
+// SCALE_A (default 1; 1.1 makes burn_a 10% slower, the rest unchanged). Fixed work is what a
+// regression gate measures: a loaded host stretches a wall-clock phase's time, not its samples,
+// and a slower function then shows in the samples as it would on a quiet host (docs/diff.md).
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,26 +70,31 @@ __attribute__((noinline)) long ask_kernel_path_one(void)
 	return ret;
 }
 
-__attribute__((noinline)) void syscall_phase(double seconds, unsigned long *calls)
+/* Wall-clock bound (seconds > 0) or work bound (max_calls, rounded up to 64). */
+__attribute__((noinline)) void syscall_phase(double seconds, unsigned long max_calls,
+					     unsigned long *calls)
 {
 	double end = now_s(CLOCK_MONOTONIC) + seconds;
 
-	while (now_s(CLOCK_MONOTONIC) < end) {
+	while (seconds > 0 ? now_s(CLOCK_MONOTONIC) < end : *calls < max_calls) {
 		for (int i = 0; i < 64; i++)
 			sink += (uint64_t)ask_kernel_path_one();
 		*calls += 64;
 	}
 }
 
-__attribute__((noinline)) void cpu_phase(double seconds, double *t_a, double *t_b)
+/* Wall-clock bound (seconds > 0) or work bound (max_units); burn_a does scale_a times its work. */
+__attribute__((noinline)) void cpu_phase(double seconds, unsigned long max_units, double scale_a,
+					 double *t_a, double *t_b)
 {
 	const uint64_t unit = 2000000; /* about 2-3 ms of work per unit */
 	double end = now_s(CLOCK_MONOTONIC) + seconds;
+	unsigned long units = 0;
 
-	while (now_s(CLOCK_MONOTONIC) < end) {
+	while (seconds > 0 ? now_s(CLOCK_MONOTONIC) < end : units++ < max_units) {
 		double t0 = now_s(CLOCK_MONOTONIC);
 
-		burn_a(7 * unit);
+		burn_a((uint64_t)(7 * unit * scale_a));
 		double t1 = now_s(CLOCK_MONOTONIC);
 
 		burn_b(3 * unit);
@@ -94,19 +107,44 @@ __attribute__((noinline)) void cpu_phase(double seconds, double *t_a, double *t_
 
 int main(int argc, char **argv)
 {
-	double cpu_s = argc > 1 ? atof(argv[1]) : 4.0;
-	double sys_s = argc > 2 ? atof(argv[2]) : 2.0;
+	bool work = argc > 1 && strcmp(argv[1], "--work") == 0;
+	double cpu_s = 4.0, sys_s = 2.0, scale_a = 1.0;
+	unsigned long units = 0, max_calls = 0, calls = 0;
 	double t_a = 0, t_b = 0;
-	unsigned long calls = 0;
 
-	printf("hvprof-demo: pid %d: cpu phase %.1f s, syscall phase %.1f s\n", getpid(), cpu_s, sys_s);
+	if (work) {
+		char *end_u = NULL, *end_c = NULL, *end_s = NULL;
+
+		if (argc < 4 || argc > 5) {
+			fprintf(stderr, "usage: hvprof-demo --work UNITS CALLS [SCALE_A]\n");
+			return 2;
+		}
+		units = strtoul(argv[2], &end_u, 10);
+		max_calls = strtoul(argv[3], &end_c, 10);
+		if (argc == 5)
+			scale_a = strtod(argv[4], &end_s);
+		if (*end_u || *end_c || (end_s && *end_s) || !units || scale_a <= 0 || scale_a > 100) {
+			fprintf(stderr, "hvprof-demo: --work wants UNITS >= 1, CALLS >= 0 and 0 < SCALE_A "
+					"<= 100\n");
+			return 2;
+		}
+		cpu_s = sys_s = 0;
+		printf("hvprof-demo: pid %d: cpu phase %lu units (burn_a x%.2f), syscall phase %lu "
+		       "calls\n", getpid(), units, scale_a, max_calls);
+	} else {
+		cpu_s = argc > 1 ? atof(argv[1]) : 4.0;
+		sys_s = argc > 2 ? atof(argv[2]) : 2.0;
+		printf("hvprof-demo: pid %d: cpu phase %.1f s, syscall phase %.1f s\n", getpid(), cpu_s,
+		       sys_s);
+	}
 	fflush(stdout);
-	cpu_phase(cpu_s, &t_a, &t_b);
+	cpu_phase(cpu_s, units, scale_a, &t_a, &t_b);
 	if (t_a + t_b > 0)
 		printf("hvprof-truth: cpu burn_a=%.2f burn_b=%.2f\n", 100 * t_a / (t_a + t_b),
 		       100 * t_b / (t_a + t_b));
 	fflush(stdout);
-	syscall_phase(sys_s, &calls);
+	if (!work || max_calls)
+		syscall_phase(sys_s, max_calls, &calls);
 	printf("hvprof-truth: syscalls getppid=%lu\n", calls);
 	return 0;
 }
