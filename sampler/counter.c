@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -29,6 +30,8 @@ static void counter_attr(struct perf_event_attr *attr, enum sampler_counter_kind
 	attr->size = sizeof(*attr);
 	attr->disabled = 1;
 	attr->wakeup_events = 1;
+	/* each overflow also writes its count into the ring buffer, when one is mapped (period) */
+	attr->sample_type = PERF_SAMPLE_READ;
 	if (kind == SAMPLER_COUNTER_CYCLES) {
 		attr->type = PERF_TYPE_HARDWARE;
 		attr->config = PERF_COUNT_HW_CPU_CYCLES;
@@ -70,6 +73,73 @@ int counter_probe(struct sampler *s)
 	return -ENOTSUP;
 }
 
+/*
+ * The counter's ring buffer: its first page (struct perf_event_mmap_page) and
+ * COUNTER_RING_PAGES of records, where the kernel writes the count at each overflow
+ * (PERF_SAMPLE_READ), so that a sample reads it from memory instead of calling read(2). Mapped
+ * writable: the reader's data_tail frees space (perf_event_open(2), "MMAP layout"). Without it
+ * (mmap refused: perf_event_mlock_kb), every sample reads the counter.
+ */
+#define COUNTER_RING_PAGES 2
+
+static void counter_map_ring(struct svcpu *sv)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t len;
+	void *p;
+
+	sv->ring = NULL;
+	sv->ring_len = 0;
+	if (page <= 0)
+		return;
+	len = (size_t)page * (1 + COUNTER_RING_PAGES);
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, sv->perf_fd, 0);
+	if (p == MAP_FAILED) {
+		pr_info("vCPU %u: the counter's ring buffer cannot be mapped (%s): each sample "
+			"reads the counter", sv->index, hvp_strerror(-errno));
+		return;
+	}
+	sv->ring = p;
+	sv->ring_len = len;
+	sv->ring_data_size = (uint64_t)page * COUNTER_RING_PAGES;
+	sv->ring_page = (uint64_t)page;
+}
+
+/* Forget the records written so far (they are older than what the caller reads next). */
+static void counter_ring_skip(struct svcpu *sv)
+{
+	struct perf_event_mmap_page *pc = sv->ring;
+	uint64_t head;
+
+	if (!pc)
+		return;
+	head = __atomic_load_n(&pc->data_head, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&pc->data_tail, head, __ATOMIC_RELEASE);
+}
+
+/*
+ * The count at the newest overflow, from the ring: true when a record newer than the period's
+ * baseline is there (the overflow of this sample). Else (no new record: the signal of an
+ * overflow whose record an earlier sample consumed; records lost) the caller reads the counter.
+ */
+static bool counter_ring_count(struct svcpu *sv, uint64_t *count)
+{
+	struct perf_event_mmap_page *pc = sv->ring;
+	struct period_ring_scan r;
+	uint64_t head, tail;
+
+	if (!pc)
+		return false;
+	head = __atomic_load_n(&pc->data_head, __ATOMIC_ACQUIRE);
+	tail = pc->data_tail; /* written by this thread only */
+	r = period_ring_scan((const uint8_t *)pc + sv->ring_page, sv->ring_data_size, tail, head);
+	__atomic_store_n(&pc->data_tail, head, __ATOMIC_RELEASE);
+	if (!r.found || r.lost || (sv->period_base.known && r.count <= sv->period_base.count))
+		return false;
+	*count = r.count;
+	return true;
+}
+
 int counter_open_vcpu(struct sampler *s, struct svcpu *sv)
 {
 	struct perf_event_attr attr;
@@ -97,6 +167,7 @@ int counter_open_vcpu(struct sampler *s, struct svcpu *sv)
 		return err;
 	}
 	sv->perf_fd = fd; /* disabled until counter_enable_vcpu (record --from) */
+	counter_map_ring(sv);
 	sv->counting = false;
 	sv->hz_applied = s->cfg.sample_hz;
 	return 0;
@@ -118,7 +189,11 @@ struct period_result counter_period(struct svcpu *sv)
 	period_bounds(sv->s->counter, sv->hz_applied, &nominal, &max);
 	if (sv->perf_fd < 0)
 		return (struct period_result){ .period = nominal };
-	ok = counter_read(sv, &count);
+	ok = counter_ring_count(sv, &count);
+	if (!ok) {
+		ok = counter_read(sv, &count);
+		sv->c.period_reads++;
+	}
 	r = period_next(&sv->period_base, ok, count, nominal, max);
 	sv->c.overflows_merged += r.merged;
 	sv->c.period_fallbacks += r.fallback;
@@ -137,6 +212,7 @@ int counter_enable_vcpu(struct svcpu *sv)
 	 * earlier window: the counter is disabled, so its count is still. */
 	ok = counter_read(sv, &count);
 	period_restart(&sv->period_base, ok, count);
+	counter_ring_skip(sv); /* an earlier window's overflows: counted before this baseline */
 	if (ioctl(sv->perf_fd, PERF_EVENT_IOC_ENABLE, 0) < 0) {
 		err = -errno;
 		pr_err("vCPU %u: PERF_EVENT_IOC_ENABLE: %s", sv->index, hvp_strerror(err));
@@ -184,6 +260,10 @@ int counter_set_rate(struct svcpu *sv, unsigned int hz)
 
 void counter_close_vcpu(struct svcpu *sv)
 {
+	if (sv->ring) {
+		munmap(sv->ring, sv->ring_len);
+		sv->ring = NULL;
+	}
 	if (sv->perf_fd >= 0) {
 		ioctl(sv->perf_fd, PERF_EVENT_IOC_DISABLE, 0);
 		close(sv->perf_fd);

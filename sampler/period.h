@@ -71,6 +71,37 @@ void period_bounds(enum sampler_counter_kind kind, unsigned int hz, uint64_t *no
 struct period_result period_next(struct period_base *b, bool count_ok, uint64_t count,
 				 uint64_t nominal, uint64_t max);
 
+/*
+ * The counter's count at its latest overflow, from the records the kernel writes into the
+ * event's ring buffer at each overflow (PERF_RECORD_SAMPLE with PERF_SAMPLE_READ: the count;
+ * perf_event_open(2), "MMAP layout"): a few loads from shared memory where read(2) is a system
+ * call per sample (~0.35 us here, more through the vCPU thread's seccomp filter).
+ */
+#define PERIOD_REC_SAMPLE 9  /* PERF_RECORD_SAMPLE */
+#define PERIOD_REC_LOST 2    /* PERF_RECORD_LOST */
+#define PERIOD_RING_MAX_RECORDS 4096 /* records looked at per scan at most: bounded work */
+
+/* What period_ring_scan found between the reader's tail and the kernel's head. */
+struct period_ring_scan {
+	uint64_t count;     /* the newest SAMPLE record's count; with @found */
+	uint64_t samples;   /* SAMPLE records seen */
+	bool found;
+	bool lost;          /* a LOST record, a malformed one or more than the bound: the ring
+			     * does not tell the newest count (read the counter instead) */
+};
+
+/**
+ * period_ring_scan - the records in [@tail, @head) of a ring buffer's data area @data of
+ * @size bytes (a power of two; positions are free-running, taken modulo @size), each a
+ * struct perf_event_header (u32 type, u16 misc, u16 size) and its body: the newest SAMPLE
+ * record's first u64 (the count, as PERF_SAMPLE_READ with read_format 0 writes it). Records
+ * may wrap the end of the area. A record of size < 8, not a multiple of 8, or running past
+ * @head, a @head more than @size ahead of @tail, or more than PERIOD_RING_MAX_RECORDS records:
+ * lost (nothing more is read). Pure: unit-tested.
+ */
+struct period_ring_scan period_ring_scan(const uint8_t *data, uint64_t size, uint64_t tail,
+					 uint64_t head);
+
 struct svcpu;
 
 /**

@@ -50,6 +50,9 @@ struct svcpu {
 
 	/* ---- the sample's period (period.c, counter.c: counter_period) */
 	struct period_base period_base; /* the counter's count at the last sample or enable */
+	void *ring;                     /* the counter's ring buffer (counter.c), or NULL */
+	size_t ring_len;
+	uint64_t ring_page, ring_data_size; /* its data area: at ring_page, ring_data_size bytes */
 };
 
 #define SAMPLER_MAPS_MAX 1024 /* mappings of one process recorded at most (more: counted error) */

@@ -4,6 +4,8 @@
 // believed (a failed read, a count that went back or did not move, one above the bound), and the
 // overflows a sample stands for beyond its own (signals merged while one was pending), which the
 // jitter of late exits must not look like.
+#include <string.h>
+
 #include "period.h"
 #include "test.h"
 
@@ -175,6 +177,79 @@ static int test_cycles(void)
 	return TEST_OK;
 }
 
+
+/* The ring buffer the kernel writes at each overflow: records as perf_event_open(2) lays them. */
+#define RING 256 /* bytes of the fake data area */
+
+static uint64_t ring_put(uint8_t *ring, uint64_t pos, uint32_t type, uint16_t size,
+			 uint64_t value)
+{
+	uint8_t rec[64] = { 0 };
+
+	memcpy(rec, &type, 4);
+	memcpy(rec + 6, &size, 2);
+	memcpy(rec + 8, &value, 8);
+	/* the header always (a malformed size too), the rest as long as @size says */
+	for (uint16_t i = 0; i < (size < 16 ? 16 : size) && i < sizeof(rec); i++)
+		ring[(pos + i) % RING] = rec[i];
+	return pos + size;
+}
+
+static int test_ring(void)
+{
+	uint8_t ring[RING];
+	struct period_ring_scan r;
+	uint64_t tail, head;
+
+	memset(ring, 0xa5, sizeof(ring));
+	/* nothing new: nothing found, nothing lost */
+	r = period_ring_scan(ring, RING, 80, 80);
+	ASSERT_TRUE(!r.found && !r.lost && r.samples == 0);
+	/* two overflows merged into one sample: the newest count, both seen */
+	tail = 80;
+	head = ring_put(ring, tail, PERIOD_REC_SAMPLE, 16, 1000000);
+	head = ring_put(ring, head, PERIOD_REC_SAMPLE, 16, 2000000);
+	r = period_ring_scan(ring, RING, tail, head);
+	ASSERT_TRUE(r.found && !r.lost && r.samples == 2 && r.count == 2000000);
+	/* a THROTTLE record (any other type) is skipped; a record wrapping the end is read whole,
+	 * and so is one whose header wraps */
+	tail = RING * 3 - 8; /* free-running positions */
+	head = ring_put(ring, tail, 5, 24, 0);
+	head = ring_put(ring, head, PERIOD_REC_SAMPLE, 16, 3000000);
+	r = period_ring_scan(ring, RING, tail, head);
+	ASSERT_TRUE(r.found && !r.lost && r.samples == 1 && r.count == 3000000);
+	tail = RING * 5 - 12;
+	head = ring_put(ring, tail, PERIOD_REC_SAMPLE, 16, 0x1122334455667788ull);
+	r = period_ring_scan(ring, RING, tail, head);
+	ASSERT_TRUE(r.found && !r.lost && r.count == 0x1122334455667788ull);
+	/* records lost (the ring was full): the newest count is not known */
+	tail = 0;
+	head = ring_put(ring, tail, PERIOD_REC_SAMPLE, 16, 4000000);
+	head = ring_put(ring, head, PERIOD_REC_LOST, 24, 7);
+	r = period_ring_scan(ring, RING, tail, head);
+	ASSERT_TRUE(r.lost);
+	/* malformed: size 0 (no progress), not a multiple of 8, past the head; a head more than
+	 * the ring ahead; a bad ring size */
+	head = ring_put(ring, 0, PERIOD_REC_SAMPLE, 0, 1);
+	r = period_ring_scan(ring, RING, 0, 16);
+	ASSERT_TRUE(r.lost && !r.found);
+	ring_put(ring, 0, PERIOD_REC_SAMPLE, 12, 1);
+	ASSERT_TRUE(period_ring_scan(ring, RING, 0, 16).lost);
+	ring_put(ring, 0, PERIOD_REC_SAMPLE, 32, 1);
+	ASSERT_TRUE(period_ring_scan(ring, RING, 0, 16).lost);
+	ASSERT_TRUE(period_ring_scan(ring, RING, 0, 8).lost); /* a header cut by the head */
+	ASSERT_TRUE(period_ring_scan(ring, RING, 0, RING + 8).lost);
+	ASSERT_TRUE(period_ring_scan(ring, RING - 8, 0, 16).lost);
+	ASSERT_TRUE(period_ring_scan(NULL, RING, 0, 16).lost);
+	/* a full ring of minimal records stops at the bound... there: 16 records of 16 bytes */
+	head = 0;
+	for (int i = 0; i < RING / 16; i++)
+		head = ring_put(ring, head, PERIOD_REC_SAMPLE, 16, 100 + (uint64_t)i);
+	r = period_ring_scan(ring, RING, 0, head);
+	ASSERT_TRUE(r.found && !r.lost && r.samples == RING / 16 && r.count == 100 + RING / 16 - 1);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "period bounds per counter", test_bounds },
 	{ "periods of a sequence of samples", test_period_sequence },
@@ -182,6 +257,7 @@ static const struct test_case tests[] = {
 	{ "a restart forgets the earlier window", test_restart },
 	{ "first sample without a baseline", test_no_baseline },
 	{ "cycles: real counts, no merge count", test_cycles },
+	{ "the ring buffer's newest count: merged, wrapped, lost, malformed", test_ring },
 };
 
 TEST_MAIN(tests)
