@@ -32,7 +32,8 @@ static struct mark *find(struct marks *m, uint64_t task, int32_t pid)
 {
 	if (!m->n_used)
 		return NULL;
-	for (unsigned int i = 0; i < MARKS_MAX; i++)
+	/* SAFETY: n_slots <= MARKS_MAX (mark_new, release). */
+	for (unsigned int i = 0; i < m->n_slots; i++)
 		if (m->slot[i].used && m->slot[i].task == task && m->slot[i].pid == pid)
 			return &m->slot[i];
 	return NULL;
@@ -42,6 +43,8 @@ static void release(struct svcpu *sv, struct marks *m, struct mark *mk)
 {
 	mk->used = false;
 	m->n_used--;
+	while (m->n_slots && !m->slot[m->n_slots - 1].used)
+		m->n_slots--;
 	atomic_store(&m->pending, m->n_used);
 	if (mk->trap && --m->n_trap == 0 && m->on_last)
 		m->on_last(sv);
@@ -130,6 +133,8 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 		if (req->entry_known)
 			set_entry(sv, mk, req->pg, req->entry);
 		m->n_used++;
+		if (i >= m->n_slots)
+			m->n_slots = i + 1;
 		atomic_store(&m->pending, m->n_used);
 		mark_kind(sv, m, mk, req);
 		sv->c.marks++;
@@ -302,9 +307,10 @@ void marks_expire(struct svcpu *sv, uint64_t now_ns)
 	if (!atomic_load(&m->pending))
 		return;
 	pthread_mutex_lock(&m->lock);
-	for (unsigned int k = 0; k < MARKS_EXPIRE_PER_CALL; k++) {
-		/* SAFETY: scan_next is reduced modulo MARKS_MAX. */
-		struct mark *mk = &m->slot[m->scan_next++ % MARKS_MAX];
+	for (unsigned int k = 0; k < MARKS_EXPIRE_PER_CALL && m->n_slots; k++) {
+		/* SAFETY: scan_next is reduced modulo n_slots, 1..MARKS_MAX here: the slots in
+		 * use, each looked at once per n_slots / MARKS_EXPIRE_PER_CALL samples. */
+		struct mark *mk = &m->slot[m->scan_next++ % m->n_slots];
 
 		if (mk->used && now_ns - mk->t_ns > m->timeout_ns) {
 			expired[n++] = *mk;
@@ -344,6 +350,7 @@ unsigned int marks_drop_all(struct marks *m)
 	for (unsigned int i = 0; i < MARKS_MAX; i++)
 		m->slot[i].used = m->slot[i].trap = m->slot[i].flag = false;
 	m->n_used = 0;
+	m->n_slots = 0;
 	m->n_trap = m->n_flag = 0;
 	atomic_store(&m->pending, 0);
 	pthread_mutex_unlock(&m->lock);

@@ -96,6 +96,9 @@ struct marks {
 	pthread_mutex_t lock;
 	struct mark slot[MARKS_MAX];
 	unsigned int n_used;
+	unsigned int n_slots;   /* every slot at or above this index is free: lookups and the
+				 * timeout scan stop there (a slot is ~1.3 KiB: 512 of them are
+				 * 170 pages to touch per sample) */
 	unsigned int scan_next; /* round-robin position of the timeout scan */
 	atomic_uint pending;
 	uint64_t next_cookie;

@@ -352,6 +352,61 @@ fini:
 	return ret;
 }
 
+/*
+ * Lookups and the timeout scan stop at the highest slot in use (n_slots): marks released below
+ * it leave holes that are still skipped, a mark above a hole is still found, the bound comes
+ * down when the top marks go, and expiry still reaches every mark in use.
+ */
+static int test_slot_bound(void)
+{
+	struct fixture f;
+	struct mark_req req;
+	struct svcpu *sv;
+	uint64_t c[4];
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	req = req_of(&f, 0, &f.entry);
+	for (int i = 0; i < 4; i++) {
+		req.pid = 100 + i;
+		c[i] = marks_take(sv, &req);
+		if (!c[i])
+			goto fini;
+	}
+	if (f.s->marks.n_slots != 4)
+		goto fini;
+	/* 101 and 102 return: a hole below 103, which is still found */
+	marks_resolve_at_return(sv, f.fk.task_kva, 101, &f.fk.fm.pg, &f.entry);
+	marks_resolve_at_return(sv, f.fk.task_kva, 102, &f.fk.fm.pg, &f.entry);
+	req.pid = 103;
+	if (f.s->marks.n_slots != 4 || marks_take(sv, &req) != c[3] || n_recs != 2)
+		goto fini;
+	/* 103 returns: the bound comes down past the hole, to 100's slot */
+	marks_resolve_at_return(sv, f.fk.task_kva, 103, &f.fk.fm.pg, &f.entry);
+	if (f.s->marks.n_slots != 1 || n_recs != 3)
+		goto fini;
+	/* a new mark takes the lowest free slot */
+	req.pid = 104;
+	if (!marks_take(sv, &req) || f.s->marks.n_slots != 2)
+		goto fini;
+	/* a pid never marked is not found beyond the bound either */
+	marks_resolve_at_return(sv, f.fk.task_kva, 101, &f.fk.fm.pg, &f.entry);
+	if (sv->c.traps_no_mark != 1 || n_recs != 3)
+		goto fini;
+	/* expiry (timeout 1 ms) reaches both marks in use, then nothing is left */
+	if (write_pt_regs(&f, &f.entry))
+		goto fini;
+	marks_expire(sv, vmm_now_ns() + 10000000);
+	if (atomic_load(&f.s->marks.pending) != 0 || f.s->marks.n_slots != 0 || n_recs != 5)
+		goto fini;
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
 /* ---------------------------------------------------------------- the user part of a sample */
 
 static int user_part(enum sampler_callchain_mode mode, unsigned int stack_pages, bool exiting,
@@ -765,6 +820,7 @@ static const struct test_case tests[] = {
 	{ "marks: an exiting thread keeps the walk made while its memory existed",
 	  test_exiting_thread },
 	{ "marks: table full falls back, every mark ends in one record", test_table_full },
+	{ "marks: lookups and expiry bounded by the highest slot in use", test_slot_bound },
 	{ "user part of a kernel sample: deferred, eager, both, no pt_regs, exiting",
 	  test_user_part_modes },
 	{ "current thread: an exiting user thread is no kernel thread", test_current_thread_exiting },
