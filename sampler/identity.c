@@ -51,6 +51,7 @@ void ident_cache_reset(struct sampler *s)
 		s->ident->threads[i].pid = -1;
 		s->ident->procs[i].tgid = -1;
 	}
+	atomic_fetch_add(&s->ident_gen, 1); /* every vCPU's ident_last is void */
 	pthread_mutex_unlock(&s->ident_lock);
 }
 
@@ -110,6 +111,50 @@ static void emit_mappings(struct svcpu *sv, int32_t tgid, uint64_t mm,
 	}
 }
 
+/*
+ * The identity of this vCPU's previous sample again, and nothing changed in the shared caches
+ * since (ident_gen): a full note_identity would find the thread's slot holding it and its
+ * process remembered with this mm and map count, and do nothing. Skips the lock and two table
+ * slots per sample (each a cold cache line, or page, after the guest ran).
+ */
+static bool ident_same_as_last(const struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
+			       int32_t count)
+{
+	const struct ident_last *l = &sv->ident_last;
+
+	return l->valid && l->gen == atomic_load(&sv->s->ident_gen) && l->task == t->task &&
+	       l->pid == t->pid && l->tgid == t->tgid && l->kthread == t->kthread &&
+	       l->mm == mm && l->map_count == count &&
+	       memcmp(l->comm, t->comm, HVP_COMM_LEN) == 0;
+}
+
+/*
+ * Under ident_lock, after note_identity's work: remember @t as this vCPU's last identity if a
+ * repeat would do nothing (its thread slot holds it; its process, if any, is remembered with
+ * @mm, and @count is unread or the one remembered), else forget the last one.
+ */
+static void ident_set_last(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
+			   int32_t count, const struct ident_thread *it,
+			   const struct ident_process *ip)
+{
+	struct ident_last *l = &sv->ident_last;
+
+	l->valid = it->pid == t->pid && it->task == t->task && it->tgid == t->tgid &&
+		   strncmp(it->comm, t->comm, HVP_COMM_LEN) == 0 &&
+		   (!ip || (ip->tgid == t->tgid && ip->mm == mm &&
+			    (count < 0 || ip->map_count == count)));
+	if (!l->valid)
+		return;
+	l->gen = atomic_load(&sv->s->ident_gen);
+	l->task = t->task;
+	l->mm = mm;
+	l->pid = t->pid;
+	l->tgid = t->tgid;
+	l->map_count = count;
+	l->kthread = t->kthread;
+	memcpy(l->comm, t->comm, HVP_COMM_LEN);
+}
+
 void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		   const struct gi_paging *pg)
 {
@@ -125,6 +170,8 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 	if (!t->kthread && mm && sink->mapping && sv->maps &&
 	    gi_mm_map_count(s->gi, s->mem, pg, mm, &count) != 0)
 		count = -1;
+	if (ident_same_as_last(sv, t, mm, count))
+		return;
 	pthread_mutex_lock(&s->ident_lock);
 	/* SAFETY: pid was validated (0..4194304) by gi_task_identity; the modulo bounds it. */
 	it = &s->ident->threads[(uint32_t)t->pid % IDENT_SLOTS];
@@ -135,6 +182,7 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		it->tgid = t->tgid;
 		it->task = t->task;
 		memcpy(it->comm, t->comm, HVP_COMM_LEN);
+		atomic_fetch_add(&s->ident_gen, 1);
 	}
 	if (!t->kthread && mm) {
 		ip = &s->ident->procs[(uint32_t)t->tgid % IDENT_SLOTS];
@@ -152,6 +200,7 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		/* once per change, whatever the walk gives: a failing one is not retried per sample */
 		ip->map_count = count;
 		walk = true;
+		atomic_fetch_add(&s->ident_gen, 1);
 	}
 	if (new_proc) {
 		struct hvp_process proc;
@@ -165,6 +214,7 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 			ip->mm = mm;
 			ip->map_count = count;
 			walk = count >= 0;
+			atomic_fetch_add(&s->ident_gen, 1);
 			proc.tgid = t->tgid;
 			proc.time_ns = vmm_now_ns() - sampler_start_ns(s);
 			sv->c.processes++;
@@ -172,6 +222,7 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 				sv->c.samples_sink_errors++;
 		}
 	}
+	ident_set_last(sv, t, mm, count, it, ip);
 	pthread_mutex_unlock(&s->ident_lock);
 	if (walk)
 		emit_mappings(sv, t->tgid, mm, pg);

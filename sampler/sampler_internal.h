@@ -18,6 +18,16 @@ struct sampler;
 
 /* ---------------------------------------------------------------- per vCPU */
 
+/* An identity as note_identity (identity.c) saw it: thread, mm, the mm's map count. */
+struct ident_last {
+	bool valid;
+	uint64_t gen; /* sampler.ident_gen after it was noted */
+	uint64_t task, mm;
+	int32_t pid, tgid, map_count;
+	uint8_t kthread;
+	char comm[HVP_COMM_LEN];
+};
+
 /**
  * struct svcpu - what the sampler keeps for one vCPU, used only on that vCPU's thread (and at
  * the end, after the threads stopped).
@@ -40,6 +50,9 @@ struct svcpu {
 	struct pgwalk_cache tcache;   /* this vCPU's translations, invalidated at each sample but
 				       * the direct map's (kept: sample.c, learn_direct_map) */
 	struct gi_task_cache tasks;   /* identities of the tasks this vCPU sampled (sample.c) */
+	/* the identity this vCPU's previous sample noted, when that left nothing to do for the
+	 * same one again while s->ident_gen stays @gen (identity.c: note_identity) */
+	struct ident_last ident_last;
 	struct gi_mapping *maps;      /* scratch for an address space: SAMPLER_MAPS_MAX entries */
 	/* USER_REGS scratch: one for the sample being built, one for USER_STACK records (a sample
 	 * may resolve marks, and write their USER_STACKs, before it is itself written); each with
@@ -231,6 +244,9 @@ struct sampler {
 	/* identity caches (thread/process records are emitted once per change) */
 	pthread_mutex_t ident_lock;
 	struct ident_cache *ident;
+	/* bumped (under ident_lock) at every change of the identity caches: a vCPU's ident_last
+	 * holds only while it is unchanged (identity.c) */
+	atomic_uint_fast64_t ident_gen;
 };
 
 /*
