@@ -22,6 +22,7 @@
 
 /* Paging-structure entry bits (SDM vol. 3A, 4.5, tables 4-15 .. 4-20). */
 #define PTE_P (1ull << 0)
+#define PTE_US (1ull << 2)
 #define PTE_PS (1ull << 7)
 #define PTE_NX (1ull << 63)
 /* Bits 51:12 hold the physical address of the next table or of the page. */
@@ -54,15 +55,17 @@ static unsigned int pgwalk_maxphyaddr(const struct gi_paging *pg)
 	return pg->maxphyaddr ? pg->maxphyaddr : 52;
 }
 
-/* The translation cache (struct pgwalk_cache): direct-mapped by GVA page. */
+/* The translation cache (struct pgwalk_cache): direct-mapped by GVA page. @access: wanted too
+ * (then only a translation of this epoch answers: a kept one's permissions may have changed). */
 static bool cache_lookup(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uint64_t gva,
-			 uint64_t *gpa, uint64_t *page_size)
+			 uint64_t *gpa, uint64_t *page_size, uint8_t *access)
 {
 	/* SAFETY: the slot index is reduced modulo PGWALK_CACHE_SLOTS. */
 	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
 	bool now = c->slot[i].epoch == c->epoch;
 
-	if ((now || (c->slot[i].kept && c->slot[i].gen == c->gen)) && c->slot[i].cr3 == cr3 &&
+	if ((now || (!access && c->slot[i].kept && c->slot[i].gen == c->gen)) &&
+	    c->slot[i].cr3 == cr3 &&
 	    c->slot[i].cr4 == cr4 && c->slot[i].gva_page == (gva & ~0xfffull)) {
 		c->hits++;
 		if (!now)
@@ -70,6 +73,8 @@ static bool cache_lookup(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uin
 		*gpa = c->slot[i].gpa_page | (gva & 0xfff);
 		if (page_size)
 			*page_size = c->slot[i].page_size;
+		if (access)
+			*access = c->slot[i].access;
 		return true;
 	}
 	c->misses++;
@@ -77,7 +82,7 @@ static bool cache_lookup(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uin
 }
 
 static void cache_store(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uint64_t gva,
-			uint64_t gpa, uint64_t size)
+			uint64_t gpa, uint64_t size, uint8_t access)
 {
 	/* SAFETY: the slot index is reduced modulo PGWALK_CACHE_SLOTS. */
 	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
@@ -92,14 +97,15 @@ static void cache_store(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uint
 	c->slot[i].gva_page = gva & ~0xfffull;
 	c->slot[i].gpa_page = gpa & ~0xfffull;
 	c->slot[i].page_size = size;
+	c->slot[i].access = access;
 }
 
-int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
-		  uint64_t *page_size, struct pgwalk_trace *trace)
+static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
+		uint64_t *page_size, struct pgwalk_trace *trace, uint8_t *access)
 {
 	unsigned int levels, maxphy, step;
 	uint64_t pa_limit_mask, table_gpa, entry = 0, cr3;
-	uint8_t probe;
+	uint8_t probe, acc = PGWALK_ACC_USER;
 	int err;
 
 	if (!mem || !mem->read || !pg || !gpa)
@@ -113,7 +119,7 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 		trace->levels = 0;
 	/* the cache is keyed by the root table: PCID bits (11:0) do not change a walk */
 	if (pg->cache && !trace && pg->cache->epoch &&
-	    cache_lookup(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, gpa, page_size))
+	    cache_lookup(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, gpa, page_size, access))
 		return 0;
 
 	/* Long mode = CR0.PG and EFER.LMA (which implies CR4.PAE); nothing else is supported. */
@@ -164,6 +170,10 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 
 		if (!(entry & PTE_P))
 			return -EFAULT;
+		if (!(entry & PTE_US))
+			acc &= (uint8_t)~PGWALK_ACC_USER;
+		if ((entry & PTE_NX) && (pg->efer & EFER_NXE))
+			acc |= PGWALK_ACC_NX;
 		/* XD is reserved unless EFER.NXE; when allowed it only restricts execution. */
 		if ((entry & PTE_NX) && !(pg->efer & EFER_NXE))
 			return -EFAULT;
@@ -198,12 +208,34 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 		*gpa = base;
 		if (page_size)
 			*page_size = size;
+		if (access)
+			*access = acc;
 		if (pg->cache && !trace && pg->cache->epoch)
-			cache_store(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, base, size);
+			cache_store(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, base, size, acc);
 		return 0;
 	}
 	/* Not reached: level 1 always returns. */
 	return -ELOOP;
+}
+
+int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
+		  uint64_t *page_size, struct pgwalk_trace *trace)
+{
+	return walk(mem, pg, gva, gpa, page_size, trace, NULL);
+}
+
+int gi_gva_to_gpa_access(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva,
+			 uint64_t *gpa, uint64_t *page_size, uint8_t *access)
+{
+	uint8_t acc = 0;
+	int err;
+
+	if (!access)
+		return -EINVAL;
+	err = walk(mem, pg, gva, gpa, page_size, NULL, &acc);
+	if (!err)
+		*access = acc;
+	return err;
 }
 
 int gi_read_gva(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, void *dst,

@@ -16,9 +16,6 @@
 /* User stacks: frames are looked for within this distance above RSP (the default RLIMIT_STACK). */
 #define GI_USER_STACK_SPAN (8ull << 20)
 
-/* U/S, bit 2 of a paging-structure entry: user-mode accesses allowed (SDM vol. 3A, 4.6). */
-#define GI_PTE_US (1ull << 2)
-
 /* A frame record is [fp] = caller's fp, [fp + 8] = return address. */
 #define GI_FRAME_SIZE 16
 
@@ -160,17 +157,13 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
  */
 static bool is_executable(const struct gmem *mem, const struct gi_paging *pg, uint64_t va)
 {
-	struct pgwalk_trace trace;
 	uint64_t gpa;
+	uint8_t access;
 
-	if (gi_gva_to_gpa(mem, pg, va, &gpa, NULL, &trace) != 0)
+	/* through the sample's translation cache: return addresses share a few text pages */
+	if (gi_gva_to_gpa_access(mem, pg, va, &gpa, NULL, &access) != 0)
 		return false;
-	if (!(pg->efer & (1ull << 11)))
-		return true;
-	for (unsigned int i = 0; i < trace.levels && i < PGWALK_MAX_LEVELS; i++)
-		if (trace.entry[i] & (1ull << 63))
-			return false;
-	return true;
+	return !(access & PGWALK_ACC_NX);
 }
 
 enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging *pg, uint64_t rip,
@@ -221,16 +214,13 @@ enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging
 static int user_page(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva,
 		     uint64_t *gpa, uint64_t *page_size)
 {
-	struct pgwalk_trace trace;
+	uint8_t access;
 	int err;
 
-	err = gi_gva_to_gpa(mem, pg, gva, gpa, page_size, &trace);
+	err = gi_gva_to_gpa_access(mem, pg, gva, gpa, page_size, &access);
 	if (err)
 		return err;
-	for (unsigned int i = 0; i < trace.levels && i < PGWALK_MAX_LEVELS; i++)
-		if (!(trace.entry[i] & GI_PTE_US))
-			return -EFAULT;
-	return 0;
+	return access & PGWALK_ACC_USER ? 0 : -EFAULT;
 }
 
 int gi_copy_user_stack(const struct gmem *mem, const struct gi_paging *pg, uint64_t rsp, void *dst,

@@ -80,8 +80,13 @@ struct pgwalk_cache {
 		uint64_t gva_page;
 		uint64_t gpa_page;
 		uint64_t page_size;
+		uint8_t access; /* PGWALK_ACC_* of the walk that filled it */
 	} slot[PGWALK_CACHE_SLOTS];
 };
+
+/* What every level of a walk allowed (SDM vol. 3A, 4.6): gi_gva_to_gpa_access. */
+#define PGWALK_ACC_USER 0x1 /* U/S set at every level: user-mode accesses allowed */
+#define PGWALK_ACC_NX 0x2   /* XD set at some level (and EFER.NXE): not executable */
 
 /** pgwalk_cache_invalidate - forget every translation of @c but the kept ones (O(1)). */
 static inline void pgwalk_cache_invalidate(struct pgwalk_cache *c)
@@ -135,6 +140,16 @@ struct pgwalk_trace {
  */
 int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
 		  uint64_t *page_size, struct pgwalk_trace *trace) __must_check;
+
+/**
+ * gi_gva_to_gpa_access - gi_gva_to_gpa, and in *@access the PGWALK_ACC_* bits of the
+ * translation (U/S at every level; XD at some level, counted only with EFER.NXE). Answered by
+ * @pg->cache when it holds a translation of this epoch (the walk that filled it stored them);
+ * a translation kept from an earlier epoch (the direct map) is walked again, since only its
+ * address is fixed, not its permissions. Return: as gi_gva_to_gpa.
+ */
+int gi_gva_to_gpa_access(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva,
+			 uint64_t *gpa, uint64_t *page_size, uint8_t *access) __must_check;
 
 /**
  * gi_read_gva - copy @len bytes at @gva (may cross pages) into @dst.

@@ -251,6 +251,66 @@ static int test_kept_translations(void)
 	return TEST_OK;
 }
 
+/*
+ * Permissions through the cache (gi_gva_to_gpa_access: user walks ask whether a return address
+ * is executable and a stack page user-accessible): stored by the walk, answered within the
+ * epoch, walked again after an invalidation (the PTE changed); a kept direct-map translation
+ * answers addresses only, never permissions.
+ */
+static int test_access_bits(void)
+{
+	struct fakekernel fk;
+	struct pgwalk_cache tc;
+	struct gi_task_cache c;
+	struct gi_paging pg;
+	uint64_t gpa, pte_gpa, pte, misses;
+	uint8_t acc = 0xff;
+
+	if (setup(&fk, &tc, &c))
+		return TEST_FAIL;
+	pg = fk.fm.pg;
+	pg.cache = &tc;
+	pgwalk_cache_invalidate(&tc);
+	pgwalk_cache_keep_linear(&tc, FK_DIRECT);
+	/* user text: user, executable; user stack: user, NX; a kernel stack page: neither */
+	ASSERT_EQ_INT(gi_gva_to_gpa_access(&fk.fm.mem, &pg, FK_USER_TEXT + 8, &gpa, NULL, &acc), 0);
+	ASSERT_TRUE(acc == PGWALK_ACC_USER && gpa == FK_USER_TEXT_GPA + 8);
+	/* the same page again in this epoch: a hit, same answer */
+	misses = tc.misses;
+	ASSERT_EQ_INT(gi_gva_to_gpa_access(&fk.fm.mem, &pg, FK_USER_TEXT + 16, &gpa, NULL, &acc), 0);
+	ASSERT_TRUE(acc == PGWALK_ACC_USER && tc.misses == misses);
+	ASSERT_EQ_INT(gi_gva_to_gpa_access(&fk.fm.mem, &pg, FK_USER_STACK, &gpa, NULL, &acc), 0);
+	ASSERT_TRUE(acc == (PGWALK_ACC_USER | PGWALK_ACC_NX));
+	ASSERT_EQ_INT(gi_gva_to_gpa_access(&fk.fm.mem, &pg, FK_STACK, &gpa, NULL, &acc), 0);
+	ASSERT_TRUE(!(acc & PGWALK_ACC_USER));
+	/* the guest makes the text page NX (mprotect) and then unmaps it: seen after the
+	 * invalidation of the next sample */
+	pte_gpa = fakemem_entry_gpa(&fk.fm, FK_USER_TEXT, 1);
+	ASSERT_TRUE(pte_gpa != 0);
+	memcpy(&pte, fk.fm.ram + pte_gpa, sizeof(pte));
+	fakemem_w64(&fk.fm, pte_gpa, pte | FPTE_NX);
+	pgwalk_cache_invalidate(&tc);
+	ASSERT_EQ_INT(gi_gva_to_gpa_access(&fk.fm.mem, &pg, FK_USER_TEXT, &gpa, NULL, &acc), 0);
+	ASSERT_TRUE(acc == (PGWALK_ACC_USER | PGWALK_ACC_NX));
+	fakemem_w64(&fk.fm, pte_gpa, 0);
+	pgwalk_cache_invalidate(&tc);
+	ASSERT_EQ_INT(gi_gva_to_gpa_access(&fk.fm.mem, &pg, FK_USER_TEXT, &gpa, NULL, &acc),
+		      -EFAULT);
+	/* a kept direct-map translation: an address-only lookup hits it, a permission lookup
+	 * walks (and finds the supervisor page) */
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk.task_kva, &gpa, NULL, NULL), 0);
+	pgwalk_cache_invalidate(&tc);
+	misses = tc.misses;
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk.task_kva, &gpa, NULL, NULL), 0);
+	ASSERT_TRUE(tc.kept_hits == 1 && tc.misses == misses);
+	ASSERT_EQ_INT(gi_gva_to_gpa_access(&fk.fm.mem, &pg, fk.task_kva, &gpa, NULL, &acc), 0);
+	ASSERT_TRUE(tc.kept_hits == 1 && tc.misses == misses + 1 && !(acc & PGWALK_ACC_USER));
+	ASSERT_EQ_INT(gi_gva_to_gpa_access(&fk.fm.mem, &pg, fk.task_kva, &gpa, NULL, NULL),
+		      -EINVAL);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "task cache: the same task hits", test_hits },
 	{ "task cache: pid reuse at the same address", test_pid_reuse },
@@ -258,6 +318,7 @@ static const struct test_case tests[] = {
 	{ "task cache: mm changed (execve, exit_mm)", test_mm_change },
 	{ "task cache: two tasks", test_two_tasks },
 	{ "pgwalk: direct map kept, stacks walked again", test_kept_translations },
+	{ "pgwalk: permissions through the cache, never from a kept entry", test_access_bits },
 };
 
 TEST_MAIN(tests)
