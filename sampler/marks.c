@@ -120,7 +120,7 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 		mk->pid = req->pid;
 		mk->vcpu = sv->index;
 		mk->cookie = m->next_cookie++;
-		mk->t_ns = vmm_now_ns();
+		mk->t_ns = req->now_ns ? req->now_ns : vmm_now_ns();
 		mk->used = true;
 		mk->pg = *req->pg;
 		mk->pg.cache = NULL;

@@ -81,7 +81,8 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	struct gi_user_regs ur;
 	struct mark_req req = { .task = task, .pid = smp->pid, .pg = pg, .entry = &ur,
 				.entry_known = true, .exiting = exiting,
-				.exit_tail = s->traps.flag && in_exit_tail(s, smp) };
+				.exit_tail = s->traps.flag && in_exit_tail(s, smp),
+				.now_ns = smp->time_ns + sampler_start_ns(s) };
 	enum hvp_walk_stop why;
 	unsigned int n = 0;
 
@@ -189,9 +190,10 @@ static void sample_init(struct svcpu *sv, struct hvp_sample *smp, uint64_t t0, u
 	sv->sample_has_regs = false;
 }
 
-/* The callchains of a sample whose thread is known (@task 0: not known). */
+/* The callchains of a sample whose thread is known (@task 0: not known). @t_ns: now (host ns),
+ * the start of the kernel unwind's time. */
 static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kvm_regs *regs,
-		       const struct gi_regs *gr, uint64_t task, bool exiting)
+		       const struct gi_regs *gr, uint64_t task, bool exiting, uint64_t t_ns)
 {
 	struct sampler *s = sv->s;
 	bool user_thread = task && !(smp->flags & HVP_SAMPLE_KTHREAD);
@@ -227,7 +229,7 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 		if (!atomic_load(&s->first_user_ns))
 			atomic_store(&s->first_user_ns, smp->time_ns);
 	} else {
-		uint64_t t0 = vmm_now_ns();
+		uint64_t t0 = t_ns;
 
 		why = gi_unwind_kernel(s->gi, s->mem, gr, task, smp->kernel_ips, HVP_MAX_CALLCHAIN,
 				       &n);
@@ -316,7 +318,7 @@ int sample_take(struct svcpu *sv)
 	{
 		uint64_t unwind_ns = sv->c.sample_ns_kernel_unwind;
 
-		callchains(sv, smp, regs, &gr, task, exiting);
+		callchains(sv, smp, regs, &gr, task, exiting, t2);
 		sv->c.samples++;
 		marks_expire(sv, t0);
 		t1 = vmm_now_ns();

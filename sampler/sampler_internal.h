@@ -141,6 +141,7 @@ struct mark_req {
 	bool exiting;     /* the thread's mm is gone */
 	bool exit_tail;   /* the sample is where the thread may have read its flags for the last
 			   * time (gi_in_exit_tail): a flag would act too late, trap it */
+	uint64_t now_ns;  /* host time of the sample (vmm_now_ns); 0: read it */
 };
 
 /*
