@@ -59,6 +59,10 @@ struct loader {
 	struct u64map tgid_of_pid;   /* pid -> tgid (THREAD records): a USER_STACK's process */
 	struct user_unwind *uu;      /* created at the first USER_REGS */
 	struct sample_filter filter; /* profile_options' filters: asked by add_raw() */
+	/* profile_load_windows_fd(): the kept samples of window k go to win_raw[k], not raw */
+	const struct profile_time_window *wins;
+	size_t n_wins;
+	struct raw_stacks *win_raw;
 };
 
 /*
@@ -159,19 +163,36 @@ static void count_sample(struct profile_stats *st, const struct raw_sample *rs)
 	st->lost_user += rs->lost != RAW_LOST_NONE;
 }
 
+/* Whether a sample at @time_ns is in time window @k (both ends included). */
+static int in_window(const struct loader *ld, size_t k, uint64_t time_ns)
+{
+	return time_ns >= ld->wins[k].start_ns && time_ns <= ld->wins[k].end_ns;
+}
+
+/* Whether a sample at @time_ns is in some time window, or the load has none. */
+static int in_any_window(const struct loader *ld, uint64_t time_ns)
+{
+	for (size_t k = 0; k < ld->n_wins; k++)
+		if (in_window(ld, k, time_ns))
+			return 1;
+	return !ld->n_wins;
+}
+
 /*
  * Aggregate one complete sample into the raw table, if the filters keep it (with
- * --kernel-only/--user-only, only the kernel/user part of its callchain).
+ * --kernel-only/--user-only, only the kernel/user part of its callchain); with time windows,
+ * into the table of each window it is in.
  */
 static int add_raw(struct loader *ld, const struct raw_sample *in)
 {
 	struct raw_sample rs = *in;
 	uint64_t *k = ld->key;
 	size_t idx;
-	int err;
+	int err = 0;
 
 	if (!sample_filter_keep(&ld->filter, strpool_get(&ld->p->strs, rs.comm), rs.pid, rs.tgid,
-				rs.time_ns, rs.cpl)) {
+				rs.time_ns, rs.cpl) ||
+	    !in_any_window(ld, rs.time_ns)) {
 		ld->p->stats.filtered_out++;
 		return 0;
 	}
@@ -196,6 +217,14 @@ static int add_raw(struct loader *ld, const struct raw_sample *in)
 		memcpy(k + RAW_FIXED, rs.kips, rs.n_kernel * sizeof(*k));
 	if (rs.n_user)
 		memcpy(k + RAW_FIXED + rs.n_kernel, rs.uips, rs.n_user * sizeof(*k));
+	if (ld->n_wins) {
+		for (size_t w = 0; w < ld->n_wins && !err; w++)
+			if (in_window(ld, w, rs.time_ns))
+				err = seqtab_add(&ld->win_raw[w].stacks, k,
+						 RAW_FIXED + rs.n_kernel + rs.n_user, 1, rs.period,
+						 NULL);
+		return err;
+	}
 	err = seqtab_add(&ld->raw.stacks, k, RAW_FIXED + rs.n_kernel + rs.n_user, 1, rs.period,
 			 &idx);
 	if (err || !ld->keep_samples)
@@ -426,7 +455,7 @@ static int unwind_wanted(struct loader *ld, const struct hvp_sample *s)
 {
 	uint32_t comm;
 
-	if (ld->filter.only == PROFILE_ONLY_KERNEL)
+	if (ld->filter.only == PROFILE_ONLY_KERNEL || !in_any_window(ld, s->time_ns))
 		return 0;
 	if (thread_comm(ld, s->pid, s->flags, &comm))
 		return 1; /* out of memory here: unwind, add_raw() reports the error */
@@ -596,6 +625,9 @@ static void loader_free(struct loader *ld)
 	symbolizer_free(ld->sym);
 	as_table_free(&ld->ast);
 	seqtab_free(&ld->raw.stacks);
+	for (size_t w = 0; ld->win_raw && w < ld->n_wins; w++)
+		seqtab_free(&ld->win_raw[w].stacks);
+	free(ld->win_raw);
 	sample_filter_free(&ld->filter);
 }
 
@@ -605,10 +637,13 @@ static void copy_err(char *errbuf, size_t errbuf_len, const char *name, const ch
 		snprintf(errbuf, errbuf_len, "%s: %s: %s", name, what, hvp_strerror(err));
 }
 
+/* Load the recording of @r into *@out or, with @n_wins time windows @wins, into the @n_wins
+ * stack sets @outs (profile_load_windows_fd(); *@out is then not written). */
 static int load(struct recfile_reader *r, const char *name, const struct profile_options *opts,
-		struct profile **out, char *errbuf, size_t errbuf_len)
+		const struct profile_time_window *wins, size_t n_wins, struct profile **out,
+		struct profile_stacks **outs, char *errbuf, size_t errbuf_len)
 {
-	struct loader ld = { 0 };
+	struct loader ld = { .wins = wins, .n_wins = n_wins };
 	struct recfile_record *rec;
 	struct symbolizer *sym;
 	struct profile *p;
@@ -616,7 +651,8 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 
 	p = calloc(1, sizeof(*p));
 	rec = malloc(sizeof(*rec));
-	if (!p || !rec) {
+	ld.win_raw = n_wins ? calloc(n_wins, sizeof(*ld.win_raw)) : NULL;
+	if (!p || !rec || (n_wins && !ld.win_raw)) {
 		err = -ENOMEM;
 		copy_err(errbuf, errbuf_len, name, "loading", err);
 		goto err_free;
@@ -624,6 +660,8 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 	ld.p = p;
 	ld.hold = -1;
 	ld.raw.ases = &ld.ast;
+	for (size_t w = 0; w < n_wins; w++)
+		ld.win_raw[w].ases = &ld.ast;
 	ld.cfg = (struct sym_config){
 		.vmlinux = OPT(opts, vmlinux, NULL),
 		.symfs = OPT(opts, symfs, NULL),
@@ -677,7 +715,9 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 	err = loader_symbolizer(&ld, &sym);
 	if (!err) {
 		symbolizer_read_slide(sym); /* META kernel_slide may come after the first USER_REGS */
-		err = symbolize_pass(p, &ld.raw, sym, OPT(opts, max_stack, 0u));
+		err = n_wins ? symbolize_pass_windows(p, ld.win_raw, n_wins, sym,
+						      OPT(opts, max_stack, 0u), outs)
+			     : symbolize_pass(p, &ld.raw, sym, OPT(opts, max_stack, 0u));
 	}
 	if (err) {
 		copy_err(errbuf, errbuf_len, name, "symbolizing", err);
@@ -685,7 +725,10 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 	}
 	loader_free(&ld);
 	free(rec);
-	*out = p;
+	if (n_wins)
+		profile_free(p);
+	else
+		*out = p;
 	return 0;
 
 err_free:
@@ -711,7 +754,7 @@ int profile_load_fd(int fd, const char *name, const struct profile_options *opts
 	err = recfile_reader_open_fd(fd, name, &r, errbuf, errbuf_len);
 	if (err)
 		return err;
-	err = load(r, name, opts, out, errbuf, errbuf_len);
+	err = load(r, name, opts, NULL, 0, out, NULL, errbuf, errbuf_len);
 	recfile_reader_close(r);
 	return err;
 }
@@ -727,7 +770,28 @@ int profile_load(const char *path, const struct profile_options *opts, struct pr
 	err = recfile_reader_open(path, &r, errbuf, errbuf_len);
 	if (err)
 		return err;
-	err = load(r, path, opts, out, errbuf, errbuf_len);
+	err = load(r, path, opts, NULL, 0, out, NULL, errbuf, errbuf_len);
+	recfile_reader_close(r);
+	return err;
+}
+
+int profile_load_windows_fd(int fd, const char *name, const struct profile_options *opts,
+			    const struct profile_time_window *w, size_t n,
+			    struct profile_stacks **outs, char *errbuf, size_t errbuf_len)
+{
+	struct recfile_reader *r;
+	int err;
+
+	if (fd < 0 || !name || !w || !outs || !n || n > PROFILE_STACKS_MAX_WINDOWS ||
+	    OPT(opts, keep_samples, 0))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (w[i].end_ns < w[i].start_ns)
+			return -EINVAL;
+	err = recfile_reader_open_fd(fd, name, &r, errbuf, errbuf_len);
+	if (err)
+		return err;
+	err = load(r, name, opts, w, n, NULL, outs, errbuf, errbuf_len);
 	recfile_reader_close(r);
 	return err;
 }

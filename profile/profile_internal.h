@@ -263,6 +263,28 @@ struct raw_stacks {
 int symbolize_pass(struct profile *p, const struct raw_stacks *raw, struct symbolizer *sym,
 		   unsigned int max_stack) __must_check;
 
+/*
+ * symbolize_pass() over the @n raw tables @raws in turn (the time windows of
+ * profile_load_windows_fd()), sharing the locations and the symbolizer's caches: each table's
+ * stacks alone go into p->stacks and p->lstacks (emptied first), in the table's order, as
+ * symbolize_pass() would put them there, and become @outs[k] (profile_stacks_from_profile());
+ * each table's seqtab is freed once done with. Kept samples are not supported (none may be).
+ * Return: 0 and @n sets in @outs; -ENOMEM, or the symbolizer's error (no set is left).
+ */
+int symbolize_pass_windows(struct profile *p, struct raw_stacks *raws, size_t n,
+			   struct symbolizer *sym, unsigned int max_stack,
+			   struct profile_stacks **outs) __must_check;
+
+/*
+ * profile_load_fd() cut by the time windows @w[0..@n) (profile_stacks_load_windows()): the
+ * kept samples of window k become @outs[k]; no profile is left. Return: as profile_load_fd();
+ * -EINVAL also for an empty range or keep_samples.
+ */
+int profile_load_windows_fd(int fd, const char *name, const struct profile_options *opts,
+			    const struct profile_time_window *w, size_t n,
+			    struct profile_stacks **outs, char *errbuf, size_t errbuf_len)
+	__must_check;
+
 /* ---- filter.c: the sample filters of profile_options, for the loader. */
 struct sample_filter {
 	int active;            /* any filter at all */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Sets of stacks of frame names with sample counts (what diff compares): from a loaded profile,
-// or parsed from folded-stack text, which is treated as hostile input.
+// from a recording cut by time windows (one set each), or parsed from folded-stack text, which
+// is treated as hostile input.
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -369,6 +370,40 @@ int profile_stacks_load(const char *path, const struct profile_options *opts,
 	} else {
 		err = profile_stacks_read_folded(fd, path, out, errbuf, errbuf_len);
 		if (err && err != -EBADMSG && err != -ERANGE && errbuf && errbuf_len)
+			snprintf(errbuf, errbuf_len, "%s: %s", path, hvp_strerror(err));
+	}
+	close(fd);
+	return err;
+}
+
+int profile_stacks_load_windows(const char *path, const struct profile_options *opts,
+				const struct profile_time_window *windows, size_t n,
+				struct profile_stacks **outs, char *errbuf, size_t errbuf_len)
+{
+	char magic[RECFILE_MAGIC_LEN];
+	int fd, err;
+
+	if (!path || !windows || !outs || !n || n > PROFILE_STACKS_MAX_WINDOWS)
+		return -EINVAL;
+	if (errbuf && errbuf_len)
+		errbuf[0] = '\0';
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		if (errbuf && errbuf_len)
+			snprintf(errbuf, errbuf_len, "%s: %s", path, hvp_strerror(err));
+		return err;
+	}
+	if (pread(fd, magic, sizeof(magic), 0) != (ssize_t)sizeof(magic) ||
+	    memcmp(magic, RECFILE_MAGIC, RECFILE_MAGIC_LEN)) {
+		err = -EBADMSG;
+		if (errbuf && errbuf_len)
+			snprintf(errbuf, errbuf_len, "%s: not a recording: time windows need one",
+				 path);
+	} else {
+		err = profile_load_windows_fd(fd, path, opts, windows, n, outs, errbuf,
+					      errbuf_len);
+		if (err == -EINVAL && errbuf && errbuf_len && !errbuf[0])
 			snprintf(errbuf, errbuf_len, "%s: %s", path, hvp_strerror(err));
 	}
 	close(fd);

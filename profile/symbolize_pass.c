@@ -228,21 +228,47 @@ static int symbolize_stack(struct pass *ps, size_t i, uint32_t *lstack)
 	return err;
 }
 
+/* The buffers of a pass (key, lkey); its tables start empty. Return: 0, or -ENOMEM. */
+static int pass_init(struct pass *ps, struct profile *p, const struct raw_stacks *raw,
+		     struct symbolizer *sym, unsigned int max_stack)
+{
+	*ps = (struct pass){ .p = p, .raw = raw, .sym = sym, .max_stack = max_stack };
+	/* room for the comm, a truncation and a lost frame, and every ip */
+	ps->key = malloc((STACK_KEY_FRAMES + 3 + 2 * HVP_MAX_CALLCHAIN) * sizeof(*ps->key));
+	ps->lkey = malloc((LSTACK_KEY_LOCS + 3 + 2 * HVP_MAX_CALLCHAIN) * sizeof(*ps->lkey));
+	return ps->key && ps->lkey ? 0 : -ENOMEM;
+}
+
+static void pass_free(struct pass *ps)
+{
+	free(ps->lkey);
+	free(ps->key);
+	u64map_free(&ps->cache);
+	seqtab_free(&ps->loc_ids);
+}
+
+/* The stacks, frames and unresolved statistics of @p. */
+static void pass_stats(struct profile *p)
+{
+	p->stats.stacks = p->stacks.n;
+	p->stats.frames = p->n_frames;
+	p->stats.unresolved = 0;
+	for (size_t i = 0; i < p->n_frames; i++)
+		if (!p->frames[i].resolved && p->frames[i].kind != FRAME_COMM)
+			p->stats.unresolved++;
+}
+
 int symbolize_pass(struct profile *p, const struct raw_stacks *raw, struct symbolizer *sym,
 		   unsigned int max_stack)
 {
-	struct pass ps = { .p = p, .raw = raw, .sym = sym, .max_stack = max_stack };
+	struct pass ps;
 	uint32_t *raw2l = NULL;
-	int err = 0;
+	int err;
 
-	/* room for the comm, a truncation and a lost frame, and every ip */
-	ps.key = malloc((STACK_KEY_FRAMES + 3 + 2 * HVP_MAX_CALLCHAIN) * sizeof(*ps.key));
-	ps.lkey = malloc((LSTACK_KEY_LOCS + 3 + 2 * HVP_MAX_CALLCHAIN) * sizeof(*ps.lkey));
+	err = pass_init(&ps, p, raw, sym, max_stack);
 	raw2l = malloc((raw->stacks.n ? raw->stacks.n : 1) * sizeof(*raw2l));
-	if (!ps.key || !ps.lkey || !raw2l) {
+	if (!err && !raw2l)
 		err = -ENOMEM;
-		goto out;
-	}
 	for (size_t i = 0; i < raw->stacks.n && !err; i++)
 		err = symbolize_stack(&ps, i, &raw2l[i]);
 	if (err)
@@ -252,16 +278,39 @@ int symbolize_pass(struct profile *p, const struct raw_stacks *raw, struct symbo
 		p->samples[i].lstack = raw2l[p->samples[i].lstack];
 	if (p->n_samples > 1) /* qsort's array may not be NULL, even for 0 elements */
 		qsort(p->samples, p->n_samples, sizeof(*p->samples), cmp_psample);
-	p->stats.stacks = p->stacks.n;
-	p->stats.frames = p->n_frames;
-	for (size_t i = 0; i < p->n_frames; i++)
-		if (!p->frames[i].resolved && p->frames[i].kind != FRAME_COMM)
-			p->stats.unresolved++;
+	pass_stats(p);
 out:
 	free(raw2l);
-	free(ps.lkey);
-	free(ps.key);
-	u64map_free(&ps.cache);
-	seqtab_free(&ps.loc_ids);
+	pass_free(&ps);
+	return err;
+}
+
+int symbolize_pass_windows(struct profile *p, struct raw_stacks *raws, size_t n,
+			   struct symbolizer *sym, unsigned int max_stack,
+			   struct profile_stacks **outs)
+{
+	struct pass ps;
+	uint32_t lstack;
+	size_t made = 0;
+	int err;
+
+	err = pass_init(&ps, p, NULL, sym, max_stack);
+	for (size_t k = 0; k < n && !err; k++) {
+		/* each table alone in p->stacks, in its own order: profile_load() of that window */
+		seqtab_free(&p->stacks);
+		seqtab_free(&p->lstacks);
+		ps.raw = &raws[k];
+		for (size_t i = 0; i < raws[k].stacks.n && !err; i++)
+			err = symbolize_stack(&ps, i, &lstack);
+		if (!err)
+			err = profile_stacks_from_profile(p, &outs[k]);
+		made += !err;
+		seqtab_free(&raws[k].stacks); /* done with: the next window's pass needs room */
+	}
+	if (!err)
+		pass_stats(p);
+	pass_free(&ps);
+	while (err && made)
+		profile_stacks_free(outs[--made]);
 	return err;
 }

@@ -52,6 +52,35 @@ int profile_stacks_read_folded(int fd, const char *name, struct profile_stacks *
 int profile_stacks_load(const char *path, const struct profile_options *opts,
 			struct profile_stacks **out, char *errbuf, size_t errbuf_len) __must_check;
 
+/* A time range of a recording: ns since it started, both ends included (UINT64_MAX: its end). */
+struct profile_time_window {
+	uint64_t start_ns;
+	uint64_t end_ns;
+};
+
+#define PROFILE_STACKS_MAX_WINDOWS 1024 /* most windows of one profile_stacks_load_windows() */
+
+/**
+ * profile_stacks_load_windows - the stacks of the recording at @path in each of @n time
+ * windows, the file read, unwound and symbolized once (diff's runs of one recording: record
+ * --repeat). Set @k holds the samples @opts' filters keep (--comm, --pid, --tid, --time,
+ * --kernel-only, --user-only and @opts' own window, as profile_load()) whose time is in
+ * @windows[@k]; a sample in several windows counts in each, one outside every window is
+ * dropped. Set @k is the one profile_stacks_load() gives with @opts narrowed to @windows[@k]
+ * (window_set), stack for stack and in the same order ({0, UINT64_MAX}: the whole recording).
+ * Memory: the raw stacks of the @n windows and the sets, not the samples.
+ * @windows: @n ranges (1..PROFILE_STACKS_MAX_WINDOWS), start_ns <= end_ns; they may overlap.
+ * @outs: @n sets, written only on success; free each with profile_stacks_free().
+ * @errbuf/@errbuf_len: optional; on failure, one line naming @path and what went wrong.
+ * Return: 0; -EINVAL NULL arguments, @n out of range, an empty range, @opts->keep_samples,
+ * or a bad filter; -EBADMSG @path is not a recording (folded stacks have no time); errors
+ * of open(2) and profile_load() (-ENOTSUP, -ENOMEM...).
+ */
+int profile_stacks_load_windows(const char *path, const struct profile_options *opts,
+				const struct profile_time_window *windows, size_t n,
+				struct profile_stacks **outs, char *errbuf, size_t errbuf_len)
+	__must_check;
+
 /**
  * profile_stacks_pool - one set of the stacks of @n sets @runs, counts added (diff's
  * flamegraphs over repeated runs). @out: free with profile_stacks_free().
