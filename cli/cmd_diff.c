@@ -102,6 +102,8 @@ struct diff_sides {
 	const char *args[2][PROFILE_DIFF_MAX_RUNS]; /* as given */
 	size_t n_args[2];
 	struct profile_scan *scans[2][PROFILE_DIFF_MAX_RUNS]; /* per arg; NULL: not a recording */
+	const char *scan_file[2][PROFILE_DIFF_MAX_RUNS]; /* the file each scan is of */
+	int scan_shared[2][PROFILE_DIFF_MAX_RUNS];   /* the scan is an earlier arg's: not freed */
 	const char *paths[2][PROFILE_DIFF_MAX_RUNS];  /* each run's name (FILE or FILE#N) */
 	const char *files[2][PROFILE_DIFF_MAX_RUNS];  /* each run's file */
 	const struct profile_scan *scan[2][PROFILE_DIFF_MAX_RUNS]; /* its scan, or NULL */
@@ -137,7 +139,8 @@ static void sides_free(struct diff_sides *ds)
 			free(ds->owned[s][i]);
 		}
 		for (size_t i = 0; i < ds->n_args[s]; i++)
-			free(ds->scans[s][i]);
+			if (!ds->scan_shared[s][i])
+				free(ds->scans[s][i]);
 		profile_stacks_free(ds->pooled[s]);
 	}
 	for (size_t i = 0; i < ds->n_notes; i++)
@@ -187,6 +190,28 @@ static long window_suffix(const char *arg, char **file_out)
 }
 
 /*
+ * Scan @file for argument @a of side @s into ds->scans[s][a], or share the scan of an earlier
+ * argument of either side that names the same file (FILE#1 FILE#2 ...: the file is read once).
+ * Return: as profile_scan_recording().
+ */
+static int scan_arg(struct diff_sides *ds, int s, size_t a, const char *file)
+{
+	for (int s2 = 0; s2 <= s; s2++) {
+		for (size_t a2 = 0; a2 < (s2 == s ? a : ds->n_args[s2]); a2++) {
+			if (!ds->scans[s2][a2] || strcmp(ds->scan_file[s2][a2], file))
+				continue;
+			free(ds->scans[s][a]);
+			ds->scans[s][a] = ds->scans[s2][a2];
+			ds->scan_shared[s][a] = 1;
+			ds->scan_file[s][a] = file;
+			return 0;
+		}
+	}
+	ds->scan_file[s][a] = file;
+	return profile_scan_recording(file, ds->scans[s][a], NULL, 0);
+}
+
+/*
  * The runs of argument @a of side @s: a recording with several workload windows is one run per
  * window (unless --window all), FILE#N that window, anything else one run.
  * Return: 0; -errno (said).
@@ -208,7 +233,8 @@ static int expand_arg(struct diff_sides *ds, int s, size_t a)
 		return (int)sel;
 	}
 	ds->scans[s][a] = sc;
-	err = profile_scan_recording(sel ? file : arg, sc, NULL, 0);
+	err = scan_arg(ds, s, a, sel ? file : arg);
+	sc = ds->scans[s][a];
 	if (sel) {
 		/* FILE#N: the file must be a recording with that window */
 		if (err || (size_t)sel > sc->n_windows) {
@@ -230,7 +256,7 @@ static int expand_arg(struct diff_sides *ds, int s, size_t a)
 		cli_error("%s %s: %s", side, arg, hvp_strerror(err));
 		return err;
 	}
-	if (err) { /* not a recording: a folded file */
+	if (err) { /* not a recording: a folded file (never a shared scan: that one succeeded) */
 		free(sc);
 		ds->scans[s][a] = NULL;
 		return push_run(ds, s, arg, NULL, -1, arg, NULL);
@@ -261,6 +287,63 @@ static int expand_arg(struct diff_sides *ds, int s, size_t a)
 }
 
 /*
+ * The time range run @i of side @s (a recording's) compares: its window (its recording's only
+ * one, or the one the run is) unless --window all; the whole recording without a window.
+ * Return: 1 a window; 0 the whole recording.
+ */
+static int run_window(const struct diff_sides *ds, int s, size_t i,
+		      struct profile_time_window *tw)
+{
+	const struct profile_scan *scan = ds->scan[s][i];
+	int w = ds->window[s][i];
+
+	*tw = (struct profile_time_window){ 0, UINT64_MAX };
+	if (w >= 0)
+		return profile_scan_window_at(scan, (size_t)w, &tw->start_ns, &tw->end_ns) == 0;
+	return !ds->window_all && profile_scan_window(scan, &tw->start_ns, &tw->end_ns) == 0;
+}
+
+/*
+ * The stacks of every run not loaded yet whose recording is the file of run @i of side @s (on
+ * either side), from one read of that file (profile_stacks_load_windows()): memory holds the
+ * runs' sets, never the file's samples. Return: 0; -errno (@errbuf says which file and what).
+ */
+static int load_recording(struct diff_sides *ds, int s, size_t i,
+			  const struct profile_options *po, char *errbuf, size_t errbuf_len)
+{
+	const char *file = ds->files[s][i];
+	struct profile_time_window *wins;
+	struct profile_stacks **outs;
+	size_t n = 0, k = 0;
+	int err = -ENOMEM;
+
+	wins = calloc(2 * PROFILE_DIFF_MAX_RUNS, sizeof(*wins));
+	outs = calloc(2 * PROFILE_DIFF_MAX_RUNS, sizeof(*outs));
+	if (!wins || !outs) {
+		snprintf(errbuf, errbuf_len, "%s: %s", file, hvp_strerror(err));
+		goto out;
+	}
+	for (int s2 = 0; s2 < 2; s2++)
+		for (size_t i2 = 0; i2 < ds->n[s2]; i2++)
+			if (ds->scan[s2][i2] && !ds->stacks[s2][i2] &&
+			    !strcmp(ds->files[s2][i2], file))
+				(void)run_window(ds, s2, i2, &wins[n++]);
+	err = profile_stacks_load_windows(file, po, wins, n, outs, errbuf, errbuf_len);
+	if (err)
+		goto out;
+	/* the same runs in the same order: each takes its set */
+	for (int s2 = 0; s2 < 2; s2++)
+		for (size_t i2 = 0; i2 < ds->n[s2]; i2++)
+			if (ds->scan[s2][i2] && !ds->stacks[s2][i2] &&
+			    !strcmp(ds->files[s2][i2], file))
+				ds->stacks[s2][i2] = outs[k++];
+out:
+	free(outs);
+	free(wins);
+	return err;
+}
+
+/*
  * Load run @i of side @s: a recording is compared over its window (its only one, or the one the
  * run is) unless --window all, and must have ended well; a broken one is an error unless
  * --allow-incomplete. Return: 0; -errno (said, naming the side and the run).
@@ -269,22 +352,17 @@ static int load_run(struct diff_sides *ds, int s, size_t i, const struct profile
 {
 	const char *side = s ? "NEW" : "BASE", *path = ds->paths[s][i];
 	const struct profile_scan *scan = ds->scan[s][i];
-	struct profile_options opts = *po;
 	char errbuf[512] = "", why[256] = "";
-	int err, w = ds->window[s][i];
+	struct profile_time_window tw;
+	int err = 0, w = ds->window[s][i];
 
-	if (scan && w >= 0) {
-		if (profile_scan_window_at(scan, (size_t)w, &opts.window_start_ns,
-					   &opts.window_end_ns) == 0)
-			opts.window_set = 1;
-	} else if (scan && !ds->window_all &&
-		   profile_scan_window(scan, &opts.window_start_ns, &opts.window_end_ns) == 0) {
-		opts.window_set = 1;
-	} else if (scan && !ds->window_all) {
+	if (scan && w < 0 && !ds->window_all && !run_window(ds, s, i, &tw))
 		add_note(ds, "%s %s has no workload window mark: compared whole", side, path);
-	}
-	err = profile_stacks_load(ds->files[s][i], &opts, &ds->stacks[s][i], errbuf,
-				  sizeof(errbuf));
+	if (!scan)
+		err = profile_stacks_load(ds->files[s][i], po, &ds->stacks[s][i], errbuf,
+					  sizeof(errbuf));
+	else if (!ds->stacks[s][i]) /* not yet loaded with an earlier run of its file */
+		err = load_recording(ds, s, i, po, errbuf, sizeof(errbuf));
 	if (err) {
 		cli_error("%s %s", side, errbuf[0] ? errbuf : hvp_strerror(err));
 		return err;

@@ -5,7 +5,7 @@
 a broken side (no samples, too few in the window, no END, an END other than a clean exit or
 --duration) exits 3 naming the side, the file and why, unless --allow-incomplete; repeated runs
 (--base/--new) give per-run shares in the JSON; a recording of N workload windows (record
---repeat N) is N runs.
+--repeat N) is N runs, read once for all of them, as if each run were read alone.
 
 usage: test_diff_sides.py HVPROF
 """
@@ -210,5 +210,47 @@ code, out, err = run("--allow-incomplete", "--format", "json", rb, rf)
 check("a window whose command failed is broken (said, --allow-incomplete)", code == 0 and
       f"NEW {rf}#2: the command of workload window 2 exited with status 1" in err,
       f"{code} {err}")
+
+# one read per recording (its runs cut from it at once, also when it is on both sides) gives
+# what one load per run gives: each run from a copy of its file, read for that run alone
+def copies(path, n):
+    out = []
+    for k in range(n):
+        c = f"{path[:-5]}-c{k + 1}.data"
+        with open(path, "rb") as f, open(c, "wb") as g:
+            g.write(f.read())
+        out.append(c)
+    return out
+
+
+def runs_json(*args):
+    code, out, err = run("--format", "json", "--min-samples", "0", "--threshold", "0", *args)
+    d = json.loads(out) if out.startswith("{") else {}
+    for side in ("base", "new"):
+        for r in d.get(side, {}).get("runs", []):
+            r.pop("name", None)
+        d.get(side, {}).pop("name", None)
+    d.pop("notes", None)
+    return code, d, err
+
+
+cb, cs = copies(rb, 3), copies(rs, 3)
+filters = ["--kernel-only", "--time", "1.5,", "--allow-incomplete"]
+for what, grouped, alone in (
+        ("3 windows vs 3 windows", [rb, rs],
+         [a for k in range(3) for a in ("--base", f"{cb[k]}#{k + 1}")] +
+         [a for k in range(3) for a in ("--new", f"{cs[k]}#{k + 1}")]),
+        ("one file on both sides", ["--base", f"{rb}#1", "--base", f"{rb}#3", "--new",
+                                    f"{rb}#2", "--new", f"{rs}#2", "--new", f"{rb}#1"],
+         ["--base", f"{cb[0]}#1", "--base", f"{cb[2]}#3", "--new", f"{cb[1]}#2", "--new",
+          f"{cs[1]}#2", "--new", f"{cb[0]}#1"]),
+        ("--kernel-only --time", [*filters, rb, rs],
+         filters +
+         [a for k in range(3) for a in ("--base", f"{cb[k]}#{k + 1}")] +
+         [a for k in range(3) for a in ("--new", f"{cs[k]}#{k + 1}")])):
+    c1, d1, e1 = runs_json(*grouped)
+    c2, d2, e2 = runs_json(*alone)
+    check(f"runs read at once = each run read alone: {what}", c1 == c2 and d1 and d1 == d2,
+          f"{c1} {c2} {e1} {e2}")
 
 sys.exit(1 if failures else 0)
