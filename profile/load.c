@@ -17,9 +17,16 @@
 #include "profile_internal.h"
 #include "user_unwind.h"
 
-/* A deferred kernel sample waiting for the USER_STACK with its cookie. */
+/*
+ * A deferred kernel sample waiting for the USER_STACK with its cookie. @as: RAW_AS of the
+ * address space the cookie's user walk belongs to: the one current at the cookie's first
+ * SAMPLE (the mark's creation, when the sampler made its walk from the entry registers), not
+ * the one current when the USER_STACK arrives: an execve during the stay in the kernel makes
+ * the new program's address space current before the old program's walk is emitted.
+ */
 struct pending {
 	struct pending *next;
+	uint64_t as;
 	int32_t pid, tgid;
 	uint32_t comm;
 	uint32_t vcpu;
@@ -245,10 +252,10 @@ static struct raw_sample raw_of_sample(struct loader *ld, const struct hvp_sampl
 }
 
 /* The raw_sample of the pending deferred sample @pd (user part to be filled in). */
-static struct raw_sample raw_of_pending(struct loader *ld, const struct pending *pd)
+static struct raw_sample raw_of_pending(const struct pending *pd)
 {
 	return (struct raw_sample){
-		.comm = pd->comm, .pid = pd->pid, .tgid = pd->tgid, .as = as_of(ld, pd->tgid),
+		.comm = pd->comm, .pid = pd->pid, .tgid = pd->tgid, .as = pd->as,
 		.kips = pd->ips, .n_kernel = pd->n_kernel, .period = pd->period,
 		.time_ns = pd->time_ns, .vcpu = pd->vcpu, .cpl = pd->cpl, .flags = pd->flags,
 		.deferred = 1,
@@ -330,6 +337,12 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 		rs.n_user = 0;
 		return add_raw(ld, &rs);
 	}
+	if (s->user_stop == HVP_WALK_EXECVE) {
+		/* the user registers were an old program's, the task already on execve's new mm */
+		rs.lost = RAW_LOST_STOP | HVP_WALK_EXECVE;
+		rs.n_user = 0;
+		return add_raw(ld, &rs);
+	}
 	if (s->user_stop != HVP_WALK_DEFERRED) {
 		rs.trunc = s->user_stop == HVP_WALK_DEPTH && s->n_user;
 		return add_raw(ld, &rs);
@@ -341,6 +354,9 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 	pd = malloc(sizeof(*pd) + s->n_kernel * sizeof(pd->ips[0]));
 	if (!pd)
 		return -ENOMEM;
+	pd->next = list_head(&ld->pending, s->cookie);
+	/* the samples of one cookie share the address space of its first (struct pending) */
+	pd->as = pd->next ? pd->next->as : as_of(ld, s->tgid);
 	pd->pid = s->pid;
 	pd->tgid = s->tgid;
 	pd->comm = comm;
@@ -351,7 +367,6 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 	pd->flags = s->flags;
 	pd->n_kernel = s->n_kernel;
 	memcpy(pd->ips, s->kernel_ips, s->n_kernel * sizeof(pd->ips[0]));
-	pd->next = list_head(&ld->pending, s->cookie);
 	err = u64map_put(&ld->pending, s->cookie, (uint64_t)(uintptr_t)pd);
 	if (err)
 		free(pd);
@@ -395,8 +410,7 @@ static int on_user_stack(struct loader *ld, const struct hvp_user_stack *u)
 			keep = pd;
 			continue;
 		}
-		/* The address space as of the return to user (an exec may have happened since). */
-		rs = raw_of_pending(ld, pd);
+		rs = raw_of_pending(pd);
 		rs.lost = lost;
 		rs.trunc = u->stop == HVP_WALK_DEPTH && u->n_user;
 		rs.uips = u->user_ips;
@@ -467,6 +481,7 @@ static int apply_user_regs(struct loader *ld, struct recfile_record *h,
 			   const struct hvp_user_regs *ur)
 {
 	struct symbolizer *sym;
+	const struct pending *pd;
 	uint64_t tgid;
 	int err;
 
@@ -490,6 +505,13 @@ static int apply_user_regs(struct loader *ld, struct recfile_record *h,
 					 &h->sample.user_stop);
 	if (u64map_get(&ld->tgid_of_pid, (uint64_t)(int64_t)h->user_stack.pid, &tgid))
 		tgid = (uint64_t)-1;
+	pd = list_head(&ld->pending, h->user_stack.cookie);
+	if (pd) /* the address space of the walk: its samples' (struct pending) */
+		return user_unwind_apply(ld->uu,
+					 pd->as ? as_table_get(&ld->ast, (uint32_t)(pd->as - 1))
+						: NULL,
+					 ur, h->user_stack.user_ips, &h->user_stack.n_user,
+					 &h->user_stack.stop);
 	return user_unwind_apply(ld->uu, loader_current_as(ld, (int32_t)tgid), ur,
 				 h->user_stack.user_ips, &h->user_stack.n_user,
 				 &h->user_stack.stop);
@@ -605,7 +627,7 @@ static int finish_pending(struct loader *ld)
 			continue;
 		for (struct pending *pd = (struct pending *)(uintptr_t)ld->pending.vals[i];
 		     pd && !err; pd = pd->next) {
-			struct raw_sample rs = raw_of_pending(ld, pd);
+			struct raw_sample rs = raw_of_pending(pd);
 
 			rs.lost = RAW_LOST_NO_RECORD;
 			err = add_raw(ld, &rs);

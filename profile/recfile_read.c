@@ -735,7 +735,7 @@ const char *recfile_walk_stop_name(uint32_t stop)
 		[HVP_WALK_END] = "end",       [HVP_WALK_DEPTH] = "depth",
 		[HVP_WALK_FAULT] = "fault",   [HVP_WALK_BAD_FP] = "bad frame pointer",
 		[HVP_WALK_NONE] = "none",     [HVP_WALK_DEFERRED] = "deferred",
-		[HVP_WALK_LOST] = "lost",
+		[HVP_WALK_LOST] = "lost",     [HVP_WALK_EXECVE] = "execve",
 	};
 
 	if (stop < ARRAY_SIZE(names) && names[stop])

@@ -155,14 +155,15 @@ static void ident_set_last(struct svcpu *sv, const struct hvp_thread *t, uint64_
 	memcpy(l->comm, t->comm, HVP_COMM_LEN);
 }
 
-void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
+bool note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		   const struct gi_paging *pg)
 {
 	struct sampler *s = sv->s;
 	const struct sampler_sink *sink = s->cfg.sink;
 	struct ident_thread *it;
 	struct ident_process *ip = NULL;
-	bool new_thread, new_proc = false, walk = false;
+	int err;
+	bool new_thread, new_proc = false, walk = false, building = false;
 	int32_t count = -1;
 
 	/* A cheap sign that the address space changed (mmap, munmap, mprotect splitting a VMA,
@@ -171,7 +172,7 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 	    gi_mm_map_count(s->gi, s->mem, pg, mm, &count) != 0)
 		count = -1;
 	if (ident_same_as_last(sv, t, mm, count))
-		return;
+		return false; /* its process is remembered: complete */
 	pthread_mutex_lock(&s->ident_lock);
 	/* SAFETY: pid was validated (0..4194304) by gi_task_identity; the modulo bounds it. */
 	it = &s->ident->threads[(uint32_t)t->pid % IDENT_SLOTS];
@@ -208,8 +209,11 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		memset(&proc, 0, sizeof(proc));
 		/* During exec the new mm exists before its code range and exe are set: such a
 		 * process is not remembered, so a later sample reads it again. */
-		if (gi_process_info(s->gi, s->mem, pg, mm, &proc) == 0 && proc.start_code &&
-		    proc.end_code > proc.start_code && proc.exe[0]) {
+		err = gi_process_info(s->gi, s->mem, pg, mm, &proc);
+		/* no code range yet: execve switched the task to this mm (exec_mmap) and has not
+		 * loaded the program (load_elf_binary sets it): pt_regs are the old program's */
+		building = err == 0 && !proc.start_code;
+		if (err == 0 && proc.start_code && proc.end_code > proc.start_code && proc.exe[0]) {
 			ip->tgid = t->tgid;
 			ip->mm = mm;
 			ip->map_count = count;
@@ -226,5 +230,6 @@ void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 	pthread_mutex_unlock(&s->ident_lock);
 	if (walk)
 		emit_mappings(sv, t->tgid, mm, pg);
+	return building;
 }
 

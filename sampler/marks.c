@@ -124,6 +124,7 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 		mk->used = true;
 		mk->pg = *req->pg;
 		mk->pg.cache = NULL;
+		mk->mm = req->mm;
 		mk->n_entry = 0;
 		mk->entry_stop = HVP_WALK_LOST;
 		mk->entry_known = false;
@@ -170,8 +171,10 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 	}
 	mk = find(m, req->task, req->pid);
 	if (mk && req->entry_known && !mk->entry_known) {
-		/* marked in the entry code: this later sample knows the entry's registers */
-		set_entry(sv, mk, req->pg, req->entry);
+		/* marked in the entry code: this later sample knows the entry's registers (not
+		 * when they are an execve's old program's: this mm is not theirs to walk in) */
+		if (!req->execve)
+			set_entry(sv, mk, req->pg, req->entry);
 	} else if (mk && req->entry_known && !mk->exiting &&
 		   (mk->entry.ip != req->entry->ip || mk->entry.sp != req->entry->sp)) {
 		/* Same stay in the kernel, other user registers: execve set up the new program
@@ -187,12 +190,22 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 	}
 	if (mk) {
 		/* exit_group marked it in the system call; exit_mmap now tears its memory down:
-		 * the walk already made is the one to keep */
+		 * the walk already made is the one to keep. Likewise execve: the mark was made
+		 * under the old mm, this sample sees the new one (exec_mmap switched it, the old
+		 * one is being torn down: begin_new_exec -> mmput -> exit_mmap) while pt_regs
+		 * still hold the old program's registers, the mark's own: its walk is kept, and
+		 * the return (other registers: the new program's) emits it. */
+		if (mk->mm != req->mm && !mk->exiting && !req->exiting)
+			sv->c.marks_execve_kept++;
 		mk->exiting |= req->exiting;
 		cookie = mk->cookie;
 		sv->c.marks_reused++;
 		if (m->flag_marks)
 			mark_kind(sv, m, mk, req);
+	} else if (req->execve) {
+		/* The task already runs on the mm execve is building, with the old program's
+		 * registers in pt_regs and no mark made under the old mm: nothing here can be
+		 * walked (the caller records the user part as lost, HVP_WALK_EXECVE). */
 	} else if (!refused_off(sv)) { /* again: the lock was let go for a stale mark */
 		mk = mark_new(sv, m, req);
 		if (mk)
@@ -275,6 +288,7 @@ static void resolve_from_entry(struct svcpu *sv, const struct mark *mk)
 	struct sampler *s = sv->s;
 	struct gi_user_regs entry = mk->entry;
 	struct hvp_thread t;
+	uint64_t mm = 0;
 
 	if (mk->exiting && mk->entry_known) {
 		/* its user memory is being torn down: the walk taken while it existed */
@@ -282,10 +296,27 @@ static void resolve_from_entry(struct svcpu *sv, const struct mark *mk)
 		sv->c.resolved_exiting++;
 		return;
 	}
-	if (gi_task_identity(s->gi, s->mem, &mk->pg, mk->task, &t, NULL) != 0 ||
+	if (gi_task_identity(s->gi, s->mem, &mk->pg, mk->task, &t, &mm) != 0 ||
 	    t.pid != mk->pid) {
 		sv->c.dropped_exited++;
 		emit_lost(sv, mk);
+		return;
+	}
+	if (mm != mk->mm && mm) {
+		/* execve replaced the address space since the mark: the mark's page tables may
+		 * be freed, and pt_regs hold the old program's registers or the new one's: the
+		 * walk made under the mark's mm, if any, tells the marked samples' call path */
+		if (mk->entry_known) {
+			emit_saved_entry_walk(sv, mk);
+			sv->c.resolved_stale++;
+		} else {
+			struct hvp_user_stack u = { .time_ns = vmm_now_ns() - sampler_start_ns(s),
+						    .cookie = mk->cookie, .pid = mk->pid,
+						    .vcpu = sv->index, .stop = HVP_WALK_EXECVE };
+
+			sampler_emit_user_stack(sv, &u, NULL);
+			sv->c.user_execve++;
+		}
 		return;
 	}
 	if (!mk->entry_known && gi_task_user_regs(s->gi, s->mem, &mk->pg, mk->task, &entry) != 0) {

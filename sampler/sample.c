@@ -75,12 +75,12 @@ static bool in_exit_tail(const struct sampler *s, const struct hvp_sample *smp)
  */
 void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64_t task,
 				const struct gi_paging *pg, const struct gi_user_regs *entry,
-				bool exiting)
+				bool exiting, uint64_t mm, bool execve)
 {
 	struct sampler *s = sv->s;
 	struct gi_user_regs ur;
 	struct mark_req req = { .task = task, .pid = smp->pid, .pg = pg, .entry = &ur,
-				.entry_known = true, .exiting = exiting,
+				.entry_known = true, .exiting = exiting, .mm = mm, .execve = execve,
 				.exit_tail = s->traps.flag && in_exit_tail(s, smp),
 				.now_ns = smp->time_ns + sampler_start_ns(s) };
 	enum hvp_walk_stop why;
@@ -100,12 +100,23 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		smp->cookie = marks_take(sv, &req);
 		if (!smp->cookie && !atomic_load(&s->sampling_start))
 			return; /* sampling stopped (a detach): this sample goes nowhere */
-		if (smp->cookie && (!req.entry_known || s->callchain == SAMPLER_CALLCHAIN_DEFERRED)) {
+		if (smp->cookie && (!req.entry_known || execve ||
+				    s->callchain == SAMPLER_CALLCHAIN_DEFERRED)) {
 			/* not known: the eager walk would read a stale pt_regs, only the return tells */
 			smp->user_stop = HVP_WALK_DEFERRED;
 			smp->n_user = 0;
 			return;
 		}
+	}
+	if (execve) {
+		/* The old program's registers (pt_regs until start_thread) would be walked through
+		 * the new program's page tables, and named by whichever program's mappings are
+		 * current: garbage that changes from run to run. The user part is lost, with its
+		 * reason (a deferred mark made before the switch keeps its walk: marks_take). */
+		smp->user_stop = HVP_WALK_EXECVE;
+		smp->n_user = 0;
+		sv->c.user_execve++;
+		return;
 	}
 	why = gi_unwind_user(s->mem, pg, ur.ip, ur.sp, ur.bp, smp->user_ips, HVP_MAX_CALLCHAIN, &n);
 	smp->n_user = (uint16_t)n;
@@ -193,7 +204,8 @@ static void sample_init(struct svcpu *sv, struct hvp_sample *smp, uint64_t t0, u
 /* The callchains of a sample whose thread is known (@task 0: not known). @t_ns: now (host ns),
  * the start of the kernel unwind's time. */
 static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kvm_regs *regs,
-		       const struct gi_regs *gr, uint64_t task, bool exiting, uint64_t t_ns)
+		       const struct gi_regs *gr, uint64_t task, bool exiting, uint64_t t_ns,
+		       uint64_t mm, bool execve)
 {
 	struct sampler *s = sv->s;
 	bool user_thread = task && !(smp->flags & HVP_SAMPLE_KTHREAD);
@@ -214,7 +226,8 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 		smp->kernel_stop = HVP_WALK_END;
 		sv->c.samples_kernel++;
 		if (user_thread)
-			user_part_of_kernel_sample(sv, smp, task, &gr->pg, &ur, exiting);
+			user_part_of_kernel_sample(sv, smp, task, &gr->pg, &ur, exiting, mm,
+						   execve);
 	} else if (smp->cpl == 3) {
 		struct gi_user_regs ur;
 
@@ -239,7 +252,8 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 		sv->c.samples_kernel++;
 		sv->c.sample_ns_kernel_unwind += vmm_now_ns() - t0;
 		if (user_thread)
-			user_part_of_kernel_sample(sv, smp, task, &gr->pg, NULL, exiting);
+			user_part_of_kernel_sample(sv, smp, task, &gr->pg, NULL, exiting, mm,
+						   execve);
 	}
 }
 
@@ -274,7 +288,7 @@ int sample_take(struct svcpu *sv)
 	struct hvp_thread thr;
 	struct gi_thread_state st = { 0 };
 	uint64_t t0 = vmm_now_ns(), t1, t2, task = 0, period;
-	bool exiting = false;
+	bool exiting = false, execve = false;
 
 	if (!s->gi || !sink || vmm_vcpu_regs(sv->v, &regs, &sregs) != 0)
 		return 0;
@@ -304,7 +318,7 @@ int sample_take(struct svcpu *sv)
 		if (thr.kthread)
 			smp->flags |= HVP_SAMPLE_KTHREAD;
 		exiting = st.exiting;
-		note_identity(sv, &thr, st.mm, &gr.pg);
+		execve = note_identity(sv, &thr, st.mm, &gr.pg);
 	} else {
 		smp->flags |= HVP_SAMPLE_NO_TASK;
 		sv->c.samples_no_task++;
@@ -318,7 +332,7 @@ int sample_take(struct svcpu *sv)
 	{
 		uint64_t unwind_ns = sv->c.sample_ns_kernel_unwind;
 
-		callchains(sv, smp, regs, &gr, task, exiting, t2);
+		callchains(sv, smp, regs, &gr, task, exiting, t2, st.mm, execve);
 		sv->c.samples++;
 		marks_expire(sv, t0);
 		t1 = vmm_now_ns();

@@ -85,6 +85,7 @@ struct mark {
 	uint32_t vcpu;
 	uint64_t cookie;
 	struct gi_paging pg; /* translation of the thread's process at the sample */
+	uint64_t mm;         /* task->mm at the first sample: the address space of the walks */
 	struct gi_user_regs entry; /* user registers saved at kernel entry (pt_regs), the fallback */
 	bool entry_known;  /* false: marked in the kernel entry code, before pt_regs was complete */
 	bool exiting;      /* the thread's mm is gone (exit): it never returns to user */
@@ -139,6 +140,9 @@ struct mark_req {
 	const struct gi_user_regs *entry; /* the user registers of the kernel entry */
 	bool entry_known; /* false: in the entry window, pt_regs may be stale */
 	bool exiting;     /* the thread's mm is gone */
+	uint64_t mm;      /* task->mm at the sample */
+	bool execve;      /* @mm is one execve is building: @entry is the old program's
+			   * (note_identity), never to be walked in @mm */
 	bool exit_tail;   /* the sample is where the thread may have read its flags for the last
 			   * time (gi_in_exit_tail): a flag would act too late, trap it */
 	uint64_t now_ns;  /* host time of the sample (vmm_now_ns); 0: read it */
@@ -147,8 +151,10 @@ struct mark_req {
 /*
  * A kernel-mode sample of a user thread: join its mark or create one (the entry walk is made
  * now when the entry is known). Return: the cookie (> 0), or 0 when the table is full (the
- * caller walks eagerly) or sampling is off (a late sample of a detached window: counted in
- * marks_refused_off; the sample is not recorded).
+ * caller walks eagerly), sampling is off (a late sample of a detached window: counted in
+ * marks_refused_off; the sample is not recorded), or @req->execve and no mark of this stay
+ * was made before the switch (counted in user_execve: the caller records the user part as
+ * lost, HVP_WALK_EXECVE).
  */
 uint64_t marks_take(struct svcpu *sv, const struct mark_req *req);
 /* The thread @task/@pid is about to return to user with @ur: resolve its mark, if any. */
@@ -321,15 +327,20 @@ int sample_take(struct svcpu *sv);
 /* The user part of a kernel-mode sample of a user thread (deferred: a mark; eager: a walk). */
 void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64_t task,
 				const struct gi_paging *pg, const struct gi_user_regs *entry,
-				bool exiting);
+				bool exiting, uint64_t mm, bool execve);
 
 /* identity.c */
 int ident_cache_create(struct sampler *s) __must_check;
 void ident_cache_destroy(struct sampler *s);
 /* Forget every identity seen (a new attach window: its recording gets its own records). */
 void ident_cache_reset(struct sampler *s);
-/* Emit THREAD (and PROCESS) records when this identity was not seen before. */
-void note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
+/*
+ * Emit THREAD (and PROCESS) records when this identity was not seen before. Return: true when
+ * @mm is one an execve is still building (the task runs on it, its program is not loaded yet:
+ * no code range), so that the user registers in the task's pt_regs are the old program's and
+ * belong to an address space the task no longer has; false otherwise (also when unknown).
+ */
+bool note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		   const struct gi_paging *pg);
 
 /* counter.c: open (disabled) at the vCPU's start; enable on its own thread (start.c) */

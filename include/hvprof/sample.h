@@ -24,6 +24,8 @@ enum hvp_walk_stop {
 	HVP_WALK_NONE = 4,     /* not walked (no user part: kernel thread, or not available) */
 	HVP_WALK_DEFERRED = 5, /* user part is in a USER_STACK record with the sample's cookie */
 	HVP_WALK_LOST = 6,     /* user part was deferred and then lost (see counters) */
+	HVP_WALK_EXECVE = 7,   /* not walked: the user registers are those of the program an
+				* execve is replacing, the task already runs on the new mm */
 };
 
 /* Sample flags. */

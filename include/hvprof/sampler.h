@@ -138,6 +138,8 @@ struct sampler_config {
 	X(resolved_from_ptregs) /* timed out or at stop: walked from pt_regs of entry */        \
 	X(resolved_stale)       /* returned with other user registers: walked from entry */     \
 	X(resolved_exiting)     /* the thread exits: the walk taken at its first sample */      \
+	X(marks_execve_kept)    /* samples after execve switched the mm: the mark's walk kept */ \
+	X(user_execve)          /* user parts lost: pt_regs of a program execve replaced */     \
 	X(dropped_table_full)   /* no free mark: walked eagerly instead */                      \
 	X(dropped_exited)       /* the task was gone when the mark was resolved */              \
 	X(dropped_no_regs)      /* a mark whose entry registers could not be read */            \

@@ -183,6 +183,77 @@ static int test_folded_golden(void)
 	return TEST_OK;
 }
 
+/* The one MAPPING of @exe's code at 0x400000 for @tgid (a static non-PIE program). */
+static int wr_exe_map(struct recfile_writer *w, int32_t tgid, const char *exe)
+{
+	struct hvp_process pr = mk_process(tgid, exe, 0x401000, 0x500000);
+	struct hvp_mapping m = { .tgid = tgid, .index = 0, .count = 1, .start = 0x400000,
+				 .end = 0x500000, .prot = HVP_PROT_READ | HVP_PROT_EXEC,
+				 .ino = 7 };
+	int err;
+
+	snprintf(m.path, sizeof(m.path), "%s", exe);
+	err = recfile_write_process(w, &pr);
+	return err ? err : recfile_write_mapping(w, &m);
+}
+
+/*
+ * execve during a stay in the kernel: sh's execve marked under sh's address space (cookie 5),
+ * the new program's PROCESS and MAPPINGs recorded while the stay goes on (a second sample of
+ * the cookie after them), and only then the USER_STACK of the old walk. Both samples are named
+ * in sh's address space, the cookie's first sample's, not in the one current at the join
+ * (before the fix: [demo+0x1234]). A sample already past the switch with no mark: lost, with
+ * its reason.
+ */
+static int test_join_address_space(void)
+{
+	static const uint64_t k1[] = { K1, 0 }, k2[] = { K2, 0 }, u_sh[] = { 0x401234, 0 };
+	static const char want[] =
+		"sh;[busybox+0x1234];0xffffffff81001000_[k] 1\n"
+		"sh;[busybox+0x1234];0xffffffff81002000_[k] 1\n"
+		"sh;[user stack lost: walk stopped: execve];0xffffffff81002000_[k] 1\n";
+	struct profile_options opts = { .size = sizeof(opts) };
+	struct hvp_thread t_sh = mk_thread(50, 50, "sh", 0);
+	struct hvp_user_stack us5 = mk_user_stack(50, 5, HVP_WALK_END, u_sh);
+	struct str_sink ss = { 0 };
+	struct profile_sink sink = { .write = str_sink_write, .ctx = &ss };
+	struct profile_stats st;
+	struct recfile_writer *w;
+	struct profile *p;
+	char errbuf[256];
+	int fd = mem_file(), err, close_err;
+
+	ASSERT_TRUE(fd >= 0);
+	ASSERT_EQ_INT(recfile_writer_open(fd, &w), 0);
+	err = recfile_write_thread(w, &t_sh);
+	err = err ? err : wr_exe_map(w, 50, "/bin/busybox");
+	err = err ? err : wr_sample(w, 1, 50, 50, 0, HVP_WALK_DEFERRED, 5, 0, k1, NULL);
+	err = err ? err : wr_exe_map(w, 50, "/bin/demo");
+	err = err ? err : wr_sample(w, 1, 50, 50, 0, HVP_WALK_DEFERRED, 5, 0, k2, NULL);
+	err = err ? err : recfile_write_user_stack(w, &us5);
+	err = err ? err : wr_sample(w, 1, 50, 50, 0, HVP_WALK_EXECVE, 0, 0, k2, NULL);
+	close_err = recfile_writer_close(w);
+	ASSERT_EQ_INT(err, 0);
+	ASSERT_EQ_INT(close_err, 0);
+	ASSERT_EQ_INT((int)lseek(fd, 0, SEEK_SET), 0);
+	err = profile_load_fd(fd, "execve", &opts, &p, errbuf, sizeof(errbuf));
+	close(fd);
+	if (err)
+		fprintf(stderr, "load: %s\n", errbuf);
+	ASSERT_EQ_INT(err, 0);
+	ASSERT_EQ_INT(profile_folded(p, &sink), 0);
+	if (strcmp(ss.s, want) != 0) {
+		fprintf(stderr, "folded output:\n%s--- expected:\n%s", ss.s, want);
+		return TEST_FAIL;
+	}
+	profile_get_stats(p, &st);
+	ASSERT_EQ_U64(st.lost_user, 1);
+	ASSERT_EQ_U64(st.joined, 2);
+	profile_free(p);
+	free(ss.s);
+	return TEST_OK;
+}
+
 /* The folded output also goes to an fd. */
 static int test_folded_fd(void)
 {
@@ -675,6 +746,8 @@ static int test_aggregation_scale(void)
 static const struct test_case tests[] = {
 	{ "folded golden: join, lost, kthread, comm change", test_folded_golden },
 	{ "folded to an fd", test_folded_fd },
+	{ "a joined chain is named in its first sample's address space (execve)",
+	  test_join_address_space },
 	{ "damaged tail keeps the intact part", test_damaged_tail },
 	{ "report sorting and percentages", test_report_sorting },
 	{ "report header facts", test_report_header },

@@ -129,7 +129,7 @@ static void fixture_fini(struct fixture *f)
 static struct mark_req req_of(struct fixture *f, int32_t pid, const struct gi_user_regs *entry)
 {
 	return (struct mark_req){ .task = f->fk.task_kva, .pid = pid, .pg = &f->fk.fm.pg,
-				  .entry = entry, .entry_known = true };
+				  .entry = entry, .entry_known = true, .mm = f->fk.mm_kva };
 }
 
 /* pt_regs of the fake task: entered from user mode with @ur (CS 0x33). */
@@ -224,6 +224,112 @@ static int test_stale_registers(void)
 		goto out;
 	ret = TEST_OK;
 out:
+	fixture_fini(&f);
+	return ret;
+}
+
+/*
+ * execve: a mark made under the old mm keeps its walk through samples that see the new mm
+ * (exec_mmap switched it; pt_regs still hold the old program's registers), and the return
+ * with the new program's registers emits it. A sample already past the switch with no mark
+ * of its stay, or in eager mode, has its user part lost (HVP_WALK_EXECVE), never walked in
+ * the new mm; a mark whose task changed mm before it expired ends with its saved walk, or
+ * lost when it had none.
+ */
+static int test_execve(void)
+{
+	struct fixture f;
+	struct gi_user_regs started = { 0x401000, U + 0x800, 0 }; /* start_thread's */
+	const uint64_t old_mm = 0xffff888000aa0000ull;
+	struct mark_req req;
+	struct hvp_sample smp;
+	struct svcpu *sv;
+	uint64_t c1;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4) || write_pt_regs(&f, &f.entry))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	req = req_of(&f, FK_PID, &f.entry);
+	req.mm = old_mm;
+	c1 = marks_take(sv, &req); /* bprm_execve, before exec_mmap */
+	req.mm = f.fk.mm_kva;
+	req.execve = true; /* exit_mmap of the old mm: the new one has no code range yet */
+	ASSERT_EQ_U64(marks_take(sv, &req), c1);
+	req.execve = false; /* load_elf_binary set the code range, start_thread not yet */
+	ASSERT_EQ_U64(marks_take(sv, &req), c1);
+	ASSERT_EQ_U64(sv->c.marks_execve_kept, 2);
+	ASSERT_EQ_INT(n_recs, 0);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, &f.fk.fm.pg, &started);
+	ASSERT_EQ_INT(n_recs, 1);
+	ASSERT_EQ_INT(check_good_walk(&recs[0], c1), TEST_OK);
+	ASSERT_EQ_U64(sv->c.resolved_stale, 1);
+
+	/* the first sample of a stay is already past the switch: no mark, nothing walked */
+	req.execve = true;
+	ASSERT_EQ_U64(marks_take(sv, &req), 0);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+	memset(&smp, 0, sizeof(smp));
+	smp.pid = FK_PID;
+	smp.rip = FK_STEXT + 0x100;
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   true);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_EXECVE);
+	ASSERT_EQ_INT(smp.n_user, 0);
+	ASSERT_TRUE(!sv->sample_has_regs);
+	ASSERT_EQ_U64(sv->c.user_execve, 1);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+
+	/* a mark made under the old mm times out after the switch: its saved walk */
+	req.execve = false;
+	req.mm = old_mm;
+	c1 = marks_take(sv, &req);
+	for (unsigned int i = 0; i < MARKS_MAX; i++)
+		marks_expire(sv, vmm_now_ns() + 10000000);
+	ASSERT_EQ_INT(n_recs, 2);
+	ASSERT_EQ_INT(check_good_walk(&recs[1], c1), TEST_OK);
+	ASSERT_EQ_U64(sv->c.resolved_stale, 2);
+	ASSERT_EQ_U64(sv->c.resolved_from_ptregs, 0);
+	/* ... and one marked in the entry window had none: lost, with its reason */
+	req.entry_known = false;
+	c1 = marks_take(sv, &req);
+	for (unsigned int i = 0; i < MARKS_MAX; i++)
+		marks_expire(sv, vmm_now_ns() + 10000000);
+	ASSERT_EQ_INT(n_recs, 3);
+	ASSERT_EQ_U64(recs[2].cookie, c1);
+	ASSERT_EQ_INT(recs[2].stop, HVP_WALK_EXECVE);
+	ASSERT_EQ_INT(recs[2].n, 0);
+	ASSERT_EQ_U64(sv->c.user_execve, 2);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+static int test_eager_execve(void)
+{
+	struct fixture f;
+	struct hvp_sample smp = { .pid = FK_PID, .rip = FK_STEXT + 0x100 };
+	struct svcpu *sv;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_EAGER, 4) || write_pt_regs(&f, &f.entry))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   true);
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_EXECVE);
+	ASSERT_EQ_INT(smp.n_user, 0);
+	ASSERT_TRUE(!sv->sample_has_regs);
+	ASSERT_EQ_U64(sv->c.user_execve, 1);
+	/* the same registers with a complete mm: walked */
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_END);
+	ASSERT_EQ_INT(smp.n_user, 4);
+	ret = TEST_OK;
+fini:
 	fixture_fini(&f);
 	return ret;
 }
@@ -581,7 +687,7 @@ static int user_part(enum sampler_callchain_mode mode, unsigned int stack_pages,
 	smp->rip = FK_STEXT + 0x100;
 	smp->user_stop = HVP_WALK_NONE;
 	user_part_of_kernel_sample(&f.s->vcpus[0], smp, f.fk.task_kva, &f.fk.fm.pg, NULL,
-				   exiting);
+				   exiting, 0, false);
 	ret = TEST_OK;
 fini:
 	fixture_fini(&f);
@@ -724,7 +830,8 @@ static int test_user_regs_dwarf(void)
 	{
 		struct hvp_sample smp = { .pid = FK_PID, .rip = FK_STEXT + 0x100 };
 
-		user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false);
+		user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, 0,
+					   false);
 		if (!sv->sample_has_regs || sv->sample_regs.regs[HVP_REG_RIP] != smp.user_ips[0] ||
 		    sv->sample_regs.regs[HVP_REG_RSP] != U + 0x100 ||
 		    sv->sample_regs.stack_len != 8192)
@@ -977,6 +1084,9 @@ static const struct test_case tests[] = {
 	{ "marks: flush from pt_regs, a thread gone", test_thread_exit_and_pt_regs },
 	{ "marks: an exiting thread keeps the walk made while its memory existed",
 	  test_exiting_thread },
+	{ "marks: execve keeps the walk made under the old mm, never walks the new one",
+	  test_execve },
+	{ "eager: an execve's old registers are not walked in the new mm", test_eager_execve },
 	{ "marks: table full falls back, every mark ends in one record", test_table_full },
 	{ "marks: lookups and expiry bounded by the highest slot in use", test_slot_bound },
 	{ "identity: a repeat skips the caches, every change is still seen", test_identity_repeat },
