@@ -3,6 +3,7 @@
 // its own total), per function (self and total) and per stack, keeping only changes that are
 // large enough, backed by enough samples, and beyond sampling and run-to-run noise
 // (diff_stats.c: with repeated runs, a moderated t whose prior is fitted over all entries).
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -76,6 +77,35 @@ static int table_add(struct joint_table *jt, const struct joint *j, size_t n_bas
 	return 0;
 }
 
+const char *diff_comm_name(const char *comm, char *buf, size_t len)
+{
+	static const char prefix[] = "kworker/";
+	const char *p = comm + sizeof(prefix) - 1, *colon, *num;
+	size_t head, tail;
+
+	if (strncmp(comm, prefix, sizeof(prefix) - 1))
+		return comm;
+	if (*p == 'u')
+		p++;
+	if (!isdigit((unsigned char)*p))
+		return comm;
+	while (isdigit((unsigned char)*p))
+		p++;
+	colon = p;
+	if (*colon != ':' || !isdigit((unsigned char)colon[1]))
+		return comm;
+	for (num = colon + 1; isdigit((unsigned char)*num); num++)
+		;
+	head = (size_t)(colon + 1 - comm);
+	tail = strlen(num);
+	if (head + 1 + tail + 1 > len)
+		return comm;
+	memcpy(buf, comm, head);
+	buf[head] = '*';
+	memcpy(buf + head + 1, num, tail + 1);
+	return buf;
+}
+
 static int joint_add(struct joint *j, const struct profile_stacks *s, size_t run, size_t n_base)
 {
 	uint64_t *ids = NULL, *uniq = NULL;
@@ -100,8 +130,11 @@ static int joint_add(struct joint *j, const struct profile_stacks *s, size_t run
 		}
 		for (uint32_t f = 0; f < len && !err; f++) {
 			const char *nm = strpool_get(&s->names, (uint32_t)k[f]);
+			char comm[64];
 			uint32_t id;
 
+			if (!f)
+				nm = diff_comm_name(nm, comm, sizeof(comm));
 			err = strpool_intern(&j->names, nm, strlen(nm), &id);
 			ids[f] = id;
 		}

@@ -38,8 +38,11 @@ static int add_side(struct flametree *t, struct strpool *names, const struct pro
 		}
 		for (uint32_t j = 0; j < len && !err; j++) {
 			const char *nm = strpool_get(&s->names, (uint32_t)k[j]);
+			char comm[64];
 			uint32_t id;
 
+			if (!j) /* as the tables compare it (diff.c) */
+				nm = diff_comm_name(nm, comm, sizeof(comm));
 			err = strpool_intern(names, nm, strlen(nm), &id);
 			ids[j] = id;
 		}

@@ -338,6 +338,17 @@ struct profile_stacks {
 /* ---- diff_stats.c: the |z| a change needs when @tested entries are tested (Bonferroni, 1%). */
 double diff_z_crit(size_t tested);
 
+/*
+ * ---- diff.c: the name diff compares a stack's first frame (its comm) under. A workqueue
+ * worker's number is which worker of the pool ran the work, not what ran: Linux names them
+ * "kworker/%d:%d%s" (per-CPU pool, H when high-priority) and "kworker/u%d:%d%s" (unbound pool,
+ * kernel/workqueue.c create_worker()), later kernels append "-workqueue". Two boots start their
+ * workers in another order, so kworker/0:0 in one is kworker/0:1 in the other. Returns @comm
+ * itself, or @buf (of @len bytes) holding it with the worker number as "*": kworker/0:*,
+ * kworker/u4:*H-events_unbound. Never fails: a name that does not fit is returned as it is.
+ */
+const char *diff_comm_name(const char *comm, char *buf, size_t len);
+
 /* ---- json.c: JSON values. */
 /* @s as a JSON string, quotes included (control bytes escaped, invalid UTF-8 as U+FFFD). */
 void json_string(struct outbuf *ob, const char *s);

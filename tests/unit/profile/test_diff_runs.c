@@ -189,6 +189,54 @@ static int test_one_run_factor(void)
 	return TEST_OK;
 }
 
+/* Workqueue workers compared by pool, not by worker number (diff_comm_name). */
+static int test_kworker_names(void)
+{
+	static const struct {
+		const char *comm, *want;
+	} cases[] = {
+		{ "kworker/0:0", "kworker/0:*" },
+		{ "kworker/0:12H", "kworker/0:*H" },
+		{ "kworker/u4:2", "kworker/u4:*" },
+		{ "kworker/u4:2-events_unbound", "kworker/u4:*-events_unbound" },
+		{ "kworker/1:1H-kblockd", "kworker/1:*H-kblockd" },
+		{ "kworker/R-mm_pe", "kworker/R-mm_pe" }, /* a rescuer: one per workqueue */
+		{ "kworker/", "kworker/" },
+		{ "kworker/0:", "kworker/0:" },
+		{ "kworkers/0:1", "kworkers/0:1" },
+		{ "ksoftirqd/0", "ksoftirqd/0" },
+		{ "sh", "sh" },
+	};
+	struct profile_stacks *b = folded("kworker/0:0;process_one_work_[k] 300\nmain;f 2700\n");
+	struct profile_stacks *n = folded("kworker/0:1;process_one_work_[k] 300\nmain;f 2700\n");
+	struct profile_diff_options o = { .size = sizeof(o), .run_noise_factor = 1 };
+	struct profile_diff *d = NULL;
+	char buf[32];
+	size_t cnt;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *got = diff_comm_name(cases[i].comm, buf, sizeof(buf));
+
+		if (strcmp(got, cases[i].want)) {
+			fprintf(stderr, "'%s': got '%s', want '%s'\n", cases[i].comm, got,
+				cases[i].want);
+			return TEST_FAIL;
+		}
+	}
+	/* too long for the buffer: the name as it is */
+	ASSERT_TRUE(!strcmp(diff_comm_name("kworker/0:1-events", buf, 10), "kworker/0:1-events"));
+	ASSERT_TRUE(b && n);
+	ASSERT_EQ_INT(profile_diff_compute(b, n, &o, &d), 0);
+	for (int k = 0; k < 2; k++) {
+		profile_diff_entries(d, k, &cnt);
+		ASSERT_EQ_U64(cnt, 0);
+	}
+	profile_diff_free(d);
+	profile_stacks_free(b);
+	profile_stacks_free(n);
+	return TEST_OK;
+}
+
 /* The JSON: runs of each side with their samples, per-run shares of each entry, notes. */
 static int test_json_runs(void)
 {
@@ -371,6 +419,7 @@ static const struct test_case tests[] = {
 	{ "JSON and text with runs: per-run shares", test_json_runs },
 	{ "the workload window (scan, range, --time, all)", test_window },
 	{ "a broken side", test_scan_check },
+	{ "workqueue workers compared by pool", test_kworker_names },
 };
 
 TEST_MAIN(tests)
