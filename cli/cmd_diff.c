@@ -17,6 +17,15 @@
 
 #include "cli.h"
 
+/*
+ * --fail-min-share's default, percent of NEW: a regression of a function smaller than this costs
+ * the window less than that whatever its relative growth, and the smallest entries are those
+ * whose presence differs between boots for reasons of their own (docs/diff.md "Measured rates":
+ * init's copy-on-write fault at 0.07% of the window, in every window of one boot, none of the
+ * other).
+ */
+#define DIFF_FAIL_MIN_SHARE 1.0
+
 static void diff_usage(void)
 {
 	printf("usage: hvprof diff [OPTIONS] BASE NEW\n"
@@ -42,6 +51,8 @@ static void diff_usage(void)
 	       "  --threshold PCT         ignore changes smaller than PCT %% of the BASE share\n"
 	       "                          (default %.0f)\n"
 	       "  --fail-on-regression PCT  exit 1 if a function's share grew by PCT %% or more\n"
+	       "  --fail-min-share PCT    ... and holds at least PCT %% of NEW (default %.1f: a\n"
+	       "                          smaller one is reported, it does not fail the gate)\n"
 	       "  --format text|json      output format (default text)\n"
 	       "  --max-rows N            rows per section in text (default 20)\n"
 	       "  --svg FILE              differential flamegraph: widths from NEW, colour = change\n"
@@ -53,7 +64,7 @@ static void diff_usage(void)
 	       "  Exit: 0 done, 1 regression (--fail-on-regression), 2 usage, 3 error.\n"
 	       "  docs/diff.md explains the test and the defaults.\n",
 	       PROFILE_DIFF_MAX_RUNS, PROFILE_DIFF_RUN_FACTOR, PROFILE_DIFF_MIN_RUN_SAMPLES,
-	       PROFILE_DIFF_MIN_SAMPLES, PROFILE_DIFF_THRESHOLD);
+	       PROFILE_DIFF_MIN_SAMPLES, PROFILE_DIFF_THRESHOLD, DIFF_FAIL_MIN_SHARE);
 }
 
 /* Parse a percentage (0..1e6) into *@out; 0 or -EINVAL. */
@@ -425,14 +436,23 @@ static int load_sides(struct diff_sides *ds, const struct profile_options *po)
 	return err;
 }
 
-/* EXIT_REGRESSION (said on stderr) when a share grew by --fail-on-regression or more. */
-static int regression_status(const struct profile_diff *d, double fail_pct)
+/*
+ * EXIT_REGRESSION (said on stderr) when a reported function's share grew by --fail-on-regression
+ * or more and it holds at least --fail-min-share of NEW.
+ */
+static int regression_status(const struct profile_diff *d, double fail_pct, double min_share)
 {
-	double worst;
+	const struct profile_diff_entry *e;
+	double worst = 0;
+	size_t n;
 
 	if (fail_pct < 0)
 		return EXIT_OK;
-	worst = profile_diff_worst_regression(d);
+	e = profile_diff_entries(d, 1, &n);
+	for (size_t i = 0; i < n; i++)
+		if (e[i].kind != PROFILE_DIFF_STACK && e[i].new_share >= min_share &&
+		    e[i].change_pct > worst)
+			worst = e[i].change_pct;
 	if (worst <= 0 || worst < fail_pct)
 		return EXIT_OK;
 	if (isinf(worst))
@@ -461,7 +481,7 @@ struct diff_cmd {
 	struct profile_diff_options dopt;
 	struct diff_sides ds;
 	const char *svg, *svg_rev;
-	double fail_pct;
+	double fail_pct, fail_min_share;
 	int json;
 };
 
@@ -488,6 +508,8 @@ static int diff_opt(struct diff_cmd *dc, int c, const char *arg)
 		return parse_pct("--threshold", arg, &dc->dopt.threshold_pct);
 	case 3:
 		return parse_pct("--fail-on-regression", arg, &dc->fail_pct);
+	case 14:
+		return parse_pct("--fail-min-share", arg, &dc->fail_min_share);
 	case 'f':
 		dc->json = !strcmp(arg, "json");
 		if (!dc->json && strcmp(arg, "text")) {
@@ -598,7 +620,7 @@ static int diff_run(struct diff_cmd *dc)
 	so.reverse = 1;
 	if (dc->svg_rev && write_svg(dc->svg_rev, sides[0], sides[1], &so))
 		goto out;
-	status = regression_status(d, dc->fail_pct);
+	status = regression_status(d, dc->fail_pct, dc->fail_min_share);
 out:
 	profile_diff_free(d);
 	return status;
@@ -622,6 +644,7 @@ int cmd_diff(int argc, char **argv)
 		{ "window", required_argument, NULL, 11 },
 		{ "allow-incomplete", no_argument, NULL, 12 },
 		{ "noise-factor", required_argument, NULL, 13 },
+		{ "fail-min-share", required_argument, NULL, 14 },
 		FILTER_LONG_OPTIONS,
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -637,6 +660,7 @@ int cmd_diff(int argc, char **argv)
 	dc->po.size = sizeof(dc->po);
 	dc->dopt = (struct profile_diff_options){ .size = sizeof(dc->dopt), .threshold_pct = -1 };
 	dc->fail_pct = -1;
+	dc->fail_min_share = DIFF_FAIL_MIN_SHARE;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:k:h", opts, NULL)) != -1) {
 		err = diff_opt(dc, c, optarg);

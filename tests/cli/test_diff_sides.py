@@ -253,4 +253,28 @@ for what, grouped, alone in (
     check(f"runs read at once = each run read alone: {what}", c1 == c2 and d1 and d1 == d2,
           f"{c1} {c2} {e1} {e2}")
 
+# --fail-min-share: a regression fails the gate only when the function holds at least that much
+# of NEW (default 1%); a smaller one is still reported.
+fb, fn, fbig = (os.path.join(work, n) for n in ("gate-base.folded", "gate-new.folded",
+                                                  "gate-big.folded"))
+with open(fb, "w") as f:
+    f.write("app;main;f 9000\napp;main;g 1000\n")
+with open(fn, "w") as f:
+    f.write("app;main;f 9000\napp;main;g 1000\napp;main;tiny 60\n")
+with open(fbig, "w") as f:
+    f.write("app;main;f 9000\napp;main;g 1000\napp;main;tiny 250\n")
+code, out, err = run("--format", "json", "--fail-on-regression", "10", fb, fn)
+reported = code in (0, 1) and any(e["name"] == "tiny" for e in json.loads(out)["regressions"])
+check("a new function at 0.6% of NEW is reported, and does not fail the gate (default 1%)",
+      code == 0 and reported, f"exit {code} {err.strip()}")
+code, out, err = run("--fail-on-regression", "10", "--fail-min-share", "0.5", fb, fn)
+check("... it does with --fail-min-share 0.5", code == 1 and "new function" in err,
+      f"exit {code} {err.strip()}")
+code, out, err = run("--fail-on-regression", "10", fb, fbig)
+check("a new function at 2.4% of NEW fails the gate at the default", code == 1,
+      f"exit {code} {err.strip()}")
+code, out, err = run("--fail-min-share", "x", fb, fn)
+check("a bad --fail-min-share is a usage error naming it",
+      code == 2 and "--fail-min-share 'x'" in err, f"exit {code} {err.strip()}")
+
 sys.exit(1 if failures else 0)
