@@ -125,7 +125,15 @@ struct recfile_slot {
 	uint32_t records;
 };
 
-/* Return 0; -ENOMEM (no buffer for this thread); the sticky write error. */
+/* Most bytes of one reserve: half a thread's buffer less the entry's 16-byte header. */
+#define RECFILE_STREAM_MAX_BYTES 131056
+
+/*
+ * Return 0; -EINVAL (@bytes 0 or above RECFILE_STREAM_MAX_BYTES: more could need more than the
+ * whole buffer wherever its head is, and the wait for room would never end); -ENOMEM (no buffer
+ * for this thread); the sticky write error. Thread-safe; blocks while the calling thread's
+ * buffer is full.
+ */
 int recfile_stream_reserve(struct recfile_writer *w, size_t bytes, uint32_t records,
 			   struct recfile_slot *slot);
 void recfile_stream_commit(struct recfile_writer *w, struct recfile_slot *slot);

@@ -13,6 +13,9 @@
 // zlib crc32 each and writes them. The vCPU threads pay the encoding and one atomic add per
 // record; the CRC and write(2) are paid by the writer thread, which runs every 10 ms by itself
 // (waking it is a futex call: a thread does that only when its ring is half full).
+//
+// All the state is in struct recfile_writer (STYLE: no hidden global or thread-local state): a
+// thread finds its ring in the writer's table keyed by pthread_self(), read without a lock.
 #define pr_fmt(fmt) "recfile: " fmt
 
 #include <errno.h>
@@ -39,6 +42,16 @@
 #define STREAM_PERIOD_NS 10000000L     /* the writer thread writes at least this often (10 ms) */
 #define STREAM_KICK_BYTES (STREAM_RING_BYTES / 2) /* and when a ring holds more than this */
 #define STREAM_BLOCK_BYTES RECFILE_BUFFER
+#define STREAM_MAX_BYTES RECFILE_STREAM_MAX_BYTES /* most bytes of one entry */
+#define STREAM_SLOT_BITS 8
+#define STREAM_SLOTS (1u << STREAM_SLOT_BITS) /* the thread -> ring table */
+#define STREAM_SLOTS_USED (STREAM_SLOTS * 3 / 4) /* more threads: found in the list instead */
+/* The writer waiting for a place whose thread is descheduled (drain): look again at once this
+ * many times, then yield this many times, then sleep 20 us, doubling up to 1 ms. */
+#define STREAM_SPINS 64
+#define STREAM_YIELDS 8
+#define STREAM_NAP_MIN_NS 20000L
+#define STREAM_NAP_MAX_NS 1000000L
 
 _Static_assert((STREAM_RING_BYTES & (STREAM_RING_BYTES - 1)) == 0, "ring size is a power of 2");
 /* The largest entry: a SAMPLE with full callchains and a USER_REGS with the most stack. */
@@ -47,23 +60,44 @@ _Static_assert((STREAM_RING_BYTES & (STREAM_RING_BYTES - 1)) == 0, "ring size is
 	 RECFILE_USER_REGS_FIXED + HVP_USER_STACK_MAX)
 _Static_assert(STREAM_RING_BYTES >= 2 * STREAM_MAX_ENTRY + 16,
 	       "a ring holds the largest entry wherever its head is (padding to the end first)");
+/*
+ * recfile_stream_reserve() refuses more than STREAM_MAX_BYTES: an entry of at most half the ring
+ * (its header and its rounding included), padded to the end first when it would wrap, needs less
+ * than the whole ring wherever the head is, so the wait for room always ends.
+ */
+_Static_assert(STREAM_ENTRY_HDR + STREAM_MAX_BYTES == STREAM_RING_BYTES / 2 &&
+		       STREAM_MAX_BYTES % 16 == 0,
+	       "an entry is at most half the ring, its header and rounding included");
+_Static_assert(STREAM_MAX_BYTES <= RECFILE_BUFFER, "an entry fits an empty block");
+_Static_assert(STREAM_MAX_ENTRY <= STREAM_MAX_BYTES + STREAM_ENTRY_HDR,
+	       "the encoders' largest entry is accepted");
 
-/* Fields written by different threads sit on different cache lines (64 bytes on x86-64). */
+/*
+ * Fields written by different threads sit on different cache lines (64 bytes on x86-64). Both
+ * structs are allocated with posix_memalign() for it (calloc only aligns to 16: stream_alloc()).
+ */
 struct stream_ring {
 	struct stream_ring *next;
-	pthread_t owner;
+	uintptr_t owner;                   /* the writing thread's pthread_self() */
 	uint8_t *buf;
 	alignas(64) _Atomic uint64_t head; /* bytes published by the owner (monotonic) */
 	_Atomic uint64_t records;          /* written by the owner only */
 	alignas(64) _Atomic uint64_t tail; /* bytes consumed by the writer thread (monotonic) */
 };
 
+/* A thread's ring, found by the thread's pthread_self(): set under lock, read without. */
+struct stream_slot {
+	_Atomic uintptr_t owner; /* 0: free; stored (release) after @ring */
+	struct stream_ring *ring;
+};
+
 struct recfile_writer {
 	/* Read by every append; written rarely. */
 	int fd;
-	uint64_t id;                  /* unique among writers, for the per-thread cache */
 	_Atomic int err;              /* sticky: first write(2) failure, as -errno */
 	struct stream_ring *_Atomic rings; /* pushed under lock, read without */
+	_Atomic unsigned int n_slots; /* slots in use: written under lock */
+	struct stream_slot slots[STREAM_SLOTS]; /* open addressing, linear probing */
 	/* One atomic add per append. */
 	alignas(64) _Atomic uint64_t next_pos; /* stream bytes reserved so far */
 	/* Written by the writer thread. */
@@ -83,13 +117,15 @@ struct recfile_writer {
 	uint8_t block[RECFILE_BLOCK_HDR + STREAM_BLOCK_BYTES];
 };
 
-static _Atomic uint64_t stream_writer_ids;
+/* Zeroed memory of @size bytes aligned for @align (a power of two, at least sizeof(void *)). */
+static void *stream_alloc(size_t align, size_t size)
+{
+	void *p;
 
-/* The calling thread's ring for one writer: a one-entry cache in front of the writer's list. */
-static __thread struct {
-	uint64_t writer_id;
-	struct stream_ring *ring;
-} stream_tls;
+	if (posix_memalign(&p, align, size)) /* returns the error; errno is not set */
+		return NULL;
+	return memset(p, 0, size);
+}
 
 /* Write the block being built (if it holds any record) and start the next. Writer thread. */
 static void block_emit(struct recfile_writer *w)
@@ -162,6 +198,33 @@ static struct stream_ring *find_front(struct recfile_writer *w, uint64_t pos)
 	return NULL;
 }
 
+/*
+ * The writer thread's wait, the @spins-th in a row, for a place whose thread is between its
+ * atomic add and its commit. That is a few hundred ns unless the thread was descheduled there,
+ * when it can take a whole time slice or more (on a 2-core host, the very vCPU thread we wait
+ * for may need our CPU): so look again at once a few times, then yield, then sleep, 20 us
+ * doubling up to 1 ms (a few % of a CPU while a place is held, against a whole CPU when it
+ * yielded in a loop; the writer is never needed sooner than that: it runs every 10 ms). No
+ * signal from the commit: that would cost a seq_cst fence in every record, for a rare case.
+ */
+static void wait_publish(unsigned int spins)
+{
+	struct timespec ts = { 0 };
+	unsigned int naps;
+
+	if (spins <= STREAM_SPINS)
+		return;
+	if (spins <= STREAM_SPINS + STREAM_YIELDS) {
+		sched_yield();
+		return;
+	}
+	naps = spins - STREAM_SPINS - STREAM_YIELDS - 1;
+	ts.tv_nsec = naps < 6 ? STREAM_NAP_MIN_NS << naps : STREAM_NAP_MAX_NS;
+	if (ts.tv_nsec > STREAM_NAP_MAX_NS)
+		ts.tv_nsec = STREAM_NAP_MAX_NS;
+	nanosleep(&ts, NULL);
+}
+
 /* Move every record before stream position @target into blocks and write them. Writer thread. */
 static void drain(struct recfile_writer *w, uint64_t target)
 {
@@ -176,8 +239,7 @@ static void drain(struct recfile_writer *w, uint64_t target)
 
 		if (!r) {
 			/* The thread that took position @done is encoding it: nothing can stop it. */
-			if (++spins > 16)
-				sched_yield();
+			wait_publish(++spins);
 			continue;
 		}
 		spins = 0;
@@ -189,8 +251,9 @@ static void drain(struct recfile_writer *w, uint64_t target)
 			block_emit(w);
 			wake_space_waiters(w);
 		}
-		/* SAFETY: bytes <= RECFILE_BUFFER (recfile_stream_reserve refuses more), the room of
-		 * an empty block; block_emit() above emptied it when the entry did not fit. */
+		/* SAFETY: bytes <= STREAM_MAX_BYTES <= RECFILE_BUFFER (recfile_stream_reserve
+		 * refuses more), the room of an empty block; block_emit() above emptied it when the
+		 * entry did not fit. */
 		memcpy(w->block + w->block_used, e, bytes);
 		w->block_used += bytes;
 		w->block_records += records;
@@ -210,8 +273,14 @@ static void *stream_thread(void *arg)
 
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
-		if (!w->stop && !atomic_load(&w->kicked) && !atomic_load(&w->space_waiters) &&
-		    w->flush_pos <= atomic_load(&w->done_pos)) {
+		uint64_t done = atomic_load(&w->done_pos);
+		/* Records to write: drain() returns only once it wrote every place taken before
+		 * it started, so without this a kick or a thread waiting for room would send the
+		 * writer round again and again with nothing to do, until that thread runs. */
+		bool pending = atomic_load(&w->next_pos) > done;
+
+		if (!w->stop && w->flush_pos <= done &&
+		    !(pending && (atomic_load(&w->kicked) || atomic_load(&w->space_waiters)))) {
 			struct timespec ts;
 
 			clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -242,37 +311,76 @@ static void wake_writer(struct recfile_writer *w)
 	pthread_mutex_unlock(&w->lock);
 }
 
-/* The calling thread's ring of @w, made at its first record. NULL: out of memory. */
+/* The slot where @owner's probe starts. */
+static unsigned int slot_hash(uintptr_t owner)
+{
+	/* Fibonacci hashing: pthread_t values are addresses a stack size apart (low bits equal). */
+	return (unsigned int)(((uint64_t)owner * 0x9e3779b97f4a7c15ull) >> (64 - STREAM_SLOT_BITS));
+}
+
+/*
+ * @owner's ring, or NULL if it has none yet. Any thread, no lock: a slot's owner is stored
+ * (release) after its ring, and rings are pushed (release) after their fields are set.
+ */
+static struct stream_ring *ring_find(struct recfile_writer *w, uintptr_t owner)
+{
+	unsigned int h = slot_hash(owner);
+
+	/* STREAM_SLOTS_USED < STREAM_SLOTS: a probe ends at a free slot */
+	for (;; h = (h + 1) & (STREAM_SLOTS - 1)) {
+		uintptr_t o = atomic_load_explicit(&w->slots[h].owner, memory_order_acquire);
+
+		if (o == owner)
+			return w->slots[h].ring;
+		if (!o)
+			break;
+	}
+	if (atomic_load_explicit(&w->n_slots, memory_order_relaxed) < STREAM_SLOTS_USED)
+		return NULL; /* the table had room when @owner (the caller) added its ring */
+	/* more than STREAM_SLOTS_USED threads: those beyond are in the list only */
+	for (struct stream_ring *r = atomic_load_explicit(&w->rings, memory_order_acquire); r;
+	     r = r->next)
+		if (r->owner == owner)
+			return r;
+	return NULL;
+}
+
+/*
+ * The calling thread's ring of @w, made at its first record. NULL: out of memory. The ring
+ * is found by pthread_self() (a register read; gettid() is a system call in glibc): a thread
+ * that ends leaves its ring to a later thread given the same pthread_t, which is fine, as it
+ * is then the only one writing to it.
+ */
 static struct stream_ring *thread_ring(struct recfile_writer *w)
 {
-	pthread_t self = pthread_self();
-	struct stream_ring *r;
+	uintptr_t self = (uintptr_t)pthread_self();
+	struct stream_ring *r = ring_find(w, self);
+	unsigned int h, used;
 
-	if (stream_tls.writer_id == w->id)
-		return stream_tls.ring;
+	if (r) /* the calling thread's own ring: only it adds it, below */
+		return r;
+	r = stream_alloc(alignof(struct stream_ring), sizeof(*r));
+	if (!r)
+		return NULL;
+	r->buf = malloc(STREAM_RING_BYTES);
+	if (!r->buf) {
+		free(r);
+		return NULL;
+	}
+	r->owner = self;
 	pthread_mutex_lock(&w->lock);
-	for (r = atomic_load(&w->rings); r; r = r->next)
-		if (pthread_equal(r->owner, self))
-			break;
-	if (!r) {
-		r = calloc(1, sizeof(*r));
-		if (r)
-			r->buf = malloc(STREAM_RING_BYTES);
-		if (r && !r->buf) {
-			free(r);
-			r = NULL;
-		}
-		if (r) {
-			r->owner = self;
-			r->next = atomic_load(&w->rings);
-			atomic_store_explicit(&w->rings, r, memory_order_release);
-		}
+	r->next = atomic_load(&w->rings);
+	atomic_store_explicit(&w->rings, r, memory_order_release);
+	used = atomic_load_explicit(&w->n_slots, memory_order_relaxed);
+	if (used < STREAM_SLOTS_USED) {
+		h = slot_hash(self);
+		while (atomic_load_explicit(&w->slots[h].owner, memory_order_relaxed))
+			h = (h + 1) & (STREAM_SLOTS - 1);
+		w->slots[h].ring = r;
+		atomic_store_explicit(&w->slots[h].owner, self, memory_order_release);
+		atomic_store_explicit(&w->n_slots, used + 1, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&w->lock);
-	if (r) {
-		stream_tls.writer_id = w->id;
-		stream_tls.ring = r;
-	}
 	return r;
 }
 
@@ -306,8 +414,9 @@ int recfile_stream_reserve(struct recfile_writer *w, size_t bytes, uint32_t reco
 	err = atomic_load_explicit(&w->err, memory_order_relaxed);
 	if (err)
 		return err;
-	/* The encoders bound their records so that they fit an empty block (recfile_internal.h). */
-	if (!bytes || bytes > RECFILE_BUFFER)
+	/* The encoders bound their entries below STREAM_MAX_ENTRY (recfile_internal.h); more
+	 * than STREAM_MAX_BYTES could need more than the whole ring, and wait for room forever. */
+	if (!bytes || bytes > STREAM_MAX_BYTES)
 		return -EINVAL;
 	total = (STREAM_ENTRY_HDR + bytes + 15) & ~(uint64_t)15;
 	head = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -370,11 +479,10 @@ int recfile_writer_open(int fd, struct recfile_writer **out)
 
 	if (fd < 0 || !out)
 		return -EINVAL;
-	w = calloc(1, sizeof(*w));
+	w = stream_alloc(alignof(struct recfile_writer), sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	w->fd = fd;
-	w->id = atomic_fetch_add(&stream_writer_ids, 1) + 1;
 	w->block_used = RECFILE_BLOCK_HDR;
 	put_bytes(&p, RECFILE_MAGIC, RECFILE_MAGIC_LEN);
 	put_u32(&p, RECFILE_VERSION);
@@ -471,8 +579,6 @@ int recfile_writer_close(struct recfile_writer *w)
 		free(r->buf);
 		free(r);
 	}
-	if (stream_tls.writer_id == w->id)
-		stream_tls.writer_id = 0;
 	pthread_cond_destroy(&w->progress);
 	pthread_cond_destroy(&w->wake);
 	pthread_mutex_destroy(&w->lock);

@@ -121,7 +121,8 @@ int recfile_write_user_regs(struct recfile_writer *w, const struct hvp_user_regs
 
 /**
  * recfile_write_sample_regs - append a SAMPLE record and, when @r is not NULL, its USER_REGS
- * record right after it, under one lock hold: no other thread's record comes between them.
+ * record right after it, as one entry of the calling thread's buffer with one place in the
+ * file's order: no other thread's record comes between them.
  * @r->follows must be RECFILE_SAMPLE. Return: as recfile_write_sample() and
  * recfile_write_user_regs(); nothing is written on -EINVAL.
  */

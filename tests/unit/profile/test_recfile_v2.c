@@ -1,16 +1,22 @@
 // SPDX-License-Identifier: MIT
 // Unit tests of the recording format version 2 (docs/recording-format.md): damaged blocks are
 // refused with the offset and the reason, unknown types inside a block are skipped, and records
-// from several threads come back complete and in the order the calls were made.
+// from several threads come back complete and in the order the calls were made; the writer's
+// buffers take their largest entry wherever their head is, and its thread does not spin while a
+// place is held.
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <hvprof/profile.h>
+
+#include "recfile_internal.h"
 
 #include "rec_blocks.h"
 #include "rec_helpers.h"
@@ -479,6 +485,277 @@ static int test_doc_example(void)
 	return TEST_OK;
 }
 
+/* ---- the stream's limits (profile/recfile_stream.c), through recfile_stream_reserve() */
+
+/* One record of unknown type 99 (the reader skips it), @bytes in all, straight into the stream. */
+static int put_raw(struct recfile_writer *w, size_t bytes)
+{
+	struct recfile_slot sl;
+	uint8_t *p;
+	int err = recfile_stream_reserve(w, bytes, 1, &sl);
+
+	if (err)
+		return err;
+	p = sl.p;
+	put_u32(&p, 99);
+	put_u32(&p, (uint32_t)bytes);
+	memset(p, 0xab, bytes - RECFILE_REC_HDR);
+	recfile_stream_commit(w, &sl);
+	return 0;
+}
+
+/* Records put before the largest ones, and where they leave the ring's head (256 KiB). */
+struct big_case {
+	const char *name;
+	size_t lead[3]; /* bytes of each record (0: none); an entry is 16 + bytes, rounded to 16 */
+	int flush;      /* flush before the largest records: tail = head, else the writer drains */
+};
+
+static const struct big_case big_cases[] = {
+	{ "head at 0", { 0 }, 0 },
+	{ "head at the middle", { RECFILE_STREAM_MAX_BYTES }, 0 },
+	{ "head at the middle, flushed", { RECFILE_STREAM_MAX_BYTES }, 1 },
+	{ "head 16 past the middle (the entry wraps)", { 16, RECFILE_STREAM_MAX_BYTES - 16 }, 0 },
+	{ "head 16 before the middle", { RECFILE_STREAM_MAX_BYTES - 16 }, 0 },
+	{ "head 16 before the end",
+	  { RECFILE_STREAM_MAX_BYTES, RECFILE_STREAM_MAX_BYTES - 16 }, 0 },
+	{ "head 16 before the end, flushed",
+	  { RECFILE_STREAM_MAX_BYTES, RECFILE_STREAM_MAX_BYTES - 16 }, 1 },
+	{ "head 48 past the middle", { 16, 16, RECFILE_STREAM_MAX_BYTES - 48 }, 0 },
+};
+
+/*
+ * The largest entry the stream takes fits wherever the ring's head is (the wait for room ends),
+ * and one byte more is refused: an entry of RECFILE_BUFFER bytes with the head at the middle
+ * needed more than the whole ring and waited forever.
+ */
+static int test_largest_entry(void)
+{
+	struct recfile_record *rec = malloc(sizeof(*rec));
+
+	ASSERT_TRUE(rec);
+	for (size_t c = 0; c < ARRAY_SIZE(big_cases); c++) {
+		const struct big_case *bc = &big_cases[c];
+		struct recfile_writer *w;
+		struct recfile_reader *r;
+		struct recfile_slot sl;
+		uint64_t n = 0;
+		int fd = mem_file(), ret;
+
+		ASSERT_TRUE(fd >= 0);
+		ASSERT_EQ_INT(recfile_writer_open(fd, &w), 0);
+		for (int i = 0; i < 3 && bc->lead[i]; i++, n++)
+			ASSERT_EQ_INT(put_raw(w, bc->lead[i]), 0);
+		if (bc->flush)
+			ASSERT_EQ_INT(recfile_writer_flush(w), 0);
+		ASSERT_EQ_INT(recfile_stream_reserve(w, RECFILE_BUFFER, 1, &sl), -EINVAL);
+		ASSERT_EQ_INT(recfile_stream_reserve(w, RECFILE_STREAM_MAX_BYTES + 1, 1, &sl),
+			      -EINVAL);
+		ASSERT_EQ_INT(recfile_stream_reserve(w, 0, 1, &sl), -EINVAL);
+		for (int i = 0; i < 3; i++, n++) /* the head moves round the ring */
+			ASSERT_EQ_INT(put_raw(w, RECFILE_STREAM_MAX_BYTES), 0);
+		ASSERT_EQ_INT(recfile_write_end(w, HVP_END_EXIT_DEVICE, 0), 0);
+		ASSERT_EQ_INT(recfile_writer_close(w), 0);
+		ASSERT_EQ_INT(lseek(fd, 0, SEEK_SET), 0);
+		ASSERT_EQ_INT(recfile_reader_open_fd(fd, NULL, &r, NULL, 0), 0);
+		ASSERT_EQ_INT(recfile_reader_next(r, rec), 1);
+		ASSERT_EQ_INT(rec->type, RECFILE_END);
+		ret = recfile_reader_next(r, rec);
+		if (ret != 0 || recfile_reader_skipped(r) != n) {
+			fprintf(stderr, "%s: next %d, skipped %llu of %llu\n", bc->name, ret,
+				(unsigned long long)recfile_reader_skipped(r),
+				(unsigned long long)n);
+			return TEST_FAIL;
+		}
+		recfile_reader_close(r);
+		close(fd);
+	}
+	free(rec);
+	return TEST_OK;
+}
+
+static double process_cpu_ms(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+#define HOLD_MS 200
+
+/* A thread that takes its place and is descheduled (a sleep) before it publishes the record. */
+static void *hold_place(void *p)
+{
+	struct recfile_writer *w = p;
+	struct recfile_slot sl;
+	struct timespec ts = { .tv_nsec = HOLD_MS * 1000000L };
+	uint8_t *q;
+
+	if (recfile_stream_reserve(w, 16, 1, &sl))
+		return p;
+	q = sl.p;
+	put_u32(&q, 99);
+	put_u32(&q, 16);
+	put_u64(&q, 0);
+	nanosleep(&ts, NULL);
+	recfile_stream_commit(w, &sl);
+	return NULL;
+}
+
+/*
+ * While a thread holds the next place unpublished, the records after it wait, and the writer's
+ * thread waits for it without burning a CPU: it looped on sched_yield(), 485 ms of CPU in a
+ * 500 ms hold; now it sleeps (20 us doubling up to 1 ms), a few ms. Records after it and a flush
+ * still come through in order once it publishes.
+ */
+static int test_held_place_no_spin(void)
+{
+	struct recfile_record *rec = malloc(sizeof(*rec));
+	struct timespec ts = { .tv_nsec = 20 * 1000000L };
+	struct recfile_writer *w;
+	struct recfile_reader *r;
+	pthread_t th;
+	void *res;
+	double cpu_ms;
+	int fd = mem_file(), ret, n = 0;
+
+	ASSERT_TRUE(rec && fd >= 0);
+	ASSERT_EQ_INT(recfile_writer_open(fd, &w), 0);
+	cpu_ms = process_cpu_ms();
+	ASSERT_EQ_INT(pthread_create(&th, NULL, hold_place, w), 0);
+	nanosleep(&ts, NULL); /* the holder has its place */
+	for (int i = 0; i < 100; i++) /* behind the held place */
+		ASSERT_EQ_INT(recfile_write_counter(w, "c", (uint64_t)i), 0);
+	ASSERT_EQ_INT(pthread_join(th, &res), 0);
+	ASSERT_TRUE(res == NULL);
+	ASSERT_EQ_INT(recfile_writer_flush(w), 0);
+	cpu_ms = process_cpu_ms() - cpu_ms;
+	if (cpu_ms > HOLD_MS / 4) {
+		fprintf(stderr, "%.0f ms of CPU while a place was held %d ms\n", cpu_ms, HOLD_MS);
+		return TEST_FAIL;
+	}
+	ASSERT_EQ_INT(recfile_writer_close(w), 0);
+	ASSERT_EQ_INT(lseek(fd, 0, SEEK_SET), 0);
+	ASSERT_EQ_INT(recfile_reader_open_fd(fd, NULL, &r, NULL, 0), 0);
+	while ((ret = recfile_reader_next(r, rec)) == 1) {
+		ASSERT_EQ_INT(rec->type, RECFILE_COUNTER);
+		ASSERT_EQ_U64(rec->counter.value, (uint64_t)n);
+		n++;
+	}
+	ASSERT_EQ_INT(ret, 0);
+	ASSERT_EQ_INT(n, 100);
+	ASSERT_EQ_U64(recfile_reader_skipped(r), 1); /* the held record, first */
+	recfile_reader_close(r);
+	close(fd);
+	free(rec);
+	return TEST_OK;
+}
+
+/* ---- the thread -> buffer table: one thread, two writers; more threads than its slots */
+
+/* Two writers written by one thread in turns each get their own records only. */
+static int test_two_writers_one_thread(void)
+{
+	struct recfile_record *rec = malloc(sizeof(*rec));
+	struct recfile_writer *w[2];
+	int fd[2] = { mem_file(), mem_file() };
+
+	ASSERT_TRUE(rec && fd[0] >= 0 && fd[1] >= 0);
+	ASSERT_EQ_INT(recfile_writer_open(fd[0], &w[0]), 0);
+	ASSERT_EQ_INT(recfile_writer_open(fd[1], &w[1]), 0);
+	for (int i = 0; i < 1000; i++)
+		ASSERT_EQ_INT(recfile_write_counter(w[i % 2], i % 2 ? "odd" : "even", (uint64_t)i),
+			      0);
+	for (int k = 0; k < 2; k++) {
+		struct recfile_reader *r;
+		int ret, n = 0;
+
+		ASSERT_EQ_U64(recfile_writer_records(w[k]), 500);
+		ASSERT_EQ_INT(recfile_writer_close(w[k]), 0);
+		ASSERT_EQ_INT(lseek(fd[k], 0, SEEK_SET), 0);
+		ASSERT_EQ_INT(recfile_reader_open_fd(fd[k], NULL, &r, NULL, 0), 0);
+		while ((ret = recfile_reader_next(r, rec)) == 1) {
+			ASSERT_EQ_STR(rec->counter.name, k ? "odd" : "even");
+			ASSERT_EQ_U64(rec->counter.value, (uint64_t)(2 * n + k));
+			n++;
+		}
+		ASSERT_EQ_INT(ret, 0);
+		ASSERT_EQ_INT(n, 500);
+		recfile_reader_close(r);
+		close(fd[k]);
+	}
+	free(rec);
+	return TEST_OK;
+}
+
+#define N_MANY 200 /* more than the table's 192 slots in use: the last ones are in the list */
+
+struct many_arg {
+	struct recfile_writer *w;
+	pthread_barrier_t *all_in;
+	int id;
+	int err;
+};
+
+static void *many_writer(void *p)
+{
+	struct many_arg *a = p;
+
+	a->err = recfile_write_counter(a->w, "first", (uint64_t)a->id);
+	pthread_barrier_wait(a->all_in); /* every thread alive at once, each with its ring */
+	a->err = a->err ?: recfile_write_counter(a->w, "second", (uint64_t)a->id);
+	return NULL;
+}
+
+/* Each of N_MANY live threads finds its own buffer again: per thread, "first" before "second". */
+static int test_many_threads(void)
+{
+	struct recfile_record *rec = malloc(sizeof(*rec));
+	struct many_arg *args = calloc(N_MANY, sizeof(*args));
+	pthread_t *th = calloc(N_MANY, sizeof(*th));
+	uint8_t *seen = calloc(N_MANY, 1);
+	pthread_barrier_t all_in;
+	struct recfile_writer *w;
+	struct recfile_reader *r;
+	int fd = mem_file(), ret, n = 0;
+
+	ASSERT_TRUE(rec && args && th && seen && fd >= 0);
+	ASSERT_EQ_INT(pthread_barrier_init(&all_in, NULL, N_MANY), 0);
+	ASSERT_EQ_INT(recfile_writer_open(fd, &w), 0);
+	for (int i = 0; i < N_MANY; i++) {
+		args[i] = (struct many_arg){ .w = w, .all_in = &all_in, .id = i };
+		ASSERT_EQ_INT(pthread_create(&th[i], NULL, many_writer, &args[i]), 0);
+	}
+	for (int i = 0; i < N_MANY; i++) {
+		pthread_join(th[i], NULL);
+		ASSERT_EQ_INT(args[i].err, 0);
+	}
+	ASSERT_EQ_U64(recfile_writer_records(w), 2 * N_MANY);
+	ASSERT_EQ_INT(recfile_writer_close(w), 0);
+	ASSERT_EQ_INT(lseek(fd, 0, SEEK_SET), 0);
+	ASSERT_EQ_INT(recfile_reader_open_fd(fd, NULL, &r, NULL, 0), 0);
+	while ((ret = recfile_reader_next(r, rec)) == 1) {
+		uint64_t id = rec->counter.value;
+
+		ASSERT_TRUE(id < N_MANY);
+		ASSERT_EQ_INT(seen[id], strcmp(rec->counter.name, "first") ? 1 : 0);
+		seen[id]++;
+		n++;
+	}
+	ASSERT_EQ_INT(ret, 0);
+	ASSERT_EQ_INT(n, 2 * N_MANY);
+	recfile_reader_close(r);
+	pthread_barrier_destroy(&all_in);
+	close(fd);
+	free(seen);
+	free(th);
+	free(args);
+	free(rec);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "the format document's example, byte for byte", test_doc_example },
 	{ "a corrupted block is refused, what precedes it kept", test_damaged_blocks },
@@ -486,6 +763,12 @@ static const struct test_case tests[] = {
 	{ "records of two threads taking turns keep the order of the calls",
 	  test_order_across_threads },
 	{ "threads writing at once: complete, in order, pairs adjacent", test_interleaved_threads },
+	{ "the largest entry fits wherever the buffer's head is; one byte more is refused",
+	  test_largest_entry },
+	{ "a place held unpublished: the writer's thread waits without spinning",
+	  test_held_place_no_spin },
+	{ "one thread writing to two writers in turns", test_two_writers_one_thread },
+	{ "more live threads than the buffer table's slots", test_many_threads },
 };
 
 TEST_MAIN(tests)
