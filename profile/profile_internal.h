@@ -269,7 +269,8 @@ int symbolize_pass(struct profile *p, const struct raw_stacks *raw, struct symbo
  * stacks alone go into p->stacks and p->lstacks (emptied first), in the table's order, as
  * symbolize_pass() would put them there, and become @outs[k] (profile_stacks_from_profile());
  * each table's seqtab is freed once done with. Kept samples are not supported (none may be).
- * Return: 0 and @n sets in @outs; -ENOMEM, or the symbolizer's error (no set is left).
+ * Return: 0 and @n sets in @outs; -ENOMEM, or the symbolizer's error (no set is left, and
+ * @outs is not written: the sets are built apart and copied there on success only).
  */
 int symbolize_pass_windows(struct profile *p, struct raw_stacks *raws, size_t n,
 			   struct symbolizer *sym, unsigned int max_stack,

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "addrspace.h"
 #include "profile_internal.h"
@@ -289,12 +290,16 @@ int symbolize_pass_windows(struct profile *p, struct raw_stacks *raws, size_t n,
 			   struct symbolizer *sym, unsigned int max_stack,
 			   struct profile_stacks **outs)
 {
+	/* built apart and copied to @outs on success only: the caller's array is left as it was */
+	struct profile_stacks **sets = calloc(n ? n : 1, sizeof(*sets));
 	struct pass ps;
 	uint32_t lstack;
 	size_t made = 0;
 	int err;
 
 	err = pass_init(&ps, p, NULL, sym, max_stack);
+	if (!err && !sets)
+		err = -ENOMEM;
 	for (size_t k = 0; k < n && !err; k++) {
 		/* each table alone in p->stacks, in its own order: profile_load() of that window */
 		seqtab_free(&p->stacks);
@@ -303,14 +308,17 @@ int symbolize_pass_windows(struct profile *p, struct raw_stacks *raws, size_t n,
 		for (size_t i = 0; i < raws[k].stacks.n && !err; i++)
 			err = symbolize_stack(&ps, i, &lstack);
 		if (!err)
-			err = profile_stacks_from_profile(p, &outs[k]);
+			err = profile_stacks_from_profile(p, &sets[k]);
 		made += !err;
 		seqtab_free(&raws[k].stacks); /* done with: the next window's pass needs room */
 	}
-	if (!err)
+	if (!err) {
 		pass_stats(p);
+		memcpy(outs, sets, n * sizeof(*outs));
+	}
 	pass_free(&ps);
 	while (err && made)
-		profile_stacks_free(outs[--made]);
+		profile_stacks_free(sets[--made]);
+	free(sets);
 	return err;
 }
