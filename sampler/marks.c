@@ -195,8 +195,14 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		 * one is being torn down: begin_new_exec -> mmput -> exit_mmap) while pt_regs
 		 * still hold the old program's registers, the mark's own: its walk is kept, and
 		 * the return (other registers: the new program's) emits it. */
-		if (mk->mm != req->mm && !mk->exiting && !req->exiting)
+		if (mk->mm != req->mm && !mk->exiting && !req->exiting) {
 			sv->c.marks_execve_kept++;
+			/* sampled running past the switch: its timeout starts again. Expiry is
+			 * for a thread that does not return; this one returns when the exec is
+			 * done (tearing a large mm down takes longer than the timeout), and an
+			 * expired mark would leave the rest of the stay without its walk. */
+			mk->t_ns = req->now_ns ? req->now_ns : vmm_now_ns();
+		}
 		mk->exiting |= req->exiting;
 		cookie = mk->cookie;
 		sv->c.marks_reused++;

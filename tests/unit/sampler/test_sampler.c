@@ -252,10 +252,16 @@ static int test_execve(void)
 	sv = &f.s->vcpus[0];
 	req = req_of(&f, FK_PID, &f.entry);
 	req.mm = old_mm;
-	c1 = marks_take(sv, &req); /* bprm_execve, before exec_mmap */
+	req.now_ns = vmm_now_ns() - 5000000; /* bprm_execve, before exec_mmap, 5 ms ago */
+	c1 = marks_take(sv, &req);
+	req.now_ns = 0;
 	req.mm = f.fk.mm_kva;
 	req.execve = true; /* exit_mmap of the old mm: the new one has no code range yet */
 	ASSERT_EQ_U64(marks_take(sv, &req), c1);
+	/* sampled running past the switch: not expired (the timeout is 1 ms) */
+	for (unsigned int i = 0; i < MARKS_MAX; i++)
+		marks_expire(sv, vmm_now_ns());
+	ASSERT_EQ_INT(n_recs, 0);
 	req.execve = false; /* load_elf_binary set the code range, start_thread not yet */
 	ASSERT_EQ_U64(marks_take(sv, &req), c1);
 	ASSERT_EQ_U64(sv->c.marks_execve_kept, 2);
