@@ -16,8 +16,11 @@
 #                                              # 4 boots of the base (wb1..wb4), 2 each of burn_a
 #                                              # 10%, 25%, 50% slower (ws10a/b, ws25a/b, ws50a/b),
 #                                              # record --repeat N each (default 10)
-#        diff_rates.sh work-diff HVPROF DIR    # their comparisons: every side's runs from
-#                                              # different boots where it has several
+#        diff_rates.sh work-diff HVPROF DIR    # their comparisons: 1 vs 1 (FACTORS='2 3.5': at
+#                                              # those --noise-factor values), 3 vs 3 with each
+#                                              # side's runs from several boots, 10 vs 10 (a
+#                                              # recording a side); "caught": exit 1 with the
+#                                              # slowed function the first regression
 #
 # The slowdown: cpu_phase() runs CPU_SECONDS (the demo's first argument), so 'hvprof-demo 5 2'
 # is cpu_phase() (burn_a and burn_b under it) taking 25% longer than in 'hvprof-demo 4 2', the
@@ -80,10 +83,18 @@ PY
 	fi
 	echo "$label expect=$expect exit=$rc $first"
 	if [ "$rc" = 1 ]; then alarms=$((alarms + 1)); fi
+	case "$first" in # caught: the gate failed and named the slowed function first
+	self:burn_a_* | total:burn_a_* | total:cpu_phase_*) [ "$rc" = 1 ] && caught=$((caught + 1)) ;;
+	esac
 	if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then errors=$((errors + 1)); fi
 }
 
-summary() { echo "## $1: $alarms alarms (exit 1) of $2 trials, $errors errors"; }
+summary() {
+	echo "## $1: $alarms alarms (exit 1) of $2 trials, $caught caught (exit 1, the slowed" \
+		"function first), $errors errors"
+	caught=0
+}
+caught=0
 
 w() { echo "$dir/$1.data#$2"; } # window N of recording NAME
 
@@ -196,15 +207,46 @@ work-record)
 	;;
 work-diff)
 	echo "# host load at the start: $(load)"
-	echo "== fixed work, identical, 1 vs 1, two boots (false alarms)"
+	for f in ${FACTORS:-default}; do
+	nf=() && [ "$f" != default ] && nf=(--noise-factor "$f")
+	echo "== fixed work, identical, 1 vs 1, two boots (false alarms), noise factor $f"
 	alarms=0 errors=0
 	for ((k = 1; k <= 5; k++)); do
-		compare "1v1 wb1#$k/wb2#$k" 0 "$(w wb1 "$k")" "$(w wb2 "$k")"
-		compare "1v1 wb3#$k/wb4#$k" 0 "$(w wb3 "$k")" "$(w wb4 "$k")"
-		compare "1v1 wb1#$((k + 5))/wb3#$((k + 5))" 0 "$(w wb1 $((k + 5)))" "$(w wb3 $((k + 5)))"
-		compare "1v1 wb2#$((k + 5))/wb4#$((k + 5))" 0 "$(w wb2 $((k + 5)))" "$(w wb4 $((k + 5)))"
+		compare "1v1 wb1#$k/wb2#$k" 0 "${nf[@]}" "$(w wb1 "$k")" "$(w wb2 "$k")"
+		compare "1v1 wb3#$k/wb4#$k" 0 "${nf[@]}" "$(w wb3 "$k")" "$(w wb4 "$k")"
+		compare "1v1 wb1#$((k + 5))/wb3#$((k + 5))" 0 "${nf[@]}" "$(w wb1 $((k + 5)))" \
+			"$(w wb3 $((k + 5)))"
+		compare "1v1 wb2#$((k + 5))/wb4#$((k + 5))" 0 "${nf[@]}" "$(w wb2 $((k + 5)))" \
+			"$(w wb4 $((k + 5)))"
 	done
-	summary "fixed work, 1 vs 1, identical, two boots" 20
+	summary "fixed work, 1 vs 1, identical, two boots, noise factor $f" 20
+	for s in 10 25 50; do
+		echo "== fixed work, burn_a $s% slower, 1 vs 1 (detection), noise factor $f"
+		alarms=0 errors=0
+		for ((k = 1; k <= 5; k++)); do
+			compare "1v1 wb1#$k/ws${s}a#$k" 1 "${nf[@]}" "$(w wb1 "$k")" "$(w "ws${s}a" "$k")"
+			compare "1v1 wb3#$((k + 5))/ws${s}b#$((k + 5))" 1 "${nf[@]}" \
+				"$(w wb3 $((k + 5)))" "$(w "ws${s}b" $((k + 5)))"
+		done
+		summary "fixed work, 1 vs 1, burn_a $s% slower, noise factor $f" 10
+	done
+	done
+	echo "== fixed work, 10 vs 10: record --repeat 10, one boot a side (false alarms)"
+	alarms=0 errors=0
+	for p in "wb1 wb2" "wb3 wb4" "wb1 wb3" "wb2 wb4" "wb1 wb4" "wb2 wb3" "wb2 wb1" "wb4 wb3"; do
+		set -- $p
+		compare "10v10 $1/$2" 0 "$dir/$1.data" "$dir/$2.data"
+	done
+	summary "fixed work, 10 vs 10, identical, one boot a side" 8
+	for s in 10 25 50; do
+		echo "== fixed work, burn_a $s% slower, 10 vs 10 (detection)"
+		alarms=0 errors=0
+		for b in wb1 wb2 wb3 wb4; do
+			compare "10v10 $b/ws${s}a" 1 "$dir/$b.data" "$dir/ws${s}a.data"
+			compare "10v10 $b/ws${s}b" 1 "$dir/$b.data" "$dir/ws${s}b.data"
+		done
+		summary "fixed work, 10 vs 10, burn_a $s% slower" 8
+	done
 	echo "== fixed work, identical, 1 vs 1, one boot (false alarms)"
 	alarms=0 errors=0
 	for b in 1 2; do
@@ -237,14 +279,6 @@ work-diff)
 	done
 	summary "fixed work, 3 vs 3, identical, one boot a side" 10
 	for s in 10 25 50; do
-		echo "== fixed work, burn_a $s% slower, 1 vs 1 (detection)"
-		alarms=0 errors=0
-		for ((k = 1; k <= 5; k++)); do
-			compare "1v1 wb1#$k/ws${s}a#$k" 1 "$(w wb1 "$k")" "$(w "ws${s}a" "$k")"
-			compare "1v1 wb3#$((k + 5))/ws${s}b#$((k + 5))" 1 "$(w wb3 $((k + 5)))" \
-				"$(w "ws${s}b" $((k + 5)))"
-		done
-		summary "fixed work, 1 vs 1, burn_a $s% slower" 10
 		echo "== fixed work, burn_a $s% slower, 3 vs 3, base from three boots, new from two"
 		alarms=0 errors=0
 		for ((k = 1; k <= 5; k++)); do

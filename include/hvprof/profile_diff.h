@@ -158,7 +158,7 @@ void profile_stacks_free(struct profile_stacks *s);
 #define PROFILE_DIFF_MIN_SAMPLES 10 /* default --min-samples: see docs/diff.md */
 #define PROFILE_DIFF_THRESHOLD 5.0  /* default --threshold, percent of the BASE share */
 #define PROFILE_DIFF_Z 3.0          /* the least |z| a change needs (see profile_diff_compute) */
-#define PROFILE_DIFF_RUN_FACTOR 2.0 /* one run a side: sampling se x this (docs/diff.md) */
+#define PROFILE_DIFF_RUN_FACTOR 3.0 /* one run a side: sampling se x this (docs/diff.md) */
 #define PROFILE_DIFF_MAX_RUNS 128   /* most runs a side (record --repeat: up to 100 in a file) */
 #define PROFILE_DIFF_MIN_RUN_SAMPLES 1000 /* fewer in a recording's window: broken (docs/diff.md) */
 

@@ -258,11 +258,11 @@ for what, grouped, alone in (
 fb, fn, fbig = (os.path.join(work, n) for n in ("gate-base.folded", "gate-new.folded",
                                                   "gate-big.folded"))
 with open(fb, "w") as f:
-    f.write("app;main;f 9000\napp;main;g 1000\n")
+    f.write("app;main;f 90000\napp;main;g 10000\n")
 with open(fn, "w") as f:
-    f.write("app;main;f 9000\napp;main;g 1000\napp;main;tiny 60\n")
+    f.write("app;main;f 90000\napp;main;g 10000\napp;main;tiny 600\n")
 with open(fbig, "w") as f:
-    f.write("app;main;f 9000\napp;main;g 1000\napp;main;tiny 250\n")
+    f.write("app;main;f 90000\napp;main;g 10000\napp;main;tiny 2500\n")
 code, out, err = run("--format", "json", "--fail-on-regression", "10", fb, fn)
 reported = code in (0, 1) and any(e["name"] == "tiny" for e in json.loads(out)["regressions"])
 check("a new function at 0.6% of NEW is reported, and does not fail the gate (default 1%)",

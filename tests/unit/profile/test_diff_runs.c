@@ -178,7 +178,7 @@ static int test_one_run_factor(void)
 	profile_diff_entries(d, 1, &cnt);
 	ASSERT_EQ_U64(cnt, 0);
 	ASSERT_EQ_INT(profile_diff_write(d, "a.data", "b.data", 0, &ts), 0);
-	ASSERT_TRUE(strstr(txt.s, "# Run-to-run noise is unknown with one run a side: t = z / 2.00"));
+	ASSERT_TRUE(strstr(txt.s, "# Run-to-run noise is unknown with one run a side: t = z / 3.00"));
 	o.run_noise_factor = 0.5;
 	profile_diff_free(d);
 	d = NULL;

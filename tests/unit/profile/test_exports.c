@@ -167,8 +167,11 @@ static int test_diff_table(void)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(diff_cases); i++) {
 		const struct diff_case *c = &diff_cases[i];
+		/* the sampling test's rules alone: one run a side has its own factor
+		 * (profile-diff-runs) */
 		struct profile_diff_options o = { .size = sizeof(o), .min_samples = c->min_samples,
-						  .threshold_pct = c->threshold };
+						  .threshold_pct = c->threshold,
+						  .run_noise_factor = 1 };
 		struct profile_stacks *b = NULL, *n = NULL;
 		struct profile_diff *d = NULL;
 		double worst;
@@ -200,11 +203,12 @@ static int test_diff_output(void)
 	struct profile_sink ts = { .write = str_sink_write, .ctx = &txt };
 	struct profile_sink jss = { .write = str_sink_write, .ctx = &js };
 	struct profile_sink ss = { .write = str_sink_write, .ctx = &svg };
+	struct profile_diff_options o = { .size = sizeof(o), .run_noise_factor = 1 };
 	struct profile_diff *d = NULL;
 
 	ASSERT_EQ_INT(parse_text(base, strlen(base), &b, NULL, 0), 0);
 	ASSERT_EQ_INT(parse_text(new_, strlen(new_), &n, NULL, 0), 0);
-	ASSERT_EQ_INT(profile_diff_compute(b, n, NULL, &d), 0);
+	ASSERT_EQ_INT(profile_diff_compute(b, n, &o, &d), 0);
 	ASSERT_EQ_INT(profile_diff_write(d, "before.data", "after.data", 0, &ts), 0);
 	ASSERT_TRUE(strstr(txt.s, "# BASE: before.data (2000 samples, 2 stacks)\n"));
 	ASSERT_TRUE(strstr(txt.s, "# NEW:  after.data (2600 samples, 2 stacks)\n"));
