@@ -216,8 +216,14 @@ m = re.search(r"Deferred vs eager: (\d+) of (\d+) deferred user chains equal", r
 same, compared = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 check("deferred and eager give the same user chains on >= 99.9% of kernel entries",
       compared >= 200 and same >= 0.999 * compared, m.group(0) if m else "no such report line")
+# A sanity check beside the ground truths above: the share of chains libdw ends at the outermost
+# frame (the rest mostly end in a libdw error past the entry point) depends on the mix of
+# programs: ~80% of hvprof-distro's, ~67% of python3's. The distro runs for a fixed wall-clock
+# time and python3 for a fixed amount of work, so a loaded host gives python3 more of the chains:
+# 83% of all on a quiet host, 76-80% on a loaded one (8 recordings). 70% still fails a DWARF
+# unwinder that stops early.
 m = re.search(r"DWARF unwinding: (\d+) user chains \(ended: (\d+) at the outermost", rep)
 check("most DWARF chains end at the outermost frame",
-      m is not None and int(m.group(2)) >= 0.8 * int(m.group(1)), m.group(0) if m else "")
+      m is not None and int(m.group(2)) >= 0.7 * int(m.group(1)), m.group(0) if m else "")
 print("\n".join(l for l in rep.splitlines() if l.startswith("#"))[:4000])
 checks.finish()
