@@ -321,7 +321,7 @@ static void resolve_from_entry(struct svcpu *sv, const struct mark *mk)
 						    .vcpu = sv->index, .stop = HVP_WALK_EXECVE };
 
 			sampler_emit_user_stack(sv, &u, NULL);
-			sv->c.user_execve++;
+			sv->c.dropped_no_regs++; /* every mark ends in one resolved_ or dropped_ */
 		}
 		return;
 	}

@@ -142,7 +142,8 @@ struct sampler_config {
 	X(user_execve)          /* user parts lost: pt_regs of a program execve replaced */     \
 	X(dropped_table_full)   /* no free mark: walked eagerly instead */                      \
 	X(dropped_exited)       /* the task was gone when the mark was resolved */              \
-	X(dropped_no_regs)      /* a mark whose entry registers could not be read */            \
+	X(dropped_no_regs)      /* a mark whose entry registers could not be read (or, marked \
+				 * in the entry window, whose task execve moved to a new mm) */  \
 	X(traps_hit)            /* return-to-user breakpoint hits */                            \
 	X(traps_no_mark)        /* hits whose thread had no mark */                             \
 	X(traps_to_kernel)      /* iretq hits returning to kernel mode */                       \

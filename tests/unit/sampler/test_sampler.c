@@ -306,7 +306,7 @@ static int test_execve(void)
 	ASSERT_EQ_U64(recs[2].cookie, c1);
 	ASSERT_EQ_INT(recs[2].stop, HVP_WALK_EXECVE);
 	ASSERT_EQ_INT(recs[2].n, 0);
-	ASSERT_EQ_U64(sv->c.user_execve, 2);
+	ASSERT_EQ_U64(sv->c.dropped_no_regs, 1);
 	ret = TEST_OK;
 fini:
 	fixture_fini(&f);
