@@ -5,7 +5,8 @@ Debian image recording `hvprof-distro` (PIE, its hot code in libhvdistro.so.1, a
 from libc, built without frame pointers) with `--call-graph dwarf --callchain-mode both`.
 
 Checks:
-- >= 99% of the workload's user-mode samples have a chain that reaches `main` (and `_start`);
+- >= 99% of the workload's user-mode samples have a chain that reaches `main` (and `_start`), or
+  stand on ld.so's entry point `_dl_start_user` (the start-up before main);
 - the shares of its two phases (checksum_phase, sort_phase) within 4 percentage points of what
   the workload measured of itself (CLOCK_MONOTONIC around each unit of work);
 - the frames are named in their DSOs: hvprof-distro, libhvdistro.so.1, libc.so.6, including
@@ -83,7 +84,7 @@ if not truth or not os.path.exists(data):
 # The chains as every reader shows them (folded: comm;root;...;leaf COUNT, kernel frames _[k]).
 code, folded, err = hvtest.hv(HVPROF, "flamegraph", "-i", data, "--format", "folded", timeout=600)
 check("folded export works", code == 0 and folded, err.strip()[-2000:])
-user_total = user_main = user_start = 0
+user_total = user_main = user_start = user_ldso = 0
 phase = {"checksum": 0, "sort": 0}
 funcs = {}
 for line in folded.splitlines():
@@ -104,12 +105,20 @@ for line in folded.splitlines():
     user_total += n
     user_main += n if "main" in frames else 0
     user_start += n if "_start" in frames else 0
-share_main = user_main / user_total if user_total else 0
-check(">= 99% of the workload's user samples reach main",
+    # the dynamic loader's start-up, before main: ld.so's entry point is _dl_start_user
+    user_ldso += n if frames[1:2] == ["_dl_start_user"] else 0
+# Samples before main (ld.so relocating and loading the libraries, a fixed ~25) are correct
+# chains that cannot reach main: the distro runs for a fixed wall-clock time, so on a loaded host
+# it gets as few as ~1 450 user samples and those 25 are 1.6% of them. Both kinds are checked:
+# main reached, or standing on ld.so's entry point.
+share_main = (user_main + user_ldso) / user_total if user_total else 0
+check(">= 99% of the workload's user samples reach main (or run in ld.so's start-up)",
       user_total >= 1000 and share_main >= 0.99,
-      f"{user_main}/{user_total} = {100 * share_main:.2f}% (reach _start: {user_start})")
-check("... and stand on _start", user_total and user_start / user_total >= 0.99,
-      f"{user_start}/{user_total}")
+      f"{user_main} + {user_ldso} in ld.so's start-up of {user_total} = "
+      f"{100 * share_main:.2f}% (reach _start: {user_start})")
+check("... and stand on an entry point (_start, ld.so's _dl_start_user)",
+      user_total and (user_start + user_ldso) / user_total >= 0.99,
+      f"{user_start} + {user_ldso} of {user_total}")
 both = phase["checksum"] + phase["sort"]
 want_ck = float(truth.group(1))
 got_ck = 100.0 * phase["checksum"] / both if both else 0.0
