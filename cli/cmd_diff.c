@@ -17,15 +17,6 @@
 
 #include "cli.h"
 
-/*
- * --fail-min-share's default, percent of NEW: a regression of a function smaller than this costs
- * the window less than that whatever its relative growth, and the smallest entries are those
- * whose presence differs between boots for reasons of their own (docs/diff.md "Measured rates":
- * init's copy-on-write fault at 0.07% of the window, in every window of one boot, none of the
- * other).
- */
-#define DIFF_FAIL_MIN_SHARE 1.0
-
 static void diff_usage(void)
 {
 	printf("usage: hvprof diff [OPTIONS] BASE NEW\n"
@@ -64,7 +55,7 @@ static void diff_usage(void)
 	       "  Exit: 0 done, 1 regression (--fail-on-regression), 2 usage, 3 error.\n"
 	       "  docs/diff.md explains the test and the defaults.\n",
 	       PROFILE_DIFF_MAX_RUNS, PROFILE_DIFF_RUN_FACTOR, PROFILE_DIFF_MIN_RUN_SAMPLES,
-	       PROFILE_DIFF_MIN_SAMPLES, PROFILE_DIFF_THRESHOLD, DIFF_FAIL_MIN_SHARE);
+	       PROFILE_DIFF_MIN_SAMPLES, PROFILE_DIFF_THRESHOLD, PROFILE_DIFF_FAIL_MIN_SHARE);
 }
 
 /* Parse a percentage (0..1e6) into *@out; 0 or -EINVAL. */
@@ -438,21 +429,15 @@ static int load_sides(struct diff_sides *ds, const struct profile_options *po)
 
 /*
  * EXIT_REGRESSION (said on stderr) when a reported function's share grew by --fail-on-regression
- * or more and it holds at least --fail-min-share of NEW.
+ * or more and it holds at least --fail-min-share of NEW (profile_diff_worst_regression()).
  */
-static int regression_status(const struct profile_diff *d, double fail_pct, double min_share)
+static int regression_status(const struct profile_diff *d, double fail_pct)
 {
-	const struct profile_diff_entry *e;
-	double worst = 0;
-	size_t n;
+	double worst;
 
 	if (fail_pct < 0)
 		return EXIT_OK;
-	e = profile_diff_entries(d, 1, &n);
-	for (size_t i = 0; i < n; i++)
-		if (e[i].kind != PROFILE_DIFF_STACK && e[i].new_share >= min_share &&
-		    e[i].change_pct > worst)
-			worst = e[i].change_pct;
+	worst = profile_diff_worst_regression(d);
 	if (worst <= 0 || worst < fail_pct)
 		return EXIT_OK;
 	if (isinf(worst))
@@ -481,7 +466,7 @@ struct diff_cmd {
 	struct profile_diff_options dopt;
 	struct diff_sides ds;
 	const char *svg, *svg_rev;
-	double fail_pct, fail_min_share;
+	double fail_pct;
 	int json;
 };
 
@@ -508,8 +493,18 @@ static int diff_opt(struct diff_cmd *dc, int c, const char *arg)
 		return parse_pct("--threshold", arg, &dc->dopt.threshold_pct);
 	case 3:
 		return parse_pct("--fail-on-regression", arg, &dc->fail_pct);
-	case 14:
-		return parse_pct("--fail-min-share", arg, &dc->fail_min_share);
+	case 14: {
+		double v = 0;
+		int err = parse_pct("--fail-min-share", arg, &v);
+
+		if (!err && v > 100) {
+			cli_error("--fail-min-share '%s': want a percent of NEW, 0 to 100", arg);
+			err = -EINVAL;
+		}
+		/* 0 means the default to the library: ask for "every function" instead */
+		dc->dopt.fail_min_share_pct = v > 0 ? v : -1;
+		return err;
+	}
 	case 'f':
 		dc->json = !strcmp(arg, "json");
 		if (!dc->json && strcmp(arg, "text")) {
@@ -620,7 +615,7 @@ static int diff_run(struct diff_cmd *dc)
 	so.reverse = 1;
 	if (dc->svg_rev && write_svg(dc->svg_rev, sides[0], sides[1], &so))
 		goto out;
-	status = regression_status(d, dc->fail_pct, dc->fail_min_share);
+	status = regression_status(d, dc->fail_pct);
 out:
 	profile_diff_free(d);
 	return status;
@@ -660,7 +655,6 @@ int cmd_diff(int argc, char **argv)
 	dc->po.size = sizeof(dc->po);
 	dc->dopt = (struct profile_diff_options){ .size = sizeof(dc->dopt), .threshold_pct = -1 };
 	dc->fail_pct = -1;
-	dc->fail_min_share = DIFF_FAIL_MIN_SHARE;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "f:k:h", opts, NULL)) != -1) {
 		err = diff_opt(dc, c, optarg);

@@ -357,6 +357,7 @@ static int cmp_entry(const void *a, const void *b)
 static int diff_setup(struct profile_diff *d, const struct profile_diff_options *opts)
 {
 	double thr = OPT(opts, threshold_pct, -1.0), rf = OPT(opts, run_noise_factor, 0.0);
+	double ms = OPT(opts, fail_min_share_pct, 0.0);
 
 	d->min_samples = OPT(opts, min_samples_set, 0) ? OPT(opts, min_samples, 0)
 			 : OPT(opts, min_samples, 0)   ? OPT(opts, min_samples, 0)
@@ -364,6 +365,9 @@ static int diff_setup(struct profile_diff *d, const struct profile_diff_options 
 	d->threshold = thr < 0 ? PROFILE_DIFF_THRESHOLD : thr;
 	d->max_rows = OPT(opts, max_rows, 0) ? OPT(opts, max_rows, 0) : 20;
 	d->run_factor = rf == 0 ? PROFILE_DIFF_RUN_FACTOR : rf;
+	d->fail_min_share = ms == 0 ? PROFILE_DIFF_FAIL_MIN_SHARE : ms < 0 ? -1 : ms;
+	if (!(d->fail_min_share <= 100))
+		return -EINVAL;
 	return d->run_factor >= 1 && d->run_factor <= 1000 ? 0 : -EINVAL;
 }
 
@@ -467,7 +471,8 @@ double profile_diff_worst_regression(const struct profile_diff *d)
 	double worst = 0;
 
 	for (size_t i = 0; d && i < d->n_reg; i++)
-		if (d->reg[i].kind != PROFILE_DIFF_STACK && d->reg[i].change_pct > worst)
+		if (d->reg[i].kind != PROFILE_DIFF_STACK && d->reg[i].change_pct > worst &&
+		    d->reg[i].new_share >= d->fail_min_share)
 			worst = d->reg[i].change_pct;
 	return worst;
 }

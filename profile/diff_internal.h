@@ -51,6 +51,7 @@ struct profile_diff {
 	double alpha;    /* the p an entry needs under the moderated t test (diff_alpha()) */
 	struct diff_prior prior; /* the dispersions' prior, with two runs or more on a side */
 	double run_factor; /* one run a side: the sampling se is multiplied by this */
+	double fail_min_share; /* worst_regression: functions with less of NEW (percent) skipped */
 	double max_abs_z;  /* the largest sampling |z| of a tested entry (how far noise went) */
 	size_t tested;   /* entries with enough samples, i.e. tested against noise */
 	unsigned int max_rows;

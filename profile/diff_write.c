@@ -170,7 +170,9 @@ static void write_json(struct outbuf *ob, const struct profile_diff *d,
 		outbuf_puts(ob, i ? "," : "");
 		json_string(ob, notes[i]);
 	}
-	outbuf_puts(ob, "],\"worst_regression_pct\":");
+	outbuf_puts(ob, "],\"fail_min_share_pct\":");
+	json_double(ob, d->fail_min_share < 0 ? 0 : d->fail_min_share);
+	outbuf_puts(ob, ",\"worst_regression_pct\":");
 	json_double(ob, profile_diff_worst_regression(d));
 	outbuf_printf(ob, ",\"worst_regression_is_new_function\":%s,\"regressions\":[",
 		      isinf(profile_diff_worst_regression(d)) ? "true" : "false");

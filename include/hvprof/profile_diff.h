@@ -161,6 +161,7 @@ void profile_stacks_free(struct profile_stacks *s);
 #define PROFILE_DIFF_RUN_FACTOR 3.0 /* one run a side: sampling se x this (docs/diff.md) */
 #define PROFILE_DIFF_MAX_RUNS 128   /* most runs a side (record --repeat: up to 100 in a file) */
 #define PROFILE_DIFF_MIN_RUN_SAMPLES 1000 /* fewer in a recording's window: broken (docs/diff.md) */
+#define PROFILE_DIFF_FAIL_MIN_SHARE 1.0 /* default --fail-min-share, percent of NEW (docs/diff.md) */
 
 /**
  * struct profile_diff_options - @size: sizeof(struct profile_diff_options).
@@ -174,6 +175,9 @@ void profile_stacks_free(struct profile_stacks *s);
  *   standard error is multiplied by this before the test (0: PROFILE_DIFF_RUN_FACTOR; 1: none;
  *   docs/diff.md says how the default was chosen). Unused with two runs or more on a side,
  *   where the runs measure it.
+ * @fail_min_share_pct: profile_diff_worst_regression() considers only functions holding at
+ *   least this percent of NEW (0: default PROFILE_DIFF_FAIL_MIN_SHARE; < 0: every function);
+ *   smaller ones are still reported. At most 100.
  */
 struct profile_diff_options {
 	size_t size;
@@ -182,6 +186,7 @@ struct profile_diff_options {
 	unsigned int max_rows;
 	int min_samples_set;
 	double run_noise_factor;
+	double fail_min_share_pct;
 };
 
 /* What a diff entry is about. */
@@ -258,7 +263,8 @@ const struct profile_diff_entry *profile_diff_entries(const struct profile_diff 
 
 /**
  * profile_diff_worst_regression - the largest @change_pct among reported function
- * regressions (self or total), or 0 when there is none (+INFINITY for a new function).
+ * regressions (self or total) that hold at least the options' @fail_min_share_pct of NEW, or 0
+ * when there is none (+INFINITY for a new function): what --fail-on-regression compares.
  */
 double profile_diff_worst_regression(const struct profile_diff *d);
 

@@ -264,17 +264,26 @@ with open(fn, "w") as f:
 with open(fbig, "w") as f:
     f.write("app;main;f 90000\napp;main;g 10000\napp;main;tiny 2500\n")
 code, out, err = run("--format", "json", "--fail-on-regression", "10", fb, fn)
-reported = code in (0, 1) and any(e["name"] == "tiny" for e in json.loads(out)["regressions"])
+dj = json.loads(out) if code in (0, 1) else {}
+reported = any(e["name"] == "tiny" for e in dj.get("regressions", []))
 check("a new function at 0.6% of NEW is reported, and does not fail the gate (default 1%)",
       code == 0 and reported, f"exit {code} {err.strip()}")
+check("... and the JSON's worst regression is the gate's (none), with the share it used",
+      dj.get("worst_regression_pct") == 0 and dj.get("fail_min_share_pct") == 1
+      and dj.get("worst_regression_is_new_function") is False, str(dj)[:300])
 code, out, err = run("--fail-on-regression", "10", "--fail-min-share", "0.5", fb, fn)
 check("... it does with --fail-min-share 0.5", code == 1 and "new function" in err,
       f"exit {code} {err.strip()}")
 code, out, err = run("--fail-on-regression", "10", fb, fbig)
 check("a new function at 2.4% of NEW fails the gate at the default", code == 1,
       f"exit {code} {err.strip()}")
-code, out, err = run("--fail-min-share", "x", fb, fn)
-check("a bad --fail-min-share is a usage error naming it",
-      code == 2 and "--fail-min-share 'x'" in err, f"exit {code} {err.strip()}")
+for bad in ("x", "101"):
+    code, out, err = run("--fail-min-share", bad, fb, fn)
+    check(f"a bad --fail-min-share ({bad}) is a usage error naming it",
+          code == 2 and f"--fail-min-share '{bad}'" in err, f"exit {code} {err.strip()}")
+code, out, err = run("--format", "json", "--fail-on-regression", "10", "--fail-min-share", "0",
+                     fb, fn)
+check("--fail-min-share 0: every function counts", code == 1 and
+      json.loads(out).get("worst_regression_is_new_function") is True, f"exit {code}")
 
 sys.exit(1 if failures else 0)
