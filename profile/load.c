@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Loading a recording: records to raw samples. Tracks the comm per pid and the address space
-// per tgid (addrspace.c), joins deferred user stacks to kernel samples by cookie, and aggregates
-// raw stacks; symbolize_pass.c then turns the distinct raw stacks into the profile's stacks.
+// per tgid (addrspace.c), holds the records a USER_REGS completes (user_unwind.c), has
+// load_join.c join deferred user stacks to kernel samples by cookie, and aggregates raw stacks;
+// symbolize_pass.c then turns the distinct raw stacks into the profile's stacks.
 #define pr_fmt(fmt) "profile: " fmt
 
 #include <errno.h>
@@ -13,90 +14,8 @@
 #include <hvprof/log.h>
 #include <hvprof/profile.h>
 
-#include "addrspace.h"
-#include "profile_internal.h"
+#include "load_internal.h"
 #include "user_unwind.h"
-
-/*
- * A deferred kernel sample waiting for the USER_STACK with its cookie. @as: RAW_AS of the
- * address space the cookie's user walk belongs to: the one current at the cookie's first
- * SAMPLE (the mark's creation, when the sampler made its walk from the entry registers), not
- * the one current when the USER_STACK arrives: an execve during the stay in the kernel makes
- * the new program's address space current before the old program's walk is emitted.
- */
-struct pending {
-	struct pending *next;
-	uint64_t as;
-	int32_t pid, tgid;
-	uint32_t comm;
-	uint32_t vcpu;
-	uint64_t time_ns;
-	uint64_t period;
-	uint8_t cpl, flags;
-	uint16_t n_kernel;
-	uint64_t ips[];
-};
-
-/* A USER_STACK that came before any sample with its cookie (kept in case one follows). */
-struct early_us {
-	struct early_us *next;
-	int32_t pid;
-	uint8_t stop;
-	uint16_t n_user;
-	int claimed;
-	uint64_t ips[];
-};
-
-struct loader {
-	struct profile *p;
-	struct u64map comm_of_pid;   /* pid -> comm strpool id */
-	struct as_table ast;         /* the address spaces, by tgid */
-	struct raw_stacks raw;
-	struct sym_config cfg;
-	struct symbolizer *sym;      /* created by loader_symbolizer() */
-	struct u64map pending;       /* cookie -> struct pending * (list head) */
-	struct u64map early;         /* cookie -> struct early_us * (list head) */
-	int keep_samples;
-	uint64_t key[RAW_MAX];
-	/* --call-graph recordings: the SAMPLE or USER_STACK just read, held until the next record
-	 * says whether a USER_REGS completes it (docs/recording-format.md: always the next one) */
-	int hold;                    /* -1 not known yet, 0 no call_graph META, 1 hold */
-	int has_held;
-	struct recfile_record *held;
-	struct u64map tgid_of_pid;   /* pid -> tgid (THREAD records): a USER_STACK's process */
-	struct user_unwind *uu;      /* created at the first USER_REGS */
-	struct sample_filter filter; /* profile_options' filters: asked by add_raw() */
-	/* profile_load_windows_fd(): the kept samples of window k go to win_raw[k], not raw */
-	const struct profile_time_window *wins;
-	size_t n_wins;
-	struct raw_stacks *win_raw;
-};
-
-/*
- * One complete sample (its user part known: walked, joined, or lost) on its way to the raw
- * table: @kips/@uips innermost first (NULL when their count is 0), @lost RAW_LOST_*, @as
- * RAW_AS; @deferred its user part was deferred, @joined and found in a USER_STACK.
- */
-struct raw_sample {
-	uint32_t comm;
-	int32_t pid, tgid;
-	uint64_t as, lost;
-	int trunc;
-	const uint64_t *kips, *uips;
-	unsigned int n_kernel, n_user;
-	uint64_t period, time_ns;
-	uint32_t vcpu;
-	uint8_t cpl, flags;
-	int deferred, joined;
-};
-
-/* The list of @cookie in @m (pending samples or early user stacks), or NULL. */
-static void *list_head(const struct u64map *m, uint64_t cookie)
-{
-	uint64_t val;
-
-	return u64map_get(m, cookie, &val) ? NULL : (void *)(uintptr_t)val;
-}
 
 static int thread_comm(struct loader *ld, int32_t pid, uint8_t flags, uint32_t *comm)
 {
@@ -190,7 +109,7 @@ static int in_any_window(const struct loader *ld, uint64_t time_ns)
  * --kernel-only/--user-only, only the kernel/user part of its callchain); with time windows,
  * into the table of each window it is in.
  */
-static int add_raw(struct loader *ld, const struct raw_sample *in)
+int loader_add_raw(struct loader *ld, const struct raw_sample *in)
 {
 	struct raw_sample rs = *in;
 	uint64_t *k = ld->key;
@@ -240,8 +159,8 @@ static int add_raw(struct loader *ld, const struct raw_sample *in)
 }
 
 /* The raw_sample of the SAMPLE record @s with thread comm @comm (its own user part, if any). */
-static struct raw_sample raw_of_sample(struct loader *ld, const struct hvp_sample *s,
-				       uint32_t comm)
+struct raw_sample loader_raw_of_sample(struct loader *ld, const struct hvp_sample *s,
+					uint32_t comm)
 {
 	return (struct raw_sample){
 		.comm = comm, .pid = s->pid, .tgid = s->tgid, .as = as_of(ld, s->tgid),
@@ -249,25 +168,6 @@ static struct raw_sample raw_of_sample(struct loader *ld, const struct hvp_sampl
 		.uips = s->user_ips, .n_user = s->n_user, .period = s->period,
 		.time_ns = s->time_ns, .vcpu = s->vcpu, .cpl = s->cpl, .flags = s->flags,
 	};
-}
-
-/* The raw_sample of the pending deferred sample @pd (user part to be filled in). */
-static struct raw_sample raw_of_pending(const struct pending *pd)
-{
-	return (struct raw_sample){
-		.comm = pd->comm, .pid = pd->pid, .tgid = pd->tgid, .as = pd->as,
-		.kips = pd->ips, .n_kernel = pd->n_kernel, .period = pd->period,
-		.time_ns = pd->time_ns, .vcpu = pd->vcpu, .cpl = pd->cpl, .flags = pd->flags,
-		.deferred = 1,
-	};
-}
-
-/* RAW_LOST of a sample joined to a USER_STACK of @n_user frames whose walk ended at @stop. */
-static uint64_t user_lost(uint16_t n_user, uint8_t stop)
-{
-	if (n_user)
-		return RAW_LOST_NONE;
-	return stop == HVP_WALK_LOST ? RAW_LOST_DROPPED : RAW_LOST_STOP | stop;
 }
 
 static int on_thread(struct loader *ld, const struct hvp_thread *t)
@@ -296,31 +196,6 @@ static int on_mapping(struct loader *ld, const struct hvp_mapping *m)
 	return err;
 }
 
-static int join_early(struct loader *ld, const struct hvp_sample *s, uint32_t comm, int *joined)
-{
-	struct early_us *e;
-	uint64_t val;
-
-	*joined = 0;
-	if (u64map_get(&ld->early, s->cookie, &val))
-		return 0;
-	for (e = (struct early_us *)(uintptr_t)val; e; e = e->next) {
-		struct raw_sample rs = raw_of_sample(ld, s, comm);
-
-		if (e->pid != s->pid)
-			continue;
-		e->claimed = 1;
-		*joined = 1;
-		rs.lost = user_lost(e->n_user, e->stop);
-		rs.trunc = e->stop == HVP_WALK_DEPTH && e->n_user;
-		rs.uips = e->ips;
-		rs.n_user = e->n_user;
-		rs.deferred = rs.joined = 1;
-		return add_raw(ld, &rs);
-	}
-	return 0;
-}
-
 static int on_sample(struct loader *ld, const struct hvp_sample *s)
 {
 	struct raw_sample rs;
@@ -331,30 +206,30 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 	err = thread_comm(ld, s->pid, s->flags, &comm);
 	if (err)
 		return err;
-	rs = raw_of_sample(ld, s, comm);
+	rs = loader_raw_of_sample(ld, s, comm);
 	if (s->user_stop == HVP_WALK_LOST) {
 		rs.lost = RAW_LOST_DROPPED;
 		rs.n_user = 0;
-		return add_raw(ld, &rs);
+		return loader_add_raw(ld, &rs);
 	}
 	if (s->user_stop == HVP_WALK_EXECVE) {
 		/* the user registers were an old program's, the task already on execve's new mm */
 		rs.lost = RAW_LOST_STOP | HVP_WALK_EXECVE;
 		rs.n_user = 0;
-		return add_raw(ld, &rs);
+		return loader_add_raw(ld, &rs);
 	}
 	if (s->user_stop != HVP_WALK_DEFERRED) {
 		rs.trunc = s->user_stop == HVP_WALK_DEPTH && s->n_user;
-		return add_raw(ld, &rs);
+		return loader_add_raw(ld, &rs);
 	}
 
-	err = join_early(ld, s, comm, &joined);
+	err = loader_join_early(ld, s, comm, &joined);
 	if (err || joined)
 		return err;
 	pd = malloc(sizeof(*pd) + s->n_kernel * sizeof(pd->ips[0]));
 	if (!pd)
 		return -ENOMEM;
-	pd->next = list_head(&ld->pending, s->cookie);
+	pd->next = loader_list_head(&ld->pending, s->cookie);
 	/* the samples of one cookie share the address space of its first (struct pending) */
 	pd->as = pd->next ? pd->next->as : as_of(ld, s->tgid);
 	pd->pid = s->pid;
@@ -373,62 +248,6 @@ static int on_sample(struct loader *ld, const struct hvp_sample *s)
 	return err;
 }
 
-static int keep_early(struct loader *ld, const struct hvp_user_stack *u)
-{
-	struct early_us *e;
-	int err;
-
-	e = malloc(sizeof(*e) + u->n_user * sizeof(e->ips[0]));
-	if (!e)
-		return -ENOMEM;
-	e->pid = u->pid;
-	e->stop = u->stop;
-	e->n_user = u->n_user;
-	e->claimed = 0;
-	memcpy(e->ips, u->user_ips, u->n_user * sizeof(e->ips[0]));
-	e->next = list_head(&ld->early, u->cookie);
-	err = u64map_put(&ld->early, u->cookie, (uint64_t)(uintptr_t)e);
-	if (err)
-		free(e);
-	return err;
-}
-
-static int on_user_stack(struct loader *ld, const struct hvp_user_stack *u)
-{
-	struct pending *pd, *next, *keep = NULL;
-	struct raw_sample rs;
-	uint64_t val, lost;
-	int matched = 0, err = 0;
-
-	if (u64map_get(&ld->pending, u->cookie, &val))
-		return keep_early(ld, u);
-	lost = user_lost(u->n_user, u->stop);
-	for (pd = (struct pending *)(uintptr_t)val; pd; pd = next) {
-		next = pd->next;
-		if (pd->pid != u->pid || err) {
-			pd->next = keep;
-			keep = pd;
-			continue;
-		}
-		rs = raw_of_pending(pd);
-		rs.lost = lost;
-		rs.trunc = u->stop == HVP_WALK_DEPTH && u->n_user;
-		rs.uips = u->user_ips;
-		rs.n_user = u->n_user;
-		rs.joined = 1;
-		err = add_raw(ld, &rs);
-		matched = 1;
-		free(pd);
-	}
-	if (keep)
-		err = err ? err : u64map_put(&ld->pending, u->cookie, (uint64_t)(uintptr_t)keep);
-	else
-		u64map_del(&ld->pending, u->cookie);
-	if (err)
-		return err;
-	return matched ? 0 : keep_early(ld, u);
-}
-
 static int on_record(struct loader *ld, const struct recfile_record *rec)
 {
 	struct profile *p = ld->p;
@@ -443,7 +262,7 @@ static int on_record(struct loader *ld, const struct recfile_record *rec)
 	case RECFILE_PROCESS:
 		return as_table_process(&ld->ast, &p->strs, &rec->process);
 	case RECFILE_USER_STACK:
-		return on_user_stack(ld, &rec->user_stack);
+		return loader_on_user_stack(ld, &rec->user_stack);
 	case RECFILE_COUNTER:
 		return profile_set_counter(p, rec->counter.name, rec->counter.value);
 	case RECFILE_MAPPING:
@@ -472,7 +291,7 @@ static int unwind_wanted(struct loader *ld, const struct hvp_sample *s)
 	if (ld->filter.only == PROFILE_ONLY_KERNEL || !in_any_window(ld, s->time_ns))
 		return 0;
 	if (thread_comm(ld, s->pid, s->flags, &comm))
-		return 1; /* out of memory here: unwind, add_raw() reports the error */
+		return 1; /* out of memory here: unwind, loader_add_raw() reports the error */
 	return sample_filter_keep(&ld->filter, strpool_get(&ld->p->strs, comm), s->pid, s->tgid,
 				  s->time_ns, s->cpl);
 }
@@ -505,7 +324,7 @@ static int apply_user_regs(struct loader *ld, struct recfile_record *h,
 					 &h->sample.user_stop);
 	if (u64map_get(&ld->tgid_of_pid, (uint64_t)(int64_t)h->user_stack.pid, &tgid))
 		tgid = (uint64_t)-1;
-	pd = list_head(&ld->pending, h->user_stack.cookie);
+	pd = loader_list_head(&ld->pending, h->user_stack.cookie);
 	if (pd) /* the address space of the walk: its samples' (struct pending) */
 		return user_unwind_apply(ld->uu,
 					 pd->as ? as_table_get(&ld->ast, (uint32_t)(pd->as - 1))
@@ -588,58 +407,9 @@ static void unwind_stats(struct loader *ld)
 	st->eager_no_stack = us->eager_no_stack;
 }
 
-/* Free the lists of pending samples and early user stacks (counting unclaimed stacks). */
-static void free_lists(struct loader *ld)
-{
-	for (size_t i = 0; i < ld->pending.cap; i++) {
-		struct pending *pd, *next;
-
-		if (!ld->pending.used[i])
-			continue;
-		for (pd = (struct pending *)(uintptr_t)ld->pending.vals[i]; pd; pd = next) {
-			next = pd->next;
-			free(pd);
-		}
-	}
-	u64map_free(&ld->pending);
-	for (size_t i = 0; i < ld->early.cap; i++) {
-		struct early_us *e, *next;
-
-		if (!ld->early.used[i])
-			continue;
-		for (e = (struct early_us *)(uintptr_t)ld->early.vals[i]; e; e = next) {
-			next = e->next;
-			if (!e->claimed)
-				ld->p->stats.orphan_user_stacks++;
-			free(e);
-		}
-	}
-	u64map_free(&ld->early);
-}
-
-/* At the end of the file: deferred samples never joined are lost; unclaimed stacks orphaned. */
-static int finish_pending(struct loader *ld)
-{
-	int err = 0;
-
-	for (size_t i = 0; i < ld->pending.cap && !err; i++) {
-		if (!ld->pending.used[i])
-			continue;
-		for (struct pending *pd = (struct pending *)(uintptr_t)ld->pending.vals[i];
-		     pd && !err; pd = pd->next) {
-			struct raw_sample rs = raw_of_pending(pd);
-
-			rs.lost = RAW_LOST_NO_RECORD;
-			err = add_raw(ld, &rs);
-		}
-	}
-	free_lists(ld);
-	return err;
-}
-
 static void loader_free(struct loader *ld)
 {
-	free_lists(ld);
+	loader_free_lists(ld);
 	u64map_free(&ld->comm_of_pid);
 	u64map_free(&ld->tgid_of_pid);
 	user_unwind_free(ld->uu);
@@ -728,7 +498,7 @@ static int load(struct recfile_reader *r, const char *name, const struct profile
 	err = flush_held(&ld);
 	unwind_stats(&ld);
 	if (!err)
-		err = finish_pending(&ld);
+		err = loader_finish_pending(&ld);
 	if (err) {
 		copy_err(errbuf, errbuf_len, name, "joining user stacks", err);
 		goto err_free;
