@@ -211,8 +211,12 @@ bool note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		 * process is not remembered, so a later sample reads it again. */
 		err = gi_process_info(s->gi, s->mem, pg, mm, &proc);
 		/* no code range yet: execve switched the task to this mm (exec_mmap) and has not
-		 * loaded the program (load_elf_binary sets it): pt_regs are the old program's */
-		building = err == 0 && !proc.start_code;
+		 * loaded the program (load_elf_binary sets it): pt_regs are the old program's.
+		 * Unreadable: nothing tells, so the user registers are not walked in this mm
+		 * either (the cost: a process whose mm or executable path cannot be read, e.g.
+		 * a path deeper than GI_PATH_MAX_COMPONENTS, has no user part in its kernel
+		 * samples; user-mode samples are unaffected). */
+		building = err != 0 || !proc.start_code;
 		if (err == 0 && proc.start_code && proc.end_code > proc.start_code && proc.exe[0]) {
 			ip->tgid = t->tgid;
 			ip->mm = mm;

@@ -14,6 +14,7 @@
 #define MARKS_EXPIRE_PER_CALL 4 /* slots looked at per sample: bounded work */
 
 static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk);
+static void emit_execve(struct svcpu *sv, const struct mark *mk);
 
 void marks_init(struct marks *m, uint64_t timeout_ns)
 {
@@ -170,7 +171,21 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		return 0;
 	}
 	mk = find(m, req->task, req->pid);
-	if (mk && req->entry_known && !mk->entry_known) {
+	if (mk && !mk->entry_known && mk->mm != req->mm && !mk->exiting && !req->exiting) {
+		/* Marked in the entry window with no walk, and execve has switched the task to
+		 * another mm since: pt_regs hold the old program's registers (not walkable in
+		 * this mm) or, past start_thread, the new one's (not the marked samples' path,
+		 * and the reader names the mark's chain in the old address space). The mark ends
+		 * with its reason; this sample starts a new one (none while the new mm is
+		 * building: the caller records EXECVE). */
+		old = *mk;
+		release(sv, m, mk);
+		pthread_mutex_unlock(&m->lock);
+		emit_execve(sv, &old);
+		sv->c.dropped_no_regs++;
+		pthread_mutex_lock(&m->lock);
+		mk = NULL;
+	} else if (mk && req->entry_known && !mk->entry_known) {
 		/* marked in the entry code: this later sample knows the entry's registers (not
 		 * when they are an execve's old program's: this mm is not theirs to walk in) */
 		if (!req->execve)
@@ -223,7 +238,7 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 	return cookie;
 }
 
-void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid,
+void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint64_t mm,
 			     const struct gi_paging *pg, const struct gi_user_regs *ur)
 {
 	struct marks *m = &sv->s->marks;
@@ -248,7 +263,13 @@ void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid,
 	 * unless that entry ended unseen (another vCPU had not armed yet), a signal frame was set
 	 * up, or execve replaced the address space: then the walk made when the mark was taken
 	 * tells the call path of the marked samples. */
-	if (!copy.entry_known || (ur->ip == copy.entry.ip && ur->sp == copy.entry.sp)) {
+	if (!copy.entry_known && mm != copy.mm) {
+		/* marked in the entry window, and execve switched the mm before any sample saw
+		 * the entry's registers: @ur are the new program's, @pg its page tables, and the
+		 * mark's chain is named in the old program's address space */
+		emit_execve(sv, &copy);
+		sv->c.dropped_no_regs++;
+	} else if (!copy.entry_known || (ur->ip == copy.entry.ip && ur->sp == copy.entry.sp)) {
 		emit_user_stack(sv, copy.cookie, pid, pg, ur);
 		sv->c.resolved_at_return++;
 	} else {
@@ -277,6 +298,16 @@ static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk)
 	} else {
 		sampler_emit_user_stack(sv, u, NULL);
 	}
+}
+
+/* @mk ends with no walk: execve replaced its address space before its registers were known. */
+static void emit_execve(struct svcpu *sv, const struct mark *mk)
+{
+	struct hvp_user_stack u = { .time_ns = vmm_now_ns() - sampler_start_ns(sv->s),
+				    .cookie = mk->cookie, .pid = mk->pid, .vcpu = sv->index,
+				    .stop = HVP_WALK_EXECVE };
+
+	sampler_emit_user_stack(sv, &u, NULL);
 }
 
 static void emit_lost(struct svcpu *sv, const struct mark *mk)
@@ -316,11 +347,7 @@ static void resolve_from_entry(struct svcpu *sv, const struct mark *mk)
 			emit_saved_entry_walk(sv, mk);
 			sv->c.resolved_stale++;
 		} else {
-			struct hvp_user_stack u = { .time_ns = vmm_now_ns() - sampler_start_ns(s),
-						    .cookie = mk->cookie, .pid = mk->pid,
-						    .vcpu = sv->index, .stop = HVP_WALK_EXECVE };
-
-			sampler_emit_user_stack(sv, &u, NULL);
+			emit_execve(sv, mk);
 			sv->c.dropped_no_regs++; /* every mark ends in one resolved_ or dropped_ */
 		}
 		return;
@@ -349,7 +376,11 @@ void marks_expire(struct svcpu *sv, uint64_t now_ns)
 		 * use, each looked at once per n_slots / MARKS_EXPIRE_PER_CALL samples. */
 		struct mark *mk = &m->slot[m->scan_next++ % m->n_slots];
 
-		if (mk->used && now_ns - mk->t_ns > m->timeout_ns) {
+		/* @now_ns is the caller's sample start, read before its identity and walks:
+		 * another vCPU may have made or refreshed a mark since, with a later t_ns (its
+		 * own sample's start); such a mark is not old, and the unsigned difference
+		 * would wrap to a huge age */
+		if (mk->used && now_ns > mk->t_ns && now_ns - mk->t_ns > m->timeout_ns) {
 			expired[n++] = *mk;
 			release(sv, m, mk);
 		}

@@ -154,11 +154,14 @@ struct mark_req {
  * caller walks eagerly), sampling is off (a late sample of a detached window: counted in
  * marks_refused_off; the sample is not recorded), or @req->execve and no mark of this stay
  * was made before the switch (counted in user_execve: the caller records the user part as
- * lost, HVP_WALK_EXECVE).
+ * lost, HVP_WALK_EXECVE). A mark made in the entry window (no walk) under another mm than
+ * @req->mm ends here as HVP_WALK_EXECVE (dropped_no_regs); this sample makes a new one.
  */
 uint64_t marks_take(struct svcpu *sv, const struct mark_req *req);
-/* The thread @task/@pid is about to return to user with @ur: resolve its mark, if any. */
-void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid,
+/* The thread @task/@pid is about to return to user with @ur in the address space @mm (its
+ * task->mm, page tables @pg): resolve its mark, if any. A mark with no entry registers whose mm
+ * is not @mm (execve switched it) ends as HVP_WALK_EXECVE, not walked. */
+void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint64_t mm,
 			     const struct gi_paging *pg, const struct gi_user_regs *ur);
 /* Resolve marks older than the timeout (at most a few per call) from their entry registers. */
 void marks_expire(struct svcpu *sv, uint64_t now_ns);
@@ -338,7 +341,8 @@ void ident_cache_reset(struct sampler *s);
  * Emit THREAD (and PROCESS) records when this identity was not seen before. Return: true when
  * @mm is one an execve is still building (the task runs on it, its program is not loaded yet:
  * no code range), so that the user registers in the task's pt_regs are the old program's and
- * belong to an address space the task no longer has; false otherwise (also when unknown).
+ * belong to an address space the task no longer has, or when @mm's code range cannot be read
+ * (unknown: not walked either); false otherwise.
  */
 bool note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 		   const struct gi_paging *pg);

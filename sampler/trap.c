@@ -191,11 +191,12 @@ static void resolve(struct svcpu *sv, const struct kvm_sregs *sregs, const struc
 	struct gi_regs gr = { .rip = regs->rip, .rsp = regs->rsp, .rbp = regs->rbp, .cpl = 0,
 			      .gs_base = sregs->gs.base, .kernel_gs_base = sv->percpu_base,
 			      .pg = *pg };
+	struct gi_thread_state st;
 	struct hvp_thread t;
 	uint64_t task;
 
-	if (gi_current_thread(s->gi, s->mem, &gr, &task, &t, NULL) == 0)
-		marks_resolve_at_return(sv, task, t.pid, pg, ur);
+	if (gi_current_thread(s->gi, s->mem, &gr, &task, &t, &st) == 0)
+		marks_resolve_at_return(sv, task, t.pid, st.mm, pg, ur);
 	else
 		sv->c.traps_no_mark++;
 }
@@ -318,6 +319,7 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 	struct gi_paging pg;
 	struct gi_user_regs ur;
 	uint64_t task, t0 = vmm_now_ns();
+	struct gi_thread_state st;
 	struct hvp_thread t;
 	uint8_t b[sizeof(w->clear_bytes)];
 	int err;
@@ -350,9 +352,9 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 
 		sv->c.traps_hit++;
 		sv->c.loop_hits++;
-		if (gi_current_thread(s->gi, s->mem, &gr, &task, &t, NULL) == 0 &&
+		if (gi_current_thread(s->gi, s->mem, &gr, &task, &t, &st) == 0 &&
 		    gi_task_user_regs(s->gi, s->mem, &pg, task, &ur) == 0)
-			marks_resolve_at_return(sv, task, t.pid, &pg, &ur);
+			marks_resolve_at_return(sv, task, t.pid, st.mm, &pg, &ur);
 		else
 			sv->c.traps_no_mark++;
 	}

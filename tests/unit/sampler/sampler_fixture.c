@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+// The sampler unit tests' shared fixture (sampler_fixture.h).
+#include <errno.h>
+#include <string.h>
+
+#include "sampler_fixture.h"
+#include "test.h"
+
+/* ---------------------------------------------------------------- a sink that keeps records */
+
+struct rec recs[MAX_RECS];
+int n_recs, n_first, n_last;
+
+int sink_user_stack(void *ctx, const struct hvp_user_stack *u, const struct hvp_user_regs *ur)
+{
+	struct rec *r;
+
+	(void)ctx;
+	if (n_recs >= MAX_RECS)
+		return -ENOSPC;
+	r = &recs[n_recs++];
+	r->cookie = u->cookie;
+	r->pid = u->pid;
+	r->stop = u->stop;
+	r->n = u->n_user;
+	memcpy(r->ips, u->user_ips, (u->n_user < 8 ? u->n_user : 8) * sizeof(r->ips[0]));
+	r->has_regs = ur != NULL;
+	r->stack0 = 0;
+	if (ur) {
+		r->regs = *ur;
+		r->regs.stack = NULL;
+		if (ur->stack_len >= 8)
+			memcpy(&r->stack0, ur->stack, 8);
+	}
+	return 0;
+}
+
+int sink_sample(void *ctx, const struct hvp_sample *s, const struct hvp_user_regs *r)
+{
+	(void)ctx;
+	(void)s;
+	(void)r;
+	return 0;
+}
+
+const struct sampler_sink sink = { .sample = sink_sample, .user_stack = sink_user_stack };
+
+void on_first(struct svcpu *sv)
+{
+	(void)sv;
+	n_first++;
+}
+
+void on_last(struct svcpu *sv)
+{
+	(void)sv;
+	n_last++;
+}
+
+/* ---------------------------------------------------------------- fixture */
+
+int fixture_init_cg(struct fixture *f, enum sampler_callchain_mode mode,
+		    unsigned int stack_pages, enum sampler_call_graph cg, uint32_t stack_size)
+{
+	struct sampler_config cfg = { .sample_hz = 1000, .sink = &sink, .callchain_mode = mode,
+				      .mark_timeout_ns = 1000000, .call_graph = cg,
+				      .stack_size = stack_size };
+
+	memset(f, 0, sizeof(*f));
+	n_recs = n_first = n_last = 0;
+	if (fakekernel_init(&f->fk, stack_pages))
+		return -1;
+	if (sampler_new(&cfg, f->fk.gi, &f->fk.fm.mem, f->fk.fm.pg.maxphyaddr, 2, &f->s)) {
+		fakekernel_fini(&f->fk);
+		return -1;
+	}
+	f->s->marks.on_first = on_first;
+	f->s->marks.on_last = on_last;
+	f->entry = (struct gi_user_regs){ 0x400100, U + 0x100, U + 0x3000 };
+	return fk_uchain(&f->fk, U + 0x3000, 3);
+}
+
+int fixture_init(struct fixture *f, enum sampler_callchain_mode mode, unsigned int stack_pages)
+{
+	return fixture_init_cg(f, mode, stack_pages, SAMPLER_CALL_GRAPH_FP, 0);
+}
+
+void fixture_fini(struct fixture *f)
+{
+	sampler_destroy(f->s);
+	fakekernel_fini(&f->fk);
+}
+
+struct mark_req req_of(struct fixture *f, int32_t pid, const struct gi_user_regs *entry)
+{
+	return (struct mark_req){ .task = f->fk.task_kva, .pid = pid, .pg = &f->fk.fm.pg,
+				  .entry = entry, .entry_known = true, .mm = f->fk.mm_kva };
+}
+
+/* pt_regs of the fake task: entered from user mode with @ur (CS 0x33). */
+int write_pt_regs(struct fixture *f, const struct gi_user_regs *ur)
+{
+	return fk_w64(&f->fk, PT_REGS + 128, ur->ip) || fk_w64(&f->fk, PT_REGS + 136, 0x33) ||
+	       fk_w64(&f->fk, PT_REGS + 152, ur->sp) || fk_w64(&f->fk, PT_REGS + 32, ur->bp);
+}
+
+int check_good_walk(const struct rec *r, uint64_t cookie)
+{
+	ASSERT_EQ_U64(r->cookie, cookie);
+	ASSERT_EQ_INT(r->pid, FK_PID);
+	ASSERT_EQ_INT(r->stop, HVP_WALK_END);
+	ASSERT_EQ_INT(r->n, 4);
+	ASSERT_EQ_U64(r->ips[0], 0x400100);
+	ASSERT_EQ_U64(r->ips[1], URET(1));
+	ASSERT_EQ_U64(r->ips[3], URET(3));
+	return TEST_OK;
+}
+

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+// The sampler unit tests' shared fixture: a sink that keeps USER_STACK records, a sampler of two
+// vCPUs over the fake kernel of the guestinfo tests (a task, its kernel and user stacks).
+#ifndef HVPROF_TEST_SAMPLER_FIXTURE_H
+#define HVPROF_TEST_SAMPLER_FIXTURE_H
+
+#include "fakekernel.h"
+#include "sampler_internal.h"
+
+#define U FK_USER_STACK
+#define URET(i) FK_URET(i)
+#define PT_REGS (FK_STACK + 16384 - 168) /* fakekernel's layout: pt_regs is 168 bytes */
+
+#define MAX_RECS 600
+
+struct rec {
+	uint64_t cookie;
+	int32_t pid;
+	uint8_t stop;
+	uint16_t n;
+	uint64_t ips[8];
+	bool has_regs; /* a USER_REGS came with it: */
+	struct hvp_user_regs regs; /* .stack not kept */
+	uint64_t stack0; /* its first 8 stack bytes (0 when fewer) */
+};
+
+/* the USER_STACK records since fixture_init, and the trap's arm/disarm callbacks */
+extern struct rec recs[MAX_RECS];
+extern int n_recs, n_first, n_last;
+extern const struct sampler_sink sink;
+
+int sink_user_stack(void *ctx, const struct hvp_user_stack *u, const struct hvp_user_regs *ur);
+int sink_sample(void *ctx, const struct hvp_sample *s, const struct hvp_user_regs *r);
+void on_first(struct svcpu *sv);
+void on_last(struct svcpu *sv);
+
+struct fixture {
+	struct fakekernel fk;
+	struct sampler *s;
+	struct gi_user_regs entry; /* a good user chain: ip + 3 frames */
+};
+
+int fixture_init_cg(struct fixture *f, enum sampler_callchain_mode mode, unsigned int stack_pages,
+		    enum sampler_call_graph cg, uint32_t stack_size);
+int fixture_init(struct fixture *f, enum sampler_callchain_mode mode, unsigned int stack_pages);
+void fixture_fini(struct fixture *f);
+/* a request for the fake task with @entry, known, under the fake mm */
+struct mark_req req_of(struct fixture *f, int32_t pid, const struct gi_user_regs *entry);
+/* pt_regs of the fake task: entered from user mode with @ur (CS 0x33). */
+int write_pt_regs(struct fixture *f, const struct gi_user_regs *ur);
+/* @r is the walk of the fixture's good chain (ip + 3 frames), with @cookie */
+int check_good_walk(const struct rec *r, uint64_t cookie);
+
+#endif
