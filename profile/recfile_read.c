@@ -94,6 +94,17 @@ static int __printf(3, 4) set_error(struct recfile_reader *r, int err, const cha
 	return err;
 }
 
+/* fill(), its failure said (the reader's error message) and returned as -errno. */
+static ssize_t fill_or_fail(struct recfile_reader *r, size_t need)
+{
+	ssize_t n = fill(r, need);
+
+	if (n < 0)
+		return set_error(r, (int)n, "offset %" PRIu64 ": read failed: %s", r->offset,
+				 hvp_strerror((int)n));
+	return n;
+}
+
 static void copy_err(char *errbuf, size_t errbuf_len, const char *name, const char *msg)
 {
 	if (errbuf && errbuf_len)
@@ -496,10 +507,9 @@ static int frame_v1(struct recfile_reader *r, uint32_t *type_out, uint32_t *size
 	uLong crc;
 	ssize_t n;
 
-	n = fill(r, RECFILE_REC_HDR);
+	n = fill_or_fail(r, RECFILE_REC_HDR);
 	if (n < 0)
-		return set_error(r, (int)n, "offset %" PRIu64 ": read failed: %s", r->offset,
-				 hvp_strerror((int)n));
+		return (int)n;
 	if (n == 0)
 		return 0;
 	if (n < RECFILE_REC_HDR)
@@ -515,10 +525,9 @@ static int frame_v1(struct recfile_reader *r, uint32_t *type_out, uint32_t *size
 				 "offset %" PRIu64 ": impossible record size %" PRIu32 " (type %" PRIu32
 				 ")",
 				 r->offset, size, type);
-	n = fill(r, size);
+	n = fill_or_fail(r, size);
 	if (n < 0)
-		return set_error(r, (int)n, "offset %" PRIu64 ": read failed: %s", r->offset,
-				 hvp_strerror((int)n));
+		return (int)n;
 	if ((size_t)n < size)
 		return set_error(r, -EBADMSG,
 				 "offset %" PRIu64 ": truncated %s record (size %" PRIu32 ", file ends "
@@ -548,10 +557,9 @@ static int block_v2(struct recfile_reader *r)
 	uLong crc;
 	ssize_t n;
 
-	n = fill(r, RECFILE_BLOCK_HDR);
+	n = fill_or_fail(r, RECFILE_BLOCK_HDR);
 	if (n < 0)
-		return set_error(r, (int)n, "offset %" PRIu64 ": read failed: %s", r->offset,
-				 hvp_strerror((int)n));
+		return (int)n;
 	if (n == 0)
 		return 0;
 	if (n < RECFILE_BLOCK_HDR)
@@ -574,10 +582,9 @@ static int block_v2(struct recfile_reader *r)
 				 "offset %" PRIu64 ": impossible block (size %" PRIu32 ", %" PRIu32
 				 " records)",
 				 r->offset, size, records);
-	n = fill(r, size);
+	n = fill_or_fail(r, size);
 	if (n < 0)
-		return set_error(r, (int)n, "offset %" PRIu64 ": read failed: %s", r->offset,
-				 hvp_strerror((int)n));
+		return (int)n;
 	if ((size_t)n < size)
 		return set_error(r, -EBADMSG,
 				 "offset %" PRIu64 ": truncated block (size %" PRIu32 ", file ends "
