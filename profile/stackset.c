@@ -339,25 +339,39 @@ static int has_filters(const struct profile_options *opts, const char *path, cha
 	return active;
 }
 
+/* Open @path to read; -errno, said in @errbuf ("PATH: why"). */
+static int open_input(const char *path, char *errbuf, size_t errbuf_len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err = -errno;
+
+	if (fd >= 0)
+		return fd;
+	if (errbuf && errbuf_len)
+		snprintf(errbuf, errbuf_len, "%s: %s", path, hvp_strerror(err));
+	return err;
+}
+
+/* Whether @fd starts with the recording magic (else: folded text, or nothing we read). */
+static int is_recording(int fd)
+{
+	char magic[RECFILE_MAGIC_LEN];
+
+	return pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
+	       !memcmp(magic, RECFILE_MAGIC, RECFILE_MAGIC_LEN);
+}
+
 int profile_stacks_load(const char *path, const struct profile_options *opts,
 			struct profile_stacks **out, char *errbuf, size_t errbuf_len)
 {
-	char magic[RECFILE_MAGIC_LEN];
 	struct profile *p = NULL;
-	ssize_t got;
 	int fd, err;
 
 	if (!path || !out)
 		return -EINVAL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		if (errbuf && errbuf_len)
-			snprintf(errbuf, errbuf_len, "%s: %s", path, hvp_strerror(err));
-		return err;
-	}
-	got = pread(fd, magic, sizeof(magic), 0);
-	if (got == (ssize_t)sizeof(magic) && !memcmp(magic, RECFILE_MAGIC, RECFILE_MAGIC_LEN)) {
+	fd = open_input(path, errbuf, errbuf_len);
+	if (fd < 0)
+		return fd;
+	if (is_recording(fd)) {
 		err = profile_load_fd(fd, path, opts, &p, errbuf, errbuf_len);
 		if (!err) {
 			err = profile_stacks_from_profile(p, out);
@@ -380,22 +394,16 @@ int profile_stacks_load_windows(const char *path, const struct profile_options *
 				const struct profile_time_window *windows, size_t n,
 				struct profile_stacks **outs, char *errbuf, size_t errbuf_len)
 {
-	char magic[RECFILE_MAGIC_LEN];
 	int fd, err;
 
 	if (!path || !windows || !outs || !n || n > PROFILE_STACKS_MAX_WINDOWS)
 		return -EINVAL;
 	if (errbuf && errbuf_len)
 		errbuf[0] = '\0';
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
-		if (errbuf && errbuf_len)
-			snprintf(errbuf, errbuf_len, "%s: %s", path, hvp_strerror(err));
-		return err;
-	}
-	if (pread(fd, magic, sizeof(magic), 0) != (ssize_t)sizeof(magic) ||
-	    memcmp(magic, RECFILE_MAGIC, RECFILE_MAGIC_LEN)) {
+	fd = open_input(path, errbuf, errbuf_len);
+	if (fd < 0)
+		return fd;
+	if (!is_recording(fd)) {
 		err = -EBADMSG;
 		if (errbuf && errbuf_len)
 			snprintf(errbuf, errbuf_len, "%s: not a recording: time windows need one",
