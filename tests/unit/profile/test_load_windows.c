@@ -305,7 +305,8 @@ static int test_errors(void)
 {
 	struct profile_options o = { .size = sizeof(o), .no_symbols = 1 };
 	struct profile_time_window win = { 0, UINT64_MAX }, bad = { 2, 1 };
-	struct profile_stacks *out = NULL;
+	/* a sentinel: a failing call must leave the caller's pointer alone */
+	struct profile_stacks *const sentinel = (struct profile_stacks *)&win, *out = sentinel;
 	char path[64], folded[64], errbuf[256];
 	int fd = mem_file(), ffd = mem_file_from("a;b 3\n", 6);
 
@@ -314,23 +315,29 @@ static int test_errors(void)
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	snprintf(folded, sizeof(folded), "/proc/self/fd/%d", ffd);
 	ASSERT_EQ_INT(profile_stacks_load_windows(path, &o, &win, 0, &out, NULL, 0), -EINVAL);
+	ASSERT_TRUE(out == sentinel);
 	ASSERT_EQ_INT(profile_stacks_load_windows(path, &o, NULL, 1, &out, NULL, 0), -EINVAL);
+	ASSERT_TRUE(out == sentinel);
 	ASSERT_EQ_INT(profile_stacks_load_windows(path, &o, &bad, 1, &out, NULL, 0), -EINVAL);
+	ASSERT_TRUE(out == sentinel);
 	o.keep_samples = 1;
 	ASSERT_EQ_INT(profile_stacks_load_windows(path, &o, &win, 1, &out, NULL, 0), -EINVAL);
+	ASSERT_TRUE(out == sentinel);
 	o.keep_samples = 0;
 	o.filter_pid = "x";
 	ASSERT_EQ_INT(profile_stacks_load_windows(path, &o, &win, 1, &out, errbuf,
 						  sizeof(errbuf)), -EINVAL);
+	ASSERT_TRUE(out == sentinel);
 	ASSERT_TRUE(strstr(errbuf, "--pid 'x'"));
 	o.filter_pid = NULL;
 	ASSERT_EQ_INT(profile_stacks_load_windows(folded, &o, &win, 1, &out, errbuf,
 						  sizeof(errbuf)), -EBADMSG);
+	ASSERT_TRUE(out == sentinel);
 	ASSERT_TRUE(strstr(errbuf, "not a recording"));
 	ASSERT_EQ_INT(profile_stacks_load_windows("/nonexistent/x.data", &o, &win, 1, &out,
 						  errbuf, sizeof(errbuf)), -ENOENT);
+	ASSERT_TRUE(out == sentinel);
 	ASSERT_TRUE(strstr(errbuf, "/nonexistent/x.data"));
-	ASSERT_TRUE(out == NULL);
 	close(fd);
 	close(ffd);
 	return TEST_OK;
