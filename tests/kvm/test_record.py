@@ -124,7 +124,7 @@ bad_exec = [(s, c) for s, c in execs
             if not all(f.startswith("[busybox+") or f.startswith("[user stack lost:")
                        for f in s[1:] if not f.endswith("_[k]"))]
 check("no kernel sample under begin_new_exec has a user frame of the new program",
-      not bad_exec, f"{sum(c for _, c in bad_exec)} of {sum(c for _, c in execs)} samples: "
+      execs and not bad_exec, f"{sum(c for _, c in bad_exec)} of {sum(c for _, c in execs)} samples: "
       + "; ".join(";".join(s[:3]) for s, _ in bad_exec[:3]))
 
 code, rep, err = hv("report", "-i", data, "--sort", "comm,pid,sym")
@@ -170,8 +170,10 @@ check("regs[7] (rsp) is a user address", user_rsp == len(ur), f"{user_rsp} of {l
 # Walks saved at a mark (a thread that exits or execs: its stack is gone or belongs to another
 # mm by the time the mark ends) carry registers and no stack by design: user_stack_not_copied.
 not_copied = raw["counters"].get("user_stack_not_copied", 0)
+# (saved walks were 0.7% of USER_REGS in the runs that set this bound: at most 2%, or a loss of
+# stacks counted as "saved walks" would pass)
 check("the first 8 stack bytes were copied (>= 99% of USER_REGS but the saved walks')",
-      with_stack >= 0.99 * (len(ur) - not_copied),
+      with_stack >= 0.99 * (len(ur) - not_copied) and not_copied <= 0.02 * len(ur),
       f"{with_stack} of {len(ur)}, {not_copied} saved walks without a stack")
 cnt = raw["counters"]
 walks = sum(1 for s in raw["samples"] if s["uips"]) + sum(
