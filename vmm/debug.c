@@ -70,6 +70,8 @@ static int set_guest_debug(struct vmm_vcpu *vcpu, unsigned int mask, unsigned in
 {
 	struct vmm *vm = vcpu->vm;
 	struct kvm_guest_debug dbg;
+	uint64_t t0;
+	int r;
 
 	memset(&dbg, 0, sizeof(dbg));
 	if (mask) {
@@ -84,7 +86,11 @@ static int set_guest_debug(struct vmm_vcpu *vcpu, unsigned int mask, unsigned in
 		}
 		dbg.arch.debugreg[7] = dr7;
 	}
-	if (ioctl(vcpu->fd, KVM_SET_GUEST_DEBUG, &dbg) < 0) {
+	t0 = vmm_now_ns();
+	vcpu->c.debug_sets++;
+	r = ioctl(vcpu->fd, KVM_SET_GUEST_DEBUG, &dbg);
+	vcpu->c.debug_set_ns += vmm_now_ns() - t0;
+	if (r < 0) {
 		int err = -errno;
 
 		pr_err("vCPU %u: KVM_SET_GUEST_DEBUG: %s", vcpu->index, hvp_strerror(err));

@@ -470,6 +470,8 @@ static int vcpu_run_once(struct vmm_vcpu *vcpu, const sigset_t *block, bool *ove
 	r = ioctl(vcpu->fd, KVM_RUN, 0);
 	err = r < 0 ? -errno : 0;
 	vcpu->regs_valid = vcpu->sregs_valid = false;
+	/* KVM stores the sync regs on every return from KVM_RUN, EINTR included */
+	vcpu->sync_filled = true;
 	if (err != -EINTR && err != -EAGAIN)
 		return err;
 	/* Interrupted: by the counter's overflow (a sample), or by a kick (another vCPU wants

@@ -192,6 +192,7 @@ struct vmm_vcpu {
 	struct kvm_regs regs;
 	struct kvm_sregs sregs;
 	bool regs_valid, sregs_valid, regs_dirty, sregs_dirty;
+	bool sync_filled; /* run->s.regs holds the state of the last exit (a KVM_RUN returned) */
 	/* the last exits, for post-mortems of guest failures (with sync regs only) */
 	struct {
 		uint32_t reason;

@@ -132,6 +132,10 @@ struct vmm_result {
 	X(io_unhandled)                                                                    \
 	X(mmio_unhandled)                                                                  \
 	X(traps_armed_at_end) /* vCPUs with a breakpoint still armed after the run (0) */  \
+	X(regs_writes)        /* KVM_SET_REGS/SREGS ioctls (registers a rider changed) */  \
+	X(regs_write_ns)      /* ... their time (each a vcpu_load: costly on nested hosts) */ \
+	X(debug_sets)         /* KVM_SET_GUEST_DEBUG ioctls (breakpoints armed, moved) */  \
+	X(debug_set_ns)       /* ... their time */                                         \
 	X(vcpu_cpu_ns)        /* CPU time of the vCPU threads: what cpu-clock counts */    \
 	X(disk_reads)         /* virtio-blk read requests served */                        \
 	X(disk_writes)                                                                     \
