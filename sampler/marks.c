@@ -49,9 +49,19 @@ static void release(struct svcpu *sv, struct marks *m, struct mark *mk)
 	atomic_store(&m->pending, m->n_used);
 	if (mk->trap && --m->n_trap == 0 && m->on_last)
 		m->on_last(sv);
-	if (mk->flag && --m->n_flag == 0 && m->on_flag_last)
-		m->on_flag_last(sv);
+	if (mk->flag)
+		m->n_flag--;
 	mk->trap = mk->flag = false;
+}
+
+void marks_loop_idle(struct svcpu *sv)
+{
+	struct marks *m = &sv->s->marks;
+
+	pthread_mutex_lock(&m->lock);
+	if (m->n_flag == 0 && m->on_flag_idle)
+		m->on_flag_idle(sv);
+	pthread_mutex_unlock(&m->lock);
 }
 
 /* Leave @mk to the sysretq/iretq trap: the first such mark arms it on every vCPU. */

@@ -151,7 +151,15 @@ static void traps_disarm(struct svcpu *sv)
 		vmm_bp_arm(s->vm, 1u << s->traps.slot_sysret | 1u << s->traps.slot_iret, false, NULL);
 }
 
-/* Guest-visible marks: the exit-work loop's breakpoint while any flagged mark is pending. */
+/*
+ * Guest-visible marks: the exit-work loop's breakpoint, armed by a flagged mark when it is not
+ * armed already, and disarmed only when a hit finds no mark while none is pending (the
+ * kernel's own TIF_NOTIFY_RESUME: task work queued by a close(), rseq after a preemption), or
+ * when sampling stops (traps_off). Marks that follow each other (a system-call-heavy thread
+ * marked at every sample) keep it armed, where arming and disarming around every mark cost two
+ * KVM_SET_GUEST_DEBUG ioctls per mark (each a vcpu_load: several us on a nested PVM host); the
+ * kernel's own flags cost at most one hit per idle spell.
+ */
 static void loop_arm(struct svcpu *sv)
 {
 	struct sampler *s = sv->s;
@@ -208,7 +216,7 @@ static void flag_setup(struct sampler *s)
 	s->traps.flag = true;
 	s->marks.flag_marks = true;
 	s->marks.on_flag_first = loop_arm;
-	s->marks.on_flag_last = loop_disarm;
+	s->marks.on_flag_idle = loop_disarm;
 	s->marks.set_flag = set_notify_resume;
 }
 

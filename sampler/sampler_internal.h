@@ -119,13 +119,15 @@ struct marks {
 	uint64_t timeout_ns;
 	void (*on_first)(struct svcpu *sv);
 	void (*on_last)(struct svcpu *sv);
-	/* guest-visible marks (traps.flag): n_trap/n_flag marks of each kind pending; the
-	 * callbacks arm and disarm the exit-work loop's breakpoint (on_first/on_last then follow
-	 * n_trap instead of n_used); set_flag writes TIF_NOTIFY_RESUME (0, or -errno: trapped) */
+	/* guest-visible marks (traps.flag): n_trap/n_flag marks of each kind pending;
+	 * on_flag_first arms the exit-work loop's breakpoint, on_flag_idle disarms it (at a hit
+	 * that found no mark with none pending: marks_loop_idle), so that it stays armed across
+	 * marks that follow each other (on_first/on_last follow n_trap instead of n_used);
+	 * set_flag writes TIF_NOTIFY_RESUME (0, or -errno: trapped) */
 	bool flag_marks;
 	unsigned int n_trap, n_flag;
 	void (*on_flag_first)(struct svcpu *sv);
-	void (*on_flag_last)(struct svcpu *sv);
+	void (*on_flag_idle)(struct svcpu *sv);
 	int (*set_flag)(struct svcpu *sv, uint64_t task, const struct gi_paging *pg);
 };
 
@@ -165,6 +167,8 @@ void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint6
 			     const struct gi_paging *pg, const struct gi_user_regs *ur);
 /* Resolve marks older than the timeout (at most a few per call) from their entry registers. */
 void marks_expire(struct svcpu *sv, uint64_t now_ns);
+/* A hit of the exit-work loop found no mark: disarm the loop if no flagged mark is pending. */
+void marks_loop_idle(struct svcpu *sv);
 /* At the end of the run: resolve every pending mark. */
 void marks_flush(struct svcpu *sv);
 /* Drop every pending mark without resolving it (a detach); on_last is not called. Return: how

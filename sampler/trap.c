@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The return-to-user traps (../shared/DESIGN.md, mechanism 3). Guest-visible marks: a marked
 // thread has TIF_NOTIFY_RESUME set, so it enters the exit-work loop, whose clear of that flag
-// holds a hardware breakpoint while any such mark is pending (loop_hit). Otherwise (or for a sample in the exit
-// tail), while any thread is marked, a breakpoint sits on the guest kernel's sysretq and iretq
-// exit instructions of every vCPU. A hit takes the user registers about to be restored, resolves the thread's mark, and
-// gets past the instruction by the method this host supports (vmm_bp_step): RFLAGS.RF
+// holds a hardware breakpoint from a flagged mark until a hit finds no mark (loop_hit).
+// Otherwise (or for a sample in the exit tail), while any thread is marked, a breakpoint sits on
+// the guest kernel's sysretq and iretq exit instructions of every vCPU. A hit takes the user
+// registers about to be restored, resolves the thread's mark, and gets past the instruction by
+// the method this host supports (vmm_bp_step): RFLAGS.RF
 // (VMX/SVM), or, where RF is ignored (PVM), by completing sysretq/iretq here (SDM vol. 2B,
 // SYSRET and IRET, 64-bit mode). The sites come from guestinfo (gi_return_sites).
 #define pr_fmt(fmt) "sampler: trap: " fmt
@@ -350,13 +351,20 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 				      .cpl = 0, .gs_base = sregs->gs.base,
 				      .kernel_gs_base = sv->percpu_base, .pg = pg };
 
+		uint64_t no_mark = sv->c.traps_no_mark;
+
 		sv->c.traps_hit++;
 		sv->c.loop_hits++;
-		if (gi_current_thread(s->gi, s->mem, &gr, &task, &t, &st) == 0 &&
+		/* the loop stays armed across marks: with none pending, the kernel's own flag */
+		if (!atomic_load(&s->marks.pending))
+			sv->c.traps_no_mark++;
+		else if (gi_current_thread(s->gi, s->mem, &gr, &task, &t, &st) == 0 &&
 		    gi_task_user_regs(s->gi, s->mem, &pg, task, &ur) == 0)
 			marks_resolve_at_return(sv, task, t.pid, st.mm, &pg, &ur);
 		else
 			sv->c.traps_no_mark++;
+		if (sv->c.traps_no_mark != no_mark)
+			marks_loop_idle(sv); /* armed for nothing: off until the next flagged mark */
 	}
 	err = vmm_bp_step(sv->v);
 	if (err == -ENOTSUP)

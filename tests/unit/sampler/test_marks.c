@@ -499,6 +499,80 @@ fini:
 	return ret;
 }
 
+/* ---------------------------------------------------------------- guest-visible marks */
+
+static int n_flag_arm, n_flag_idle, n_flag_set;
+
+static void flag_arm(struct svcpu *sv)
+{
+	(void)sv;
+	n_flag_arm++;
+}
+
+static void flag_idle(struct svcpu *sv)
+{
+	(void)sv;
+	n_flag_idle++;
+}
+
+static int flag_set(struct svcpu *sv, uint64_t task, const struct gi_paging *pg)
+{
+	(void)sv;
+	(void)task;
+	(void)pg;
+	n_flag_set++;
+	return 0;
+}
+
+/*
+ * The exit-work loop's breakpoint stays armed across marks that follow each other (no
+ * KVM_SET_GUEST_DEBUG per mark): armed by the first flagged mark, not disarmed when the mark is
+ * resolved, disarmed by a hit that finds no mark while none is pending, never while a flagged
+ * mark is pending, and armed again by the next flagged mark.
+ */
+static int test_flag_loop_stays_armed(void)
+{
+	struct fixture f;
+	struct mark_req req;
+	struct svcpu *sv;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 2))
+		goto fini;
+	n_flag_arm = n_flag_idle = n_flag_set = 0;
+	sv = &f.s->vcpus[0];
+	f.s->marks.flag_marks = true;
+	f.s->marks.on_flag_first = flag_arm;
+	f.s->marks.on_flag_idle = flag_idle;
+	f.s->marks.set_flag = flag_set;
+	req = req_of(&f, FK_PID, &f.entry);
+	for (int i = 0; i < 3; i++) {
+		/* a system-call loop: marked, resolved at the loop, marked again */
+		ASSERT_TRUE(marks_take(sv, &req) != 0);
+		marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg,
+					&f.entry);
+	}
+	ASSERT_EQ_INT(n_flag_set, 3);
+	ASSERT_EQ_INT(n_flag_arm, 3); /* asked each time: vmm_bp_arm returns early when armed */
+	ASSERT_EQ_INT(n_flag_idle, 0);
+	ASSERT_EQ_INT(n_last, 0); /* the sysretq/iretq trap was never armed */
+	ASSERT_EQ_U64(sv->c.resolved_at_return, 3);
+	/* a flagged mark pending: a no-mark hit (another thread's own flag) leaves it armed */
+	ASSERT_TRUE(marks_take(sv, &req) != 0);
+	marks_loop_idle(sv);
+	ASSERT_EQ_INT(n_flag_idle, 0);
+	/* none pending: the next no-mark hit disarms */
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	marks_loop_idle(sv);
+	ASSERT_EQ_INT(n_flag_idle, 1);
+	ASSERT_TRUE(marks_take(sv, &req) != 0);
+	ASSERT_EQ_INT(n_flag_arm, 5);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
 static const struct test_case tests[] = {
 	{ "marks: take, reuse within one stay, resolve on another vCPU", test_mark_reuse_resolve },
 	{ "marks: other user registers end a mark with its saved walk", test_stale_registers },
@@ -515,6 +589,7 @@ static const struct test_case tests[] = {
 	{ "eager: an execve's old registers are not walked in the new mm", test_eager_execve },
 	{ "marks: table full falls back, every mark ends in one record", test_table_full },
 	{ "marks: lookups and expiry bounded by the highest slot in use", test_slot_bound },
+	{ "flag marks: the loop stays armed across marks, off when idle", test_flag_loop_stays_armed },
 };
 
 TEST_MAIN(tests)
