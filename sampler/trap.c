@@ -299,7 +299,8 @@ static int complete_clear(struct svcpu *sv, struct kvm_regs *regs, const struct 
 	if (!(__builtin_popcount((unsigned int)(r & 0xff)) & 1))
 		regs->rflags |= 1u << 2; /* PF: even parity of the low byte */
 	regs->rip += w->clear_end - w->clear;
-	vmm_vcpu_regs_dirty(sv->v, true, false);
+	/* RIP and RFLAGS, in the loop's body: no KVM_SET_REGS ioctl where sync regs exist */
+	vmm_vcpu_regs_dirty_in_kernel(sv->v);
 	return 0;
 }
 

@@ -469,9 +469,11 @@ static int vcpu_run_once(struct vmm_vcpu *vcpu, const sigset_t *block, bool *ove
 		vcpu->run->immediate_exit = 1;
 	r = ioctl(vcpu->fd, KVM_RUN, 0);
 	err = r < 0 ? -errno : 0;
-	vcpu->regs_valid = vcpu->sregs_valid = false;
-	/* KVM stores the sync regs on every return from KVM_RUN, EINTR included */
+	vcpu->regs_valid = vcpu->sregs_valid = vcpu->regs_ioctl = false;
+	/* KVM stores the sync regs on every return from KVM_RUN, EINTR included, and has applied
+	 * (and cleared) the dirty ones: none may be applied twice */
 	vcpu->sync_filled = true;
+	vcpu->run->kvm_dirty_regs = 0;
 	if (err != -EINTR && err != -EAGAIN)
 		return err;
 	/* Interrupted: by the counter's overflow (a sample), or by a kick (another vCPU wants

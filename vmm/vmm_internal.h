@@ -193,6 +193,7 @@ struct vmm_vcpu {
 	struct kvm_sregs sregs;
 	bool regs_valid, sregs_valid, regs_dirty, sregs_dirty;
 	bool sync_filled; /* run->s.regs holds the state of the last exit (a KVM_RUN returned) */
+	bool regs_ioctl;  /* this exit's register changes need KVM_SET_REGS (vmm_vcpu_regs_dirty) */
 	/* the last exits, for post-mortems of guest failures (with sync regs only) */
 	struct {
 		uint32_t reason;

@@ -134,6 +134,7 @@ struct vmm_result {
 	X(traps_armed_at_end) /* vCPUs with a breakpoint still armed after the run (0) */  \
 	X(regs_writes)        /* KVM_SET_REGS/SREGS ioctls (registers a rider changed) */  \
 	X(regs_write_ns)      /* ... their time (each a vcpu_load: costly on nested hosts) */ \
+	X(regs_sync_writes)   /* registers written through the sync-regs area instead */   \
 	X(debug_sets)         /* KVM_SET_GUEST_DEBUG ioctls (breakpoints armed, moved) */  \
 	X(debug_set_ns)       /* ... their time */                                         \
 	X(vcpu_cpu_ns)        /* CPU time of the vCPU threads: what cpu-clock counts */    \
@@ -379,6 +380,17 @@ int vmm_vcpu_regs_rw(struct vmm_vcpu *v, struct kvm_regs **regs, struct kvm_sreg
 
 /** vmm_vcpu_regs_dirty - the copies from vmm_vcpu_regs_rw() were changed: write them back. */
 void vmm_vcpu_regs_dirty(struct vmm_vcpu *v, bool regs, bool sregs);
+
+/**
+ * vmm_vcpu_regs_dirty_in_kernel - like vmm_vcpu_regs_dirty(@v, true, false), for a rider that
+ * changed only the general-purpose registers, RIP and RFLAGS of a vCPU stopped at a breakpoint
+ * in the body of a kernel function (not an entry reached by an exception from user mode, such
+ * as the PVM fix-up's page-fault entry): where the host has KVM_CAP_SYNC_REGS they go back
+ * through the sync-regs area at the next KVM_RUN (KVM_SYNC_X86_REGS: the same __set_regs as
+ * KVM_SET_REGS, without the ioctl's vcpu_load), unless something else in this exit needs the
+ * ioctls (counter regs_sync_writes).
+ */
+void vmm_vcpu_regs_dirty_in_kernel(struct vmm_vcpu *v);
 
 /** vmm_vcpu_get_msr - read MSR @index of @v (KVM_GET_MSRS). Return: 0; -EIO. */
 int vmm_vcpu_get_msr(struct vmm_vcpu *v, uint32_t index, uint64_t *value) __must_check;
