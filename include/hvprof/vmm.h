@@ -371,9 +371,10 @@ int vmm_vcpu_regs(struct vmm_vcpu *v, struct kvm_regs **regs, struct kvm_sregs *
 	__must_check;
 
 /**
- * vmm_vcpu_regs_rw - @v's registers to modify: ioctl copies; call vmm_vcpu_regs_dirty() after
- * changing them, and they are written back before the next KVM_RUN (a failed write ends the
- * run). Return: 0; -errno of the ioctl.
+ * vmm_vcpu_regs_rw - @v's registers to modify: copies (of the sync-regs area KVM filled at the
+ * exit, where the host has KVM_CAP_SYNC_REGS; else KVM_GET_REGS/SREGS); call
+ * vmm_vcpu_regs_dirty() after changing them, and they are written back before the next KVM_RUN
+ * (a failed write ends the run). Return: 0; -errno of the ioctl.
  */
 int vmm_vcpu_regs_rw(struct vmm_vcpu *v, struct kvm_regs **regs, struct kvm_sregs **sregs)
 	__must_check;
