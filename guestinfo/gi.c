@@ -57,6 +57,44 @@ static void gi_find_exit_paths(struct gi *gi)
 	}
 }
 
+/* One [start, end) of the exit tail, if known and not empty. */
+static void tail_add(struct gi *gi, uint64_t start, uint64_t end)
+{
+	if (start >= end || gi->n_tail >= GI_TAIL_RANGES)
+		return;
+	gi->tail[gi->n_tail][0] = start;
+	gi->tail[gi->n_tail][1] = end;
+	gi->n_tail++;
+	if (gi->n_tail == 1 || start < gi->tail_lo)
+		gi->tail_lo = start;
+	if (gi->n_tail == 1 || end > gi->tail_hi)
+		gi->tail_hi = end;
+}
+
+/*
+ * The exit tail as one list of ranges (gi_in_exit_tail), built once: the exit-work function
+ * outside its loop (in the loop a thread reads its flags again), its callers, the C entry points
+ * after their call, and in the entry text the system call's tail and the two exit paths.
+ */
+static void exit_tail_ranges(struct gi *gi)
+{
+	const struct gi_exit_work *w = &gi->exit_work;
+
+	gi->n_tail = 0;
+	gi->tail_lo = gi->tail_hi = 0;
+	if (!w->head)
+		return;
+	tail_add(gi, w->func_start, w->head);
+	tail_add(gi, w->loop_end, w->func_end);
+	for (size_t i = 0; i < 4; i++)
+		tail_add(gi, gi->exit_callers[i][0], gi->exit_callers[i][1]);
+	for (size_t i = 0; i < 4; i++)
+		tail_add(gi, gi->call_tails[i][0], gi->call_tails[i][1]);
+	tail_add(gi, gi->syscall_tail[0], gi->syscall_tail[1]);
+	tail_add(gi, gi->exit1_start, gi->exit1_end);
+	tail_add(gi, gi->exit2_start, gi->exit2_end);
+}
+
 static int gi_read_image(void *ctx, uint64_t kva, void *dst, size_t len)
 {
 	return gi_kimage_read_kva(ctx, kva, dst, len);
@@ -235,6 +273,7 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 	} else {
 		memset(&gi->exit_work, 0, sizeof(gi->exit_work));
 	}
+	exit_tail_ranges(gi);
 	if (gi_exit_sites(gi->st, gi_read_image, img, NULL, 0, 0, gi->sites, GI_MAX_EXIT_SITES,
 			  &n) == 0)
 		gi->n_sites = n < GI_MAX_EXIT_SITES ? n : GI_MAX_EXIT_SITES;

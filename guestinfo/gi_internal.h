@@ -34,6 +34,9 @@
  * @orc: the kernel's ORC tables when it has them (kernel stacks are unwound with them).
  */
 #define GI_MAX_EXIT_SITES 16
+/* the exit tail's ranges: the exit-work function before and after its loop, 4 callers, the
+ * system call's tail, 4 call tails, the two exit paths */
+#define GI_TAIL_RANGES 13
 struct gi {
 	struct symtab *st;
 	struct gi_layout layout;
@@ -68,6 +71,11 @@ struct gi {
 	uint64_t exit_callers[4][2];   /* [start, end) of its callers, link-time; 0/0 unknown */
 	uint64_t syscall_tail[2];      /* gi_syscall_tail_find, link-time; 0/0 unknown */
 	uint64_t call_tails[4][2];     /* gi_tail_after_call of the C entry points, link-time */
+	/* every [start, end) gi_in_exit_tail tests, link-time, from the fields above (exit_tail_
+	 * ranges() in gi.c); [tail_lo, tail_hi) holds them all */
+	uint64_t tail[GI_TAIL_RANGES][2];
+	unsigned int n_tail;
+	uint64_t tail_lo, tail_hi;
 };
 
 

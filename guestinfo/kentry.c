@@ -190,28 +190,39 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work *out)
 	return 0;
 }
 
+/* @rip (link-time) in one of the exit tail's ranges (exit_tail_ranges in gi.c). */
+static bool in_tail(const struct gi *gi, uint64_t rip)
+{
+	if (rip < gi->tail_lo || rip >= gi->tail_hi)
+		return false;
+	for (unsigned int i = 0; i < gi->n_tail; i++)
+		if (rip >= gi->tail[i][0] && rip < gi->tail[i][1])
+			return true;
+	return false;
+}
+
 bool gi_in_exit_tail(const struct gi *gi, uint64_t rip)
 {
-	const struct gi_exit_work *w;
 	uint64_t slide;
 
 	if (!gi || !gi->exit_work.head || running_slide(gi, &slide) != 0)
 		return false;
-	rip -= slide; /* link-time from here on */
-	w = &gi->exit_work;
-	if (rip >= w->func_start && rip < w->func_end)
-		/* in the loop it reads them again (and a flag it clears in this pass is seen at
-		 * the clear, where the breakpoint is) */
-		return rip < w->head || rip >= w->loop_end;
-	for (size_t i = 0; i < sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]); i++)
-		if (rip >= gi->exit_callers[i][0] && rip < gi->exit_callers[i][1])
+	return in_tail(gi, rip - slide);
+}
+
+bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *callers,
+			   unsigned int n)
+{
+	uint64_t slide;
+
+	if (!gi || !gi->exit_work.head || running_slide(gi, &slide) != 0)
+		return false;
+	if (in_tail(gi, rip - slide))
+		return true;
+	for (unsigned int i = 0; i < n; i++)
+		if (in_tail(gi, callers[i] - 1 - slide))
 			return true;
-	for (size_t i = 0; i < sizeof(gi->call_tails) / sizeof(gi->call_tails[0]); i++)
-		if (rip >= gi->call_tails[i][0] && rip < gi->call_tails[i][1])
-			return true;
-	return (rip >= gi->syscall_tail[0] && rip < gi->syscall_tail[1]) ||
-	       (rip >= gi->exit1_start && rip < gi->exit1_end) ||
-	       (rip >= gi->exit2_start && rip < gi->exit2_end);
+	return false;
 }
 
 int gi_task_flags_gpa(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,

@@ -57,12 +57,8 @@ void count_walk_stop(struct svcpu *sv, enum hvp_walk_stop why, bool user)
  */
 static bool in_exit_tail(const struct sampler *s, const struct hvp_sample *smp)
 {
-	if (gi_in_exit_tail(s->gi, smp->rip))
-		return true;
-	for (unsigned int i = 1; i < smp->n_kernel; i++)
-		if (gi_in_exit_tail(s->gi, smp->kernel_ips[i] - 1))
-			return true;
-	return false;
+	return gi_chain_in_exit_tail(s->gi, smp->rip, smp->kernel_ips + 1,
+				     smp->n_kernel > 1 ? smp->n_kernel - 1u : 0u);
 }
 
 /*

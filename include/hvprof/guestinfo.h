@@ -497,6 +497,15 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work *out) __must_check;
 bool gi_in_exit_tail(const struct gi *gi, uint64_t rip);
 
 /**
+ * gi_chain_in_exit_tail - gi_in_exit_tail() of a kernel callchain: the leaf @rip (slid) or any
+ * of the @n return addresses @callers (slid; each tested at its address - 1, inside the call
+ * instruction, which tells where the caller stands). One slide read for the chain. False while
+ * the slide is not known.
+ */
+bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *callers,
+			   unsigned int n);
+
+/**
  * gi_task_flags_gpa - GPA of @task's thread_info.flags (8 bytes, 8-aligned, inside one page),
  * for an atomic update of guest memory. Return: 0; -ENODATA no BTF offset; -EINVAL misaligned;
  * translation errors.

@@ -240,9 +240,64 @@ static int test_decision(void)
 	return TEST_OK;
 }
 
+/*
+ * The exit tail of a slid guest: the exit-work function outside its loop and its callers are
+ * in it, the loop and unrelated code are not; a chain is in it when any caller's return address
+ * is (tested inside the call: address - 1); nothing is while the slide is not known.
+ */
+static int test_exit_tail(void)
+{
+	char vmlinux[4096], btf[4096];
+	struct gi_config cfg = { 0 };
+	struct gi *gi = NULL;
+	struct gi_exit_work w;
+	uint64_t caller, sched, callers[3];
+
+	if (image_path("vmlinux", vmlinux, sizeof(vmlinux)) ||
+	    image_path("vmlinux.btf", btf, sizeof(btf)))
+		return TEST_SKIP;
+	cfg.vmlinux = vmlinux;
+	cfg.btf = btf;
+	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "syscall_exit_to_user_mode", &caller), 0);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "schedule", &sched), 0);
+	/* slide not known yet */
+	ASSERT_TRUE(!gi_in_exit_tail(gi, caller + 1 + SLIDE));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, caller + 1 + SLIDE, NULL, 0));
+	gi_kaslr_placed(gi, SLIDE);
+	ASSERT_EQ_INT(gi_exit_work(gi, &w), 0);
+	ASSERT_TRUE(w.func_start < w.head && w.head < w.loop_end && w.loop_end <= w.func_end);
+
+	ASSERT_TRUE(gi_in_exit_tail(gi, caller + 1 + SLIDE));
+	ASSERT_TRUE(!gi_in_exit_tail(gi, caller + 1)); /* link-time: not where the guest runs */
+	ASSERT_TRUE(gi_in_exit_tail(gi, w.func_start));
+	ASSERT_TRUE(!gi_in_exit_tail(gi, w.head));
+	ASSERT_TRUE(!gi_in_exit_tail(gi, w.loop_end - 1));
+	ASSERT_TRUE(!gi_in_exit_tail(gi, sched + 4 + SLIDE));
+	ASSERT_TRUE(!gi_in_exit_tail(gi, 0));
+	ASSERT_TRUE(!gi_in_exit_tail(gi, UINT64_MAX));
+
+	/* schedule() called from the loop (before it clears the flag): not in the tail */
+	callers[0] = w.head + 1;
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers, 1));
+	/* ... called from the exit-work function's caller, after the loop: in it */
+	callers[1] = caller + 2 + SLIDE;
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers, 2));
+	/* return addresses that wrap or point to unrelated code */
+	callers[0] = 0;
+	callers[1] = sched + 8 + SLIDE;
+	callers[2] = w.head + 1;
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers, 3));
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, w.func_start, callers, 0));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(NULL, w.func_start, NULL, 0));
+	gi_close(gi);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "KASLR slide from MSR_LSTAR", test_slide },
 	{ "KASLR decision once per guest, slid sites and entry window", test_decision },
+	{ "exit tail of a slid guest and of a callchain", test_exit_tail },
 };
 
 TEST_MAIN(tests)
