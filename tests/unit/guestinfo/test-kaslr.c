@@ -33,6 +33,17 @@ static int image_path(const char *name, char *path, size_t size)
 	return 0;
 }
 
+/* @cfg for the test kernel's vmlinux and BTF (@vmlinux, @btf: 4096-byte path buffers), or -1
+ * when the image is not built (the test skips). */
+static int image_config(char *vmlinux, char *btf, struct gi_config *cfg)
+{
+	if (image_path("vmlinux", vmlinux, 4096) || image_path("vmlinux.btf", btf, 4096))
+		return -1;
+	cfg->vmlinux = vmlinux;
+	cfg->btf = btf;
+	return 0;
+}
+
 enum damage { NONE, SITE_BYTES, ENTRY_BYTES };
 
 struct kaslr_case {
@@ -63,11 +74,8 @@ static int test_slide(void)
 	const char *name;
 	size_t n;
 
-	if (image_path("vmlinux", vmlinux, sizeof(vmlinux)) ||
-	    image_path("vmlinux.btf", btf, sizeof(btf)))
+	if (image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
-	cfg.vmlinux = vmlinux;
-	cfg.btf = btf;
 	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
 	ASSERT_EQ_INT(gi_kimage_open(vmlinux, &img), 0);
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "entry_SYSCALL_64", &entry), 0);
@@ -159,11 +167,8 @@ static int test_decision(void)
 	uint8_t bytes[4096];
 	int idt = 0;
 
-	if (image_path("vmlinux", vmlinux, sizeof(vmlinux)) ||
-	    image_path("vmlinux.btf", btf, sizeof(btf)))
+	if (image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
-	cfg.vmlinux = vmlinux;
-	cfg.btf = btf;
 	ASSERT_EQ_INT(gi_kimage_open(vmlinux, &img), 0);
 	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "entry_SYSCALL_64", &entry), 0);
@@ -253,11 +258,8 @@ static int test_exit_tail(void)
 	struct gi_exit_work w;
 	uint64_t caller, sched, callers[3];
 
-	if (image_path("vmlinux", vmlinux, sizeof(vmlinux)) ||
-	    image_path("vmlinux.btf", btf, sizeof(btf)))
+	if (image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
-	cfg.vmlinux = vmlinux;
-	cfg.btf = btf;
 	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "syscall_exit_to_user_mode", &caller), 0);
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "schedule", &sched), 0);
