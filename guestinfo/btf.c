@@ -246,6 +246,7 @@ static int btf_fill_layout(struct btf *btf, const char *path, struct gi_layout *
 	l.pt_regs_sp = btf_offset(btf, "pt_regs", "sp", NULL);
 	l.pt_regs_bp = btf_offset(btf, "pt_regs", "bp", NULL);
 	l.pt_regs_cs = btf_offset(btf, "pt_regs", "cs", NULL);
+	l.pt_regs_orig_ax = btf_offset(btf, "pt_regs", "orig_ax", NULL);
 #define BTF_PT_REGS_GPR(name) l.pt_regs_##name = btf_offset(btf, "pt_regs", #name, NULL);
 	GI_PT_REGS_GPRS(BTF_PT_REGS_GPR)
 #undef BTF_PT_REGS_GPR

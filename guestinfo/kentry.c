@@ -59,6 +59,13 @@ int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct 
 	} while (0);
 	GI_PT_REGS_GPRS(KENTRY_READ_GPR)
 #undef KENTRY_READ_GPR
+	out->cs = cs;
+	out->orig_ax = 0;
+	out->entry_known = false;
+	if (l->pt_regs_orig_ax != UINT32_MAX && (uint64_t)l->pt_regs_orig_ax + 8 <= l->pt_regs_size) {
+		memcpy(&out->orig_ax, buf + l->pt_regs_orig_ax, 8);
+		out->entry_known = true;
+	}
 	return 0;
 }
 

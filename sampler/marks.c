@@ -3,7 +3,8 @@
 // thread, shared by all vCPU threads under one mutex. A kernel-mode sample marks its thread and
 // gets the mark's cookie; the thread's return to user (trap.c: the exit-work loop for a flagged
 // thread, else sysretq/iretq) resolves the mark by walking the user stack; a mark that waits too long, or is still pending at the end, is resolved from the
-// user registers saved at kernel entry. Every mark ends in exactly one USER_STACK record.
+// user registers saved at kernel entry. The mark walks at once only where the stack may be gone
+// before that (walk_at_mark). Every mark ends in exactly one USER_STACK record.
 #define pr_fmt(fmt) "sampler: marks: " fmt
 #include <string.h>
 
@@ -13,8 +14,11 @@
 
 #define MARKS_EXPIRE_PER_CALL 4 /* slots looked at per sample: bounded work */
 
-static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk);
+static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk,
+				  const struct gi_user_regs *now, const struct gi_paging *pg,
+				  uint64_t mm);
 static void emit_execve(struct svcpu *sv, const struct mark *mk);
+static void emit_lost(struct svcpu *sv, const struct mark *mk);
 
 void marks_init(struct marks *m, uint64_t timeout_ns)
 {
@@ -103,19 +107,66 @@ static void mark_kind(struct svcpu *sv, struct marks *m, struct mark *mk,
 	}
 }
 
-/* Record @entry as the mark's entry registers and walk the user stack from them now. */
-static void set_entry(struct svcpu *sv, struct mark *mk, const struct gi_paging *pg,
+/* x86-64 system calls after which a thread may never return to the address space it entered
+ * from, or returns with other registers by design (rt_sigreturn: the interrupted context's)
+ * (arch/x86/entry/syscalls/syscall_64.tbl), and the 64-bit user code segment (__USER_CS,
+ * arch/x86/include/asm/segment.h). */
+#define NR_RT_SIGRETURN 15
+#define NR_EXECVE 59
+#define NR_EXIT 60
+#define NR_EXIT_GROUP 231
+#define NR_EXECVEAT 322
+#define NR_LIMIT 512 /* x86-64 numbers are below; an exception or interrupt entry has orig_ax -1 */
+#define USER_CS_64 0x33
+
+/*
+ * Walk the user stack when the mark is taken? Only where the stack may be gone when the mark is
+ * resolved otherwise than by its return: a thread already exiting, execve or exit by the system
+ * call's number, rt_sigreturn (its return restores another context: the entry's is the handler's
+ * call path), and any entry that is not a system call's or cannot be told (an interrupt or
+ * exception: orig_ax -1; no pt_regs.orig_ax in the BTF; a 32-bit task). Interrupt entries stay
+ * walked at the mark: in the demo (2 vCPUs) a few of their returns showed other registers
+ * with no signal frame, where the walk made at the mark is the right answer. Everywhere else the return walks the same registers (the same chain, one walk instead
+ * of two), and a mark whose return shows other registers is walked then only where a signal
+ * frame shows the stack is still the entry's (emit_saved_entry_walk).
+ */
+static bool walk_at_mark(const struct mark_req *req, const struct gi_user_regs *e)
+{
+	if (req->exiting || !e->entry_known || (e->cs & 0xffff) != USER_CS_64 ||
+	    e->orig_ax >= NR_LIMIT)
+		return true;
+	switch (e->orig_ax) {
+	case NR_RT_SIGRETURN:
+	case NR_EXECVE:
+	case NR_EXIT:
+	case NR_EXIT_GROUP:
+	case NR_EXECVEAT:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Record @entry as the mark's entry registers, and walk the user stack from them now if
+ * walk_at_mark() says so. */
+static void set_entry(struct svcpu *sv, struct mark *mk, const struct mark_req *req,
 		      const struct gi_user_regs *entry)
 {
 	unsigned int n = 0;
 
-	mk->pg = *pg;
+	mk->pg = *req->pg;
 	mk->pg.cache = NULL; /* the cache is the sampling vCPU's own: not for later, other threads */
 	mk->entry = *entry;
 	mk->entry_known = true;
+	mk->walked = walk_at_mark(req, entry);
+	mk->n_entry = 0;
+	mk->entry_stop = HVP_WALK_LOST;
+	if (!mk->walked)
+		return;
+	sv->c.marks_walked_at_mark++;
 	/* bounded: at most HVP_MAX_CALLCHAIN frames, each a bounded page walk */
-	mk->entry_stop = (uint8_t)gi_unwind_user(sv->s->mem, pg, entry->ip, entry->sp, entry->bp,
-						 mk->entry_ips, HVP_MAX_CALLCHAIN, &n);
+	mk->entry_stop = (uint8_t)gi_unwind_user(sv->s->mem, req->pg, entry->ip, entry->sp,
+						 entry->bp, mk->entry_ips, HVP_MAX_CALLCHAIN, &n);
 	mk->n_entry = (uint16_t)n;
 }
 
@@ -139,11 +190,12 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 		mk->n_entry = 0;
 		mk->entry_stop = HVP_WALK_LOST;
 		mk->entry_known = false;
+		mk->walked = false;
 		mk->exiting = req->exiting;
 		memset(&mk->entry, 0, sizeof(mk->entry));
 		mk->trap = mk->flag = false;
 		if (req->entry_known)
-			set_entry(sv, mk, req->pg, req->entry);
+			set_entry(sv, mk, req, req->entry);
 		m->n_used++;
 		if (i >= m->n_slots)
 			m->n_slots = i + 1;
@@ -199,7 +251,7 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		/* marked in the entry code: this later sample knows the entry's registers (not
 		 * when they are an execve's old program's: this mm is not theirs to walk in) */
 		if (!req->execve)
-			set_entry(sv, mk, req->pg, req->entry);
+			set_entry(sv, mk, req, req->entry);
 	} else if (mk && req->entry_known && !mk->exiting &&
 		   (mk->entry.ip != req->entry->ip || mk->entry.sp != req->entry->sp)) {
 		/* Same stay in the kernel, other user registers: execve set up the new program
@@ -208,7 +260,7 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		old = *mk;
 		release(sv, m, mk);
 		pthread_mutex_unlock(&m->lock);
-		emit_saved_entry_walk(sv, &old);
+		emit_saved_entry_walk(sv, &old, req->entry, req->pg, req->mm);
 		sv->c.resolved_stale++;
 		pthread_mutex_lock(&m->lock);
 		mk = NULL;
@@ -283,13 +335,46 @@ void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint6
 		emit_user_stack(sv, copy.cookie, pid, pg, ur);
 		sv->c.resolved_at_return++;
 	} else {
-		emit_saved_entry_walk(sv, &copy);
+		emit_saved_entry_walk(sv, &copy, ur, pg, mm);
 		sv->c.resolved_stale++;
 	}
 }
 
-/* The walk made when the mark was taken, as the mark's USER_STACK record. */
-static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk)
+/* x86-64 struct rt_sigframe at a signal handler's RSP (arch/x86/include/asm/sigframe.h):
+ * pretcode (8 bytes), struct ucontext: uc_flags, uc_link (8 each), uc_stack (24), then
+ * uc_mcontext, struct sigcontext (arch/x86/include/uapi/asm/sigcontext.h): r8-r15, di, si, bp,
+ * bx, dx, ax, cx, sp, ip, ... : where the interrupted RSP and RIP are saved. */
+#define SIGFRAME_SC_SP (8 + 8 + 8 + 24 + 15 * 8)
+#define SIGFRAME_SC_IP (SIGFRAME_SC_SP + 8)
+
+/*
+ * Do @now (the user registers a thread returns with, through @pg) enter a signal handler whose
+ * frame saved @entry? Then the kernel only pushed the frame below the entry's stack (or on an
+ * alternate stack): the stack above entry->sp is still the entry's, walkable now. A system call
+ * restarted after the handler is saved at its own SYSCALL instruction, entry->ip - 2
+ * (arch/x86/kernel/signal.c). One 16-byte guest read; any failure says no.
+ */
+static bool signal_frame_saved(struct svcpu *sv, const struct gi_paging *pg,
+			       const struct gi_user_regs *now, const struct gi_user_regs *entry)
+{
+	uint64_t sc[2], at;
+
+	if (gi_is_kernel_gva(pg, now->sp) ||
+	    __builtin_add_overflow(now->sp, (uint64_t)SIGFRAME_SC_SP, &at) ||
+	    gi_read_gva(sv->s->mem, pg, at, sc, sizeof(sc)) != 0)
+		return false;
+	return sc[0] == entry->sp && (sc[1] == entry->ip || sc[1] == entry->ip - 2);
+}
+
+/*
+ * The walk from the mark's entry registers as its USER_STACK record: the one made when the mark
+ * was taken or, when none was (walk_at_mark), one made now if @now (the thread's user registers
+ * now, through @pg, in address space @mm; NULL: not known) enter a signal handler whose frame
+ * saved them. Else the stack may have changed or gone since: the user part is lost (counted).
+ */
+static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk,
+				  const struct gi_user_regs *now, const struct gi_paging *pg,
+				  uint64_t mm)
 {
 	struct hvp_user_stack *u = &sv->ustack;
 
@@ -297,6 +382,25 @@ static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk)
 	u->cookie = mk->cookie;
 	u->pid = mk->pid;
 	u->vcpu = sv->index;
+	if (mk->entry_known && !mk->walked && now && mm == mk->mm &&
+	    signal_frame_saved(sv, pg, now, &mk->entry)) {
+		unsigned int n = 0;
+
+		u->stop = (uint8_t)gi_unwind_user(sv->s->mem, pg, mk->entry.ip, mk->entry.sp,
+						  mk->entry.bp, u->user_ips, HVP_MAX_CALLCHAIN, &n);
+		u->n_user = (uint16_t)n;
+		count_walk_stop(sv, (enum hvp_walk_stop)u->stop, true);
+		sv->c.marks_walked_late++;
+		user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, pg, &mk->entry, true);
+		sampler_emit_user_stack(sv, u, &sv->ustack_regs);
+		return;
+	}
+	if (mk->entry_known && !mk->walked) {
+		/* no walk, so no USER_REGS either (one per user walk) */
+		sv->c.marks_walk_lost++;
+		emit_lost(sv, mk);
+		return;
+	}
 	u->stop = mk->entry_stop;
 	u->n_user = mk->n_entry;
 	/* SAFETY: n_entry <= HVP_MAX_CALLCHAIN, the size of both arrays. */
@@ -339,7 +443,7 @@ static void resolve_from_entry(struct svcpu *sv, const struct mark *mk)
 
 	if (mk->exiting && mk->entry_known) {
 		/* its user memory is being torn down: the walk taken while it existed */
-		emit_saved_entry_walk(sv, mk);
+		emit_saved_entry_walk(sv, mk, NULL, NULL, 0);
 		sv->c.resolved_exiting++;
 		return;
 	}
@@ -354,7 +458,7 @@ static void resolve_from_entry(struct svcpu *sv, const struct mark *mk)
 		 * be freed, and pt_regs hold the old program's registers or the new one's: the
 		 * walk made under the mark's mm, if any, tells the marked samples' call path */
 		if (mk->entry_known) {
-			emit_saved_entry_walk(sv, mk);
+			emit_saved_entry_walk(sv, mk, NULL, NULL, 0);
 			sv->c.resolved_stale++;
 		} else {
 			emit_execve(sv, mk);

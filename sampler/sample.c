@@ -215,6 +215,11 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 		struct gi_user_regs ur;
 
 		user_regs_from_vcpu(regs, regs->rcx, regs->rsp, &ur);
+		/* a 64-bit SYSCALL (LSTAR is the 64-bit entry): RAX holds the system call number
+		 * the kernel will save as pt_regs.orig_ax */
+		ur.orig_ax = regs->rax;
+		ur.cs = 0x33;
+		ur.entry_known = true;
 		smp->cpl = 0;
 		smp->flags &= (uint8_t)~HVP_SAMPLE_USER;
 		smp->kernel_ips[0] = regs->rip;

@@ -93,9 +93,13 @@ struct mark {
 	bool used;
 	bool trap;         /* resolved by the sysretq/iretq trap (counted in marks.n_trap) */
 	bool flag;         /* TIF_NOTIFY_RESUME set: the exit-work loop resolves it (n_flag) */
-	/* the walk from the entry registers made when the mark was taken: the answer when the
-	 * return shows other registers (execve replaced the address space, a signal frame was
-	 * set up, or the entry ended unseen), and for a thread that exits */
+	/* the walk from the entry registers, made when the mark was taken if the address space
+	 * may go before the return (@walked: execve, exit, an exiting thread, an entry not known
+	 * to be another system call; marks.c: walk_at_mark): the answer when the return shows
+	 * other registers (execve replaced the address space, a signal frame was set up, or the
+	 * entry ended unseen), and for a thread that exits. Not @walked: made later, from @entry,
+	 * only where the stack is still the entry's (a signal frame that saved @entry) */
+	bool walked;
 	uint8_t entry_stop;
 	uint16_t n_entry;
 	uint64_t entry_ips[HVP_MAX_CALLCHAIN];
@@ -152,7 +156,8 @@ struct mark_req {
 
 /*
  * A kernel-mode sample of a user thread: join its mark or create one (the entry walk is made
- * now when the entry is known). Return: the cookie (> 0), or 0 when the table is full (the
+ * now when the entry is known and its stack may be gone before the return: marks.c,
+ * walk_at_mark). Return: the cookie (> 0), or 0 when the table is full (the
  * caller walks eagerly), sampling is off (a late sample of a detached window: counted in
  * marks_refused_off; the sample is not recorded), or @req->execve and no mark of this stay
  * was made before the switch (counted in user_execve: the caller records the user part as

@@ -61,6 +61,7 @@ struct gi_layout {
 	uint32_t pt_regs_sp;     /* pt_regs.sp */
 	uint32_t pt_regs_bp;     /* pt_regs.bp */
 	uint32_t pt_regs_cs;     /* pt_regs.cs */
+	uint32_t pt_regs_orig_ax; /* pt_regs.orig_ax: the system call number of a syscall entry */
 #define GI_LAYOUT_PT_REGS_GPR(name) uint32_t pt_regs_##name;
 	GI_PT_REGS_GPRS(GI_LAYOUT_PT_REGS_GPR) /* pt_regs.ax, .bx, ..., .r15 */
 #undef GI_LAYOUT_PT_REGS_GPR
@@ -325,6 +326,10 @@ struct gi_user_regs {
 #define GI_USER_REGS_GPR(name) uint64_t name;
 	GI_PT_REGS_GPRS(GI_USER_REGS_GPR)
 #undef GI_USER_REGS_GPR
+	/* how the kernel was entered, when known (@entry_known): pt_regs.orig_ax (the system
+	 * call's number for a syscall entry; an error code or ~vector otherwise) and pt_regs.cs */
+	uint64_t orig_ax, cs;
+	bool entry_known;
 };
 
 /**

@@ -138,6 +138,11 @@ struct sampler_config {
 	X(resolved_from_ptregs) /* timed out or at stop: walked from pt_regs of entry */        \
 	X(resolved_stale)       /* returned with other user registers: walked from entry */     \
 	X(resolved_exiting)     /* the thread exits: the walk taken at its first sample */      \
+	X(marks_walked_at_mark) /* marks whose entry walk was made when taken (execve, exit...) */ \
+	X(marks_walked_late)    /* stale or signalled marks walked from their entry registers at \
+				 * a signal frame that saved them */                             \
+	X(marks_walk_lost)      /* stale or exiting marks without a walk: the stack went first \
+				 * (in resolved_stale / resolved_exiting; user part lost) */     \
 	X(marks_execve_kept)    /* samples after execve switched the mm: the mark's walk kept */ \
 	X(user_execve)          /* user parts lost: pt_regs of a program execve replaced */     \
 	X(dropped_table_full)   /* no free mark: walked eagerly instead */                      \

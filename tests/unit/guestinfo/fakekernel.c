@@ -32,6 +32,7 @@ static const struct gi_layout fk_layout = {
 	.pt_regs_r15 = 0, .pt_regs_r14 = 8, .pt_regs_r13 = 16, .pt_regs_r12 = 24,
 	.pt_regs_bx = 40, .pt_regs_r11 = 48, .pt_regs_r10 = 56, .pt_regs_r9 = 64, .pt_regs_r8 = 72,
 	.pt_regs_ax = 80, .pt_regs_cx = 88, .pt_regs_dx = 96, .pt_regs_si = 104, .pt_regs_di = 112,
+	.pt_regs_orig_ax = 120,
 };
 
 int fk_write_gva(struct fakekernel *fk, uint64_t gva, const void *src, size_t len)

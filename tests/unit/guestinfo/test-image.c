@@ -52,6 +52,7 @@ static int test_btf_layout(void)
 	ASSERT_EQ_INT(l.pt_regs_bp, 32);
 	ASSERT_EQ_INT(l.pt_regs_ip, 128);
 	ASSERT_EQ_INT(l.pt_regs_cs, 136);
+	ASSERT_EQ_INT(l.pt_regs_orig_ax, 120);
 	ASSERT_EQ_INT(l.pt_regs_sp, 152);
 	ASSERT_EQ_INT(l.pt_regs_r15, 0);
 	ASSERT_EQ_INT(l.pt_regs_bx, 40);

@@ -143,7 +143,8 @@ static int test_copy_large_page(void)
 	return TEST_OK;
 }
 
-/* gi_task_user_regs reads every general-purpose register from pt_regs (BTF offsets). */
+/* gi_task_user_regs reads every general-purpose register from pt_regs (BTF offsets), and
+ * orig_ax and cs. */
 static int test_task_user_regs_all(void)
 {
 	struct fakekernel fk;
@@ -168,6 +169,10 @@ static int test_task_user_regs_all(void)
 	ASSERT_EQ_U64(ur.di, 0x1000 + 112);
 	ASSERT_EQ_U64(ur.ip, 0x1000 + 128);
 	ASSERT_EQ_U64(ur.sp, 0x1000 + 152);
+	/* how the kernel was entered: orig_ax (the system call number) and cs */
+	ASSERT_TRUE(ur.entry_known);
+	ASSERT_EQ_U64(ur.orig_ax, 0x1000 + 120);
+	ASSERT_EQ_U64(ur.cs, 0x33);
 	fakekernel_fini(&fk);
 	return TEST_OK;
 }

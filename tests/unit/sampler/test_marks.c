@@ -573,6 +573,130 @@ fini:
 	return ret;
 }
 
+/* The mark of cookie @c, or NULL. */
+static const struct mark *mark_of(struct fixture *f, uint64_t c)
+{
+	for (unsigned int i = 0; i < MARKS_MAX; i++)
+		if (f->s->marks.slot[i].used && f->s->marks.slot[i].cookie == c)
+			return &f->s->marks.slot[i];
+	return NULL;
+}
+
+/* A fresh mark of @req, with (@walked) or without the walk at the mark; the return resolves
+ * it with @ret_regs. Return the cookie, 0 on a mismatch. */
+static uint64_t take_and_return(struct fixture *f, struct svcpu *sv, struct mark_req *req,
+				bool walked, const struct gi_user_regs *ret_regs)
+{
+	const struct mark *mk;
+	uint64_t c = marks_take(sv, req);
+
+	mk = mark_of(f, c);
+	if (!c || !mk || mk->walked != walked || (mk->n_entry != 0) != walked) {
+		fprintf(stderr, "mark %llu: walked %d n_entry %u, want walked %d\n",
+			(unsigned long long)c, mk ? mk->walked : -1, mk ? mk->n_entry : 0, walked);
+		return 0;
+	}
+	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, ret_regs);
+	return c;
+}
+
+/*
+ * The walk at the mark only where the stack may go before the return: a read(2) entry is walked
+ * by its return only; rt_sigreturn, execve, exit, exit_group, execveat, an interrupt, a 32-bit
+ * task and an entry of unknown kind are walked at the mark. A lazy mark whose return (or a later sample) shows other
+ * registers is walked from the entry's registers only at a signal frame that saved them (also
+ * at ip - 2: a restarted system call); otherwise, and for a thread that exits, its user part is
+ * lost and counted, never a walk of a stack that may have changed.
+ */
+static int test_walk_at_mark(void)
+{
+	struct fixture f;
+	struct gi_user_regs e = { 0x400100, U + 0x1000, U + 0x3000 }, w;
+	struct gi_user_regs handler = { 0x400900, U + 0x800, 0 }, other = { 0x400200, U + 0x900, 0 };
+	static const uint64_t nr_walked[] = { 15, 59, 60, 231, 322 };
+	struct mark_req req, req2;
+	struct svcpu *sv;
+	uint64_t c;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		return TEST_FAIL;
+	sv = &f.s->vcpus[0];
+	e.entry_known = true;
+	e.cs = 0x33;
+	e.orig_ax = 0; /* read(2) */
+	req = req_of(&f, FK_PID, &e);
+	c = take_and_return(&f, sv, &req, false, &e);
+	if (!c || n_recs != 1 || check_good_walk(&recs[0], c) != TEST_OK ||
+	    sv->c.marks_walked_at_mark != 0 || sv->c.resolved_at_return != 1)
+		goto out;
+	for (size_t i = 0; i < 8; i++) {
+		w = e;
+		if (i < 5)
+			w.orig_ax = nr_walked[i];
+		else if (i == 5)
+			w.cs = 0x23; /* a 32-bit task */
+		else if (i == 6)
+			w.orig_ax = UINT64_MAX; /* an interrupt or exception: orig_ax -1 */
+		else
+			w.entry_known = false; /* no pt_regs.orig_ax */
+		req2 = req_of(&f, FK_PID, &w);
+		c = take_and_return(&f, sv, &req2, true, &w);
+		if (!c || n_recs != 2 + (int)i || check_good_walk(&recs[n_recs - 1], c) != TEST_OK ||
+		    sv->c.marks_walked_at_mark != i + 1)
+			goto out;
+	}
+	/* a signal handler's frame saved the entry's registers: walked at that return */
+	if (fk_w64(&f.fk, U + 0x800 + 168, e.sp) || fk_w64(&f.fk, U + 0x800 + 176, e.ip))
+		goto out;
+	c = take_and_return(&f, sv, &req, false, &handler);
+	if (!c || n_recs != 10 || check_good_walk(&recs[9], c) != TEST_OK ||
+	    sv->c.marks_walked_late != 1 || sv->c.resolved_stale != 1)
+		goto out;
+	/* ... saved at the SYSCALL instruction (a system call restarted after the handler) */
+	if (fk_w64(&f.fk, U + 0x800 + 176, e.ip - 2))
+		goto out;
+	c = take_and_return(&f, sv, &req, false, &handler);
+	if (!c || n_recs != 11 || check_good_walk(&recs[10], c) != TEST_OK ||
+	    sv->c.marks_walked_late != 2)
+		goto out;
+	/* ... but in another address space than the mark's: not walked (lost, counted) */
+	c = marks_take(sv, &req);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva + 0x1000, &f.fk.fm.pg,
+				&handler);
+	if (!c || n_recs != 12 || recs[11].cookie != c || recs[11].stop != HVP_WALK_LOST ||
+	    sv->c.marks_walked_late != 2 || sv->c.marks_walk_lost != 1)
+		goto out;
+	/* no frame saved them (the entry ended unseen): lost, not a walk of today's stack */
+	n_recs = 11;
+	c = take_and_return(&f, sv, &req, false, &other);
+	if (!c || n_recs != 12 || recs[11].cookie != c || recs[11].stop != HVP_WALK_LOST ||
+	    recs[11].n != 0 || sv->c.marks_walk_lost != 2 || sv->c.resolved_stale != 4)
+		goto out;
+	/* a later sample of the same stay sees the handler's registers: walked there too */
+	c = marks_take(sv, &req);
+	req2 = req_of(&f, FK_PID, &handler);
+	if (!c || marks_take(sv, &req2) == c || n_recs != 13 ||
+	    check_good_walk(&recs[12], c) != TEST_OK || sv->c.marks_walked_late != 3)
+		goto out;
+	marks_flush(sv);
+	/* the thread exits after a mark without a walk: lost, counted */
+	c = marks_take(sv, &req);
+	req2 = req;
+	req2.exiting = true;
+	if (marks_take(sv, &req2) != c)
+		goto out;
+	n_recs = 0;
+	marks_flush(sv);
+	if (n_recs != 1 || recs[0].cookie != c || recs[0].stop != HVP_WALK_LOST ||
+	    sv->c.marks_walk_lost != 3 || sv->c.resolved_exiting != 1)
+		goto out;
+	ret = TEST_OK;
+out:
+	fixture_fini(&f);
+	return ret;
+}
+
 static const struct test_case tests[] = {
 	{ "marks: take, reuse within one stay, resolve on another vCPU", test_mark_reuse_resolve },
 	{ "marks: other user registers end a mark with its saved walk", test_stale_registers },
@@ -590,6 +714,7 @@ static const struct test_case tests[] = {
 	{ "marks: table full falls back, every mark ends in one record", test_table_full },
 	{ "marks: lookups and expiry bounded by the highest slot in use", test_slot_bound },
 	{ "flag marks: the loop stays armed across marks, off when idle", test_flag_loop_stays_armed },
+	{ "marks: the walk at the mark only where the stack may go first", test_walk_at_mark },
 };
 
 TEST_MAIN(tests)
