@@ -2,9 +2,10 @@
 // Marks of deferred user callchains (../shared/DESIGN.md, mechanism 2-4): a table keyed by guest
 // thread, shared by all vCPU threads under one mutex. A kernel-mode sample marks its thread and
 // gets the mark's cookie; the thread's return to user (trap.c: the exit-work loop for a flagged
-// thread, else sysretq/iretq) resolves the mark by walking the user stack; a mark that waits too long, or is still pending at the end, is resolved from the
-// user registers saved at kernel entry. The mark walks at once only where the stack may be gone
-// before that (walk_at_mark). Every mark ends in exactly one USER_STACK record.
+// thread, else sysretq/iretq) resolves the mark by walking the user stack; a mark that waits
+// too long, or is still pending at the end, is resolved from the user registers saved at kernel
+// entry. The mark walks at once only where the stack may be gone before that (walk_at_mark).
+// Every mark ends in exactly one USER_STACK record.
 #define pr_fmt(fmt) "sampler: marks: " fmt
 #include <string.h>
 
@@ -125,10 +126,11 @@ static void mark_kind(struct svcpu *sv, struct marks *m, struct mark *mk,
  * call's number, rt_sigreturn (its return restores another context: the entry's is the handler's
  * call path), and any entry that is not a system call's or cannot be told (an interrupt or
  * exception: orig_ax -1; no pt_regs.orig_ax in the BTF; a 32-bit task). Interrupt entries stay
- * walked at the mark: in the demo (2 vCPUs) a few of their returns showed other registers
- * with no signal frame, where the walk made at the mark is the right answer. Everywhere else the return walks the same registers (the same chain, one walk instead
- * of two), and a mark whose return shows other registers is walked then only where a signal
- * frame shows the stack is still the entry's (emit_saved_entry_walk).
+ * walked at the mark: in the demo (2 vCPUs) a few of their returns showed other registers with
+ * no signal frame, where the walk made at the mark is the right answer. Everywhere else the
+ * return walks the same registers (the same chain, one walk instead of two), and a mark whose
+ * return shows other registers is walked then only where a signal frame shows the stack is
+ * still the entry's (emit_saved_entry_walk).
  */
 static bool walk_at_mark(const struct mark_req *req, const struct gi_user_regs *e)
 {
@@ -343,9 +345,8 @@ void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint6
 /* x86-64 struct rt_sigframe at a signal handler's RSP (arch/x86/include/asm/sigframe.h):
  * pretcode (8 bytes), struct ucontext: uc_flags, uc_link (8 each), uc_stack (24), then
  * uc_mcontext, struct sigcontext (arch/x86/include/uapi/asm/sigcontext.h): r8-r15, di, si, bp,
- * bx, dx, ax, cx, sp, ip, ... : where the interrupted RSP and RIP are saved. */
+ * bx, dx, ax, cx, sp, ip, ... : where the interrupted RSP, and right after it RIP, are saved. */
 #define SIGFRAME_SC_SP (8 + 8 + 8 + 24 + 15 * 8)
-#define SIGFRAME_SC_IP (SIGFRAME_SC_SP + 8)
 
 /*
  * Do @now (the user registers a thread returns with, through @pg) enter a signal handler whose

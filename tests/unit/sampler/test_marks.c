@@ -603,10 +603,10 @@ static uint64_t take_and_return(struct fixture *f, struct svcpu *sv, struct mark
 /*
  * The walk at the mark only where the stack may go before the return: a read(2) entry is walked
  * by its return only; rt_sigreturn, execve, exit, exit_group, execveat, an interrupt, a 32-bit
- * task and an entry of unknown kind are walked at the mark. A lazy mark whose return (or a later sample) shows other
- * registers is walked from the entry's registers only at a signal frame that saved them (also
- * at ip - 2: a restarted system call); otherwise, and for a thread that exits, its user part is
- * lost and counted, never a walk of a stack that may have changed.
+ * task and an entry of unknown kind are walked at the mark. A lazy mark whose return (or a
+ * later sample) shows other registers is walked from the entry's registers only at a signal
+ * frame that saved them (also at ip - 2: a restarted system call); otherwise, and for a thread
+ * that exits, its user part is lost and counted, never a walk of a stack that may have changed.
  */
 static int test_walk_at_mark(void)
 {
