@@ -62,7 +62,8 @@ int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct 
 	out->cs = cs;
 	out->orig_ax = 0;
 	out->entry_known = false;
-	if (l->pt_regs_orig_ax != UINT32_MAX && (uint64_t)l->pt_regs_orig_ax + 8 <= l->pt_regs_size) {
+	if (l->pt_regs_orig_ax != UINT32_MAX &&
+	    (uint64_t)l->pt_regs_orig_ax + 8 <= l->pt_regs_size) {
 		memcpy(&out->orig_ax, buf + l->pt_regs_orig_ax, 8);
 		out->entry_known = true;
 	}

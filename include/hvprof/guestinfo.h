@@ -326,15 +326,17 @@ struct gi_user_regs {
 #define GI_USER_REGS_GPR(name) uint64_t name;
 	GI_PT_REGS_GPRS(GI_USER_REGS_GPR)
 #undef GI_USER_REGS_GPR
-	/* how the kernel was entered, when known (@entry_known): pt_regs.orig_ax (the system
-	 * call's number for a syscall entry; an error code or ~vector otherwise) and pt_regs.cs */
+	/* how the kernel was entered: pt_regs.orig_ax when @entry_known (the system call's
+	 * number for a syscall entry; -1 for an interrupt or exception, whose entry code moves
+	 * the error code out: arch/x86/entry/entry_64.S) and pt_regs.cs */
 	uint64_t orig_ax, cs;
 	bool entry_known;
 };
 
 /**
  * gi_task_user_regs - the user registers saved at @task's last kernel entry (ip, sp, bp and the
- * other general-purpose registers): struct pt_regs at
+ * other general-purpose registers; cs, and orig_ax with entry_known when the BTF has it):
+ * struct pt_regs at
  * task->stack + THREAD_SIZE - sizeof(pt_regs) (x86-64 task_pt_regs(), no top padding;
  * arch/x86/include/asm/processor.h), field offsets from BTF, one THREAD_SIZE for guestinfo.
  * Return: 0 and *@out; -ENODATA the BTF lacks pt_regs fields; -EBADMSG task->stack is not a
