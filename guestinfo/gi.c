@@ -72,12 +72,15 @@ static void tail_add(struct gi *gi, uint64_t start, uint64_t end)
 }
 
 /*
- * The exit tail as one list of ranges (gi_in_exit_tail), built once: the exit-work function
+ * The exit tail as one list of ranges (gi_chain_in_exit_tail), built once: the exit-work function
  * outside its loop (in the loop a thread reads its flags again), its callers, the C entry points
  * after their call, and in the entry text the system call's tail and the two exit paths.
  */
 static void exit_tail_ranges(struct gi *gi)
 {
+	_Static_assert(GI_TAIL_RANGES == 2 + sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]) +
+					     sizeof(gi->call_tails) / sizeof(gi->call_tails[0]) + 3,
+		       "room for every range added below");
 	const struct gi_exit_work *w = &gi->exit_work;
 
 	gi->n_tail = 0;
@@ -86,9 +89,9 @@ static void exit_tail_ranges(struct gi *gi)
 		return;
 	tail_add(gi, w->func_start, w->head);
 	tail_add(gi, w->loop_end, w->func_end);
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]); i++)
 		tail_add(gi, gi->exit_callers[i][0], gi->exit_callers[i][1]);
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < sizeof(gi->call_tails) / sizeof(gi->call_tails[0]); i++)
 		tail_add(gi, gi->call_tails[i][0], gi->call_tails[i][1]);
 	tail_add(gi, gi->syscall_tail[0], gi->syscall_tail[1]);
 	tail_add(gi, gi->exit1_start, gi->exit1_end);

@@ -71,7 +71,7 @@ struct gi {
 	uint64_t exit_callers[4][2];   /* [start, end) of its callers, link-time; 0/0 unknown */
 	uint64_t syscall_tail[2];      /* gi_syscall_tail_find, link-time; 0/0 unknown */
 	uint64_t call_tails[4][2];     /* gi_tail_after_call of the C entry points, link-time */
-	/* every [start, end) gi_in_exit_tail tests, link-time, from the fields above (exit_tail_
+	/* every [start, end) gi_chain_in_exit_tail tests, link-time, from the fields above (exit_tail_
 	 * ranges() in gi.c); [tail_lo, tail_hi) holds them all */
 	uint64_t tail[GI_TAIL_RANGES][2];
 	unsigned int n_tail;

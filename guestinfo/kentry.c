@@ -209,15 +209,6 @@ static bool in_tail(const struct gi *gi, uint64_t rip)
 	return false;
 }
 
-bool gi_in_exit_tail(const struct gi *gi, uint64_t rip)
-{
-	uint64_t slide;
-
-	if (!gi || !gi->exit_work.head || running_slide(gi, &slide) != 0)
-		return false;
-	return in_tail(gi, rip - slide);
-}
-
 bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *callers,
 			   unsigned int n)
 {

@@ -110,15 +110,13 @@ static void mark_kind(struct svcpu *sv, struct marks *m, struct mark *mk,
 
 /* x86-64 system calls after which a thread may never return to the address space it entered
  * from, or returns with other registers by design (rt_sigreturn: the interrupted context's)
- * (arch/x86/entry/syscalls/syscall_64.tbl), and the 64-bit user code segment (__USER_CS,
- * arch/x86/include/asm/segment.h). */
+ * (arch/x86/entry/syscalls/syscall_64.tbl). */
 #define NR_RT_SIGRETURN 15
 #define NR_EXECVE 59
 #define NR_EXIT 60
 #define NR_EXIT_GROUP 231
 #define NR_EXECVEAT 322
 #define NR_LIMIT 512 /* x86-64 numbers are below; an exception or interrupt entry has orig_ax -1 */
-#define USER_CS_64 0x33
 
 /*
  * Walk the user stack when the mark is taken? Only where the stack may be gone when the mark is
@@ -134,7 +132,7 @@ static void mark_kind(struct svcpu *sv, struct marks *m, struct mark *mk,
  */
 static bool walk_at_mark(const struct mark_req *req, const struct gi_user_regs *e)
 {
-	if (req->exiting || !e->entry_known || (e->cs & 0xffff) != USER_CS_64 ||
+	if (req->exiting || !e->entry_known || (e->cs & 0xffff) != SAMPLER_USER_CS_64 ||
 	    e->orig_ax >= NR_LIMIT)
 		return true;
 	switch (e->orig_ax) {
@@ -379,21 +377,11 @@ static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk,
 {
 	struct hvp_user_stack *u = &sv->ustack;
 
-	u->time_ns = vmm_now_ns() - sampler_start_ns(sv->s);
-	u->cookie = mk->cookie;
-	u->pid = mk->pid;
-	u->vcpu = sv->index;
 	if (mk->entry_known && !mk->walked && now && mm == mk->mm &&
 	    signal_frame_saved(sv, pg, now, &mk->entry)) {
-		unsigned int n = 0;
-
-		u->stop = (uint8_t)gi_unwind_user(sv->s->mem, pg, mk->entry.ip, mk->entry.sp,
-						  mk->entry.bp, u->user_ips, HVP_MAX_CALLCHAIN, &n);
-		u->n_user = (uint16_t)n;
-		count_walk_stop(sv, (enum hvp_walk_stop)u->stop, true);
+		/* the stack above the entry's RSP is intact: the walk the return would have made */
+		emit_user_stack(sv, mk->cookie, mk->pid, pg, &mk->entry);
 		sv->c.marks_walked_late++;
-		user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, pg, &mk->entry, true);
-		sampler_emit_user_stack(sv, u, &sv->ustack_regs);
 		return;
 	}
 	if (mk->entry_known && !mk->walked) {
@@ -402,6 +390,10 @@ static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk,
 		emit_lost(sv, mk);
 		return;
 	}
+	u->time_ns = vmm_now_ns() - sampler_start_ns(sv->s);
+	u->cookie = mk->cookie;
+	u->pid = mk->pid;
+	u->vcpu = sv->index;
 	u->stop = mk->entry_stop;
 	u->n_user = mk->n_entry;
 	/* SAFETY: n_entry <= HVP_MAX_CALLCHAIN, the size of both arrays. */

@@ -218,7 +218,7 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 		/* a 64-bit SYSCALL (LSTAR is the 64-bit entry): RAX holds the system call number
 		 * the kernel will save as pt_regs.orig_ax */
 		ur.orig_ax = regs->rax;
-		ur.cs = 0x33;
+		ur.cs = SAMPLER_USER_CS_64;
 		ur.entry_known = true;
 		smp->cpl = 0;
 		smp->flags &= (uint8_t)~HVP_SAMPLE_USER;

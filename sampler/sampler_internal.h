@@ -33,6 +33,9 @@ struct ident_last {
  * the end, after the threads stopped).
  * @v: the VMM's vCPU (NULL in unit tests that drive the logic without a VM).
  */
+/* The 64-bit user code segment selector (__USER_CS, arch/x86/include/asm/segment.h). */
+#define SAMPLER_USER_CS_64 0x33
+
 struct svcpu {
 	struct sampler *s;
 	struct vmm_vcpu *v;
@@ -150,7 +153,7 @@ struct mark_req {
 	bool execve;      /* @mm is one execve is building: @entry is the old program's
 			   * (note_identity), never to be walked in @mm */
 	bool exit_tail;   /* the sample is where the thread may have read its flags for the last
-			   * time (gi_in_exit_tail): a flag would act too late, trap it */
+			   * time (gi_chain_in_exit_tail): a flag would act too late, trap it */
 	uint64_t now_ns;  /* host time of the sample (vmm_now_ns); 0: read it */
 };
 

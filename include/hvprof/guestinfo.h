@@ -493,21 +493,16 @@ int gi_tail_after_call(const struct symtab *st, gi_kva_read_fn read, void *ctx, 
 int gi_exit_work(const struct gi *gi, struct gi_exit_work *out) __must_check;
 
 /**
- * gi_in_exit_tail - @rip (slid) is where a thread may already have read its work flags for the
- * last time before returning to user: the exit-work function outside its loop, its callers
- * (syscall_exit_to_user_mode[_work], irqentry_exit_to_user_mode, exit_to_user_mode), the C
- * entry points after they called those (do_syscall_64, irqentry_exit, ...), and in
- * the entry text the system call's tail and the two exit paths (not the entry code: its thread
- * has all its exit still ahead). A flag set there may only act at the thread's next kernel exit. Conservative
- * (parts before the read count too). False while the slide is not known.
- */
-bool gi_in_exit_tail(const struct gi *gi, uint64_t rip);
-
-/**
- * gi_chain_in_exit_tail - gi_in_exit_tail() of a kernel callchain: the leaf @rip (slid) or any
- * of the @n return addresses @callers (slid; each tested at its address - 1, inside the call
- * instruction, which tells where the caller stands). One slide read for the chain. False while
- * the slide is not known.
+ * gi_chain_in_exit_tail - is a kernel callchain where a thread may already have read its work
+ * flags for the last time before returning to user? The leaf @rip (slid) or any of the @n
+ * return addresses @callers (slid; each tested at its address - 1, inside the call
+ * instruction, which tells where the caller stands; @callers may be NULL when @n is 0) in: the
+ * exit-work function outside its loop, its callers (syscall_exit_to_user_mode[_work],
+ * irqentry_exit_to_user_mode, exit_to_user_mode), the C entry points after they called those
+ * (do_syscall_64, irqentry_exit, ...), and in the entry text the system call's tail and the
+ * two exit paths (not the entry code: its thread has all its exit still ahead). A flag set
+ * there may only act at the thread's next kernel exit. Conservative (parts before the read
+ * count too). One slide read for the chain; false while the slide is not known.
  */
 bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *callers,
 			   unsigned int n);

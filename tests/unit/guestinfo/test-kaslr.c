@@ -246,8 +246,8 @@ static int test_decision(void)
 }
 
 /*
- * The exit tail of a slid guest: the exit-work function outside its loop and its callers are
- * in it, the loop and unrelated code are not; a chain is in it when any caller's return address
+ * The exit tail of a slid guest: the exit-work function outside its loop, its callers and the
+ * entry text's exit paths are in it, the loop and unrelated code are not; a chain is in it when any caller's return address
  * is (tested inside the call: address - 1); nothing is while the slide is not known.
  */
 static int test_exit_tail(void)
@@ -256,28 +256,33 @@ static int test_exit_tail(void)
 	struct gi_config cfg = { 0 };
 	struct gi *gi = NULL;
 	struct gi_exit_work w;
-	uint64_t caller, sched, callers[3];
+	uint64_t caller, sched, sysret, iret, callers[3];
 
 	if (image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
 	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "syscall_exit_to_user_mode", &caller), 0);
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "schedule", &sched), 0);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "syscall_return_via_sysret", &sysret), 0);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "native_irq_return_iret", &iret), 0);
 	/* slide not known yet */
-	ASSERT_TRUE(!gi_in_exit_tail(gi, caller + 1 + SLIDE));
 	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, caller + 1 + SLIDE, NULL, 0));
 	gi_kaslr_placed(gi, SLIDE);
 	ASSERT_EQ_INT(gi_exit_work(gi, &w), 0);
 	ASSERT_TRUE(w.func_start < w.head && w.head < w.loop_end && w.loop_end <= w.func_end);
 
-	ASSERT_TRUE(gi_in_exit_tail(gi, caller + 1 + SLIDE));
-	ASSERT_TRUE(!gi_in_exit_tail(gi, caller + 1)); /* link-time: not where the guest runs */
-	ASSERT_TRUE(gi_in_exit_tail(gi, w.func_start));
-	ASSERT_TRUE(!gi_in_exit_tail(gi, w.head));
-	ASSERT_TRUE(!gi_in_exit_tail(gi, w.loop_end - 1));
-	ASSERT_TRUE(!gi_in_exit_tail(gi, sched + 4 + SLIDE));
-	ASSERT_TRUE(!gi_in_exit_tail(gi, 0));
-	ASSERT_TRUE(!gi_in_exit_tail(gi, UINT64_MAX));
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, caller + 1 + SLIDE, NULL, 0));
+	/* link-time: not where the guest runs */
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, caller + 1, NULL, 0));
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, w.func_start, NULL, 0));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w.head, NULL, 0));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w.loop_end - 1, NULL, 0));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, NULL, 0));
+	/* the two exit paths in the entry text, the interrupt return's iretq included */
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sysret + SLIDE, NULL, 0));
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, iret + SLIDE, NULL, 0));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, 0, NULL, 0));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, UINT64_MAX, NULL, 0));
 
 	/* schedule() called from the loop (before it clears the flag): not in the tail */
 	callers[0] = w.head + 1;
