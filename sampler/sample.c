@@ -280,21 +280,31 @@ static void write_sample(struct svcpu *sv, const struct hvp_sample *smp)
 
 int sample_take(struct svcpu *sv)
 {
-	struct sampler *s = sv->s;
-	const struct sampler_sink *sink = s->cfg.sink;
-	struct hvp_sample *smp = &sv->sample;
 	struct kvm_regs *regs;
 	struct kvm_sregs *sregs;
-	struct gi_regs gr;
-	struct hvp_thread thr;
-	struct gi_thread_state st = { 0 };
-	uint64_t t0 = vmm_now_ns(), t1, t2, task = 0, period;
-	bool exiting = false, execve = false;
+	uint64_t t0 = vmm_now_ns(), period;
 
-	if (!s->gi || !sink || vmm_vcpu_regs(sv->v, &regs, &sregs) != 0)
+	if (!sv->s->gi || !sv->s->cfg.sink || vmm_vcpu_regs(sv->v, &regs, &sregs) != 0)
 		return 0;
 	/* read for every overflow, recorded or not: the next sample weighs only what follows */
 	period = counter_period(sv).period;
+	return sample_from_regs(sv, regs, sregs, period, t0);
+}
+
+int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
+		     const struct kvm_sregs *sregs, uint64_t period, uint64_t t0)
+{
+	struct sampler *s = sv->s;
+	const struct sampler_sink *sink = s->cfg.sink;
+	struct hvp_sample *smp = &sv->sample;
+	struct gi_regs gr;
+	struct hvp_thread thr;
+	struct gi_thread_state st = { 0 };
+	uint64_t t1, t2, task = 0;
+	bool exiting = false, execve = false;
+
+	if (!s->gi || !sink)
+		return 0;
 	if (!(sregs->efer & EFER_LMA)) {
 		/* not in long mode yet (an AP before its startup IPI): no guest to sample */
 		sv->c.samples_not_long_mode++;

@@ -339,6 +339,14 @@ static inline uint64_t sampler_start_ns(const struct sampler *s)
 
 /* sample.c: an overflow on @sv's vCPU becomes a sample. Return: 0, or 1 to stop the vCPU. */
 int sample_take(struct svcpu *sv);
+/*
+ * The sample of registers @regs/@sregs (a vCPU's, as KVM returns them; unit tests and the
+ * sample benchmark pass their own), weighing @period (counter units: ns of vCPU CPU time), the
+ * overflow seen at host time @t0 (ns, vmm_now_ns). Everything sample_take does after reading
+ * the vCPU: identity, callchains, marks, records to the sink, counters. Return as sample_take.
+ */
+int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
+		     const struct kvm_sregs *sregs, uint64_t period, uint64_t t0);
 /* The user part of a kernel-mode sample of a user thread (deferred: a mark; eager: a walk). */
 void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64_t task,
 				const struct gi_paging *pg, const struct gi_user_regs *entry,

@@ -104,6 +104,20 @@ int write_pt_regs(struct fixture *f, const struct gi_user_regs *ur)
 	       fk_w64(&f->fk, PT_REGS + 152, ur->sp) || fk_w64(&f->fk, PT_REGS + 32, ur->bp);
 }
 
+void fixture_process(struct fakekernel *fk, uint64_t start_code)
+{
+	uint64_t dentry = fk_kva(FK_DENTRY_GPA), root = fk_kva(FK_DENTRY_GPA + 0x100);
+
+	fakemem_w64(&fk->fm, FK_MM_GPA + 0x110, start_code);
+	fakemem_w64(&fk->fm, FK_MM_GPA + 0x118, 0x402000);
+	fakemem_w64(&fk->fm, FK_MM_GPA + 0x388, fk_kva(FK_FILE_GPA));
+	fakemem_w64(&fk->fm, FK_FILE_GPA + 16 + 8, dentry);
+	fakemem_w64(&fk->fm, FK_DENTRY_GPA + 24, root);
+	fakemem_w64(&fk->fm, FK_DENTRY_GPA + 32 + 8, fk_kva(FK_NAMES_GPA));
+	fakemem_wbytes(&fk->fm, FK_NAMES_GPA, "demo", 5);
+	fakemem_w64(&fk->fm, FK_DENTRY_GPA + 0x100 + 24, root);
+}
+
 int check_good_walk(const struct rec *r, uint64_t cookie)
 {
 	ASSERT_EQ_U64(r->cookie, cookie);
@@ -116,3 +130,34 @@ int check_good_walk(const struct rec *r, uint64_t cookie)
 	return TEST_OK;
 }
 
+
+int fixture_vcpu_regs(struct fixture *f, uint8_t cpl, struct kvm_regs *regs,
+		      struct kvm_sregs *sregs)
+{
+	const uint64_t fp = FK_STACK + 0x3e00;
+
+	memset(regs, 0, sizeof(*regs));
+	memset(sregs, 0, sizeof(*sregs));
+	sregs->cr0 = f->fk.fm.pg.cr0;
+	sregs->cr3 = f->fk.fm.pg.cr3;
+	sregs->cr4 = f->fk.fm.pg.cr4;
+	sregs->efer = f->fk.fm.pg.efer;
+	if (cpl == 3) {
+		sregs->cs.selector = 0x33;
+		sregs->gs.base = f->fk.regs.kernel_gs_base; /* the user's; the kernel's is swapped */
+		regs->rip = f->entry.ip;
+		regs->rsp = f->entry.sp;
+		regs->rbp = f->entry.bp;
+		return 0;
+	}
+	sregs->cs.selector = 0x10;
+	sregs->gs.base = f->fk.regs.gs_base;
+	regs->rip = f->fk.regs.rip;
+	regs->rsp = fp - 0x80;
+	regs->rbp = fp;
+	for (unsigned int i = 0; i < 3; i++)
+		if (fk_frame(&f->fk, fp + 0x40 * i, i + 1 < 3 ? fp + 0x40 * (i + 1) : 0,
+			     KRET(i + 1)))
+			return -1;
+	return 0;
+}

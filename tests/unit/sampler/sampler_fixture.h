@@ -48,6 +48,17 @@ void fixture_fini(struct fixture *f);
 struct mark_req req_of(struct fixture *f, int32_t pid, const struct gi_user_regs *entry);
 /* pt_regs of the fake task: entered from user mode with @ur (CS 0x33). */
 int write_pt_regs(struct fixture *f, const struct gi_user_regs *ur);
+/* The fake task's process: code range [@start_code, 0x402000) and an executable named /demo. */
+void fixture_process(struct fakekernel *fk, uint64_t start_code);
+/* A kernel return address of the fake kernel's text (frame @i of fixture_kernel_chain). */
+#define KRET(i) (FK_STEXT + 0x1000 * (i))
+/*
+ * The vCPU registers of a sample of the fake task: @cpl 0, in the kernel (RIP in its text, a
+ * frame-pointer chain of 3 frames on its stack returning to KRET(1..3), per-CPU GS base), or
+ * @cpl 3, in user mode at the fixture's good chain (f->entry). Page tables: the fake guest's.
+ */
+int fixture_vcpu_regs(struct fixture *f, uint8_t cpl, struct kvm_regs *regs,
+		      struct kvm_sregs *sregs);
 /* @r is the walk of the fixture's good chain (ip + 3 frames), with @cookie */
 int check_good_walk(const struct rec *r, uint64_t cookie);
 

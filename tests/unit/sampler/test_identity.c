@@ -50,21 +50,6 @@ static uint64_t walks(const struct sampler *s)
 	return n;
 }
 
-/* The fake task's process: code range and an executable named /demo (map count at mm + 0). */
-static void fake_process(struct fakekernel *fk, uint64_t start_code)
-{
-	uint64_t dentry = fk_kva(FK_DENTRY_GPA), root = fk_kva(FK_DENTRY_GPA + 0x100);
-
-	fakemem_w64(&fk->fm, FK_MM_GPA + 0x110, start_code);
-	fakemem_w64(&fk->fm, FK_MM_GPA + 0x118, 0x402000);
-	fakemem_w64(&fk->fm, FK_MM_GPA + 0x388, fk_kva(FK_FILE_GPA));
-	fakemem_w64(&fk->fm, FK_FILE_GPA + 16 + 8, dentry);
-	fakemem_w64(&fk->fm, FK_DENTRY_GPA + 24, root);
-	fakemem_w64(&fk->fm, FK_DENTRY_GPA + 32 + 8, fk_kva(FK_NAMES_GPA));
-	fakemem_wbytes(&fk->fm, FK_NAMES_GPA, "demo", 5);
-	fakemem_w64(&fk->fm, FK_DENTRY_GPA + 0x100 + 24, root);
-}
-
 #define NOTED(th, pr, wk) (n_threads == (th) && n_procs == (pr) && walks(f.s) == (wk))
 
 /*
@@ -95,7 +80,7 @@ static int test_identity_repeat(void)
 	sv0 = &f.s->vcpus[0];
 	sv1 = &f.s->vcpus[1];
 	t.task = f.fk.task_kva;
-	fake_process(&f.fk, 0x400000);
+	fixture_process(&f.fk, 0x400000);
 	fakemem_w32(&f.fk.fm, FK_MM_GPA, 5);
 	note_identity(sv0, &t, f.fk.mm_kva, &f.fk.fm.pg);
 	if (!NOTED(1, 1, 1) || !sv0->ident_last.valid)
@@ -190,7 +175,7 @@ static int test_identity_unreadable(void)
 	}
 	sv = &f.s->vcpus[0];
 	t.task = f.fk.task_kva;
-	fake_process(&f.fk, 0x400000);
+	fixture_process(&f.fk, 0x400000);
 	fakemem_w32(&f.fk.fm, FK_MM_GPA, 5);
 	/* mm->exe_file not a kernel address: gi_process_info fails (-EBADMSG) */
 	fakemem_w64(&f.fk.fm, FK_MM_GPA + 0x388, 0x5000);

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of a whole sample without /dev/kvm (sampler/sample.c: sample_from_regs): from the
+// vCPU's registers to the records the sink gets, on the fake kernel's task — identity, kernel
+// and user callchains, the mark and its cookie, USER_REGS, the counters — and what a bad
+// current-task pointer or a vCPU not in long mode gives.
+#include <stdio.h>
+#include <string.h>
+
+#include "sampler_fixture.h"
+#include "test.h"
+
+#define MAX_GOT 8
+
+static struct hvp_sample got[MAX_GOT];
+static bool got_regs[MAX_GOT];
+static int n_got, n_threads, n_procs;
+static struct hvp_thread last_thread;
+
+static int cap_sample(void *ctx, const struct hvp_sample *s, const struct hvp_user_regs *r)
+{
+	(void)ctx;
+	if (n_got >= MAX_GOT)
+		return -1;
+	got[n_got] = *s;
+	got_regs[n_got++] = r != NULL;
+	return 0;
+}
+
+static int cap_thread(void *ctx, const struct hvp_thread *t)
+{
+	(void)ctx;
+	last_thread = *t;
+	n_threads++;
+	return 0;
+}
+
+static int cap_process(void *ctx, const struct hvp_process *p)
+{
+	(void)ctx;
+	(void)p;
+	n_procs++;
+	return 0;
+}
+
+static const struct sampler_sink cap_sink = { .sample = cap_sample, .user_stack = sink_user_stack,
+					      .thread = cap_thread, .process = cap_process };
+
+static int setup(struct fixture *f, enum sampler_callchain_mode mode)
+{
+	n_got = n_threads = n_procs = 0;
+	if (fixture_init(f, mode, 4) || write_pt_regs(f, &f->entry))
+		return -1;
+	fixture_process(&f->fk, 0x400000);
+	f->s->cfg.sink = &cap_sink;
+	return 0;
+}
+
+static int sample_at(struct fixture *f, uint8_t cpl, uint64_t period, uint64_t t0)
+{
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+
+	if (fixture_vcpu_regs(f, cpl, &regs, &sregs))
+		return -1;
+	return sample_from_regs(&f->s->vcpus[0], &regs, &sregs, period, t0);
+}
+
+/* A kernel sample's fields: the task's identity, the kernel chain of fixture_vcpu_regs. */
+static int check_kernel_sample(const struct hvp_sample *s, uint64_t task)
+{
+	ASSERT_EQ_INT(s->cpl, 0);
+	ASSERT_EQ_U64(s->task, task);
+	ASSERT_EQ_INT(s->pid, FK_PID);
+	ASSERT_EQ_INT(s->tgid, FK_TGID);
+	ASSERT_EQ_INT(s->flags & (HVP_SAMPLE_USER | HVP_SAMPLE_KTHREAD | HVP_SAMPLE_NO_TASK), 0);
+	ASSERT_EQ_INT(s->n_kernel, 4);
+	ASSERT_EQ_U64(s->kernel_ips[0], FK_STEXT + 0x100);
+	ASSERT_EQ_U64(s->kernel_ips[1], KRET(1));
+	ASSERT_EQ_U64(s->kernel_ips[3], KRET(3));
+	ASSERT_EQ_INT(s->kernel_stop, HVP_WALK_END);
+	return TEST_OK;
+}
+
+/*
+ * Deferred: a kernel sample names the task, walks the kernel stack and marks the thread (a
+ * cookie, the user part deferred, no USER_REGS); a second sample in the same kernel entry finds
+ * the identity cached and shares the cookie, with no new THREAD record; a user-mode sample walks
+ * the user stack where it is and carries its USER_REGS.
+ */
+static int sample_deferred(struct fixture *f)
+{
+	struct svcpu *sv = &f->s->vcpus[0];
+
+	ASSERT_EQ_INT(sample_at(f, 0, 1000000, 5000), 0);
+	ASSERT_EQ_INT(n_got, 1);
+	ASSERT_EQ_INT(check_kernel_sample(&got[0], f->fk.task_kva), TEST_OK);
+	ASSERT_TRUE(got[0].cookie != 0);
+	ASSERT_EQ_INT(got[0].user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_INT(got[0].n_user, 0);
+	ASSERT_TRUE(!got_regs[0]);
+	ASSERT_EQ_U64(got[0].period, 1000000);
+	ASSERT_EQ_U64(got[0].time_ns, 5000);
+	ASSERT_EQ_INT(n_threads, 1);
+	ASSERT_EQ_INT(last_thread.pid, FK_PID);
+	ASSERT_TRUE(strcmp(last_thread.comm, FK_COMM) == 0);
+	ASSERT_EQ_INT(n_procs, 1);
+	ASSERT_EQ_U64(sv->c.ident_cache_misses, 1);
+	ASSERT_EQ_U64(sv->c.samples_kernel, 1);
+	ASSERT_EQ_U64(sv->c.marks, 1);
+
+	ASSERT_EQ_INT(sample_at(f, 0, 999000, 6000), 0);
+	ASSERT_EQ_INT(n_got, 2);
+	ASSERT_EQ_INT(check_kernel_sample(&got[1], f->fk.task_kva), TEST_OK);
+	ASSERT_EQ_U64(got[1].cookie, got[0].cookie);
+	ASSERT_EQ_U64(got[1].period, 999000);
+	ASSERT_EQ_INT(n_threads, 1);
+	ASSERT_EQ_U64(sv->c.ident_cache_hits, 1);
+	ASSERT_EQ_U64(sv->c.marks, 1);
+
+	ASSERT_EQ_INT(sample_at(f, 3, 1000000, 7000), 0);
+	ASSERT_EQ_INT(n_got, 3);
+	ASSERT_EQ_INT(got[2].cpl, 3);
+	ASSERT_TRUE(got[2].flags & HVP_SAMPLE_USER);
+	ASSERT_EQ_INT(got[2].pid, FK_PID);
+	ASSERT_EQ_INT(got[2].n_user, 4);
+	ASSERT_EQ_U64(got[2].user_ips[0], f->entry.ip);
+	ASSERT_EQ_U64(got[2].user_ips[3], URET(3));
+	ASSERT_EQ_INT(got[2].n_kernel, 0);
+	ASSERT_TRUE(got_regs[2]);
+	ASSERT_EQ_U64(sv->c.samples_user, 1);
+	ASSERT_EQ_U64(sv->c.samples, 3);
+	return TEST_OK;
+}
+
+/* Eager: the kernel sample walks the user stack from pt_regs at once, USER_REGS included. */
+static int sample_eager(struct fixture *f)
+{
+	ASSERT_EQ_INT(sample_at(f, 0, 1000000, 0), 0);
+	ASSERT_EQ_INT(n_got, 1);
+	ASSERT_EQ_INT(check_kernel_sample(&got[0], f->fk.task_kva), TEST_OK);
+	ASSERT_EQ_U64(got[0].cookie, 0);
+	ASSERT_EQ_INT(got[0].user_stop, HVP_WALK_END);
+	ASSERT_EQ_INT(got[0].n_user, 4);
+	ASSERT_EQ_U64(got[0].user_ips[0], f->entry.ip);
+	ASSERT_EQ_U64(got[0].user_ips[1], URET(1));
+	ASSERT_TRUE(got_regs[0]);
+	ASSERT_EQ_U64(f->s->vcpus[0].c.user_regs, 1);
+	return TEST_OK;
+}
+
+/*
+ * Hostile and early states: a current-task pointer that is not a task (misaligned) gives a
+ * sample without a thread, its kernel chain still walked; a vCPU not in long mode gives none.
+ */
+static int sample_bad_states(struct fixture *f)
+{
+	struct svcpu *sv = &f->s->vcpus[0];
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+
+	fakemem_w64(&f->fk.fm, FK_PERCPU_GPA + FK_CURRENT_TASK_OFF, f->fk.task_kva + 3);
+	ASSERT_EQ_INT(sample_at(f, 0, 1000000, 0), 0);
+	ASSERT_EQ_INT(n_got, 1);
+	ASSERT_TRUE(got[0].flags & HVP_SAMPLE_NO_TASK);
+	ASSERT_EQ_INT(got[0].pid, -1);
+	ASSERT_EQ_U64(got[0].cookie, 0);
+	ASSERT_EQ_INT(got[0].n_kernel, 4);
+	ASSERT_EQ_U64(sv->c.samples_no_task, 1);
+	ASSERT_EQ_INT(n_threads, 0);
+
+	ASSERT_EQ_INT(fixture_vcpu_regs(f, 0, &regs, &sregs), 0);
+	sregs.efer = 0;
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0), 0);
+	ASSERT_EQ_INT(n_got, 1);
+	ASSERT_EQ_U64(sv->c.samples_not_long_mode, 1);
+	return TEST_OK;
+}
+
+static int with_fixture(enum sampler_callchain_mode mode, int (*body)(struct fixture *f))
+{
+	struct fixture f;
+	int ret;
+
+	if (setup(&f, mode)) {
+		fprintf(stderr, "fixture set-up failed\n");
+		return TEST_FAIL;
+	}
+	ret = body(&f);
+	fixture_fini(&f);
+	return ret;
+}
+
+static int test_sample_deferred(void)
+{
+	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_deferred);
+}
+
+static int test_sample_eager(void)
+{
+	return with_fixture(SAMPLER_CALLCHAIN_EAGER, sample_eager);
+}
+
+static int test_sample_bad_states(void)
+{
+	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_bad_states);
+}
+
+static const struct test_case tests[] = {
+	{ "sample: deferred kernel samples share a mark, a user sample walks in place",
+	  test_sample_deferred },
+	{ "sample: eager kernel sample walks pt_regs' user stack", test_sample_eager },
+	{ "sample: a bad current task, a vCPU not in long mode", test_sample_bad_states },
+};
+
+TEST_MAIN(tests)
