@@ -192,7 +192,7 @@ int gi_task_identity_cached(const struct gi *gi, const struct gmem *mem,
 		return 0;
 	}
 	cache->misses++;
-	cache->slot[i].task = 0;
+	memset(&cache->slot[i], 0, sizeof(cache->slot[i]));
 	err = gi_task_identity_flags(gi, mem, pg, task, out, &mm_kva, &flags);
 	if (err)
 		return err;
@@ -206,6 +206,69 @@ int gi_task_identity_cached(const struct gi *gi, const struct gmem *mem,
 	if (task_flags)
 		*task_flags = flags;
 	return 0;
+}
+
+_Static_assert(GI_TASK_STACK_PAGES * 4096u == GI_THREAD_SIZE,
+	       "a task cache entry has a translation per page of the kernel stack");
+
+/* The entry of @task in @cache, or NULL. */
+static struct gi_task_cache_entry *task_cache_find(struct gi_task_cache *cache, uint64_t task)
+{
+	struct gi_task_cache_entry *e;
+
+	if (!cache || !task)
+		return NULL;
+	/* SAFETY: task_cache_slot() < GI_TASK_CACHE_SLOTS. */
+	e = &cache->slot[task_cache_slot(task)];
+	return e->task == task ? e : NULL;
+}
+
+unsigned int gi_task_stack_seed(const struct gi *gi, const struct gmem *mem,
+				const struct gi_paging *pg, struct gi_task_cache *cache,
+				uint64_t task)
+{
+	struct gi_task_cache_entry *e = task_cache_find(cache, task);
+	unsigned int seeded = 0;
+	uint64_t stack;
+
+	if (!e || !gi || !mem || !pg || !pg->cache || !gi->have_layout ||
+	    gi->layout.task_stack == UINT32_MAX)
+		return 0;
+	if (gi_read_u64_at(mem, pg, task, gi->layout.task_stack, &stack) != 0 ||
+	    !gi_is_kernel_gva(pg, stack) || (stack & (GI_THREAD_SIZE - 1))) {
+		e->stack = 0;
+		return 0;
+	}
+	if (stack != e->stack) {
+		/* a first look, or another stack: its pages are learned from this sample's walks */
+		e->stack = stack;
+		memset(e->stack_gpa, 0, sizeof(e->stack_gpa));
+		return 0;
+	}
+	for (unsigned int i = 0; i < GI_TASK_STACK_PAGES; i++) {
+		if (!e->stack_gpa[i])
+			continue;
+		pgwalk_cache_seed(pg, stack + 4096ull * i, e->stack_gpa[i], e->stack_access[i]);
+		seeded++;
+	}
+	return seeded;
+}
+
+void gi_task_stack_learn(const struct gi_paging *pg, struct gi_task_cache *cache, uint64_t task)
+{
+	struct gi_task_cache_entry *e = task_cache_find(cache, task);
+	uint64_t gpa;
+	uint8_t access;
+
+	if (!e || !e->stack)
+		return;
+	for (unsigned int i = 0; i < GI_TASK_STACK_PAGES; i++)
+		/* a walked GPA is guest RAM (the walk probed it); GPA 0 stays "not walked" */
+		if (!e->stack_gpa[i] &&
+		    pgwalk_cache_peek(pg, e->stack + 4096ull * i, &gpa, &access) && gpa) {
+			e->stack_gpa[i] = gpa & ~0xfffull;
+			e->stack_access[i] = access;
+		}
 }
 
 /*

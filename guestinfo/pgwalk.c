@@ -100,6 +100,39 @@ static void cache_store(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uint
 	c->slot[i].access = access;
 }
 
+/* The root table a walk of @gva starts from: each half through its own tables when they differ
+ * (PTI, see struct gi_paging). */
+static uint64_t walk_cr3(const struct gi_paging *pg, uint64_t gva)
+{
+	if (gva >> 63)
+		return pg->kernel_cr3 ? pg->kernel_cr3 : pg->cr3;
+	return pg->user_cr3 ? pg->user_cr3 : pg->cr3;
+}
+
+void pgwalk_cache_seed(const struct gi_paging *pg, uint64_t gva, uint64_t gpa, uint8_t access)
+{
+	if (!pg || !pg->cache || !pg->cache->epoch)
+		return;
+	cache_store(pg->cache, walk_cr3(pg, gva) & ~0xfffull, pg->cr4, gva, gpa, 4096, access);
+}
+
+bool pgwalk_cache_peek(const struct gi_paging *pg, uint64_t gva, uint64_t *gpa, uint8_t *access)
+{
+	const struct pgwalk_cache *c;
+	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
+
+	if (!pg || !pg->cache || !pg->cache->epoch || !gpa || !access)
+		return false;
+	c = pg->cache;
+	/* SAFETY: i < PGWALK_CACHE_SLOTS (reduced above). */
+	if (c->slot[i].epoch != c->epoch || c->slot[i].cr3 != (walk_cr3(pg, gva) & ~0xfffull) ||
+	    c->slot[i].cr4 != pg->cr4 || c->slot[i].gva_page != (gva & ~0xfffull))
+		return false;
+	*gpa = c->slot[i].gpa_page | (gva & 0xfff);
+	*access = c->slot[i].access;
+	return true;
+}
+
 static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
 		uint64_t *page_size, struct pgwalk_trace *trace, uint8_t *access)
 {
@@ -110,11 +143,7 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 
 	if (!mem || !mem->read || !pg || !gpa)
 		return -EINVAL;
-	/* Each half through its own tables when they differ (PTI): see struct gi_paging. */
-	if (gva >> 63)
-		cr3 = pg->kernel_cr3 ? pg->kernel_cr3 : pg->cr3;
-	else
-		cr3 = pg->user_cr3 ? pg->user_cr3 : pg->cr3;
+	cr3 = walk_cr3(pg, gva);
 	if (trace)
 		trace->levels = 0;
 	/* the cache is keyed by the root table: PCID bits (11:0) do not change a walk */

@@ -330,6 +330,9 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 			smp->flags |= HVP_SAMPLE_KTHREAD;
 		exiting = st.exiting;
 		execve = note_identity(sv, &thr, st.mm, &gr.pg);
+		if (smp->cpl == 0) /* its kernel stack: known pages are not walked again */
+			sv->c.kstack_pages_seeded +=
+				gi_task_stack_seed(s->gi, s->mem, &gr.pg, &sv->tasks, task);
 	} else {
 		smp->flags |= HVP_SAMPLE_NO_TASK;
 		sv->c.samples_no_task++;
@@ -344,6 +347,8 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 		uint64_t unwind_ns = sv->c.sample_ns_kernel_unwind;
 
 		callchains(sv, smp, regs, &gr, task, exiting, t2, st.mm, execve);
+		if (smp->cpl == 0 && task)
+			gi_task_stack_learn(&gr.pg, &sv->tasks, task);
 		sv->c.samples++;
 		marks_expire(sv, t0);
 		t1 = vmm_now_ns();

@@ -184,7 +184,8 @@ struct sampler_config {
 	X(ident_cache_hits)     /* identities from the vCPU's task cache (pid, comm, mm re-read) */ \
 	X(ident_cache_misses)   /* ... read in full (task new to the cache, or changed) */      \
 	X(tcache_kept_hits)     /* translations kept from an earlier sample (the direct map) */ \
-	X(period_reads)         /* samples whose count was read(2), not in the ring buffer */
+	X(period_reads)         /* samples whose count was read(2), not in the ring buffer */ \
+	X(kstack_pages_seeded)  /* kernel stack pages of a known task not walked again */
 
 /** struct sampler_counters - what the sampler counted, summed over the vCPUs. */
 struct sampler_counters {

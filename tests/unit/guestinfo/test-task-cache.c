@@ -311,6 +311,77 @@ static int test_access_bits(void)
 	return TEST_OK;
 }
 
+/*
+ * A task's kernel stack translations (gi_task_stack_seed / gi_task_stack_learn): learned from
+ * one sample's walks, seeded into the next samples' caches (stack reads walk no page tables and
+ * read the right bytes), forgotten when task->stack changes or is not a stack, or when the
+ * identity is read again; nothing for a task the cache does not hold.
+ */
+static int test_stack_translations(void)
+{
+	struct fakekernel fk;
+	struct pgwalk_cache tc;
+	struct gi_task_cache c;
+	struct hvp_thread t;
+	struct gi_thread_state st;
+	struct gi_paging pg;
+	uint64_t v, misses;
+
+	if (setup(&fk, &tc, &c))
+		return TEST_FAIL;
+	pg = fk.fm.pg;
+	pg.cache = &tc;
+	ASSERT_EQ_INT(fk_w64(&fk, FK_STACK + 0x3f00, 0x1111), 0);
+	ASSERT_EQ_INT(fk_w64(&fk, FK_STACK + 0x1f00, 0x2222), 0);
+	/* a first sample: the stack is learned, its pages walked and remembered */
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	ASSERT_EQ_INT(gi_read_gva(&fk.fm.mem, &pg, FK_STACK + 0x3f00, &v, sizeof(v)), 0);
+	gi_task_stack_learn(&pg, &c, fk.task_kva);
+	/* the next sample: one page seeded, read without a walk; another page still walked */
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_TRUE(st.cached);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 1);
+	misses = tc.misses;
+	ASSERT_EQ_INT(gi_read_gva(&fk.fm.mem, &pg, FK_STACK + 0x3f00, &v, sizeof(v)), 0);
+	ASSERT_EQ_U64(v, 0x1111);
+	ASSERT_EQ_U64(tc.misses, misses);
+	ASSERT_EQ_INT(gi_read_gva(&fk.fm.mem, &pg, FK_STACK + 0x1f00, &v, sizeof(v)), 0);
+	ASSERT_EQ_U64(v, 0x2222);
+	ASSERT_EQ_U64(tc.misses, misses + 1);
+	gi_task_stack_learn(&pg, &c, fk.task_kva);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 2);
+	/* another task is not seeded from this one's entry */
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk_kva(FK_TASK2_GPA)), 0);
+	/* task->stack points elsewhere (another stack): forgotten, learned again */
+	fakemem_w64(&fk.fm, TASK_GPA(task_stack), FK_IRQ_STACK);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	gi_task_stack_learn(&pg, &c, fk.task_kva); /* nothing walked: nothing learned */
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	/* hostile: a stack pointer that is not THREAD_SIZE-aligned, or a user address */
+	fakemem_w64(&fk.fm, TASK_GPA(task_stack), FK_STACK + 8);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	fakemem_w64(&fk.fm, TASK_GPA(task_stack), FK_USER_STACK);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	/* back to its stack, learned again; then the identity changes (pid reuse): forgotten */
+	fakemem_w64(&fk.fm, TASK_GPA(task_stack), FK_STACK);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	ASSERT_EQ_INT(gi_read_gva(&fk.fm.mem, &pg, FK_STACK + 0x3f00, &v, sizeof(v)), 0);
+	gi_task_stack_learn(&pg, &c, fk.task_kva);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 1);
+	fakemem_w32(&fk.fm, TASK_GPA(task_pid), FK_PID + 1);
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_TRUE(!st.cached);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "task cache: the same task hits", test_hits },
 	{ "task cache: pid reuse at the same address", test_pid_reuse },
@@ -319,6 +390,8 @@ static const struct test_case tests[] = {
 	{ "task cache: two tasks", test_two_tasks },
 	{ "pgwalk: direct map kept, stacks walked again", test_kept_translations },
 	{ "pgwalk: permissions through the cache, never from a kept entry", test_access_bits },
+	{ "task cache: kernel stack translations learned, seeded, forgotten",
+	  test_stack_translations },
 };
 
 TEST_MAIN(tests)

@@ -84,7 +84,8 @@ static int check_kernel_sample(const struct hvp_sample *s, uint64_t task)
 /*
  * Deferred: a kernel sample names the task, walks the kernel stack and marks the thread (a
  * cookie, the user part deferred, no USER_REGS); a second sample in the same kernel entry finds
- * the identity cached and shares the cookie, with no new THREAD record; a user-mode sample walks
+ * the identity cached and shares the cookie, with no new THREAD record, and reads its kernel
+ * stack through the translation the first one walked; a user-mode sample walks
  * the user stack where it is and carries its USER_REGS.
  */
 static int sample_deferred(struct fixture *f)
@@ -116,6 +117,8 @@ static int sample_deferred(struct fixture *f)
 	ASSERT_EQ_INT(n_threads, 1);
 	ASSERT_EQ_U64(sv->c.ident_cache_hits, 1);
 	ASSERT_EQ_U64(sv->c.marks, 1);
+	/* the stack page the first sample walked (frames and pt_regs) was not walked again */
+	ASSERT_EQ_U64(sv->c.kstack_pages_seeded, 1);
 
 	ASSERT_EQ_INT(sample_at(f, 3, 1000000, 7000), 0);
 	ASSERT_EQ_INT(n_got, 3);

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: MIT
+// The sampler's own time per sample without /dev/kvm (issue 17): sample_from_regs on the fake
+// kernel of the unit tests, written by the real recording writer, timed per sample; beside the
+// time, what the sample read of guest memory (reads, bytes, distinct 64-byte lines and 4 KiB
+// pages), which does not depend on the host. "cold": the host's caches and TLB are flushed
+// between samples by a pass over a large buffer, as the guest's run between two exits does;
+// "warm": samples back to back. Shapes: a kernel sample of a user thread whose mark is new
+// (the mark is resolved between samples, as at the thread's return to user), one in the same
+// kernel entry as the previous (the mark exists), a user-mode sample (fp walk, DWARF stack
+// copy), and an eager kernel sample (user walk from pt_regs at once).
+//
+// usage: bench-sample [SAMPLES]   (default 2000 per shape and mode)
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hvprof/profile.h>
+
+#include "sampler_fixture.h"
+
+#define LINE 64u
+#define PAGE 4096u
+#define SEEN_SLOTS 4096u /* a power of two, above the lines of one sample */
+#define FLUSH_BYTES (64u << 20)
+#define COUNTED 10 /* samples whose guest reads are counted, after the timed ones */
+
+/* A gmem that counts what passes through it: reads, bytes, distinct lines and pages (open
+ * addressing sets of GPAs, emptied per sample by a new epoch). */
+struct counting_mem {
+	struct gmem inner;
+	bool counting, trace;
+	uint64_t reads, bytes, epoch;
+	unsigned int n_lines, n_pages;
+	struct seen_slot {
+		uint64_t key, epoch;
+	} lines[SEEN_SLOTS], pages[SEEN_SLOTS];
+};
+
+static void seen(struct seen_slot *set, uint64_t epoch, unsigned int *n, uint64_t key)
+{
+	unsigned int i = (unsigned int)((key * 0x9e3779b97f4a7c15ull) >> 52) & (SEEN_SLOTS - 1);
+
+	for (unsigned int probe = 0; probe < SEEN_SLOTS; probe++, i = (i + 1) & (SEEN_SLOTS - 1)) {
+		if (set[i].epoch == epoch && set[i].key == key)
+			return;
+		if (set[i].epoch != epoch) {
+			set[i] = (struct seen_slot){ key, epoch };
+			(*n)++;
+			return;
+		}
+	}
+}
+
+static int counting_read(void *ctx, uint64_t gpa, void *dst, size_t len)
+{
+	struct counting_mem *cm = ctx;
+
+	if (!cm->counting)
+		return gmem_read(&cm->inner, gpa, dst, len);
+	if (cm->trace)
+		fprintf(stderr, "  read gpa 0x%llx len %zu\n", (unsigned long long)gpa, len);
+	cm->reads++;
+	cm->bytes += len;
+	for (uint64_t a = gpa & ~(uint64_t)(LINE - 1); len && a < gpa + len; a += LINE)
+		seen(cm->lines, cm->epoch, &cm->n_lines, a);
+	for (uint64_t a = gpa & ~(uint64_t)(PAGE - 1); len && a < gpa + len; a += PAGE)
+		seen(cm->pages, cm->epoch, &cm->n_pages, a);
+	return gmem_read(&cm->inner, gpa, dst, len);
+}
+
+static struct recfile_writer *writer;
+
+static int w_sample(void *ctx, const struct hvp_sample *s, const struct hvp_user_regs *r)
+{
+	(void)ctx;
+	return recfile_write_sample_regs(writer, s, r);
+}
+
+static int w_user_stack(void *ctx, const struct hvp_user_stack *u, const struct hvp_user_regs *r)
+{
+	(void)ctx;
+	return recfile_write_user_stack_regs(writer, u, r);
+}
+
+static int w_thread(void *ctx, const struct hvp_thread *t)
+{
+	(void)ctx;
+	return recfile_write_thread(writer, t);
+}
+
+static int w_process(void *ctx, const struct hvp_process *p)
+{
+	(void)ctx;
+	return recfile_write_process(writer, p);
+}
+
+static const struct sampler_sink w_sink = { .sample = w_sample, .user_stack = w_user_stack,
+					    .thread = w_thread, .process = w_process };
+
+enum shape { NEW_MARK, SAME_MARK, USER, EAGER };
+static const char *const shape_names[] = { "kernel, new mark", "kernel, same mark",
+					   "user mode", "kernel, eager" };
+
+static volatile uint64_t flush_sink;
+
+/* Evict the host's caches and TLB entries: a pass over FLUSH_BYTES, a load per line. */
+static void flush(const uint8_t *buf)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < FLUSH_BYTES; i += LINE)
+		sum += buf[i];
+	flush_sink += sum;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flushbuf)
+{
+	enum sampler_callchain_mode mode = shape == EAGER ? SAMPLER_CALLCHAIN_EAGER :
+							    SAMPLER_CALLCHAIN_DEFERRED;
+	static struct counting_mem cm;
+	struct fixture f;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	uint64_t *ns, reads = 0, bytes = 0, lines = 0, pages = 0;
+	uint8_t cpl = shape == USER ? 3 : 0;
+	struct sampler_counters c0, c1 = { 0 };
+	struct svcpu *sv;
+	int err = -1;
+
+	ns = calloc(n, sizeof(*ns));
+	if (!ns || fixture_init_cg(&f, mode, 4, SAMPLER_CALL_GRAPH_DWARF, HVP_USER_STACK_DEFAULT)) {
+		free(ns);
+		return -1;
+	}
+	sv = &f.s->vcpus[0];
+	fixture_process(&f.fk, 0x400000);
+	if (write_pt_regs(&f, &f.entry) || fixture_vcpu_regs(&f, cpl, &regs, &sregs))
+		goto out;
+	f.s->cfg.sink = &w_sink;
+	f.s->marks.timeout_ns = UINT64_MAX / 2; /* a mark lasts as long as its kernel entry here */
+	cm.inner = f.fk.fm.mem;
+	cm.counting = false;
+	f.fk.fm.mem = (struct gmem){ .read = counting_read, .ctx = &cm };
+	/* a first sample: the identity and the process are read and remembered once */
+	if (sample_from_regs(sv, &regs, &sregs, 1000000, 0) != 0)
+		goto out;
+	c0 = sv->c;
+	if (getenv("BENCH_SAMPLE_TRACE"))
+		fprintf(stderr, "%s, %s:\n", shape_names[shape], cold ? "cold" : "warm");
+	for (unsigned int i = 0; i < n + COUNTED; i++) {
+		uint64_t t0;
+
+		if (shape == NEW_MARK) /* the thread returned to user: its mark is resolved */
+			marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva,
+						&f.fk.fm.pg, &f.entry);
+		if (cold)
+			flush(flushbuf);
+		/* the last COUNTED samples count what they read, untimed (counting costs) */
+		cm.counting = i >= n;
+		cm.trace = i == n && getenv("BENCH_SAMPLE_TRACE");
+		cm.reads = cm.bytes = 0;
+		cm.n_lines = cm.n_pages = 0;
+		cm.epoch++;
+		t0 = vmm_now_ns();
+		if (sample_from_regs(sv, &regs, &sregs, 1000000, t0) != 0)
+			goto out;
+		if (i < n) {
+			ns[i] = vmm_now_ns() - t0;
+			if (i == n - 1)
+				c1 = sv->c;
+			continue;
+		}
+		reads += cm.reads;
+		bytes += cm.bytes;
+		lines += cm.n_lines;
+		pages += cm.n_pages;
+	}
+	if (sv->c.samples != n + COUNTED + 1 || sv->c.samples_sink_errors) {
+		fprintf(stderr, "bench-sample: %s: %llu samples, %llu sink errors\n",
+			shape_names[shape], (unsigned long long)sv->c.samples,
+			(unsigned long long)sv->c.samples_sink_errors);
+		goto out;
+	}
+	qsort(ns, n, sizeof(*ns), cmp_u64);
+	printf("bench-sample: %-18s %-4s median %6llu ns  p90 %6llu ns | guest reads %5.1f  bytes "
+	       "%6.0f  lines %5.1f  pages %4.1f per sample\n",
+	       shape_names[shape], cold ? "cold" : "warm", (unsigned long long)ns[n / 2],
+	       (unsigned long long)ns[n * 9 / 10], (double)reads / COUNTED, (double)bytes / COUNTED,
+	       (double)lines / COUNTED, (double)pages / COUNTED);
+	printf("bench-sample: %-18s %-4s stages (means, ns): identity %llu, kernel unwind %llu, "
+	       "user part and marks %llu, write %llu\n", "", "",
+	       (unsigned long long)((c1.sample_ns_identity - c0.sample_ns_identity) / n),
+	       (unsigned long long)((c1.sample_ns_kernel_unwind - c0.sample_ns_kernel_unwind) / n),
+	       (unsigned long long)((c1.sample_ns_user - c0.sample_ns_user) / n),
+	       (unsigned long long)((c1.sample_ns_write - c0.sample_ns_write) / n));
+	err = 0;
+out:
+	f.fk.fm.mem = cm.inner;
+	fixture_fini(&f);
+	free(ns);
+	return err;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int n = argc > 1 ? (unsigned int)strtoul(argv[1], NULL, 10) : 2000;
+	uint8_t *flushbuf;
+	int fd, err = 0;
+
+	if (n == 0 || n > 1000000) {
+		fprintf(stderr, "usage: bench-sample [SAMPLES (1..1000000)]\n");
+		return 2;
+	}
+	fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	flushbuf = malloc(FLUSH_BYTES);
+	if (fd < 0 || !flushbuf || recfile_writer_open(fd, &writer) != 0) {
+		fprintf(stderr, "bench-sample: set-up failed\n");
+		return 1;
+	}
+	memset(flushbuf, 1, FLUSH_BYTES);
+	for (int shape = NEW_MARK; shape <= EAGER && !err; shape++)
+		for (int cold = 0; cold <= 1 && !err; cold++)
+			err = run((enum shape)shape, cold, n, flushbuf);
+	if (recfile_writer_close(writer) != 0)
+		err = -1;
+	close(fd);
+	free(flushbuf);
+	return err ? 1 : 0;
+}
