@@ -236,7 +236,7 @@ unsigned int gi_task_stack_seed(const struct gi *gi, const struct gmem *mem,
 		return 0;
 	if (gi_read_u64_at(mem, pg, task, gi->layout.task_stack, &stack) != 0 ||
 	    !gi_is_kernel_gva(pg, stack) || (stack & (GI_THREAD_SIZE - 1))) {
-		e->stack = 0;
+		e->stack = 0; /* nothing learned until a good one is seen */
 		return 0;
 	}
 	if (stack != e->stack) {
@@ -248,8 +248,9 @@ unsigned int gi_task_stack_seed(const struct gi *gi, const struct gmem *mem,
 	for (unsigned int i = 0; i < GI_TASK_STACK_PAGES; i++) {
 		if (!e->stack_gpa[i])
 			continue;
-		pgwalk_cache_seed(pg, stack + 4096ull * i, e->stack_gpa[i], e->stack_access[i]);
-		seeded++;
+		if (pgwalk_cache_seed(pg, stack + 4096ull * i, e->stack_gpa[i],
+				      e->stack_access[i]))
+			seeded++;
 	}
 	return seeded;
 }

@@ -109,11 +109,20 @@ static uint64_t walk_cr3(const struct gi_paging *pg, uint64_t gva)
 	return pg->user_cr3 ? pg->user_cr3 : pg->cr3;
 }
 
-void pgwalk_cache_seed(const struct gi_paging *pg, uint64_t gva, uint64_t gpa, uint8_t access)
+bool pgwalk_cache_seed(const struct gi_paging *pg, uint64_t gva, uint64_t gpa, uint8_t access)
 {
-	if (!pg || !pg->cache || !pg->cache->epoch)
-		return;
-	cache_store(pg->cache, walk_cr3(pg, gva) & ~0xfffull, pg->cr4, gva, gpa, 4096, access);
+	struct pgwalk_cache *c;
+	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
+
+	if (!pg || !pg->cache || !pg->cache->epoch || !(gva >> 63) || !(gpa & ~0xfffull))
+		return false;
+	c = pg->cache;
+	/* SAFETY: i < PGWALK_CACHE_SLOTS (reduced above). */
+	if (c->slot[i].epoch == c->epoch || (c->slot[i].kept && c->slot[i].gen == c->gen))
+		return false; /* in use this sample, or kept: not evicted for a seed */
+	cache_store(c, walk_cr3(pg, gva) & ~0xfffull, pg->cr4, gva, gpa, 4096,
+		    (uint8_t)(access & ~PGWALK_ACC_USER));
+	return true;
 }
 
 bool pgwalk_cache_peek(const struct gi_paging *pg, uint64_t gva, uint64_t *gpa, uint8_t *access)

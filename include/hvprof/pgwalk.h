@@ -115,23 +115,6 @@ static inline void pgwalk_cache_keep_linear(struct pgwalk_cache *c, uint64_t del
 }
 
 /**
- * pgwalk_cache_seed - give @pg->cache (none: nothing happens) the translation of the 4 KiB page
- * of @gva to the 4 KiB page of @gpa, with access bits @access (PGWALK_ACC_*), as a walk made
- * now under @pg would store it: valid until the next pgwalk_cache_invalidate(). For the
- * caller's own record of a translation that cannot have changed (a live task's kernel stack:
- * gi_task_stack_seed); @gpa must be one a walk returned, so it is guest RAM.
- */
-void pgwalk_cache_seed(const struct gi_paging *pg, uint64_t gva, uint64_t gpa, uint8_t access);
-
-/**
- * pgwalk_cache_peek - the translation of @gva's 4 KiB page that a walk under @pg stored in
- * @pg->cache since the last pgwalk_cache_invalidate() (kept ones are not reported), without
- * counting a hit or a miss. Return: true and *@gpa (the page's GPA | @gva's offset), *@access.
- */
-bool pgwalk_cache_peek(const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
-		       uint8_t *access);
-
-/**
  * struct pgwalk_trace - every level a walk visited (for tests and debug output).
  * @levels: entries filled; @entry_gpa[i]: GPA of the entry read at step i; @entry[i]: its value.
  */

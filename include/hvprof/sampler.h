@@ -185,7 +185,8 @@ struct sampler_config {
 	X(ident_cache_misses)   /* ... read in full (task new to the cache, or changed) */      \
 	X(tcache_kept_hits)     /* translations kept from an earlier sample (the direct map) */ \
 	X(period_reads)         /* samples whose count was read(2), not in the ring buffer */ \
-	X(kstack_pages_seeded)  /* kernel stack pages of a known task not walked again */
+	X(kstack_pages_seeded)  /* kernel stack page translations of a known task put back from \
+				 * the task cache (not walked when the sample reads them) */
 
 /** struct sampler_counters - what the sampler counted, summed over the vCPUs. */
 struct sampler_counters {

@@ -8,6 +8,7 @@
 #include <hvprof/guestinfo.h>
 
 #include "fakekernel.h"
+#include "pgwalk_internal.h"
 #include "test.h"
 
 /* One sample: invalidate the translations as the sampler does, then read the current thread. */
@@ -311,6 +312,24 @@ static int test_access_bits(void)
 	return TEST_OK;
 }
 
+/* task->stack set to @bad: seen, read through and learned from, it never gets seeded. */
+static int stack_refused(struct fakekernel *fk, struct pgwalk_cache *tc, struct gi_task_cache *c,
+			 struct gi_paging *pg, uint64_t bad)
+{
+	struct hvp_thread t;
+	struct gi_thread_state st;
+	uint64_t v;
+
+	fakemem_w64(&fk->fm, FK_TASK_GPA + fk->layout.task_stack, bad);
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ_INT(sample(fk, tc, c, &t, &st), 0);
+		ASSERT_EQ_INT(gi_task_stack_seed(fk->gi, &fk->fm.mem, pg, c, fk->task_kva), 0);
+		ASSERT_EQ_INT(gi_read_gva(&fk->fm.mem, pg, bad, &v, sizeof(v)), 0);
+		gi_task_stack_learn(pg, c, fk->task_kva);
+	}
+	return TEST_OK;
+}
+
 /*
  * A task's kernel stack translations (gi_task_stack_seed / gi_task_stack_learn): learned from
  * one sample's walks, seeded into the next samples' caches (stack reads walk no page tables and
@@ -361,11 +380,10 @@ static int test_stack_translations(void)
 	gi_task_stack_learn(&pg, &c, fk.task_kva); /* nothing walked: nothing learned */
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
 	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
-	/* hostile: a stack pointer that is not THREAD_SIZE-aligned, or a user address */
-	fakemem_w64(&fk.fm, TASK_GPA(task_stack), FK_STACK + 8);
-	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
-	fakemem_w64(&fk.fm, TASK_GPA(task_stack), FK_USER_STACK);
-	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	/* hostile: a stack pointer that is not THREAD_SIZE-aligned, or a user address: never
+	 * learned, however often seen and read through */
+	ASSERT_EQ_INT(stack_refused(&fk, &tc, &c, &pg, FK_STACK + 0x1000), TEST_OK);
+	ASSERT_EQ_INT(stack_refused(&fk, &tc, &c, &pg, FK_USER_STACK), TEST_OK);
 	/* back to its stack, learned again; then the identity changes (pid reuse): forgotten */
 	fakemem_w64(&fk.fm, TASK_GPA(task_stack), FK_STACK);
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
@@ -374,10 +392,60 @@ static int test_stack_translations(void)
 	gi_task_stack_learn(&pg, &c, fk.task_kva);
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
 	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 1);
+	/* page-table isolation: the kernel half is read through the kernel CR3 (the sample's CR3
+	 * is the user one): seeded under that root, read without a walk */
+	pg.kernel_cr3 = pg.cr3;
+	pg.cr3 |= 0x1000;
+	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 1);
+	misses = tc.misses;
+	ASSERT_EQ_INT(gi_read_gva(&fk.fm.mem, &pg, FK_STACK + 0x3f00, &v, sizeof(v)), 0);
+	ASSERT_TRUE(v == 0x1111 && tc.misses == misses);
+	pg = fk.fm.pg;
+	pg.cache = &tc;
 	fakemem_w32(&fk.fm, TASK_GPA(task_pid), FK_PID + 1);
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
 	ASSERT_TRUE(!st.cached);
 	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
+/*
+ * The seed never evicts: a slot holding a translation of this sample or a kept one stays (a
+ * seed of another page there is dropped); a user address or GPA 0 is never seeded, and a seeded
+ * kernel page never answers that user mode may access it.
+ */
+static int test_seed_slots(void)
+{
+	struct fakekernel fk;
+	struct pgwalk_cache tc;
+	struct gi_task_cache c;
+	struct gi_paging pg;
+	uint64_t gpa, slot_mate = FK_STACK + 4096ull * PGWALK_CACHE_SLOTS;
+	uint8_t acc;
+
+	if (setup(&fk, &tc, &c))
+		return TEST_FAIL;
+	pg = fk.fm.pg;
+	pg.cache = &tc;
+	pgwalk_cache_invalidate(&tc);
+	pgwalk_cache_keep_linear(&tc, FK_DIRECT);
+	ASSERT_TRUE(!pgwalk_cache_seed(&pg, FK_USER_STACK, FK_USER_STACK_GPA, PGWALK_ACC_USER));
+	ASSERT_TRUE(!pgwalk_cache_seed(&pg, FK_STACK, 0, 0));
+	ASSERT_TRUE(pgwalk_cache_seed(&pg, FK_STACK, FK_STACK_GPA, PGWALK_ACC_USER));
+	ASSERT_TRUE(pgwalk_cache_peek(&pg, FK_STACK + 8, &gpa, &acc));
+	ASSERT_TRUE(gpa == FK_STACK_GPA + 8 && !(acc & PGWALK_ACC_USER));
+	/* the same slot, this sample: kept as it is */
+	ASSERT_TRUE(!pgwalk_cache_seed(&pg, slot_mate, FK_IRQ_STACK_GPA, 0));
+	ASSERT_TRUE(pgwalk_cache_peek(&pg, FK_STACK, &gpa, &acc) && gpa == FK_STACK_GPA);
+	/* a kept direct-map translation in the slot of a stack page: not evicted */
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk_kva(FK_TASK_GPA), &gpa, NULL, NULL), 0);
+	pgwalk_cache_invalidate(&tc);
+	ASSERT_TRUE(!pgwalk_cache_seed(&pg, fk_kva(FK_TASK_GPA) + 4096ull * PGWALK_CACHE_SLOTS,
+				       FK_STACK_GPA, 0));
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk_kva(FK_TASK_GPA), &gpa, NULL, NULL), 0);
+	ASSERT_TRUE(gpa == FK_TASK_GPA && tc.kept_hits == 1);
 	fakekernel_fini(&fk);
 	return TEST_OK;
 }
@@ -392,6 +460,7 @@ static const struct test_case tests[] = {
 	{ "pgwalk: permissions through the cache, never from a kept entry", test_access_bits },
 	{ "task cache: kernel stack translations learned, seeded, forgotten",
 	  test_stack_translations },
+	{ "pgwalk: a seed evicts nothing, never a user address or user access", test_seed_slots },
 };
 
 TEST_MAIN(tests)

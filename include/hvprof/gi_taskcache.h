@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The per-vCPU task cache of guestinfo (included by <hvprof/guestinfo.h>): identities of the
+ * tasks a vCPU sampled, and the translations of their kernel stacks, so that a task sampled
+ * again costs only the reads of what can change.
+ */
+#ifndef HVPROF_GI_TASKCACHE_H
+#define HVPROF_GI_TASKCACHE_H
+
+#include <stdint.h>
+
+#include <hvprof/gmem.h>
+#include <hvprof/pgwalk.h>
+#include <hvprof/sample.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gi;
+
+#define GI_TASK_CACHE_SLOTS 64
+#define GI_TASK_STACK_PAGES 4 /* THREAD_SIZE (16 KiB on x86-64 without KASAN) / 4 KiB */
+
+/**
+ * struct gi_task_cache - identities of the tasks last seen, keyed by task GVA (direct-mapped), for
+ * one reader (one vCPU: no locking). A task seen again costs the reads of what can change while
+ * the task_struct stays at its address: pid (the struct freed and given to another task, or a
+ * non-leader thread's execve taking the leader's pid), comm (prctl(PR_SET_NAME), execve) and mm
+ * (execve, exit_mm; and task->flags too while there is no mm, where they decide kernel thread or
+ * exiting). tgid and PF_KTHREAD never change without one of those changing. Any mismatch: the
+ * whole identity is read and validated again. Zero-initialise before use; gi_task_cache_reset()
+ * forgets everything. @hits/@misses: counters.
+ */
+struct gi_task_cache_entry {
+	uint64_t task; /* 0: empty */
+	uint64_t mm;
+	uint32_t flags;
+	struct hvp_thread t; /* validated by gi_task_identity (time_ns 0) */
+	/* the task's kernel stack (task->stack, 0: not known yet) and the translations of its
+	 * pages that samples walked (GPA, 0: not walked yet), with their PGWALK_ACC_* bits:
+	 * gi_task_stack_seed / gi_task_stack_learn */
+	uint64_t stack;
+	uint64_t stack_gpa[GI_TASK_STACK_PAGES];
+	uint8_t stack_access[GI_TASK_STACK_PAGES];
+};
+
+struct gi_task_cache {
+	uint64_t hits;
+	uint64_t misses;
+	struct gi_task_cache_entry slot[GI_TASK_CACHE_SLOTS];
+};
+
+/** gi_task_cache_reset - forget every identity of @c (counters kept). */
+void gi_task_cache_reset(struct gi_task_cache *c);
+
+/**
+ * gi_task_stack_seed - put the translations of @task's kernel stack pages that @cache remembers
+ * into @pg->cache (pgwalk_cache_seed), so that this sample's reads of the stack (unwind,
+ * pt_regs) walk no page tables. A live task's stack does not move or change pages (vmalloc'ed
+ * at fork with VMAP_STACK, or in the direct map, freed only after the task's last switch), so a
+ * translation holds while the same task, identity checked by gi_current_thread_cached() in this
+ * sample, has the same task->stack: that pointer is read again here (one read, the line of
+ * thread_info) and a different value forgets the pages. Call right after the identity check
+ * found @task in @cache (a stale or absent entry does nothing), with @pg->cache invalidated for
+ * this sample. @gi, @mem: the guest (layout, RAM); @pg: the sample's paging, with its
+ * translation cache; @cache: the vCPU's task cache (one reader: no locking); @task: task GVA.
+ * Return: the pages seeded (0..GI_TASK_STACK_PAGES); a read error or a bad task->stack seeds
+ * nothing and is not reported (the walks then happen as before). Owns nothing.
+ */
+unsigned int gi_task_stack_seed(const struct gi *gi, const struct gmem *mem,
+				const struct gi_paging *pg, struct gi_task_cache *cache,
+				uint64_t task);
+
+/**
+ * gi_task_stack_learn - after a sample's reads: remember in @cache the translations of @task's
+ * kernel stack pages that walks of this sample stored in @pg->cache (pgwalk_cache_peek), for
+ * gi_task_stack_seed() in the task's next samples. Nothing happens unless the entry of @task
+ * knows its stack (gi_task_stack_seed read it in this sample). Same arguments as there; reads
+ * no guest memory.
+ */
+void gi_task_stack_learn(const struct gi_paging *pg, struct gi_task_cache *cache, uint64_t task);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HVPROF_GI_TASKCACHE_H */
