@@ -34,6 +34,19 @@ static int setup(struct fakekernel *fk, struct pgwalk_cache *tc, struct gi_task_
 	return fakekernel_init(fk, 4);
 }
 
+/* setup(), and @pg: the fake guest's paging through @tc, a new sample, the direct map kept. */
+static int setup_kept(struct fakekernel *fk, struct pgwalk_cache *tc, struct gi_task_cache *c,
+		      struct gi_paging *pg)
+{
+	if (setup(fk, tc, c))
+		return -1;
+	*pg = fk->fm.pg;
+	pg->cache = tc;
+	pgwalk_cache_invalidate(tc);
+	pgwalk_cache_keep_linear(tc, FK_DIRECT);
+	return 0;
+}
+
 #define TASK_GPA(field) (FK_TASK_GPA + fk.layout.field)
 
 /* The same task again: the remembered identity, one miss then hits. */
@@ -208,12 +221,8 @@ static int test_kept_translations(void)
 	struct gi_paging pg;
 	uint64_t gpa, v, pte_gpa;
 
-	if (setup(&fk, &tc, &c))
+	if (setup_kept(&fk, &tc, &c, &pg))
 		return TEST_FAIL;
-	pg = fk.fm.pg;
-	pg.cache = &tc;
-	pgwalk_cache_invalidate(&tc);
-	pgwalk_cache_keep_linear(&tc, FK_DIRECT);
 	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk.task_kva, &gpa, NULL, NULL), 0);
 	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, FK_STACK, &gpa, NULL, NULL), 0);
 	ASSERT_TRUE(gpa == FK_STACK_GPA);
@@ -267,12 +276,8 @@ static int test_access_bits(void)
 	uint64_t gpa, pte_gpa, pte, misses;
 	uint8_t acc = 0xff;
 
-	if (setup(&fk, &tc, &c))
+	if (setup_kept(&fk, &tc, &c, &pg))
 		return TEST_FAIL;
-	pg = fk.fm.pg;
-	pg.cache = &tc;
-	pgwalk_cache_invalidate(&tc);
-	pgwalk_cache_keep_linear(&tc, FK_DIRECT);
 	/* user text: user, executable; user stack: user, NX; a kernel stack page: neither */
 	ASSERT_EQ_INT(gi_gva_to_gpa_access(&fk.fm.mem, &pg, FK_USER_TEXT + 8, &gpa, NULL, &acc), 0);
 	ASSERT_TRUE(acc == PGWALK_ACC_USER && gpa == FK_USER_TEXT_GPA + 8);
@@ -425,12 +430,8 @@ static int test_seed_slots(void)
 	uint64_t gpa, slot_mate = FK_STACK + 4096ull * PGWALK_CACHE_SLOTS;
 	uint8_t acc;
 
-	if (setup(&fk, &tc, &c))
+	if (setup_kept(&fk, &tc, &c, &pg))
 		return TEST_FAIL;
-	pg = fk.fm.pg;
-	pg.cache = &tc;
-	pgwalk_cache_invalidate(&tc);
-	pgwalk_cache_keep_linear(&tc, FK_DIRECT);
 	ASSERT_TRUE(!pgwalk_cache_seed(&pg, FK_USER_STACK, FK_USER_STACK_GPA, PGWALK_ACC_USER));
 	ASSERT_TRUE(!pgwalk_cache_seed(&pg, FK_STACK, 0, 0));
 	ASSERT_TRUE(pgwalk_cache_seed(&pg, FK_STACK, FK_STACK_GPA, PGWALK_ACC_USER));

@@ -91,6 +91,7 @@ static int check_kernel_sample(const struct hvp_sample *s, uint64_t task)
 static int sample_deferred(struct fixture *f)
 {
 	struct svcpu *sv = &f->s->vcpus[0];
+	uint64_t misses;
 
 	ASSERT_EQ_INT(sample_at(f, 0, 1000000, 5000), 0);
 	ASSERT_EQ_INT(n_got, 1);
@@ -109,6 +110,7 @@ static int sample_deferred(struct fixture *f)
 	ASSERT_EQ_U64(sv->c.samples_kernel, 1);
 	ASSERT_EQ_U64(sv->c.marks, 1);
 
+	misses = sv->tcache.misses;
 	ASSERT_EQ_INT(sample_at(f, 0, 999000, 6000), 0);
 	ASSERT_EQ_INT(n_got, 2);
 	ASSERT_EQ_INT(check_kernel_sample(&got[1], f->fk.task_kva), TEST_OK);
@@ -119,6 +121,7 @@ static int sample_deferred(struct fixture *f)
 	ASSERT_EQ_U64(sv->c.marks, 1);
 	/* the stack page the first sample walked (frames and pt_regs) was not walked again */
 	ASSERT_EQ_U64(sv->c.kstack_pages_seeded, 1);
+	ASSERT_EQ_U64(sv->tcache.misses - misses, 1); /* one walk (not of the stack) */
 
 	ASSERT_EQ_INT(sample_at(f, 3, 1000000, 7000), 0);
 	ASSERT_EQ_INT(n_got, 3);
