@@ -14,27 +14,44 @@
 
 #define PT_REGS_MAX 512 /* bytes: x86-64 pt_regs is 168 */
 
+/* Does the layout have what reading pt_regs needs (its size, ip/sp/bp/cs within it)? */
+static bool have_pt_regs(const struct gi_layout *l)
+{
+	return l->pt_regs_size != UINT32_MAX && l->pt_regs_size != 0 &&
+	       l->pt_regs_size <= PT_REGS_MAX && l->pt_regs_ip + 8 <= l->pt_regs_size &&
+	       l->pt_regs_sp + 8 <= l->pt_regs_size && l->pt_regs_bp + 8 <= l->pt_regs_size &&
+	       l->pt_regs_cs + 8 <= l->pt_regs_size;
+}
+
 int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
 		      uint64_t task, struct gi_user_regs *out)
 {
+	uint64_t stack, stack_gva;
+	int err;
+
+	if (!gi || !mem || !pg || !out)
+		return -EINVAL;
+	if (!have_pt_regs(&gi->layout) || gi->layout.task_stack == UINT32_MAX)
+		return -ENODATA;
+	if (__builtin_add_overflow(task, (uint64_t)gi->layout.task_stack, &stack_gva))
+		return -ERANGE;
+	err = gi_read_gva(mem, pg, stack_gva, &stack, sizeof(stack));
+	return err ?: gi_stack_user_regs(gi, mem, pg, stack, out);
+}
+
+int gi_stack_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		       uint64_t stack, struct gi_user_regs *out)
+{
 	const struct gi_layout *l;
-	uint64_t stack, regs_kva, cs;
+	uint64_t regs_kva, cs;
 	uint8_t buf[PT_REGS_MAX];
 	int err;
 
 	if (!gi || !mem || !pg || !out)
 		return -EINVAL;
 	l = &gi->layout;
-	if (l->pt_regs_size == UINT32_MAX || l->pt_regs_size == 0 ||
-	    l->pt_regs_size > sizeof(buf) || l->task_stack == UINT32_MAX ||
-	    l->pt_regs_ip + 8 > l->pt_regs_size || l->pt_regs_sp + 8 > l->pt_regs_size ||
-	    l->pt_regs_bp + 8 > l->pt_regs_size || l->pt_regs_cs + 8 > l->pt_regs_size)
+	if (!have_pt_regs(l))
 		return -ENODATA;
-	if (__builtin_add_overflow(task, (uint64_t)l->task_stack, &regs_kva))
-		return -ERANGE;
-	err = gi_read_gva(mem, pg, regs_kva, &stack, sizeof(stack));
-	if (err)
-		return err;
 	if (!gi_is_kernel_gva(pg, stack) || (stack & (GI_THREAD_SIZE - 1)))
 		return -EBADMSG;
 	regs_kva = stack + GI_THREAD_SIZE - l->pt_regs_size;

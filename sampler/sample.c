@@ -84,7 +84,8 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 
 	if (entry)
 		ur = *entry;
-	else if (gi_task_user_regs(s->gi, s->mem, pg, task, &ur) != 0) {
+	else if ((sv->sample_kstack ? gi_stack_user_regs(s->gi, s->mem, pg, sv->sample_kstack, &ur)
+				    : gi_task_user_regs(s->gi, s->mem, pg, task, &ur)) != 0) {
 		sv->c.user_regs_unreadable++;
 		if (exiting) /* the README promises a visible frame for every missing user part */
 			smp->user_stop = HVP_WALK_LOST;
@@ -195,6 +196,7 @@ static void sample_init(struct svcpu *sv, struct hvp_sample *smp, uint64_t t0, u
 	smp->n_kernel = smp->n_user = 0;
 	smp->kernel_stop = smp->user_stop = HVP_WALK_NONE;
 	sv->sample_has_regs = false;
+	sv->sample_kstack = 0;
 }
 
 /* The callchains of a sample whose thread is known (@task 0: not known). @t_ns: now (host ns),
@@ -332,7 +334,8 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 		execve = note_identity(sv, &thr, st.mm, &gr.pg);
 		if (smp->cpl == 0) /* its kernel stack: known pages are not walked again */
 			sv->c.kstack_pages_seeded +=
-				gi_task_stack_seed(s->gi, s->mem, &gr.pg, &sv->tasks, task);
+				gi_task_stack_seed(s->gi, s->mem, &gr.pg, &sv->tasks, task,
+						   &sv->sample_kstack);
 	} else {
 		smp->flags |= HVP_SAMPLE_NO_TASK;
 		sv->c.samples_no_task++;
@@ -361,5 +364,9 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 	sv->c.tcache_kept_hits = sv->tcache.kept_hits;
 	sv->c.sample_ns_write += t2 - t1;
 	sv->c.sample_ns_total += t2 - t0;
+	if (atomic_load_explicit(&s->in_workload, memory_order_relaxed)) {
+		sv->c.samples_in_workload++;
+		sv->c.sample_ns_in_workload += t2 - t0;
+	}
 	return s->vm && vmm_stopping(s->vm) ? 1 : 0;
 }

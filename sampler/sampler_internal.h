@@ -63,6 +63,7 @@ struct svcpu {
 	struct hvp_user_regs sample_regs, ustack_regs;
 	uint8_t *sample_stack, *ustack_stack;
 	bool sample_has_regs;         /* sample_regs belongs to the sample being built */
+	uint64_t sample_kstack;       /* its task's task->stack as read this sample (0: not) */
 
 	/* ---- the sample's period (period.c, counter.c: counter_period) */
 	struct period_base period_base; /* the counter's count at the last sample or enable */
@@ -251,6 +252,9 @@ struct sampler {
 	atomic_uint_fast64_t sampling_start;
 	atomic_uint_fast64_t events, events_dropped; /* EVENT records (any thread: not per vCPU) */
 	atomic_uint guest_events_seen;
+	/* between the guest's WORKLOAD_START and WORKLOAD_END events (start.c): the samples taken
+	 * meanwhile are counted apart (samples_in_workload) */
+	atomic_bool in_workload;
 	/* attach windows (attach.c, SAMPLER_START_ATTACH): bumped after every change of
 	 * sampling_start, acknowledged by each vCPU thread in seen_epoch once applied */
 	atomic_uint epoch;

@@ -137,6 +137,9 @@ int sampler_hook_guest_event(void *ctx, struct vmm_vcpu *v, uint32_t kind, uint3
 		return 0;
 	sv->v = v;
 	event_record(s, kind, (int32_t)value, time_ns, true);
+	if (kind == HVP_EVENT_WORKLOAD_START || kind == HVP_EVENT_WORKLOAD_END)
+		atomic_store_explicit(&s->in_workload, kind == HVP_EVENT_WORKLOAD_START,
+				      memory_order_relaxed);
 	watch_at_event(sv);
 	if (starts_sampling(s, kind))
 		sampler_begin(s, sv, time_ns);

@@ -347,6 +347,15 @@ int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct 
 		      uint64_t task, struct gi_user_regs *out) __must_check;
 
 /**
+ * gi_stack_user_regs - gi_task_user_regs() for a task whose kernel stack GVA @stack
+ * (task->stack) was read already in this sample (gi_task_stack_seed): pt_regs at @stack +
+ * THREAD_SIZE - sizeof(pt_regs), one read. Return: as gi_task_user_regs (-EBADMSG: @stack is
+ * not a THREAD_SIZE-aligned kernel address).
+ */
+int gi_stack_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		       uint64_t stack, struct gi_user_regs *out) __must_check;
+
+/**
  * struct gi_thread_state - what changes over a thread's life.
  * @mm: task->mm (0 for kernel threads, and for a user thread past exit_mm()).
  * @exiting: a user thread in do_exit() past exit_mm() (PF_EXITING, no mm): its user memory is

@@ -186,7 +186,11 @@ struct sampler_config {
 	X(tcache_kept_hits)     /* translations kept from an earlier sample (the direct map) */ \
 	X(period_reads)         /* samples whose count was read(2), not in the ring buffer */ \
 	X(kstack_pages_seeded)  /* kernel stack page translations of a known task put back from \
-				 * the task cache (not walked when the sample reads them) */
+				 * the task cache (not walked when the sample reads them) */     \
+	X(samples_in_workload)  /* samples taken while the guest's workload ran (between its \
+				 * WORKLOAD_START and WORKLOAD_END events) */                    \
+	X(sample_ns_in_workload) /* ... their host ns (as sample_ns_total): the profiled \
+				  * program's cost, boot and shutdown left out */
 
 /** struct sampler_counters - what the sampler counted, summed over the vCPUs. */
 struct sampler_counters {

@@ -204,6 +204,15 @@ demo_t = [s["t"] for s in raw["samples"] if s["pid"] in demo_pids]
 check("every sample of the workload's programs lies in the window",
       win and win[1] and demo_t and win[0] <= min(demo_t) and max(demo_t) <= win[1],
       f"window {win}, samples {min(demo_t) if demo_t else '-'}..{max(demo_t) if demo_t else '-'}")
+# samples_in_workload / sample_ns_in_workload (the overhead benchmark's VMM cost of the
+# workload's samples): on one vCPU, exactly the samples whose time lies in the window.
+in_win = sum(1 for s in raw["samples"] if win and win[1] and win[0] <= s["t"] < win[1])
+check("samples_in_workload counts the samples in the workload window, with their VMM ns",
+      in_win > 0 and cnt.get("samples_in_workload") == in_win < cnt.get("samples", 0) and
+      0 < cnt.get("sample_ns_in_workload", 0) < cnt.get("sample_ns_total", 0),
+      f"{in_win} in the window, counters {cnt.get('samples_in_workload')} samples "
+      f"{cnt.get('sample_ns_in_workload')} ns (of {cnt.get('samples')}, "
+      f"{cnt.get('sample_ns_total')} ns)")
 wl = re.search(r"^# Workload window: ([\d.]+) s to ([\d.]+) s \(exit status 0\)$", rep, re.M)
 check("report prints the workload window",
       wl is not None and win and abs(float(wl.group(1)) - win[0] / 1e9) < 0.001,

@@ -323,12 +323,14 @@ static int stack_refused(struct fakekernel *fk, struct pgwalk_cache *tc, struct 
 {
 	struct hvp_thread t;
 	struct gi_thread_state st;
-	uint64_t v;
+	uint64_t v, stack = 1;
 
 	fakemem_w64(&fk->fm, FK_TASK_GPA + fk->layout.task_stack, bad);
 	for (int i = 0; i < 2; i++) {
 		ASSERT_EQ_INT(sample(fk, tc, c, &t, &st), 0);
-		ASSERT_EQ_INT(gi_task_stack_seed(fk->gi, &fk->fm.mem, pg, c, fk->task_kva), 0);
+		ASSERT_EQ_INT(gi_task_stack_seed(fk->gi, &fk->fm.mem, pg, c, fk->task_kva, &stack),
+			      0);
+		ASSERT_EQ_U64(stack, 0); /* not handed on to the pt_regs read either */
 		ASSERT_EQ_INT(gi_read_gva(&fk->fm.mem, pg, bad, &v, sizeof(v)), 0);
 		gi_task_stack_learn(pg, c, fk->task_kva);
 	}
@@ -349,7 +351,7 @@ static int test_stack_translations(void)
 	struct hvp_thread t;
 	struct gi_thread_state st;
 	struct gi_paging pg;
-	uint64_t v, misses;
+	uint64_t v, misses, stack = 0;
 
 	if (setup(&fk, &tc, &c))
 		return TEST_FAIL;
@@ -359,13 +361,14 @@ static int test_stack_translations(void)
 	ASSERT_EQ_INT(fk_w64(&fk, FK_STACK + 0x1f00, 0x2222), 0);
 	/* a first sample: the stack is learned, its pages walked and remembered */
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
-	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva, &stack), 0);
+	ASSERT_EQ_U64(stack, FK_STACK); /* handed on even when nothing is seeded yet */
 	ASSERT_EQ_INT(gi_read_gva(&fk.fm.mem, &pg, FK_STACK + 0x3f00, &v, sizeof(v)), 0);
 	gi_task_stack_learn(&pg, &c, fk.task_kva);
 	/* the next sample: one page seeded, read without a walk; another page still walked */
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
 	ASSERT_TRUE(st.cached);
-	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 1);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva, NULL), 1);
 	misses = tc.misses;
 	ASSERT_EQ_INT(gi_read_gva(&fk.fm.mem, &pg, FK_STACK + 0x3f00, &v, sizeof(v)), 0);
 	ASSERT_EQ_U64(v, 0x1111);
@@ -375,16 +378,16 @@ static int test_stack_translations(void)
 	ASSERT_EQ_U64(tc.misses, misses + 1);
 	gi_task_stack_learn(&pg, &c, fk.task_kva);
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
-	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 2);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva, NULL), 2);
 	/* another task is not seeded from this one's entry */
-	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk_kva(FK_TASK2_GPA)), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk_kva(FK_TASK2_GPA), NULL), 0);
 	/* task->stack points elsewhere (another stack): forgotten, learned again */
 	fakemem_w64(&fk.fm, TASK_GPA(task_stack), FK_IRQ_STACK);
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
-	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva, NULL), 0);
 	gi_task_stack_learn(&pg, &c, fk.task_kva); /* nothing walked: nothing learned */
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
-	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva, NULL), 0);
 	/* hostile: a stack pointer that is not THREAD_SIZE-aligned, or a user address: never
 	 * learned, however often seen and read through */
 	ASSERT_EQ_INT(stack_refused(&fk, &tc, &c, &pg, FK_STACK + 0x1000), TEST_OK);
@@ -392,17 +395,17 @@ static int test_stack_translations(void)
 	/* back to its stack, learned again; then the identity changes (pid reuse): forgotten */
 	fakemem_w64(&fk.fm, TASK_GPA(task_stack), FK_STACK);
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
-	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva, NULL), 0);
 	ASSERT_EQ_INT(gi_read_gva(&fk.fm.mem, &pg, FK_STACK + 0x3f00, &v, sizeof(v)), 0);
 	gi_task_stack_learn(&pg, &c, fk.task_kva);
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
-	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 1);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva, NULL), 1);
 	/* page-table isolation: the kernel half is read through the kernel CR3 (the sample's CR3
 	 * is the user one): seeded under that root, read without a walk */
 	pg.kernel_cr3 = pg.cr3;
 	pg.cr3 |= 0x1000;
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
-	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 1);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva, NULL), 1);
 	misses = tc.misses;
 	ASSERT_EQ_INT(gi_read_gva(&fk.fm.mem, &pg, FK_STACK + 0x3f00, &v, sizeof(v)), 0);
 	ASSERT_TRUE(v == 0x1111 && tc.misses == misses);
@@ -411,7 +414,7 @@ static int test_stack_translations(void)
 	fakemem_w32(&fk.fm, TASK_GPA(task_pid), FK_PID + 1);
 	ASSERT_EQ_INT(sample(&fk, &tc, &c, &t, &st), 0);
 	ASSERT_TRUE(!st.cached);
-	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva), 0);
+	ASSERT_EQ_INT(gi_task_stack_seed(fk.gi, &fk.fm.mem, &pg, &c, fk.task_kva, NULL), 0);
 	fakekernel_fini(&fk);
 	return TEST_OK;
 }

@@ -173,6 +173,17 @@ static int test_task_user_regs_all(void)
 	ASSERT_TRUE(ur.entry_known);
 	ASSERT_EQ_U64(ur.orig_ax, 0x1000 + 120);
 	ASSERT_EQ_U64(ur.cs, 0x33);
+	/* the same from task->stack already read (gi_stack_user_regs); a stack that is not a
+	 * THREAD_SIZE-aligned kernel address is refused before any read */
+	memset(&ur, 0, sizeof(ur));
+	ASSERT_EQ_INT(gi_stack_user_regs(fk.gi, &fk.fm.mem, &fk.fm.pg, FK_STACK, &ur), 0);
+	ASSERT_TRUE(ur.ip == 0x1000 + 128 && ur.sp == 0x1000 + 152 && ur.r15 == 0x1000 &&
+		    ur.cs == 0x33);
+	ASSERT_EQ_INT(gi_stack_user_regs(fk.gi, &fk.fm.mem, &fk.fm.pg, FK_STACK + 8, &ur),
+		      -EBADMSG);
+	ASSERT_EQ_INT(gi_stack_user_regs(fk.gi, &fk.fm.mem, &fk.fm.pg, FK_USER_STACK & ~16383ull,
+					 &ur),
+		      -EBADMSG);
 	fakekernel_fini(&fk);
 	return TEST_OK;
 }
@@ -181,7 +192,7 @@ static const struct test_case tests[] = {
 	{ "stack copy: pages, unmapped, supervisor, outside RAM, bad RSP", test_copy_rows },
 	{ "stack copy ends at the end of the user half", test_copy_top_of_user_half },
 	{ "stack copy from a 2 MiB page", test_copy_large_page },
-	{ "pt_regs: every general-purpose register", test_task_user_regs_all },
+	{ "pt_regs: every general-purpose register, from the task or its stack", test_task_user_regs_all },
 };
 
 TEST_MAIN(tests)

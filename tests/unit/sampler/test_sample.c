@@ -110,8 +110,15 @@ static int sample_deferred(struct fixture *f)
 	ASSERT_EQ_U64(sv->c.samples_kernel, 1);
 	ASSERT_EQ_U64(sv->c.marks, 1);
 
+	ASSERT_EQ_U64(sv->c.samples_in_workload, 0); /* no WORKLOAD_START yet */
+	ASSERT_EQ_U64(sv->c.sample_ns_in_workload, 0);
+	atomic_store(&f->s->in_workload, true); /* what the WORKLOAD_START event's hook sets */
 	misses = sv->tcache.misses;
 	ASSERT_EQ_INT(sample_at(f, 0, 999000, 6000), 0);
+	ASSERT_EQ_U64(sv->c.samples_in_workload, 1);
+	ASSERT_TRUE(sv->c.sample_ns_in_workload > 0 &&
+		    sv->c.sample_ns_in_workload < sv->c.sample_ns_total);
+	atomic_store(&f->s->in_workload, false);
 	ASSERT_EQ_INT(n_got, 2);
 	ASSERT_EQ_INT(check_kernel_sample(&got[1], f->fk.task_kva), TEST_OK);
 	ASSERT_EQ_U64(got[1].cookie, got[0].cookie);
@@ -135,6 +142,7 @@ static int sample_deferred(struct fixture *f)
 	ASSERT_TRUE(got_regs[2]);
 	ASSERT_EQ_U64(sv->c.samples_user, 1);
 	ASSERT_EQ_U64(sv->c.samples, 3);
+	ASSERT_EQ_U64(sv->c.samples_in_workload, 1); /* the window closed before it */
 	return TEST_OK;
 }
 
