@@ -104,6 +104,7 @@ def table_rows(configs, ncpu):
                 row["ns_total"] = c.get("sample_ns_total", 0) / n_s
                 if c.get("samples_in_workload"):
                     row["ns_workload"] = c["sample_ns_in_workload"] / c["samples_in_workload"]
+                    row["ns_workload_median"] = workload_quantile(c, 0.5)
                 if c.get("traps_hit"):
                     row["trap_us"] = c["trap_ns_total"] / c["traps_hit"] / 1000
                     row["traps_per_mark"] = c["traps_hit"] / max(1, c.get("marks", 1))
@@ -128,6 +129,27 @@ INTERLEAVED = [("unprofiled", ["run"]),
                ("trap", ["record", "-F", "1000", "--callchain-mode", "deferred",
                          "--marks", "trap"]),
                ("eager", ["record", "-F", "1000", "--callchain-mode", "eager"])]
+
+
+WORKLOAD_BUCKETS = [250, 500, 750, 1000, 1250, 1500, 1750, 2000, 2500, 3000, 4000, 6000, 8000,
+                    16000, 32000]
+
+
+def workload_quantile(c, q):
+    """The q-quantile (ns) of the workload's sample times, from the workload_sample_le_*
+    counters (linear within a bucket; None without them or beyond the last bound)."""
+    counts = [c.get(f"workload_sample_le_{b}ns") for b in WORKLOAD_BUCKETS]
+    if any(n is None for n in counts):
+        return None
+    total = sum(counts) + c.get("workload_sample_over_32000ns", 0)
+    if not total:
+        return None
+    want, seen, lo = q * total, 0, 0
+    for bound, n in zip(WORKLOAD_BUCKETS, counts):
+        if n and seen + n >= want:
+            return lo + (bound - lo) * (want - seen) / n
+        seen, lo = seen + n, bound
+    return None
 
 
 def spread(values, fmt):
@@ -169,8 +191,10 @@ def interleaved(hvprof, rounds, work):
                 rr["ns_total"] = c.get("sample_ns_total", 0) / c["samples"]
                 if c.get("samples_in_workload"):
                     # the workload's samples only: boot (kernel threads, first touches of
-                    # every task) and shutdown left out
+                    # every task) and shutdown left out; the median from the histogram
                     rr["ns_workload"] = c["sample_ns_in_workload"] / c["samples_in_workload"]
+                    rr["ns_workload_median"] = workload_quantile(c, 0.5)
+                    rr["ns_workload_p90"] = workload_quantile(c, 0.9)
                 for part in ("regs", "identity", "kernel_unwind", "user", "write"):
                     rr[f"ns_{part}"] = c.get(f"sample_ns_{part}", 0) / c["samples"]
                 if c.get("traps_hit"):
@@ -189,19 +213,22 @@ def interleaved(hvprof, rounds, work):
                     rr[f"{kind}_floor_ratio"] = hv / fl
     print(f"\nhvprof overhead, 1 vCPU at 1 kHz, {rounds} interleaved rounds: median [range]")
     print(f"{'config':10} {'cpu x':>22} {'sys x':>22} {'floor cpu':>20} {'floor sys':>20} "
-          f"{'VMM ns/sample':>20} {'... in workload':>20} {'trap us':>8} {'no-mark %':>9} {'traps/mark':>10} "
+          f"{'VMM ns/sample':>20} {'... in workload':>20} {'... median':>20} {'... p90':>20} "
+          f"{'trap us':>8} {'no-mark %':>9} {'traps/mark':>10} "
           f"{'ioctl us/sample':>18}")
     for row in rows:
         col = lambda k, fmt: spread([rr.get(k) for rr in row["rounds"]], fmt)  # noqa: E731
         print(f"{row['config']:10} {col('cpu_ratio', '{:.3f}'):>22} "
               f"{col('syscall_ratio', '{:.3f}'):>22} {col('cpu_floor_ratio', '{:.2f}'):>20} "
               f"{col('syscall_floor_ratio', '{:.2f}'):>20} {col('ns_total', '{:.0f}'):>20} "
-              f"{col('ns_workload', '{:.0f}'):>20} "
+              f"{col('ns_workload', '{:.0f}'):>20} {col('ns_workload_median', '{:.0f}'):>20} "
+              f"{col('ns_workload_p90', '{:.0f}'):>20} "
               f"{col('trap_us', '{:.1f}'):>8} {col('no_mark_pct', '{:.2f}'):>9} "
               f"{col('traps_per_mark', '{:.2f}'):>10} {col('ioctl_us', '{:.1f}'):>18}")
     print("floor = hvprof's cost per sample / the bare exit's in the same round; VMM ns/sample "
           "= sample_ns_total / samples (counters: the whole boot), in workload = the same over the "
-          "samples taken between the guest's WORKLOAD_START and WORKLOAD_END events; no-mark % = traps_no_mark / traps_hit; ioctl "
+          "samples taken between the guest's WORKLOAD_START and WORKLOAD_END events (mean; median "
+          "and p90 from the workload_sample_le_* histogram); no-mark % = traps_no_mark / traps_hit; ioctl "
           "us/sample = time in KVM_SET_REGS/SREGS and KVM_SET_GUEST_DEBUG per sample (the whole "
           "boot's, the PVM SYSCALL fix-up's included)")
     return {"rounds": rounds, "rows": rows, "raw": per}

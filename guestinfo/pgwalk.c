@@ -62,11 +62,11 @@ static bool cache_lookup(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uin
 {
 	/* SAFETY: the slot index is reduced modulo PGWALK_CACHE_SLOTS. */
 	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
-	bool now = c->slot[i].epoch == c->epoch;
+	bool now = c->slot[i].epoch == c->epoch && c->slot[i].cr3 == cr3;
+	/* kept: the direct map, the same under every process's root (struct pgwalk_cache) */
+	bool kept = !access && c->slot[i].kept && c->slot[i].gen == c->gen;
 
-	if ((now || (!access && c->slot[i].kept && c->slot[i].gen == c->gen)) &&
-	    c->slot[i].cr3 == cr3 &&
-	    c->slot[i].cr4 == cr4 && c->slot[i].gva_page == (gva & ~0xfffull)) {
+	if ((now || kept) && c->slot[i].cr4 == cr4 && c->slot[i].gva_page == (gva & ~0xfffull)) {
 		c->hits++;
 		if (!now)
 			c->kept_hits++;

@@ -15,6 +15,10 @@
 /* At most one look per vCPU per this many ns from I/O exits: early boot writes the console a
  * byte per exit, and each look costs a KVM_GET_MSRS (and without sync-regs a GET_SREGS). */
 #define KWATCH_IO_INTERVAL_NS 1000000ull
+/* ... and from samples when hvprof placed the kernel (the slide is known, the look only
+ * confirms it): the guest sets MSR_LSTAR seconds into an emulated boot, and a KVM_GET_MSRS at
+ * every kernel sample until then cost ~8 us each on a nested PVM host. */
+#define KWATCH_CONFIRM_INTERVAL_NS 10000000ull
 
 /* The slide is known (or known not to be findable): place what depends on it. Idempotent. */
 static void slide_settled(struct sampler *s)
@@ -102,15 +106,14 @@ static void report(const struct svcpu *sv, uint64_t lstar, const struct gi_kaslr
  * set MSR_LSTAR (early boot), or while the slid entry is not mapped through this CR3, nothing is
  * decided and a later call tries again.
  */
-void kwatch_kernel(struct svcpu *sv, const struct kvm_sregs *sregs)
+static void look(struct svcpu *sv, const struct kvm_sregs *sregs)
 {
 	struct sampler *s = sv->s;
 	struct gi_kaslr_observation o;
 	struct gi_paging pg;
 	uint64_t lstar;
 
-	if (!s->gi || gi_kaslr_checked(s->gi, NULL, NULL) != GI_KASLR_PENDING || !sv->v ||
-	    vmm_vcpu_get_msr(sv->v, MSR_LSTAR, &lstar) != 0)
+	if (!sv->v || vmm_vcpu_get_msr(sv->v, MSR_LSTAR, &lstar) != 0)
 		return;
 	pg = sampler_paging(s, sregs);
 	if (gi_kaslr_observe(s->gi, s->mem, &pg, lstar, sregs->idt.base, sregs->idt.limit,
@@ -118,6 +121,29 @@ void kwatch_kernel(struct svcpu *sv, const struct kvm_sregs *sregs)
 		return;
 	report(sv, lstar, &o);
 	slide_settled(s);
+}
+
+void kwatch_kernel(struct svcpu *sv, const struct kvm_sregs *sregs)
+{
+	struct sampler *s = sv->s;
+	uint64_t now;
+
+	if (sv->kaslr_decided)
+		return;
+	if (!s->gi || gi_kaslr_checked(s->gi, NULL, NULL) != GI_KASLR_PENDING) {
+		/* decided for good (guestinfo never goes back to pending): from now on this
+		 * vCPU's own flag answers, not a line of the shared gi */
+		sv->kaslr_decided = s->gi != NULL;
+		return;
+	}
+	if (s->placed.slide_known) {
+		/* symbols already use the slide placed: a look only confirms it, not every sample */
+		now = vmm_now_ns();
+		if (now - sv->kaslr_poll_ns < KWATCH_CONFIRM_INTERVAL_NS)
+			return;
+		sv->kaslr_poll_ns = now;
+	}
+	look(sv, sregs);
 }
 
 void kwatch_io(struct svcpu *sv)
@@ -134,7 +160,7 @@ void kwatch_io(struct svcpu *sv)
 	sv->kaslr_poll_ns = now;
 	if (vmm_vcpu_regs(sv->v, NULL, &sregs) != 0 || (sregs->cs.selector & 3))
 		return;
-	kwatch_kernel(sv, sregs);
+	look(sv, sregs);
 }
 
 void kwatch_user(struct svcpu *sv, const struct kvm_sregs *sregs)

@@ -4,6 +4,7 @@
 // identity is seen. Nothing here logs per sample: failures are counted.
 #define pr_fmt(fmt) "sampler: sample: " fmt
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include <hvprof/log.h>
@@ -280,6 +281,34 @@ static void write_sample(struct svcpu *sv, const struct hvp_sample *smp)
 	}
 }
 
+/* The upper bounds (ns) of the workload_sample_le_* counters, in their order; the last counter,
+ * workload_sample_over_32000ns, takes the rest. */
+static const uint64_t workload_bucket_ns[] = { 250,  500,  750,  1000, 1250, 1500, 1750,  2000,
+					       2500, 3000, 4000, 6000, 8000, 16000, 32000 };
+
+_Static_assert(offsetof(struct sampler_counters, workload_sample_over_32000ns) -
+			       offsetof(struct sampler_counters, workload_sample_le_250ns) ==
+		       sizeof(uint64_t) * (sizeof(workload_bucket_ns) / sizeof(uint64_t)),
+	       "one workload_sample_le_* counter per bound, in order, then the over counter");
+
+void count_in_workload(struct svcpu *sv, uint64_t ns)
+{
+	/* the counters as the uint64_t array they are (as sampler_get_counters sums them) */
+	uint64_t *bucket = (uint64_t *)&sv->c +
+			   offsetof(struct sampler_counters, workload_sample_le_250ns) /
+				   sizeof(uint64_t);
+	size_t i = 0;
+
+	sv->c.samples_in_workload++;
+	sv->c.sample_ns_in_workload += ns;
+	while (i < sizeof(workload_bucket_ns) / sizeof(workload_bucket_ns[0]) &&
+	       ns > workload_bucket_ns[i])
+		i++;
+	/* SAFETY: i <= 15, and the 16 counters from workload_sample_le_250ns are contiguous
+	 * uint64_t fields of the struct (static assertion above). */
+	bucket[i]++;
+}
+
 int sample_take(struct svcpu *sv)
 {
 	struct kvm_regs *regs;
@@ -364,9 +393,7 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 	sv->c.tcache_kept_hits = sv->tcache.kept_hits;
 	sv->c.sample_ns_write += t2 - t1;
 	sv->c.sample_ns_total += t2 - t0;
-	if (atomic_load_explicit(&s->in_workload, memory_order_relaxed)) {
-		sv->c.samples_in_workload++;
-		sv->c.sample_ns_in_workload += t2 - t0;
-	}
+	if (atomic_load_explicit(&s->in_workload, memory_order_relaxed))
+		count_in_workload(sv, t2 - t0);
 	return s->vm && vmm_stopping(s->vm) ? 1 : 0;
 }

@@ -46,7 +46,9 @@ struct svcpu {
 	atomic_uint seen_epoch; /* the last s->epoch this vCPU's thread applied (attach.c) */
 	atomic_bool running;    /* between vcpu_start and vcpu_stop */
 	uint64_t percpu_base;   /* per-CPU base (kernel GS) seen on this vCPU, 0 until known */
-	uint64_t kaslr_poll_ns; /* last MSR_LSTAR look from an I/O exit (kwatch.c) */
+	bool kaslr_decided;     /* the KASLR check is no longer pending (kwatch.c) */
+	uint64_t kaslr_poll_ns; /* last MSR_LSTAR look from an I/O exit or, when the slide is
+				 * placed, a sample (kwatch.c) */
 	struct sampler_counters c;
 	struct hvp_sample sample;     /* scratch for building a sample */
 	struct hvp_user_stack ustack; /* scratch for a USER_STACK record */
@@ -403,8 +405,13 @@ int sampler_hook_guest_event(void *ctx, struct vmm_vcpu *v, uint32_t kind, uint3
 void sampler_hook_kick(void *ctx, struct vmm_vcpu *v);
 void sampler_hook_tick(void *ctx, uint64_t time_ns);
 
+/* sample.c: a sample taken while the guest's workload runs (s->in_workload), which took @ns
+ * host ns: samples_in_workload, sample_ns_in_workload and its workload_sample_le_* bucket. */
+void count_in_workload(struct svcpu *sv, uint64_t ns);
+
 /* kwatch.c: the KASLR slide and PTI. kwatch_setup: before the vCPUs start. kwatch_kernel: from a
- * kernel-mode sample until the slide is decided. kwatch_io: the same from I/O exits (rate
+ * kernel-mode sample until the slide is decided (when hvprof placed the kernel, a confirmation:
+ * at most every 10 ms). kwatch_io: the same from I/O exits (rate
  * limited). kwatch_user: a user-mode state (PTI). */
 void kwatch_setup(struct sampler *s);
 void kwatch_kernel(struct svcpu *sv, const struct kvm_sregs *sregs);

@@ -59,8 +59,12 @@ struct gi_paging {
  * pgwalk_cache_flush() or another delta). The caller names a range whose translation is fixed by
  * construction: for Linux, the direct map (delta = page_offset_base). Architecture alone cannot
  * tell: a vmalloc page (a VMAP_STACK task stack) can be unmapped and its address given to
- * another page, so only the delta decides, never the half or the page size. A kept entry still
- * goes through the gmem bounds check on every read.
+ * another page, so only the delta decides, never the half or the page size. A kept entry
+ * answers under any root table: every process's page tables share the kernel half (Linux copies
+ * init_mm's kernel PGD entries into each new PGD: pgd_alloc, and with PTI the kernel half of the
+ * pair), so the direct map translates alike whichever process is current; a guest whose tables
+ * differ there gets the page the direct map names, never more. A kept entry still goes through
+ * the gmem bounds check on every read.
  * @hits/@misses: counters; @kept_hits: hits on a translation kept from an earlier epoch.
  */
 struct pgwalk_cache {

@@ -190,7 +190,15 @@ struct sampler_config {
 	X(samples_in_workload)  /* samples taken while the guest's workload ran (between its \
 				 * WORKLOAD_START and WORKLOAD_END events) */                    \
 	X(sample_ns_in_workload) /* ... their host ns (as sample_ns_total): the profiled \
-				  * program's cost, boot and shutdown left out */
+				  * program's cost, boot and shutdown left out */                \
+	/* ... and how many took at most N ns (exclusive of the buckets below: a histogram \
+	 * whose median stands where a preempted vCPU thread's tail moves the mean) */      \
+	X(workload_sample_le_250ns) X(workload_sample_le_500ns) X(workload_sample_le_750ns) \
+	X(workload_sample_le_1000ns) X(workload_sample_le_1250ns) X(workload_sample_le_1500ns) \
+	X(workload_sample_le_1750ns) X(workload_sample_le_2000ns) X(workload_sample_le_2500ns) \
+	X(workload_sample_le_3000ns) X(workload_sample_le_4000ns) X(workload_sample_le_6000ns) \
+	X(workload_sample_le_8000ns) X(workload_sample_le_16000ns)                          \
+	X(workload_sample_le_32000ns) X(workload_sample_over_32000ns)
 
 /** struct sampler_counters - what the sampler counted, summed over the vCPUs. */
 struct sampler_counters {

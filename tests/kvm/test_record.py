@@ -213,6 +213,10 @@ check("samples_in_workload counts the samples in the workload window, with their
       f"{in_win} in the window, counters {cnt.get('samples_in_workload')} samples "
       f"{cnt.get('sample_ns_in_workload')} ns (of {cnt.get('samples')}, "
       f"{cnt.get('sample_ns_total')} ns)")
+hist = [v for k, v in cnt.items() if k.startswith("workload_sample_")]
+check("the workload's histogram (workload_sample_le_*, 16 buckets) adds up to its samples",
+      len(hist) == 16 and sum(hist) == cnt.get("samples_in_workload"),
+      f"{len(hist)} buckets, {sum(hist)} samples")
 wl = re.search(r"^# Workload window: ([\d.]+) s to ([\d.]+) s \(exit status 0\)$", rep, re.M)
 check("report prints the workload window",
       wl is not None and win and abs(float(wl.group(1)) - win[0] / 1e9) < 0.001,

@@ -118,6 +118,9 @@ static int sample_deferred(struct fixture *f)
 	ASSERT_EQ_U64(sv->c.samples_in_workload, 1);
 	ASSERT_TRUE(sv->c.sample_ns_in_workload > 0 &&
 		    sv->c.sample_ns_in_workload < sv->c.sample_ns_total);
+	/* t0 6000 ns: the sample "took" the whole clock, more than 32 us: the last bucket */
+	ASSERT_EQ_U64(sv->c.workload_sample_over_32000ns, 1);
+	ASSERT_EQ_U64(sv->c.workload_sample_le_250ns + sv->c.workload_sample_le_32000ns, 0);
 	atomic_store(&f->s->in_workload, false);
 	ASSERT_EQ_INT(n_got, 2);
 	ASSERT_EQ_INT(check_kernel_sample(&got[1], f->fk.task_kva), TEST_OK);
@@ -190,6 +193,27 @@ static int sample_bad_states(struct fixture *f)
 	return TEST_OK;
 }
 
+/* The workload histogram: each bound belongs to its own bucket, one more ns to the next. */
+static int workload_buckets(struct fixture *f)
+{
+	struct svcpu *sv = &f->s->vcpus[0];
+	static const uint64_t ns[] = { 0, 250, 251, 1500, 1501, 32000, 32001, 1000000 };
+
+	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
+		count_in_workload(sv, ns[i]);
+	ASSERT_EQ_U64(sv->c.samples_in_workload, 8);
+	ASSERT_EQ_U64(sv->c.sample_ns_in_workload, 0 + 250 + 251 + 1500 + 1501 + 32000 + 32001 +
+							   1000000);
+	ASSERT_EQ_U64(sv->c.workload_sample_le_250ns, 2);
+	ASSERT_EQ_U64(sv->c.workload_sample_le_500ns, 1);
+	ASSERT_EQ_U64(sv->c.workload_sample_le_1500ns, 1);
+	ASSERT_EQ_U64(sv->c.workload_sample_le_1750ns, 1);
+	ASSERT_EQ_U64(sv->c.workload_sample_le_32000ns, 1);
+	ASSERT_EQ_U64(sv->c.workload_sample_over_32000ns, 2);
+	ASSERT_EQ_U64(sv->c.workload_sample_le_1250ns + sv->c.workload_sample_le_16000ns, 0);
+	return TEST_OK;
+}
+
 static int with_fixture(enum sampler_callchain_mode mode, int (*body)(struct fixture *f))
 {
 	struct fixture f;
@@ -219,11 +243,17 @@ static int test_sample_bad_states(void)
 	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_bad_states);
 }
 
+static int test_workload_buckets(void)
+{
+	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, workload_buckets);
+}
+
 static const struct test_case tests[] = {
 	{ "sample: deferred kernel samples share a mark, a user sample walks in place",
 	  test_sample_deferred },
 	{ "sample: eager kernel sample walks pt_regs' user stack", test_sample_eager },
 	{ "sample: a bad current task, a vCPU not in long mode", test_sample_bad_states },
+	{ "sample: the workload's VMM time histogram, bounds inclusive", test_workload_buckets },
 };
 
 TEST_MAIN(tests)
