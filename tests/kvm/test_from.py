@@ -72,11 +72,18 @@ check("exits_intr near zero before the start (all within the sampled part at -F)
       f"exits_intr {cnt.get('exits_intr')} <= {bound:.0f} ({sampled_s:.1f} s sampled of "
       f"{runtime / 1e9:.1f} s)")
 
+# The demo's share of the samples inside the two workload windows: between them the guest's
+# init starts the next run in emulated kernel code, a gap that a loaded host stretches (58.6% of
+# all samples were the demo's in an ASan run beside two other boots, against >= 60% otherwise).
 comm = {p: t["comm"] for p, t in raw["threads"].items()}
-demo = sum(1 for s in raw["samples"] if comm.get(s["pid"]) == "hvprof-demo")
-share = 100.0 * demo / max(1, len(ts))
-check("the demo dominates the profile (>= 60% of the samples are hvprof-demo's)",
-      share >= 60, f"{share:.1f}% of {len(ts)}")
+starts = [e["t"] for e in ev if e["kind"] == hvprec.EVENT_WORKLOAD_START]
+ends = [e["t"] for e in ev if e["kind"] == hvprec.EVENT_WORKLOAD_END]
+inside = [s for s in raw["samples"] if any(a <= s["t"] < b for a, b in zip(starts, ends))]
+demo = sum(1 for s in inside if comm.get(s["pid"]) == "hvprof-demo")
+share = 100.0 * demo / max(1, len(inside))
+check("the demo dominates the workload windows (>= 60% of their samples are hvprof-demo's)",
+      share >= 60 and len(inside) >= 0.5 * len(ts),
+      f"{share:.1f}% of {len(inside)} in the windows ({len(ts)} in all)")
 code, folded, err = hvtest.hv(HVPROF, "flamegraph", "-i", data, "--format", "folded")
 burn = sum(int(l.rpartition(" ")[2]) for l in folded.splitlines() if "burn_a" in l or "burn_b" in l)
 check("burn_a/burn_b by name in the flamegraph", burn >= 500, f"{burn} samples")
