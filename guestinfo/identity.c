@@ -225,14 +225,14 @@ static struct gi_task_cache_entry *task_cache_find(struct gi_task_cache *cache, 
 
 unsigned int gi_task_stack_seed(const struct gi *gi, const struct gmem *mem,
 				const struct gi_paging *pg, struct gi_task_cache *cache,
-				uint64_t task, uint64_t *stack_out)
+				uint64_t task, uint64_t *stack_kva)
 {
 	struct gi_task_cache_entry *e = task_cache_find(cache, task);
 	unsigned int seeded = 0;
 	uint64_t stack;
 
-	if (stack_out)
-		*stack_out = 0;
+	if (stack_kva)
+		*stack_kva = 0;
 	if (!e || !gi || !mem || !pg || !pg->cache || !gi->have_layout ||
 	    gi->layout.task_stack == UINT32_MAX)
 		return 0;
@@ -241,8 +241,8 @@ unsigned int gi_task_stack_seed(const struct gi *gi, const struct gmem *mem,
 		e->stack = 0; /* nothing learned until a good one is seen */
 		return 0;
 	}
-	if (stack_out)
-		*stack_out = stack;
+	if (stack_kva)
+		*stack_kva = stack;
 	if (stack != e->stack) {
 		/* a first look, or another stack: its pages are learned from this sample's walks */
 		e->stack = stack;

@@ -40,7 +40,7 @@ int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct 
 }
 
 int gi_stack_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
-		       uint64_t stack, struct gi_user_regs *out)
+		       uint64_t stack_kva, struct gi_user_regs *out)
 {
 	const struct gi_layout *l;
 	uint64_t regs_kva, cs;
@@ -52,9 +52,9 @@ int gi_stack_user_regs(const struct gi *gi, const struct gmem *mem, const struct
 	l = &gi->layout;
 	if (!have_pt_regs(l))
 		return -ENODATA;
-	if (!gi_is_kernel_gva(pg, stack) || (stack & (GI_THREAD_SIZE - 1)))
+	if (!gi_is_kernel_gva(pg, stack_kva) || (stack_kva & (GI_THREAD_SIZE - 1)))
 		return -EBADMSG;
-	regs_kva = stack + GI_THREAD_SIZE - l->pt_regs_size;
+	regs_kva = stack_kva + GI_THREAD_SIZE - l->pt_regs_size;
 	/* SAFETY: pt_regs_size <= sizeof(buf) and every field offset + 8 <= pt_regs_size. */
 	err = gi_read_gva(mem, pg, regs_kva, buf, l->pt_regs_size);
 	if (err)

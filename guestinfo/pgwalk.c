@@ -155,7 +155,8 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 	cr3 = walk_cr3(pg, gva);
 	if (trace)
 		trace->levels = 0;
-	/* the cache is keyed by the root table: PCID bits (11:0) do not change a walk */
+	/* the cache is keyed by the root table (kept entries answer under any: struct
+	 * pgwalk_cache): PCID bits (11:0) do not change a walk */
 	if (pg->cache && !trace && pg->cache->epoch &&
 	    cache_lookup(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, gpa, page_size, access))
 		return 0;

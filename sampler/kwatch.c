@@ -102,8 +102,9 @@ static void report(const struct svcpu *sv, uint64_t lstar, const struct gi_kaslr
 }
 
 /*
- * A vCPU in kernel mode until the check is decided (a no-op after that). Before the guest has
- * set MSR_LSTAR (early boot), or while the slid entry is not mapped through this CR3, nothing is
+ * One look at a vCPU in kernel mode while the check is pending (the callers decide when): a
+ * KVM_GET_MSRS of MSR_LSTAR, checked against the kernel image. Before the guest has set
+ * MSR_LSTAR (early boot), or while the slid entry is not mapped through this CR3, nothing is
  * decided and a later call tries again.
  */
 static void look(struct svcpu *sv, const struct kvm_sregs *sregs)
@@ -113,6 +114,7 @@ static void look(struct svcpu *sv, const struct kvm_sregs *sregs)
 	struct gi_paging pg;
 	uint64_t lstar;
 
+	sv->c.kaslr_looks++;
 	if (!sv->v || vmm_vcpu_get_msr(sv->v, MSR_LSTAR, &lstar) != 0)
 		return;
 	pg = sampler_paging(s, sregs);
@@ -123,6 +125,11 @@ static void look(struct svcpu *sv, const struct kvm_sregs *sregs)
 	slide_settled(s);
 }
 
+/*
+ * From a kernel-mode sample (or a guest event written in kernel mode): a look while the check is
+ * pending, at most every KWATCH_CONFIRM_INTERVAL_NS when hvprof placed the kernel (its own time
+ * stamp: I/O exits cannot hold it off). Once decided, a per-vCPU flag answers.
+ */
 void kwatch_kernel(struct svcpu *sv, const struct kvm_sregs *sregs)
 {
 	struct sampler *s = sv->s;
@@ -139,9 +146,9 @@ void kwatch_kernel(struct svcpu *sv, const struct kvm_sregs *sregs)
 	if (s->placed.slide_known) {
 		/* symbols already use the slide placed: a look only confirms it, not every sample */
 		now = vmm_now_ns();
-		if (now - sv->kaslr_poll_ns < KWATCH_CONFIRM_INTERVAL_NS)
+		if (sv->kaslr_confirm_ns && now - sv->kaslr_confirm_ns < KWATCH_CONFIRM_INTERVAL_NS)
 			return;
-		sv->kaslr_poll_ns = now;
+		sv->kaslr_confirm_ns = now;
 	}
 	look(sv, sregs);
 }
@@ -182,7 +189,7 @@ void kwatch_user(struct svcpu *sv, const struct kvm_sregs *sregs)
 			sv->index, (unsigned long long)sregs->cr3);
 	else if (found == GI_PTI_NOT_FOUND)
 		pr_warn("vCPU %u: user-mode CR3 0x%llx does not map the kernel, and CR3 - 4 KiB is "
-			"not the kernel's page tables: samples in user mode will have no thread",
+			"not the kernel's page tables: samples in user mode may have no thread",
 			sv->index, (unsigned long long)sregs->cr3);
 	else if (found == GI_PTI_OFF)
 		pr_debug(LOG_VMM, "user-mode CR3 0x%llx maps the kernel: no page-table isolation",

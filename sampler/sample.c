@@ -85,8 +85,9 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 
 	if (entry)
 		ur = *entry;
-	else if ((sv->sample_kstack ? gi_stack_user_regs(s->gi, s->mem, pg, sv->sample_kstack, &ur)
-				    : gi_task_user_regs(s->gi, s->mem, pg, task, &ur)) != 0) {
+	else if ((sv->sample_kstack_kva && sv->sample_kstack_task == task
+			  ? gi_stack_user_regs(s->gi, s->mem, pg, sv->sample_kstack_kva, &ur)
+			  : gi_task_user_regs(s->gi, s->mem, pg, task, &ur)) != 0) {
 		sv->c.user_regs_unreadable++;
 		if (exiting) /* the README promises a visible frame for every missing user part */
 			smp->user_stop = HVP_WALK_LOST;
@@ -197,7 +198,7 @@ static void sample_init(struct svcpu *sv, struct hvp_sample *smp, uint64_t t0, u
 	smp->n_kernel = smp->n_user = 0;
 	smp->kernel_stop = smp->user_stop = HVP_WALK_NONE;
 	sv->sample_has_regs = false;
-	sv->sample_kstack = 0;
+	sv->sample_kstack_kva = sv->sample_kstack_task = 0;
 }
 
 /* The callchains of a sample whose thread is known (@task 0: not known). @t_ns: now (host ns),
@@ -361,10 +362,12 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 			smp->flags |= HVP_SAMPLE_KTHREAD;
 		exiting = st.exiting;
 		execve = note_identity(sv, &thr, st.mm, &gr.pg);
-		if (smp->cpl == 0) /* its kernel stack: known pages are not walked again */
+		if (smp->cpl == 0) { /* its kernel stack: known pages are not walked again */
 			sv->c.kstack_pages_seeded +=
 				gi_task_stack_seed(s->gi, s->mem, &gr.pg, &sv->tasks, task,
-						   &sv->sample_kstack);
+						   &sv->sample_kstack_kva);
+			sv->sample_kstack_task = task;
+		}
 	} else {
 		smp->flags |= HVP_SAMPLE_NO_TASK;
 		sv->c.samples_no_task++;

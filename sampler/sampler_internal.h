@@ -47,8 +47,8 @@ struct svcpu {
 	atomic_bool running;    /* between vcpu_start and vcpu_stop */
 	uint64_t percpu_base;   /* per-CPU base (kernel GS) seen on this vCPU, 0 until known */
 	bool kaslr_decided;     /* the KASLR check is no longer pending (kwatch.c) */
-	uint64_t kaslr_poll_ns; /* last MSR_LSTAR look from an I/O exit or, when the slide is
-				 * placed, a sample (kwatch.c) */
+	uint64_t kaslr_poll_ns; /* last MSR_LSTAR look from an I/O exit (kwatch.c) */
+	uint64_t kaslr_confirm_ns; /* ... from a sample, when hvprof placed the kernel (0: none) */
 	struct sampler_counters c;
 	struct hvp_sample sample;     /* scratch for building a sample */
 	struct hvp_user_stack ustack; /* scratch for a USER_STACK record */
@@ -65,7 +65,9 @@ struct svcpu {
 	struct hvp_user_regs sample_regs, ustack_regs;
 	uint8_t *sample_stack, *ustack_stack;
 	bool sample_has_regs;         /* sample_regs belongs to the sample being built */
-	uint64_t sample_kstack;       /* its task's task->stack as read this sample (0: not) */
+	/* task->stack (a KVA) of the task sample_kstack_task as read and checked this sample
+	 * (gi_task_stack_seed; 0: not read): the pt_regs read uses it for that task only */
+	uint64_t sample_kstack_kva, sample_kstack_task;
 
 	/* ---- the sample's period (period.c, counter.c: counter_period) */
 	struct period_base period_base; /* the counter's count at the last sample or enable */

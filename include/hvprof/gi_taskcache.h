@@ -65,15 +65,16 @@ void gi_task_cache_reset(struct gi_task_cache *c);
  * found @task in @cache (a stale or absent entry does nothing), with @pg->cache invalidated for
  * this sample. @gi, @mem: the guest (layout, RAM); @pg: the sample's paging, with its
  * translation cache; @cache: the vCPU's task cache (one reader: no locking); @task: task GVA;
- * @stack (may be NULL): set to the task->stack GVA read here when it is a THREAD_SIZE-aligned
- * kernel address, else 0, so that the sample's other reads of it (gi_stack_user_regs) need not
- * read it again.
+ * @stack_kva (may be NULL): set to the task->stack KVA read here when it is a THREAD_SIZE-
+ * aligned kernel address, else 0 (also when @task is not in @cache, the layout has no
+ * task->stack or the read fails), so that the sample's pt_regs read (gi_stack_user_regs) need
+ * not read it again.
  * Return: the pages seeded (0..GI_TASK_STACK_PAGES); a read error or a bad task->stack seeds
  * nothing and is not reported (the walks then happen as before). Owns nothing.
  */
 unsigned int gi_task_stack_seed(const struct gi *gi, const struct gmem *mem,
 				const struct gi_paging *pg, struct gi_task_cache *cache,
-				uint64_t task, uint64_t *stack);
+				uint64_t task, uint64_t *stack_kva);
 
 /**
  * gi_task_stack_learn - after a sample's reads: remember in @cache the translations of @task's

@@ -347,13 +347,16 @@ int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct 
 		      uint64_t task, struct gi_user_regs *out) __must_check;
 
 /**
- * gi_stack_user_regs - gi_task_user_regs() for a task whose kernel stack GVA @stack
- * (task->stack) was read already in this sample (gi_task_stack_seed): pt_regs at @stack +
- * THREAD_SIZE - sizeof(pt_regs), one read. Return: as gi_task_user_regs (-EBADMSG: @stack is
- * not a THREAD_SIZE-aligned kernel address).
+ * gi_stack_user_regs - gi_task_user_regs() for a task whose kernel stack was read already in
+ * this sample (gi_task_stack_seed): pt_regs at @stack_kva + THREAD_SIZE - sizeof(pt_regs), one
+ * read. @gi: the guest's layout (BTF); @mem: guest RAM; @pg: the sample's paging; @stack_kva:
+ * task->stack (a kernel GVA); @out: the registers (caller-owned). Reads through @pg's cache
+ * like any read (one reader per cache: the vCPU's thread).
+ * Return: 0 and *@out; -EINVAL a NULL argument; -EBADMSG @stack_kva is not a THREAD_SIZE-aligned
+ * kernel address; otherwise as gi_task_user_regs (-ENODATA, -ENOENT, read errors).
  */
 int gi_stack_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
-		       uint64_t stack, struct gi_user_regs *out) __must_check;
+		       uint64_t stack_kva, struct gi_user_regs *out) __must_check;
 
 /**
  * struct gi_thread_state - what changes over a thread's life.

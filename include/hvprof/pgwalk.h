@@ -50,7 +50,8 @@ struct gi_paging {
 
 /**
  * struct pgwalk_cache - GVA->GPA translations of 4 KiB slices, direct-mapped, keyed by the root
- * table (CR3 without its PCID bits 11:0) and CR4, valid for one epoch. Callers invalidate it
+ * table (CR3 without its PCID bits 11:0; not for kept entries, below) and CR4, valid for one
+ * epoch. Callers invalidate it
  * whenever the guest may have changed its page tables (hvprof: at every sample, since the vCPU
  * is stopped while a sample is taken). Zero-initialise before use.
  *

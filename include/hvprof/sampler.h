@@ -187,12 +187,15 @@ struct sampler_config {
 	X(period_reads)         /* samples whose count was read(2), not in the ring buffer */ \
 	X(kstack_pages_seeded)  /* kernel stack page translations of a known task put back from \
 				 * the task cache (not walked when the sample reads them) */     \
+	X(kaslr_looks)          /* MSR_LSTAR looks (KVM_GET_MSRS) while the KASLR check was \
+				 * pending: every kernel sample, or every 10 ms when hvprof placed \
+				 * the kernel, and I/O exits at most every ms */                 \
 	X(samples_in_workload)  /* samples taken while the guest's workload ran (between its \
 				 * WORKLOAD_START and WORKLOAD_END events) */                    \
 	X(sample_ns_in_workload) /* ... their host ns (as sample_ns_total): the profiled \
 				  * program's cost, boot and shutdown left out */                \
-	/* ... and how many took at most N ns (exclusive of the buckets below: a histogram \
-	 * whose median stands where a preempted vCPU thread's tail moves the mean) */      \
+	/* ... and how many took (previous bound, N] ns (not cumulative: a histogram whose \
+	 * median stands where a preempted vCPU thread's tail moves the mean) */           \
 	X(workload_sample_le_250ns) X(workload_sample_le_500ns) X(workload_sample_le_750ns) \
 	X(workload_sample_le_1000ns) X(workload_sample_le_1250ns) X(workload_sample_le_1500ns) \
 	X(workload_sample_le_1750ns) X(workload_sample_le_2000ns) X(workload_sample_le_2500ns) \

@@ -45,6 +45,22 @@ static int cap_process(void *ctx, const struct hvp_process *p)
 static const struct sampler_sink cap_sink = { .sample = cap_sample, .user_stack = sink_user_stack,
 					      .thread = cap_thread, .process = cap_process };
 
+/* A gmem that counts the reads overlapping one 8-byte guest field (task->stack). */
+struct field_counter {
+	struct gmem inner;
+	uint64_t gpa;
+	unsigned int reads;
+};
+
+static int count_field_reads(void *ctx, uint64_t gpa, void *dst, size_t len)
+{
+	struct field_counter *fc = ctx;
+
+	if (gpa < fc->gpa + 8 && fc->gpa < gpa + len)
+		fc->reads++;
+	return gmem_read(&fc->inner, gpa, dst, len);
+}
+
 static int setup(struct fixture *f, enum sampler_callchain_mode mode)
 {
 	n_got = n_threads = n_procs = 0;
@@ -91,6 +107,7 @@ static int check_kernel_sample(const struct hvp_sample *s, uint64_t task)
 static int sample_deferred(struct fixture *f)
 {
 	struct svcpu *sv = &f->s->vcpus[0];
+	struct field_counter fc;
 	uint64_t misses;
 
 	ASSERT_EQ_INT(sample_at(f, 0, 1000000, 5000), 0);
@@ -114,7 +131,14 @@ static int sample_deferred(struct fixture *f)
 	ASSERT_EQ_U64(sv->c.sample_ns_in_workload, 0);
 	atomic_store(&f->s->in_workload, true); /* what the WORKLOAD_START event's hook sets */
 	misses = sv->tcache.misses;
+	fc = (struct field_counter){ .inner = f->fk.fm.mem,
+				     .gpa = FK_TASK_GPA + f->fk.layout.task_stack };
+	f->fk.fm.mem = (struct gmem){ .read = count_field_reads, .ctx = &fc };
 	ASSERT_EQ_INT(sample_at(f, 0, 999000, 6000), 0);
+	f->fk.fm.mem = fc.inner;
+	/* task->stack read by the seed and by the frame-pointer unwinder (its bounds), not again
+	 * for pt_regs (gi_stack_user_regs) */
+	ASSERT_EQ_INT(fc.reads, 2);
 	ASSERT_EQ_U64(sv->c.samples_in_workload, 1);
 	ASSERT_TRUE(sv->c.sample_ns_in_workload > 0 &&
 		    sv->c.sample_ns_in_workload < sv->c.sample_ns_total);
@@ -214,6 +238,49 @@ static int workload_buckets(struct fixture *f)
 	return TEST_OK;
 }
 
+/*
+ * The KASLR check from kernel samples (kwatch_kernel): while it is pending, every sample looks at
+ * MSR_LSTAR when the guest chose the slide; when hvprof placed the kernel, at most one look per
+ * 10 ms; once decided, none.
+ */
+static int kaslr_looks(struct fixture *f)
+{
+	struct svcpu *sv = &f->s->vcpus[0];
+	struct gi_kaslr_observation o;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct gi_paging pg;
+
+	ASSERT_EQ_INT(fixture_vcpu_regs(f, 0, &regs, &sregs), 0);
+	ASSERT_EQ_INT(gi_kaslr_checked(f->s->gi, NULL, NULL), GI_KASLR_PENDING);
+	f->s->placed.slide_known = false;
+	kwatch_kernel(sv, &sregs);
+	kwatch_kernel(sv, &sregs);
+	ASSERT_EQ_U64(sv->c.kaslr_looks, 2);
+	f->s->placed.slide_known = true;
+	kwatch_kernel(sv, &sregs);
+	kwatch_kernel(sv, &sregs);
+	kwatch_kernel(sv, &sregs);
+	ASSERT_EQ_U64(sv->c.kaslr_looks, 3);
+	sv->kaslr_poll_ns = vmm_now_ns(); /* an I/O exit's look does not hold samples off */
+	sv->kaslr_confirm_ns -= 10000001;
+	kwatch_kernel(sv, &sregs);
+	ASSERT_EQ_U64(sv->c.kaslr_looks, 4);
+	/* decided (here: an MSR_LSTAR that is not the kernel's entry): no more looks */
+	pg = sampler_paging(f->s, &sregs);
+	ASSERT_EQ_INT(gi_kaslr_observe(f->s->gi, &f->fk.fm.mem, &pg, 0xffffffff81abc123ull, 0, 0,
+				       &o),
+		      0);
+	ASSERT_TRUE(gi_kaslr_checked(f->s->gi, NULL, NULL) != GI_KASLR_PENDING);
+	sv->kaslr_confirm_ns -= 10000001;
+	f->s->placed.slide_known = false;
+	kwatch_kernel(sv, &sregs);
+	kwatch_kernel(sv, &sregs);
+	ASSERT_EQ_U64(sv->c.kaslr_looks, 4);
+	ASSERT_TRUE(sv->kaslr_decided);
+	return TEST_OK;
+}
+
 static int with_fixture(enum sampler_callchain_mode mode, int (*body)(struct fixture *f))
 {
 	struct fixture f;
@@ -243,6 +310,11 @@ static int test_sample_bad_states(void)
 	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_bad_states);
 }
 
+static int test_kaslr_looks(void)
+{
+	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, kaslr_looks);
+}
+
 static int test_workload_buckets(void)
 {
 	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, workload_buckets);
@@ -254,6 +326,8 @@ static const struct test_case tests[] = {
 	{ "sample: eager kernel sample walks pt_regs' user stack", test_sample_eager },
 	{ "sample: a bad current task, a vCPU not in long mode", test_sample_bad_states },
 	{ "sample: the workload's VMM time histogram, bounds inclusive", test_workload_buckets },
+	{ "sample: MSR_LSTAR looks while the KASLR check is pending, limited when placed",
+	  test_kaslr_looks },
 };
 
 TEST_MAIN(tests)
