@@ -127,9 +127,14 @@ if c.get("loop_hits"):
           c.get("debug_sets", 0) < c.get("marks", 0),
           f"{c.get('debug_sets')} for {c.get('marks')} marks, {c.get('marks_trapped')} trapped")
     if os.path.exists("/sys/module/kvm_pvm"):
-        # RF ignored: hvprof completes the loop's clear, through the sync-regs area
+        # RF ignored: hvprof completes the loop's clear, through the sync-regs area. The write
+        # is counted when it is handed to the next KVM_RUN, and goes by ioctl when the last
+        # exit left no sync-regs copy: a hit as the VM stops, or after such an exit, is not
+        # counted here (an ASan run: 5 293 writes for 5 294 hits). A per-hit ioctl would
+        # fail this by thousands.
+        vcpus = int(rec_data["meta"].get("vcpus", "1"))
         check("the loop's clear is completed without a KVM_SET_REGS ioctl (sync regs)",
-              c.get("regs_sync_writes", 0) >= c["loop_hits"],
+              c.get("regs_sync_writes", 0) >= c["loop_hits"] - max(vcpus, c["loop_hits"] // 200),
               f"{c.get('regs_sync_writes')} sync-regs writes, {c['loop_hits']} loop hits")
 # The mark walks at once only where the stack may go before the return (execve, exit,
 # rt_sigreturn, interrupt and exception entries...): this workload's marks are mostly getppid
