@@ -211,8 +211,10 @@ for line in folded.splitlines():
     py_total += n
     py_entry += n if frames[1] in ("_start", "_dl_start_user") else 0
     py_main += n if frames[1] == "_start" and {"main", "Py_BytesMain"} & set(frames) else 0
+# (at least 200 of them: 411-458 in plain runs, 287 under ASan, whose slower VMM spends more of
+# the vCPU thread's CPU time, which the cpu-clock counter also counts, per guest second)
 check(">= 97% of python3's user samples stand on an entry point (_start, _dl_start_user)",
-      py_total >= 300 and py_entry >= 0.97 * py_total,
+      py_total >= 200 and py_entry >= 0.97 * py_total,
       f"{py_entry}/{py_total} = {100 * py_entry / max(py_total, 1):.2f}%; "
       f"through Py_BytesMain: {py_main}")
 check("... and most of them run under Py_BytesMain", py_main >= 0.8 * py_total,
