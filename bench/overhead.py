@@ -131,21 +131,17 @@ INTERLEAVED = [("unprofiled", ["run"]),
                ("eager", ["record", "-F", "1000", "--callchain-mode", "eager"])]
 
 
-WORKLOAD_BUCKETS = [250, 500, 750, 1000, 1250, 1500, 1750, 2000, 2500, 3000, 4000, 6000, 8000,
-                    16000, 32000]
-
-
 def workload_quantile(c, q):
-    """The q-quantile (ns) of the workload's sample times, from the workload_sample_le_*
-    counters (linear within a bucket; None without them or beyond the last bound)."""
-    counts = [c.get(f"workload_sample_le_{b}ns") for b in WORKLOAD_BUCKETS]
-    if any(n is None for n in counts):
-        return None
-    total = sum(counts) + c.get("workload_sample_over_32000ns", 0)
-    if not total:
+    """The q-quantile (ns) of the workload's sample times, from the workload_sample_le_*ns
+    counters, whose bounds the names give (linear within a bucket; None without them or
+    beyond the last bound)."""
+    buckets = sorted((int(m.group(1)), n) for k, n in c.items()
+                     if (m := re.fullmatch(r"workload_sample_le_(\d+)ns", k)))
+    total = sum(n for _, n in buckets) + c.get("workload_sample_over_32000ns", 0)
+    if not buckets or not total:
         return None
     want, seen, lo = q * total, 0, 0
-    for bound, n in zip(WORKLOAD_BUCKETS, counts):
+    for bound, n in buckets:
         if n and seen + n >= want:
             return lo + (bound - lo) * (want - seen) / n
         seen, lo = seen + n, bound
