@@ -196,6 +196,10 @@ def interleaved(hvprof, rounds, work):
                 if c.get("traps_hit"):
                     rr["trap_us"] = c["trap_ns_total"] / c["traps_hit"] / 1000
                     rr["no_mark_pct"] = 100 * c.get("traps_no_mark", 0) / c["traps_hit"]
+                if c.get("traps_in_workload"):
+                    rr["no_mark_workload_pct"] = 100 * c.get("traps_no_mark_in_workload", 0) / \
+                        c["traps_in_workload"]
+                    rr["no_mark_idle_pct"] = 100 * c.get("loop_hits_idle", 0) / c["traps_hit"]
                     rr["traps_per_mark"] = c["traps_hit"] / max(1, c.get("marks", 1))
             row["rounds"].append(rr)
         rows.append(row)
@@ -210,7 +214,7 @@ def interleaved(hvprof, rounds, work):
     print(f"\nhvprof overhead, 1 vCPU at 1 kHz, {rounds} interleaved rounds: median [range]")
     print(f"{'config':10} {'cpu x':>22} {'sys x':>22} {'floor cpu':>20} {'floor sys':>20} "
           f"{'VMM ns/sample':>20} {'... in workload':>20} {'... median':>20} {'... p90':>20} "
-          f"{'trap us':>8} {'no-mark %':>9} {'traps/mark':>10} "
+          f"{'trap us':>8} {'no-mark %':>9} {'... in wl':>9} {'... idle':>9} {'traps/mark':>10} "
           f"{'ioctl us/sample':>18}")
     for row in rows:
         col = lambda k, fmt: spread([rr.get(k) for rr in row["rounds"]], fmt)  # noqa: E731
@@ -220,11 +224,12 @@ def interleaved(hvprof, rounds, work):
               f"{col('ns_workload', '{:.0f}'):>20} {col('ns_workload_median', '{:.0f}'):>20} "
               f"{col('ns_workload_p90', '{:.0f}'):>20} "
               f"{col('trap_us', '{:.1f}'):>8} {col('no_mark_pct', '{:.2f}'):>9} "
+              f"{col('no_mark_workload_pct', '{:.2f}'):>9} {col('no_mark_idle_pct', '{:.2f}'):>9} "
               f"{col('traps_per_mark', '{:.2f}'):>10} {col('ioctl_us', '{:.1f}'):>18}")
     print("floor = hvprof's cost per sample / the bare exit's in the same round; VMM ns/sample "
           "= sample_ns_total / samples (counters: the whole boot), in workload = the same over the "
           "samples taken between the guest's WORKLOAD_START and WORKLOAD_END events (mean; median "
-          "and p90 from the workload_sample_le_* histogram); no-mark % = traps_no_mark / traps_hit; ioctl "
+          "and p90 from the workload_sample_le_* histogram); no-mark % = traps_no_mark / traps_hit (in wl: the same over the hits between WORKLOAD_START and END; idle: the loop's hits with no mark pending, each disarming it); ioctl "
           "us/sample = time in KVM_SET_REGS/SREGS and KVM_SET_GUEST_DEBUG per sample (the whole "
           "boot's, the PVM SYSCALL fix-up's included)")
     return {"rounds": rounds, "rows": rows, "raw": per}

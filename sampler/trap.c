@@ -184,6 +184,16 @@ enum trap_action trap_decide(bool is_sysret, bool repeat, const struct kvm_regs 
 	return repeat ? TRAP_REPEAT : TRAP_RESOLVE;
 }
 
+/* A hit (not a repeat) while the guest's workload runs: traps_in_workload, and whether it found
+ * no mark (traps_no_mark moved past @no_mark, its value before the hit). */
+static void count_hit_in_workload(struct svcpu *sv, uint64_t no_mark)
+{
+	if (!atomic_load_explicit(&sv->s->in_workload, memory_order_relaxed))
+		return;
+	sv->c.traps_in_workload++;
+	sv->c.traps_no_mark_in_workload += sv->c.traps_no_mark != no_mark;
+}
+
 /* The thread returning to user on @sv: resolve its mark with @ur. */
 static void resolve(struct svcpu *sv, const struct kvm_sregs *sregs, const struct kvm_regs *regs,
 		    const struct gi_paging *pg, const struct gi_user_regs *ur)
@@ -209,7 +219,7 @@ static int trap_hit(struct svcpu *sv, bool is_sysret, bool repeat)
 	struct kvm_sregs *sregs;
 	struct gi_paging pg;
 	struct gi_user_regs ur;
-	uint64_t frame[5] = { 0 }, t0 = vmm_now_ns();
+	uint64_t frame[5] = { 0 }, t0 = vmm_now_ns(), no_mark = sv->c.traps_no_mark;
 	int err;
 
 	if (!repeat) /* a repeat was counted at its first exit */
@@ -236,6 +246,8 @@ static int trap_hit(struct svcpu *sv, bool is_sysret, bool repeat)
 	case TRAP_REPEAT:
 		break;
 	}
+	if (!repeat)
+		count_hit_in_workload(sv, no_mark);
 	/* Past the instruction: RF where the host honours it, else complete it here. */
 	err = vmm_bp_step(sv->v);
 	if (err == -ENOTSUP)
@@ -353,19 +365,26 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 				      .kernel_gs_base = sv->percpu_base, .pg = pg };
 
 		uint64_t no_mark = sv->c.traps_no_mark;
+		bool pending = atomic_load(&s->marks.pending) != 0;
 
 		sv->c.traps_hit++;
 		sv->c.loop_hits++;
 		/* the loop stays armed across marks: with none pending, the kernel's own flag */
-		if (!atomic_load(&s->marks.pending))
+		if (!pending)
 			sv->c.traps_no_mark++;
 		else if (gi_current_thread(s->gi, s->mem, &gr, &task, &t, &st) == 0 &&
 		    gi_task_user_regs(s->gi, s->mem, &pg, task, &ur) == 0)
 			marks_resolve_at_return(sv, task, t.pid, st.mm, &pg, &ur);
 		else
 			sv->c.traps_no_mark++;
-		if (sv->c.traps_no_mark != no_mark)
+		if (sv->c.traps_no_mark != no_mark) {
+			if (!pending)
+				sv->c.loop_hits_idle++;
+			else
+				sv->c.loop_hits_unmarked++;
 			marks_loop_idle(sv); /* armed for nothing: off until the next flagged mark */
+		}
+		count_hit_in_workload(sv, no_mark);
 	}
 	err = vmm_bp_step(sv->v);
 	if (err == -ENOTSUP)

@@ -156,6 +156,12 @@ struct sampler_config {
 	X(marks_trapped)        /* marks left to the sysretq/iretq trap (flag marks: samples in \
 				 * the exit tail, where the flags may have been read already) */  \
 	X(loop_hits)            /* exit-work loop breakpoint hits (in traps_hit too) */          \
+	X(loop_hits_idle)       /* ... with no mark pending: the loop is disarmed (in          \
+				 * traps_no_mark) */                                            \
+	X(loop_hits_unmarked)   /* ... of a thread without a mark while others were pending:   \
+				 * the kernel's own TIF_NOTIFY_RESUME (in traps_no_mark) */     \
+	X(traps_in_workload)    /* traps_hit between the guest's WORKLOAD_START and END */      \
+	X(traps_no_mark_in_workload) /* ... and traps_no_mark */                               \
 	X(flag_set_failed)      /* the task's flags could not be written: trapped instead */     \
 	X(trap_ns_total)        /* host ns spent in trap handling */                            \
 	X(user_regs_unreadable) /* kernel samples of user threads without pt_regs */            \

@@ -126,6 +126,14 @@ if c.get("loop_hits"):
     check("fewer KVM_SET_GUEST_DEBUG ioctls than marks (the loop stays armed)",
           c.get("debug_sets", 0) < c.get("marks", 0),
           f"{c.get('debug_sets')} for {c.get('marks')} marks, {c.get('marks_trapped')} trapped")
+    # the loop's hits that found no mark, told apart: none pending (the disarm), or another
+    # thread's kernel-set flag while marks were pending; the sysretq/iretq trap's are the rest
+    loop_nm = c.get("loop_hits_idle", 0) + c.get("loop_hits_unmarked", 0)
+    check("the loop's no-mark hits are counted by kind, within traps_no_mark",
+          0 < c.get("loop_hits_idle", 0) and loop_nm <= c.get("traps_no_mark", 0)
+          and loop_nm <= c["loop_hits"],
+          f"idle {c.get('loop_hits_idle')} + unmarked {c.get('loop_hits_unmarked')} of "
+          f"{c.get('traps_no_mark')} no-mark, {c['loop_hits']} loop hits")
     if os.path.exists("/sys/module/kvm_pvm"):
         # RF ignored: hvprof completes the loop's clear, through the sync-regs area. The write
         # is counted when it is handed to the next KVM_RUN, and goes by ioctl when the last
@@ -148,6 +156,13 @@ check("system-call marks are walked by their return, not at the mark (< 30% walk
 check("marks that lost their walk are rare (<= 0.5%)",
       c.get("marks_walk_lost", 0) <= 0.005 * c.get("marks", 0),
       f"{c.get('marks_walk_lost', 0)} of {c.get('marks')} marks")
+# the workload (hvprof-paths: getppid loops) makes most of the run's marks, and its hits are
+# counted apart from the boot's
+check("the workload's trap hits are counted apart, most of the run's",
+      c.get("traps_no_mark_in_workload", 0) <= c.get("traps_in_workload", 0)
+      < c.get("traps_hit", 0) and c.get("traps_in_workload", 0) >= 0.5 * c.get("traps_hit", 0),
+      f"{c.get('traps_no_mark_in_workload')} no-mark of {c.get('traps_in_workload')} in the "
+      f"workload, {c.get('traps_hit')} in the run")
 if c.get("traps_hit"):
     print(f"trap cost: {c.get('trap_ns_total', 0) / c['traps_hit'] / 1000:.1f} us of VMM time per hit")
 
