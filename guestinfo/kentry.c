@@ -235,9 +235,17 @@ bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *ca
 		return false;
 	if (in_tail(gi, rip - slide))
 		return true;
-	for (unsigned int i = 0; i < n; i++)
-		if (in_tail(gi, callers[i] - 1 - slide))
+	for (unsigned int i = 0; i < n; i++) {
+		uint64_t at = callers[i] - 1 - slide;
+
+		/* called from the loop's body (schedule(), signal delivery, task work): the pass
+		 * reads the flags again after this call returns, so the outer frames (the
+		 * exit-work function's callers, all in the tail) do not decide */
+		if (at >= gi->exit_work.head && at < gi->exit_work.loop_end)
+			return false;
+		if (in_tail(gi, at))
 			return true;
+	}
 	return false;
 }
 

@@ -487,8 +487,12 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work *out) __must_check;
  * irqentry_exit_to_user_mode, exit_to_user_mode), the C entry points after they called those
  * (do_syscall_64, irqentry_exit, ...), and in the entry text the system call's tail and the
  * two exit paths (not the entry code: its thread has all its exit still ahead). A flag set
- * there may only act at the thread's next kernel exit. Conservative (parts before the read
- * count too). One slide read for the chain; false while the slide is not known.
+ * there may only act at the thread's next kernel exit. Frames are looked at from the leaf out,
+ * and a caller frame inside the loop's body ends the look with false: whatever that call is
+ * (schedule(), signal delivery, task work), the loop reads the flags again when it returns,
+ * whatever the outer frames (the loop's own callers, all in the tail). Conservative otherwise
+ * (parts before the read count too). One slide read for the chain; false while the slide is
+ * not known.
  */
 bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *callers,
 			   unsigned int n);

@@ -247,8 +247,9 @@ static int test_decision(void)
 
 /*
  * The exit tail of a slid guest: the exit-work function outside its loop, its callers and the
- * entry text's exit paths are in it, the loop and unrelated code are not; a chain is in it when any caller's return address
- * is (tested inside the call: address - 1); nothing is while the slide is not known.
+ * entry text's exit paths are in it, the loop and unrelated code are not; a chain is in it when
+ * a caller's return address is (tested inside the call: address - 1) and no frame nearer the
+ * leaf was called from the loop's body; nothing is while the slide is not known.
  */
 static int test_exit_tail(void)
 {
@@ -287,8 +288,17 @@ static int test_exit_tail(void)
 	/* schedule() called from the loop (before it clears the flag): not in the tail */
 	callers[0] = w.head + 1;
 	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers, 1));
-	/* ... called from the exit-work function's caller, after the loop: in it */
+	/* ... with the loop's callers outside it (syscall_exit_to_user_mode, in the tail): the
+	 * loop frame, nearer the leaf, decides (the pass reads the flags after schedule()) */
+	callers[0] = w.head + 1;
 	callers[1] = caller + 2 + SLIDE;
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers, 2));
+	/* schedule() called from the exit-work function's caller after the loop returned (no
+	 * loop frame): in it */
+	callers[0] = caller + 2 + SLIDE;
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers, 1));
+	/* the loop frame outside a tail frame: the inner one decides */
+	callers[1] = w.head + 1;
 	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers, 2));
 	/* return addresses that wrap or point to unrelated code */
 	callers[0] = 0;
