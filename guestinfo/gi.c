@@ -244,11 +244,25 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 							"irqentry_exit_to_user_mode",
 							"exit_to_user_mode" };
 
+		const char *ew_name = NULL;
+		uint64_t ew_off;
+
+		if (symtab_lookup(gi->st, gi->exit_work.func_start, &ew_name, &ew_off) != 0 ||
+		    ew_off != 0)
+			ew_name = NULL;
 		for (size_t i = 0; i < 4; i++) {
 			uint64_t a, off;
 			const char *name;
 
 			if (symtab_find(gi->st, callers[i], &a) != 0)
+				continue;
+			/* a caller that calls the exit-work function reads the flags there: only
+			 * from that call on is it in the tail (the syscall's exit work before it,
+			 * audit, rseq, is not); one that does not (exit_to_user_mode, or one
+			 * with the function inlined) is in it whole */
+			if (ew_name && gi_tail_after_call(gi->st, gi_read_image, img, callers[i],
+							  ew_name, &gi->exit_callers[i][0],
+							  &gi->exit_callers[i][1]) == 0)
 				continue;
 			/* its end: the next code address another symbol starts at (bounded) */
 			for (uint64_t e = a + 1; e < a + 4096; e++)

@@ -463,7 +463,7 @@ int gi_syscall_tail_find(const struct symtab *st, gi_kva_read_fn read, void *ctx
 			 uint64_t *end) __must_check;
 
 /**
- * gi_tail_after_call - [*@start, *@end): the code of function @func from its last direct call
+ * gi_tail_after_call - [*@start, *@end): the code of function @func from its first direct call
  * (or jump) to @callee (the call instruction included: a caller frame whose return address
  * follows it is inside @callee) up to the next symbol: e.g. do_syscall_64 from its call of
  * syscall_exit_to_user_mode, where the thread reads its work flags for the last time.

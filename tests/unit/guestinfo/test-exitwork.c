@@ -128,6 +128,28 @@ static int test_tail_after_call(void)
 						 "nowhere", &a, &b), -ENOENT);
 		symtab_free(st2);
 	}
+	/* two calls of the callee (a fast and a slow path): from the first, whose return
+	 * address is past the read as much as the second's */
+	{
+		static const uint8_t two_calls[] = { 0x55,                         /* push rbp */
+						     0xe8, 0x00, 0x01, 0x00, 0x00, /* call +0x106 */
+						     0xe8, 0xfb, 0x00, 0x00, 0x00, /* call +0x106 */
+						     0x5d, 0xc3 };                 /* pop; ret */
+		struct ksym_entry e[2] = { { FN, 't', strdup("exit_to_user_mode_prepare") },
+					   { FN + 0x106, 'T', strdup("schedule") } };
+		struct symtab *st2 = NULL;
+
+		memset(code, 0xcc, sizeof(code));
+		memcpy(code, two_calls, sizeof(two_calls));
+		ASSERT_EQ_INT(symtab_from_entries(e, 2, &st2), 0);
+		free(e[0].name);
+		free(e[1].name);
+		ASSERT_EQ_INT(gi_tail_after_call(st2, read_code, NULL, "exit_to_user_mode_prepare",
+						 "schedule", &a, &b), 0);
+		ASSERT_EQ_U64(a, FN + 1);
+		ASSERT_TRUE(b >= FN + sizeof(two_calls));
+		symtab_free(st2);
+	}
 	symtab_free(st);
 	return TEST_OK;
 }

@@ -245,6 +245,11 @@ static int test_decision(void)
 	return TEST_OK;
 }
 
+static int read_image(void *ctx, uint64_t kva, void *dst, size_t len)
+{
+	return gi_kimage_read_kva(ctx, kva, dst, len);
+}
+
 /*
  * The exit tail of a slid guest: the exit-work function outside its loop, its callers and the
  * entry text's exit paths are in it, the loop and unrelated code are not; a chain is in it when
@@ -257,7 +262,7 @@ static int test_exit_tail(void)
 	struct gi_config cfg = { 0 };
 	struct gi *gi = NULL;
 	struct gi_exit_work w;
-	uint64_t caller, sched, sysret, iret, callers[3];
+	uint64_t caller, sched, sysret, iret, callers[3], after_call;
 
 	if (image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
@@ -266,15 +271,31 @@ static int test_exit_tail(void)
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "schedule", &sched), 0);
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "syscall_return_via_sysret", &sysret), 0);
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "native_irq_return_iret", &iret), 0);
+	{
+		struct gi_kimage *img = NULL;
+		uint64_t end;
+
+		ASSERT_EQ_INT(gi_kimage_open(vmlinux, &img), 0);
+		ASSERT_EQ_INT(gi_tail_after_call(gi_symtab(gi), read_image, img,
+						 "syscall_exit_to_user_mode", "exit_to_user_mode_prepare",
+						 &after_call, &end), 0);
+		gi_kimage_free(img);
+	}
 	/* slide not known yet */
 	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, caller + 1 + SLIDE, NULL, 0));
 	gi_kaslr_placed(gi, SLIDE);
 	ASSERT_EQ_INT(gi_exit_work(gi, &w), 0);
 	ASSERT_TRUE(w.func_start < w.head && w.head < w.loop_end && w.loop_end <= w.func_end);
 
-	ASSERT_TRUE(gi_chain_in_exit_tail(gi, caller + 1 + SLIDE, NULL, 0));
+	/* syscall_exit_to_user_mode before it calls the exit-work function (its syscall exit
+	 * work: the flags not read yet): not in the tail; from that call on: in it */
+	ASSERT_TRUE(after_call > caller && after_call < caller + 4096);
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, caller + 1 + SLIDE, NULL, 0));
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, after_call + SLIDE, NULL, 0));
+	callers[0] = after_call + 5 + SLIDE; /* the return address of that call */
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers, 1));
 	/* link-time: not where the guest runs */
-	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, caller + 1, NULL, 0));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, after_call, NULL, 0));
 	ASSERT_TRUE(gi_chain_in_exit_tail(gi, w.func_start, NULL, 0));
 	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w.head, NULL, 0));
 	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w.loop_end - 1, NULL, 0));
@@ -291,11 +312,11 @@ static int test_exit_tail(void)
 	/* ... with the loop's callers outside it (syscall_exit_to_user_mode, in the tail): the
 	 * loop frame, nearer the leaf, decides (the pass reads the flags after schedule()) */
 	callers[0] = w.head + 1;
-	callers[1] = caller + 2 + SLIDE;
+	callers[1] = after_call + 5 + SLIDE;
 	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers, 2));
 	/* schedule() called from the exit-work function's caller after the loop returned (no
 	 * loop frame): in it */
-	callers[0] = caller + 2 + SLIDE;
+	callers[0] = after_call + 5 + SLIDE;
 	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers, 1));
 	/* the loop frame outside a tail frame: the inner one decides */
 	callers[1] = w.head + 1;
