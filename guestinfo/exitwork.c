@@ -146,6 +146,8 @@ static void ew_clear_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 	struct gi_exit_work *w = arg;
 	const cs_x86_op *m = &insn->detail->x86.operands[0];
 
+	if (insn->address >= w->head && insn->address < w->loop_end && insn->id == X86_INS_CLI)
+		w->loop_cli = insn->address; /* the last one wins */
 	if (w->clear || insn->address < w->head || insn->address >= w->loop_end ||
 	    !ew_clears_notify(insn))
 		return;

@@ -262,8 +262,11 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 			 * with the function inlined) is in it whole */
 			if (ew_name && gi_tail_after_call(gi->st, gi_read_image, img, callers[i],
 							  ew_name, &gi->exit_callers[i][0],
-							  &gi->exit_callers[i][1]) == 0)
+							  &gi->exit_callers[i][1]) == 0) {
+				gi->exit_before[i][0] = a;
+				gi->exit_before[i][1] = gi->exit_callers[i][0];
 				continue;
+			}
 			/* its end: the next code address another symbol starts at (bounded) */
 			for (uint64_t e = a + 1; e < a + 4096; e++)
 				if (symtab_lookup(gi->st, e, &name, &off) == 0 && off == 0 &&

@@ -68,7 +68,10 @@ struct gi {
 	uint64_t placed_slide;
 	uint64_t idt_pf_kva;    /* asm_exc_page_fault for the IDT witness, 0 if none */
 	struct gi_exit_work exit_work; /* link-time; head 0 when not found (exitwork.c) */
-	uint64_t exit_callers[4][2];   /* [start, end) of its callers, link-time; 0/0 unknown */
+	uint64_t exit_callers[4][2];   /* [start, end) of its callers, link-time; 0/0 unknown: from
+					* their call of it on, or whole when they do not call it */
+	uint64_t exit_before[4][2];    /* ... the callers before that call (the flags not read
+					* yet), link-time; 0/0 when whole or unknown */
 	uint64_t syscall_tail[2];      /* gi_syscall_tail_find, link-time; 0/0 unknown */
 	uint64_t call_tails[4][2];     /* gi_tail_after_call of the C entry points, link-time */
 	/* every [start, end) gi_chain_in_exit_tail tests, link-time, from the fields above (exit_tail_

@@ -212,6 +212,8 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work *out)
 	out->loop_end += slide;
 	out->clear += slide;
 	out->clear_end += slide;
+	if (out->loop_cli)
+		out->loop_cli += slide;
 	return 0;
 }
 
@@ -226,6 +228,18 @@ static bool in_tail(const struct gi *gi, uint64_t rip)
 	return false;
 }
 
+/* @at (link-time) where the thread reads its work flags again after it: the exit loop's body, or
+ * an exit function before it calls the loop's function (exit_before). */
+static bool before_read(const struct gi *gi, uint64_t at)
+{
+	if (at >= gi->exit_work.head && at < gi->exit_work.loop_end)
+		return true;
+	for (size_t i = 0; i < sizeof(gi->exit_before) / sizeof(gi->exit_before[0]); i++)
+		if (at >= gi->exit_before[i][0] && at < gi->exit_before[i][1])
+			return true;
+	return false;
+}
+
 bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *callers,
 			   unsigned int n)
 {
@@ -235,13 +249,20 @@ bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *ca
 		return false;
 	if (in_tail(gi, rip - slide))
 		return true;
+	/* the leaf at the loop's bottom: its last read of the flags may be done */
+	if (gi->exit_work.loop_cli && rip - slide >= gi->exit_work.loop_cli &&
+	    rip - slide < gi->exit_work.loop_end)
+		return true;
+	if (before_read(gi, rip - slide))
+		return false;
 	for (unsigned int i = 0; i < n; i++) {
 		uint64_t at = callers[i] - 1 - slide;
 
-		/* called from the loop's body (schedule(), signal delivery, task work): the pass
-		 * reads the flags again after this call returns, so the outer frames (the
-		 * exit-work function's callers, all in the tail) do not decide */
-		if (at >= gi->exit_work.head && at < gi->exit_work.loop_end)
+		/* called from the loop's body (schedule(), signal delivery, task work), or from an
+		 * exit function before its call of the loop's function (the system call's exit
+		 * work): the flags are read after this call returns, so the outer frames (all in
+		 * the tail: the exit functions' callers after their call) do not decide */
+		if (before_read(gi, at))
 			return false;
 		if (in_tail(gi, at))
 			return true;

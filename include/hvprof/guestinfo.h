@@ -436,6 +436,10 @@ bool gi_in_entry_window(const struct gi *gi, uint64_t rip);
  */
 struct gi_exit_work {
 	uint64_t func_start, func_end, head, loop_end, clear, clear_end;
+	/* the loop body's last cli (local_irq_disable_exit_to_user): from there to loop_end the
+	 * pass reads the flags for the loop's test, so a sample there may be past the last read
+	 * (0: none found) */
+	uint64_t loop_cli;
 	uint8_t clear_bytes[16];
 	int clear_base;
 	int64_t clear_disp;

@@ -69,6 +69,7 @@ static int test_found(void)
 	ASSERT_EQ_U64(w.func_end, FN + sizeof(prepare61));
 	ASSERT_EQ_U64(w.head, FN + 0x21);        /* sti */
 	ASSERT_EQ_U64(w.loop_end, FN + 0x6e);    /* after jne head */
+	ASSERT_EQ_U64(w.loop_cli, FN + 0x59);    /* cli before the flags are read again */
 	ASSERT_EQ_U64(w.clear, FN + 0x41);       /* lock and byte [r12], 0xfd */
 	ASSERT_EQ_U64(w.clear_end, FN + 0x47);
 	ASSERT_EQ_INT(w.clear_base, 12 + 1);     /* r12 */

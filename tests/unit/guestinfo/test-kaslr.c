@@ -262,7 +262,7 @@ static int test_exit_tail(void)
 	struct gi_config cfg = { 0 };
 	struct gi *gi = NULL;
 	struct gi_exit_work w;
-	uint64_t caller, sched, sysret, iret, callers[3], after_call;
+	uint64_t caller, sched, sysret, iret, callers[3], after_call, dosys_after;
 
 	if (image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
@@ -279,6 +279,9 @@ static int test_exit_tail(void)
 		ASSERT_EQ_INT(gi_tail_after_call(gi_symtab(gi), read_image, img,
 						 "syscall_exit_to_user_mode", "exit_to_user_mode_prepare",
 						 &after_call, &end), 0);
+		ASSERT_EQ_INT(gi_tail_after_call(gi_symtab(gi), read_image, img, "do_syscall_64",
+						 "syscall_exit_to_user_mode", &dosys_after, &end),
+			      0);
 		gi_kimage_free(img);
 	}
 	/* slide not known yet */
@@ -298,7 +301,11 @@ static int test_exit_tail(void)
 	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, after_call, NULL, 0));
 	ASSERT_TRUE(gi_chain_in_exit_tail(gi, w.func_start, NULL, 0));
 	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w.head, NULL, 0));
-	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w.loop_end - 1, NULL, 0));
+	/* the loop's bottom, from its last cli: the pass may have read the flags */
+	ASSERT_TRUE(w.loop_cli > w.head && w.loop_cli < w.loop_end);
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w.loop_cli - 1, NULL, 0));
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, w.loop_cli, NULL, 0));
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, w.loop_end - 1, NULL, 0));
 	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, NULL, 0));
 	/* the two exit paths in the entry text, the interrupt return's iretq included */
 	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sysret + SLIDE, NULL, 0));
@@ -321,6 +328,13 @@ static int test_exit_tail(void)
 	/* the loop frame outside a tail frame: the inner one decides */
 	callers[1] = w.head + 1;
 	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers, 2));
+	/* the system call's exit work, called by syscall_exit_to_user_mode before its call of the
+	 * exit-work function, from do_syscall_64 after its call (in the tail): not in it */
+	callers[0] = caller + 2 + SLIDE;
+	callers[1] = dosys_after + 5 + SLIDE;
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers, 2));
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4 + SLIDE, callers + 1, 1));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, caller + 2 + SLIDE, callers + 1, 1));
 	/* return addresses that wrap or point to unrelated code */
 	callers[0] = 0;
 	callers[1] = sched + 8 + SLIDE;
