@@ -85,13 +85,17 @@ static void mark_trap(struct svcpu *sv, struct marks *m, struct mark *mk)
  * Guest-visible marks: set TIF_NOTIFY_RESUME on the marked task (again, when the mark exists:
  * the kernel may have cleared it already in this very exit's loop), so that it takes the
  * exit-work loop, whose breakpoint resolves the mark. A sample in the exit tail may come after
- * the thread read its flags for the last time: the trap takes that mark (the flag would only act
- * at its next exit). A flag that cannot be written falls back to the trap too.
+ * the thread read its flags for the last time (the flag would only act at its next exit): the
+ * caller resolves that mark at once, from the registers the thread returns with (pt_regs: no
+ * work is left before the return), so nothing is set for it. A flag that cannot be written
+ * falls back to the trap.
  */
 static void mark_kind(struct svcpu *sv, struct marks *m, struct mark *mk,
 		      const struct mark_req *req)
 {
-	if (!m->flag_marks || mk->trap || req->exit_tail) {
+	if (m->flag_marks && req->exit_tail)
+		return; /* resolved by the caller, now */
+	if (!m->flag_marks || mk->trap) {
 		mark_trap(sv, m, mk);
 		return;
 	}

@@ -99,6 +99,13 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		smp->cookie = marks_take(sv, &req);
 		if (!smp->cookie && !atomic_load(&s->sampling_start))
 			return; /* sampling stopped (a detach): this sample goes nowhere */
+		if (smp->cookie && req.exit_tail && !execve && !exiting) {
+			/* past its last read of the flags, the thread returns with pt_regs as
+			 * they are now: its return resolves the mark, here (one walk, as at
+			 * the return; no breakpoint to arm) */
+			marks_resolve_at_return(sv, task, smp->pid, mm, pg, &ur);
+			sv->c.marks_resolved_in_tail++;
+		}
 		if (smp->cookie && (!req.entry_known || execve ||
 				    s->callchain == SAMPLER_CALLCHAIN_DEFERRED)) {
 			/* not known: the eager walk would read a stale pt_regs, only the return tells */

@@ -344,7 +344,7 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 		 callchain_name(s->callchain),
 		 s->callchain == SAMPLER_CALLCHAIN_EAGER ? ""
 		 : s->traps.flag ? " (guest-visible marks: TIF_NOTIFY_RESUME and a breakpoint where the "
-				   "exit-work loop clears it; sysretq/iretq for samples in the exit tail)"
+				   "exit-work loop clears it; samples in the exit tail walked from pt_regs at once)"
 				 : " (breakpoints on sysretq/iretq)",
 		 gi_kernel_unwinder(gi));
 	hooks = (struct vmm_hooks){ .ctx = s, .vcpu_start = hook_vcpu_start,

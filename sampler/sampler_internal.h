@@ -158,7 +158,9 @@ struct mark_req {
 	bool execve;      /* @mm is one execve is building: @entry is the old program's
 			   * (note_identity), never to be walked in @mm */
 	bool exit_tail;   /* the sample is where the thread may have read its flags for the last
-			   * time (gi_chain_in_exit_tail): a flag would act too late, trap it */
+			   * time (gi_chain_in_exit_tail): a flag would act too late, and the
+			   * registers it returns with are @entry; the caller resolves the mark at
+			   * once (marks_resolve_at_return), neither flag nor trap is set */
 	uint64_t now_ns;  /* host time of the sample (vmm_now_ns); 0: read it */
 };
 

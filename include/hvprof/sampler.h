@@ -153,8 +153,11 @@ struct sampler_config {
 	X(traps_no_mark)        /* hits whose thread had no mark */                             \
 	X(traps_to_kernel)      /* iretq hits returning to kernel mode */                       \
 	X(marks_flagged)        /* TIF_NOTIFY_RESUME set on a marked task (flag marks) */        \
-	X(marks_trapped)        /* marks left to the sysretq/iretq trap (flag marks: samples in \
-				 * the exit tail, where the flags may have been read already) */  \
+	X(marks_trapped)        /* flag marks left to the sysretq/iretq trap (the flag could not \
+				 * be set) */                                                   \
+	X(marks_resolved_in_tail) /* flag marks resolved at a sample in the exit tail, where    \
+				 * the thread may have read its flags for the last time: from \
+				 * pt_regs, as its return would (in resolved_at_return/_stale) */ \
 	X(loop_hits)            /* exit-work loop breakpoint hits (in traps_hit too) */          \
 	X(loop_hits_idle)       /* ... with no mark pending: the loop is disarmed (in          \
 				 * traps_no_mark) */                                            \

@@ -573,6 +573,54 @@ fini:
 	return ret;
 }
 
+/*
+ * A flag mark taken in the exit tail (the thread may have read its flags for the last time)
+ * sets no flag and arms nothing: the sample resolves it at once (sample.c). A mark of the same
+ * stay flagged earlier keeps its flag and is resolved the same way.
+ */
+static int test_flag_exit_tail(void)
+{
+	struct fixture f;
+	struct mark_req req;
+	struct svcpu *sv;
+	uint64_t c;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 2))
+		goto fini;
+	n_flag_arm = n_flag_idle = n_flag_set = 0;
+	sv = &f.s->vcpus[0];
+	f.s->marks.flag_marks = true;
+	f.s->marks.on_flag_first = flag_arm;
+	f.s->marks.on_flag_idle = flag_idle;
+	f.s->marks.set_flag = flag_set;
+	req = req_of(&f, FK_PID, &f.entry);
+	req.exit_tail = true;
+	c = marks_take(sv, &req);
+	ASSERT_TRUE(c != 0);
+	ASSERT_EQ_INT(n_flag_set, 0);
+	ASSERT_EQ_INT(n_flag_arm, 0);
+	ASSERT_EQ_INT(n_first, 0); /* the sysretq/iretq trap is not armed */
+	ASSERT_EQ_U64(sv->c.marks_trapped, 0);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 1);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	ASSERT_EQ_INT(n_recs, 1);
+	ASSERT_EQ_INT(check_good_walk(&recs[0], c), TEST_OK);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+	/* flagged at an earlier sample of the stay, then sampled in the tail: no second flag */
+	req.exit_tail = false;
+	c = marks_take(sv, &req);
+	ASSERT_EQ_INT(n_flag_set, 1);
+	req.exit_tail = true;
+	ASSERT_EQ_U64(marks_take(sv, &req), c);
+	ASSERT_EQ_INT(n_flag_set, 1);
+	ASSERT_EQ_INT(n_first, 0);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
 /* The mark of cookie @c, or NULL. */
 static const struct mark *mark_of(struct fixture *f, uint64_t c)
 {
@@ -714,6 +762,7 @@ static const struct test_case tests[] = {
 	{ "marks: table full falls back, every mark ends in one record", test_table_full },
 	{ "marks: lookups and expiry bounded by the highest slot in use", test_slot_bound },
 	{ "flag marks: the loop stays armed across marks, off when idle", test_flag_loop_stays_armed },
+	{ "flag marks in the exit tail: no flag, no trap, resolved by the sample", test_flag_exit_tail },
 	{ "marks: the walk at the mark only where the stack may go first", test_walk_at_mark },
 };
 
