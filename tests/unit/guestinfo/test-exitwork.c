@@ -103,6 +103,20 @@ static int test_not_found(void)
 	return TEST_OK;
 }
 
+/* Symbols exit_to_user_mode_prepare at FN and schedule at @callee; NULL on failure. */
+static struct symtab *caller_and_callee(uint64_t callee)
+{
+	struct ksym_entry e[2] = { { FN, 't', strdup("exit_to_user_mode_prepare") },
+				   { callee, 'T', strdup("schedule") } };
+	struct symtab *st = NULL;
+
+	if (symtab_from_entries(e, 2, &st) != 0)
+		st = NULL;
+	free(e[0].name);
+	free(e[1].name);
+	return st;
+}
+
 /* The tail after the call of the exit function: from the call instruction itself. */
 static int test_tail_after_call(void)
 {
@@ -114,13 +128,9 @@ static int test_tail_after_call(void)
 	memcpy(code, prepare61, sizeof(prepare61));
 	/* in the fixture, the call at +0x27 targets FN + 0x2c + 0x1a67ec (schedule) */
 	{
-		struct ksym_entry e[2] = { { FN, 't', strdup("exit_to_user_mode_prepare") },
-					   { FN + 0x2c + 0x1a67ec, 'T', strdup("schedule") } };
-		struct symtab *st2 = NULL;
+		struct symtab *st2 = caller_and_callee(FN + 0x2c + 0x1a67ec);
 
-		ASSERT_EQ_INT(symtab_from_entries(e, 2, &st2), 0);
-		free(e[0].name);
-		free(e[1].name);
+		ASSERT_TRUE(st2 != NULL);
 		ASSERT_EQ_INT(gi_tail_after_call(st2, read_code, NULL, "exit_to_user_mode_prepare",
 						 "schedule", &a, &b), 0);
 		ASSERT_EQ_U64(a, FN + 0x27);
@@ -136,15 +146,11 @@ static int test_tail_after_call(void)
 						     0xe8, 0x00, 0x01, 0x00, 0x00, /* call +0x106 */
 						     0xe8, 0xfb, 0x00, 0x00, 0x00, /* call +0x106 */
 						     0x5d, 0xc3 };                 /* pop; ret */
-		struct ksym_entry e[2] = { { FN, 't', strdup("exit_to_user_mode_prepare") },
-					   { FN + 0x106, 'T', strdup("schedule") } };
-		struct symtab *st2 = NULL;
+		struct symtab *st2 = caller_and_callee(FN + 0x106);
 
+		ASSERT_TRUE(st2 != NULL);
 		memset(code, 0xcc, sizeof(code));
 		memcpy(code, two_calls, sizeof(two_calls));
-		ASSERT_EQ_INT(symtab_from_entries(e, 2, &st2), 0);
-		free(e[0].name);
-		free(e[1].name);
 		ASSERT_EQ_INT(gi_tail_after_call(st2, read_code, NULL, "exit_to_user_mode_prepare",
 						 "schedule", &a, &b), 0);
 		ASSERT_EQ_U64(a, FN + 1);

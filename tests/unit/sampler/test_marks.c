@@ -524,6 +524,19 @@ static int flag_set(struct svcpu *sv, uint64_t task, const struct gi_paging *pg)
 	return 0;
 }
 
+/* A 2-vCPU fixture whose marks are guest-visible (flag) ones, with counting hooks. */
+static int flag_fixture_init(struct fixture *f)
+{
+	if (fixture_init(f, SAMPLER_CALLCHAIN_DEFERRED, 2))
+		return -1;
+	n_flag_arm = n_flag_idle = n_flag_set = 0;
+	f->s->marks.flag_marks = true;
+	f->s->marks.on_flag_first = flag_arm;
+	f->s->marks.on_flag_idle = flag_idle;
+	f->s->marks.set_flag = flag_set;
+	return 0;
+}
+
 /*
  * The exit-work loop's breakpoint stays armed across marks that follow each other (no
  * KVM_SET_GUEST_DEBUG per mark): armed by the first flagged mark, not disarmed when the mark is
@@ -537,14 +550,9 @@ static int test_flag_loop_stays_armed(void)
 	struct svcpu *sv;
 	int ret = TEST_FAIL;
 
-	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 2))
+	if (flag_fixture_init(&f))
 		goto fini;
-	n_flag_arm = n_flag_idle = n_flag_set = 0;
 	sv = &f.s->vcpus[0];
-	f.s->marks.flag_marks = true;
-	f.s->marks.on_flag_first = flag_arm;
-	f.s->marks.on_flag_idle = flag_idle;
-	f.s->marks.set_flag = flag_set;
 	req = req_of(&f, FK_PID, &f.entry);
 	for (int i = 0; i < 3; i++) {
 		/* a system-call loop: marked, resolved at the loop, marked again */
@@ -586,14 +594,9 @@ static int test_flag_exit_tail(void)
 	uint64_t c;
 	int ret = TEST_FAIL;
 
-	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 2))
+	if (flag_fixture_init(&f))
 		goto fini;
-	n_flag_arm = n_flag_idle = n_flag_set = 0;
 	sv = &f.s->vcpus[0];
-	f.s->marks.flag_marks = true;
-	f.s->marks.on_flag_first = flag_arm;
-	f.s->marks.on_flag_idle = flag_idle;
-	f.s->marks.set_flag = flag_set;
 	req = req_of(&f, FK_PID, &f.entry);
 	req.exit_tail = true;
 	c = marks_take(sv, &req);
