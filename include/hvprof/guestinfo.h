@@ -484,19 +484,20 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work *out) __must_check;
 
 /**
  * gi_chain_in_exit_tail - is a kernel callchain where a thread may already have read its work
- * flags for the last time before returning to user? The leaf @rip (slid) or any of the @n
- * return addresses @callers (slid; each tested at its address - 1, inside the call
- * instruction, which tells where the caller stands; @callers may be NULL when @n is 0) in: the
- * exit-work function outside its loop, its callers (syscall_exit_to_user_mode[_work],
- * irqentry_exit_to_user_mode, exit_to_user_mode), the C entry points after they called those
- * (do_syscall_64, irqentry_exit, ...), and in the entry text the system call's tail and the
- * two exit paths (not the entry code: its thread has all its exit still ahead). A flag set
- * there may only act at the thread's next kernel exit. Frames are looked at from the leaf out,
- * and a caller frame inside the loop's body ends the look with false: whatever that call is
- * (schedule(), signal delivery, task work), the loop reads the flags again when it returns,
- * whatever the outer frames (the loop's own callers, all in the tail). Conservative otherwise
- * (parts before the read count too). One slide read for the chain; false while the slide is
- * not known.
+ * flags for the last time before returning to user? The leaf @rip (slid) and the @n return
+ * addresses @callers (slid; each tested at its address - 1, inside the call instruction, which
+ * tells where the caller stands; @callers may be NULL when @n is 0) are looked at from the leaf
+ * out. In the tail: the exit-work function outside its loop, and the loop's bottom from its last
+ * cli (gi_exit_work.loop_cli) for the leaf; its callers (syscall_exit_to_user_mode[_work],
+ * irqentry_exit_to_user_mode, exit_to_user_mode) from their first call of it on, or whole when
+ * they do not call it; the C entry points after they called those (do_syscall_64,
+ * irqentry_exit, ...); in the entry text the system call's tail and the two exit paths (not the
+ * entry code: its thread has all its exit still ahead). Before the read, which ends the look
+ * with false whatever the outer frames (all in the tail): the loop's body (schedule(), signal
+ * delivery, task work called from it return to another read of the flags) and those callers
+ * before their call. A flag set in the tail may only act at the thread's next kernel exit.
+ * Conservative otherwise (a leaf in the exit-work function before its first read counts). One
+ * slide read for the chain; false while the slide is not known.
  */
 bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *callers,
 			   unsigned int n);
