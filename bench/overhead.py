@@ -196,11 +196,11 @@ def interleaved(hvprof, rounds, work):
                 if c.get("traps_hit"):
                     rr["trap_us"] = c["trap_ns_total"] / c["traps_hit"] / 1000
                     rr["no_mark_pct"] = 100 * c.get("traps_no_mark", 0) / c["traps_hit"]
+                    rr["no_mark_idle_pct"] = 100 * c.get("loop_hits_idle", 0) / c["traps_hit"]
+                    rr["traps_per_mark"] = c["traps_hit"] / max(1, c.get("marks", 1))
                 if c.get("traps_in_workload"):
                     rr["no_mark_workload_pct"] = 100 * c.get("traps_no_mark_in_workload", 0) / \
                         c["traps_in_workload"]
-                    rr["no_mark_idle_pct"] = 100 * c.get("loop_hits_idle", 0) / c["traps_hit"]
-                    rr["traps_per_mark"] = c["traps_hit"] / max(1, c.get("marks", 1))
             row["rounds"].append(rr)
         rows.append(row)
     bare = next(r for r in rows if r["config"] == "bare")
