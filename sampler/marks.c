@@ -304,6 +304,19 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 	return cookie;
 }
 
+bool marks_has(struct svcpu *sv, uint64_t task, int32_t pid)
+{
+	struct marks *m = &sv->s->marks;
+	bool found;
+
+	if (!atomic_load(&m->pending))
+		return false; /* no mark anywhere: no lock */
+	pthread_mutex_lock(&m->lock);
+	found = find(m, task, pid) != NULL;
+	pthread_mutex_unlock(&m->lock);
+	return found;
+}
+
 void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint64_t mm,
 			     const struct gi_paging *pg, const struct gi_user_regs *ur)
 {

@@ -95,7 +95,15 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	} else if (gi_in_entry_window(s->gi, smp->rip)) {
 		req.entry_known = false;
 	}
-	if (s->callchain != SAMPLER_CALLCHAIN_EAGER) {
+	if (req.exit_tail && req.entry_known && !execve && !exiting &&
+	    s->callchain == SAMPLER_CALLCHAIN_DEFERRED && !marks_has(sv, task, smp->pid)) {
+		/* Past its last read of the flags with no mark of this stay: the registers it
+		 * returns with are @ur, and the return would walk them as they are now. The walk
+		 * goes into the sample itself, as an eager one: no mark to make and resolve at
+		 * once, no USER_STACK record (one lock round trip and one record fewer). In
+		 * "both" mode the mark is kept, so that the deferred walk is cross-checked. */
+		sv->c.tail_walked_inline++;
+	} else if (s->callchain != SAMPLER_CALLCHAIN_EAGER) {
 		smp->cookie = marks_take(sv, &req);
 		if (!smp->cookie && !atomic_load(&s->sampling_start))
 			return; /* sampling stopped (a detach): this sample goes nowhere */

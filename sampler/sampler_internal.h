@@ -160,7 +160,9 @@ struct mark_req {
 	bool exit_tail;   /* the sample is where the thread may have read its flags for the last
 			   * time (gi_chain_in_exit_tail): a flag would act too late, and the
 			   * registers it returns with are @entry; the caller resolves the mark at
-			   * once (marks_resolve_at_return), neither flag nor trap is set */
+			   * once (marks_resolve_at_return), neither flag nor trap is set (in
+			   * deferred mode a thread with no mark yet is walked into the sample
+			   * instead, with no mark: user_part_of_kernel_sample) */
 	uint64_t now_ns;  /* host time of the sample (vmm_now_ns); 0: read it */
 };
 
@@ -175,6 +177,10 @@ struct mark_req {
  * @req->mm ends here as HVP_WALK_EXECVE (dropped_no_regs); this sample makes a new one.
  */
 uint64_t marks_take(struct svcpu *sv, const struct mark_req *req);
+/* Has the thread @task/@pid a pending mark? Marks of a thread are made by its own samples, on
+ * the vCPU it runs on: while that vCPU is stopped, the answer cannot change under the caller
+ * (another vCPU's expiry or flush can only end one). No lock when no mark is pending at all. */
+bool marks_has(struct svcpu *sv, uint64_t task, int32_t pid);
 /* The thread @task/@pid is about to return to user with @ur in the address space @mm (its
  * task->mm, page tables @pg): resolve its mark, if any. A mark with no entry registers whose mm
  * is not @mm (execve switched it) ends as HVP_WALK_EXECVE, not walked. */

@@ -158,6 +158,8 @@ struct sampler_config {
 	X(marks_resolved_in_tail) /* flag marks resolved at a sample in the exit tail, where    \
 				 * the thread may have read its flags for the last time: from \
 				 * pt_regs, as its return would (in resolved_at_return/_stale) */ \
+	X(tail_walked_inline)   /* deferred kernel samples in the exit tail with no mark of     \
+				 * their stay: walked into the sample itself, no mark made */    \
 	X(loop_hits)            /* exit-work loop breakpoint hits (in traps_hit too) */          \
 	X(loop_hits_idle)       /* ... with no mark pending: the loop is disarmed (in          \
 				 * traps_no_mark) */                                            \

@@ -4,6 +4,7 @@
 // pt_regs, the table full, a thread that exits, execve during a stay in the kernel.
 #include <string.h>
 
+#include "gi_internal.h"
 #include "sampler_fixture.h"
 #include "test.h"
 
@@ -524,10 +525,11 @@ static int flag_set(struct svcpu *sv, uint64_t task, const struct gi_paging *pg)
 	return 0;
 }
 
-/* A 2-vCPU fixture whose marks are guest-visible (flag) ones, with counting hooks. */
+/* A 2-vCPU fixture whose marks are guest-visible (flag) ones, with counting hooks (a 4-page
+ * task stack: room for pt_regs at its top, write_pt_regs). */
 static int flag_fixture_init(struct fixture *f)
 {
-	if (fixture_init(f, SAMPLER_CALLCHAIN_DEFERRED, 2))
+	if (fixture_init(f, SAMPLER_CALLCHAIN_DEFERRED, 4))
 		return -1;
 	n_flag_arm = n_flag_idle = n_flag_set = 0;
 	f->s->marks.flag_marks = true;
@@ -618,6 +620,106 @@ static int test_flag_exit_tail(void)
 	ASSERT_EQ_U64(marks_take(sv, &req), c);
 	ASSERT_EQ_INT(n_flag_set, 1);
 	ASSERT_EQ_INT(n_first, 0);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+/* Make [@start, @end) of the fake kernel's text its whole exit tail (gi_chain_in_exit_tail). */
+static void fake_exit_tail(struct fixture *f, uint64_t start, uint64_t end)
+{
+	struct gi *gi = f->fk.gi;
+
+	/* the loop's own code, where no sample of the test stands */
+	gi->exit_work.head = FK_STEXT + 0x10000;
+	gi->exit_work.loop_end = FK_STEXT + 0x10010;
+	gi->exit_work.loop_cli = 0;
+	gi->tail[0][0] = start;
+	gi->tail[0][1] = end;
+	gi->n_tail = 1;
+	gi->tail_lo = start;
+	gi->tail_hi = end;
+}
+
+/* A kernel sample of the fake task at @rip (one kernel frame), for user_part_of_kernel_sample. */
+static void tail_sample(struct hvp_sample *smp, uint64_t rip)
+{
+	memset(smp, 0, sizeof(*smp));
+	smp->pid = FK_PID;
+	smp->rip = rip;
+	smp->kernel_ips[0] = rip;
+	smp->n_kernel = 1;
+}
+
+/*
+ * Deferred mode: a sample in the exit tail of a thread with no mark of its stay walks pt_regs
+ * into the sample itself (the registers the return would walk): no mark, no USER_STACK. A tail
+ * sample of a stay that already has a mark shares the mark and resolves it at once. In "both"
+ * mode the tail sample still makes its mark: the deferred walk is cross-checked there.
+ */
+static int test_flag_exit_tail_inline(void)
+{
+	const uint64_t tail = FK_STEXT + 0x100, body = FK_STEXT + 0x400;
+	struct fixture f;
+	struct hvp_sample smp;
+	struct svcpu *sv;
+	uint64_t c;
+	int ret = TEST_FAIL;
+
+	if (flag_fixture_init(&f))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	f.s->traps.flag = true;
+	fake_exit_tail(&f, tail, tail + 0x100);
+	ASSERT_TRUE(gi_chain_in_exit_tail(f.fk.gi, tail, NULL, 0));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, body, NULL, 0));
+	ASSERT_EQ_INT(write_pt_regs(&f, &f.entry), 0);
+
+	/* no mark of the stay: walked into the sample */
+	tail_sample(&smp, tail);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_INT(smp.n_user, 4); /* ip + 3 frames: the fixture's good chain */
+	ASSERT_EQ_U64(smp.user_ips[0], f.entry.ip);
+	ASSERT_TRUE(smp.user_stop != HVP_WALK_DEFERRED);
+	ASSERT_TRUE(sv->sample_has_regs);
+	ASSERT_EQ_INT(n_recs, 0);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+	ASSERT_EQ_U64(sv->c.tail_walked_inline, 1);
+	ASSERT_EQ_U64(sv->c.marks_resolved_in_tail, 0);
+	ASSERT_EQ_INT(n_flag_set, 0);
+
+	/* an earlier sample of the stay flagged a mark: the tail sample joins and resolves it */
+	tail_sample(&smp, body);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	c = smp.cookie;
+	ASSERT_TRUE(c != 0);
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_INT(n_flag_set, 1);
+	tail_sample(&smp, tail);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_EQ_U64(smp.cookie, c);
+	ASSERT_EQ_INT(n_recs, 1);
+	ASSERT_EQ_INT(check_good_walk(&recs[0], c), TEST_OK);
+	ASSERT_EQ_U64(sv->c.marks_resolved_in_tail, 1);
+	ASSERT_EQ_U64(sv->c.tail_walked_inline, 1);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+
+	/* "both": the tail sample makes its mark (resolved at once) beside its eager walk */
+	f.s->callchain = SAMPLER_CALLCHAIN_BOTH;
+	tail_sample(&smp, tail);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_TRUE(smp.cookie != 0 && smp.cookie != c);
+	ASSERT_EQ_INT(n_recs, 2);
+	ASSERT_EQ_INT(check_good_walk(&recs[1], smp.cookie), TEST_OK);
+	ASSERT_EQ_INT(smp.n_user, 4);
+	ASSERT_EQ_U64(sv->c.marks_resolved_in_tail, 2);
+	ASSERT_EQ_U64(sv->c.tail_walked_inline, 1);
 	ret = TEST_OK;
 fini:
 	fixture_fini(&f);
@@ -766,6 +868,8 @@ static const struct test_case tests[] = {
 	{ "marks: lookups and expiry bounded by the highest slot in use", test_slot_bound },
 	{ "flag marks: the loop stays armed across marks, off when idle", test_flag_loop_stays_armed },
 	{ "flag marks in the exit tail: no flag, no trap, resolved by the sample", test_flag_exit_tail },
+	{ "deferred, exit tail, no mark yet: walked into the sample, no mark",
+	  test_flag_exit_tail_inline },
 	{ "marks: the walk at the mark only where the stack may go first", test_walk_at_mark },
 };
 
