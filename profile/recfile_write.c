@@ -134,7 +134,7 @@ static uint8_t *put_user_regs(uint8_t *p, const struct hvp_user_regs *r)
 	for (unsigned int i = 0; i < HVP_USER_NREGS; i++)
 		put_u64(&p, r->regs[i]);
 	/* SAFETY: stack_len <= HVP_USER_STACK_MAX (user_regs_ok), counted in the reserved size. */
-	put_bytes(&p, r->stack, r->stack_len);
+	put_bytes_stream(&p, r->stack, r->stack_len);
 	return p;
 }
 

@@ -111,6 +111,55 @@ static int test_pairs_round_trip(void)
 	return TEST_OK;
 }
 
+/*
+ * Stacks around the size from which the writer copies with non-temporal stores
+ * (RECFILE_STREAM_COPY_MIN), from sources at odd offsets (the plain head and tail of the copy,
+ * and the destination's alignment, vary with them): every byte arrives in place.
+ */
+static int test_stack_copy_sizes(void)
+{
+	static uint8_t stack[HVP_USER_STACK_MAX + 16];
+	static const uint32_t sizes[] = { 4095, 4096, 4097, 4111, 8191, 8192, 12289 };
+	static const uint32_t offsets[] = { 0, 1, 5, 13 };
+	enum { N = sizeof(sizes) / sizeof(sizes[0]) * (sizeof(offsets) / sizeof(offsets[0])) };
+	struct recfile_record *rec = malloc(sizeof(*rec));
+	struct hvp_user_regs want[N];
+	struct hvp_user_stack u;
+	uint64_t uips[] = { U_RIP, 0x401500, 0 };
+	struct recfile_writer *w;
+	struct recfile_reader *r;
+	int fd = mem_file(), n = 0, ret;
+
+	ASSERT_TRUE(rec && fd >= 0);
+	fill_stack(stack, sizeof(stack));
+	ASSERT_EQ_INT(recfile_writer_open(fd, &w), 0);
+	for (size_t i = 0; i < N; i++) {
+		uint32_t len = sizes[i / 4], off = offsets[i % 4];
+
+		u = mk_user_stack(42, i + 1, HVP_WALK_END, uips);
+		mk_regs(&want[i], RECFILE_USER_STACK, i + 1, 42, stack + off, len, 16384);
+		want[i].time_ns = u.time_ns;
+		ASSERT_EQ_INT(recfile_write_user_stack_regs(w, &u, &want[i]), 0);
+	}
+	ASSERT_EQ_INT(recfile_writer_close(w), 0);
+	ASSERT_EQ_INT(lseek(fd, 0, SEEK_SET), 0);
+	ASSERT_EQ_INT(recfile_reader_open_fd(fd, NULL, &r, NULL, 0), 0);
+	while ((ret = recfile_reader_next(r, rec)) == 1) {
+		if (rec->type != RECFILE_USER_REGS)
+			continue;
+		ASSERT_TRUE(n < N);
+		if (check_regs(&rec->user_regs, &want[n]))
+			return TEST_FAIL;
+		n++;
+	}
+	ASSERT_EQ_INT(ret, 0);
+	ASSERT_EQ_INT(n, N);
+	recfile_reader_close(r);
+	close(fd);
+	free(rec);
+	return TEST_OK;
+}
+
 /* Bad arguments are refused and write nothing. */
 static int test_bad_arguments(void)
 {
@@ -315,6 +364,8 @@ static int test_loader_accepts(void)
 
 static const struct test_case tests[] = {
 	{ "SAMPLE and USER_STACK pairs with USER_REGS, read back", test_pairs_round_trip },
+	{ "stacks around the non-temporal copy's size, at odd offsets, arrive whole",
+	  test_stack_copy_sizes },
 	{ "bad USER_REGS arguments write nothing", test_bad_arguments },
 	{ "malformed USER_REGS records are refused", test_malformed },
 	{ "concurrent pairs stay adjacent", test_pairs_stay_adjacent },
