@@ -223,12 +223,29 @@ static int user_page(const struct gmem *mem, const struct gi_paging *pg, uint64_
 	return access & PGWALK_ACC_USER ? 0 : -EFAULT;
 }
 
+/*
+ * The piece of a user stack at @gva with @left bytes still wanted: its GPA and bytes (to the end
+ * of its page, at most @left). False where the stack ends: past the user half (or wrapped), not
+ * present, not user-accessible (gi_copy_user_stack).
+ */
+static bool stack_piece(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva,
+			uint32_t left, uint64_t *gpa, uint32_t *chunk)
+{
+	uint64_t page_size, c;
+
+	if (!gi_is_user_gva(pg, gva) || user_page(mem, pg, gva, gpa, &page_size) != 0)
+		return false;
+	c = page_size - (gva & (page_size - 1));
+	*chunk = c < left ? (uint32_t)c : left;
+	return true;
+}
+
 int gi_copy_user_stack(const struct gmem *mem, const struct gi_paging *pg, uint64_t rsp, void *dst,
 		       uint32_t size, uint32_t *len)
 {
 	uint8_t *out = dst;
-	uint64_t gva = rsp;
-	uint32_t left = size;
+	uint64_t gva = rsp, gpa;
+	uint32_t left = size, chunk;
 
 	if (len)
 		*len = 0;
@@ -236,25 +253,53 @@ int gi_copy_user_stack(const struct gmem *mem, const struct gi_paging *pg, uint6
 		return -EINVAL;
 	if ((rsp & 7) || !gi_is_user_gva(pg, rsp))
 		return -EINVAL;
-	while (left) {
-		uint64_t gpa, page_size, chunk;
-
-		/* past the user half (or wrapped): not canonical user memory, the stack ended */
-		if (!gi_is_user_gva(pg, gva))
-			break;
-		if (user_page(mem, pg, gva, &gpa, &page_size) != 0)
-			break;
-		/* SAFETY: chunk <= bytes left in this page and <= left, so @dst stays in bounds;
-		 * gmem_read checks [gpa, gpa + chunk) is guest RAM. */
-		chunk = page_size - (gva & (page_size - 1));
-		if (chunk > left)
-			chunk = left;
-		if (gmem_read(mem, gpa, out, chunk) != 0)
-			break;
+	/* SAFETY: chunk <= bytes left in this page and <= left, so @dst stays in bounds;
+	 * gmem_read checks [gpa, gpa + chunk) is guest RAM. */
+	while (left && stack_piece(mem, pg, gva, left, &gpa, &chunk) &&
+	       gmem_read(mem, gpa, out, chunk) == 0) {
 		out += chunk;
-		left -= (uint32_t)chunk;
+		left -= chunk;
 		gva += chunk; /* < 2^57 + 2^32: no wrap */
 	}
+	*len = size - left;
+	return 0;
+}
+
+int gi_map_user_stack(const struct gmem *mem, const struct gi_paging *pg, uint64_t rsp,
+		      uint32_t size, struct hvp_bytes *segs, unsigned int max_segs,
+		      unsigned int *n_segs, uint32_t *len)
+{
+	uint64_t gva = rsp, gpa;
+	uint32_t left = size, chunk;
+	unsigned int n = 0;
+
+	if (len)
+		*len = 0;
+	if (n_segs)
+		*n_segs = 0;
+	if (!mem || !mem->read || !pg || !len || !n_segs || (!segs && max_segs))
+		return -EINVAL;
+	if (!mem->map)
+		return -ENOTSUP;
+	if ((rsp & 7) || !gi_is_user_gva(pg, rsp))
+		return -EINVAL;
+	while (left && stack_piece(mem, pg, gva, left, &gpa, &chunk)) {
+		/* SAFETY: gmem_map returns NULL unless all of [gpa, gpa + chunk) is guest RAM. */
+		const uint8_t *p = gmem_map(mem, gpa, chunk);
+
+		if (!p)
+			break;
+		if (n && (uintptr_t)segs[n - 1].p + segs[n - 1].len == (uintptr_t)p) {
+			segs[n - 1].len += chunk; /* the next page is the next in the host too */
+		} else if (n < max_segs) {
+			segs[n++] = (struct hvp_bytes){ .p = p, .len = chunk };
+		} else {
+			break; /* more pieces than asked for: the stack is cut here */
+		}
+		left -= chunk;
+		gva += chunk; /* < 2^57 + 2^32: no wrap */
+	}
+	*n_segs = n;
 	*len = size - left;
 	return 0;
 }

@@ -70,12 +70,14 @@ static inline void put_bytes(uint8_t **p, const void *src, size_t len)
 	*p += len;
 }
 
-/* Bytes from which put_bytes_stream() bypasses the cache (below: a plain copy). */
+/* Stack bytes of a USER_REGS record from which the writer copies them with put_bytes_nt()
+ * (fewer: put_bytes()). */
 #define RECFILE_STREAM_COPY_MIN 4096
 
 /*
- * put_bytes for a large payload (a USER_REGS stack copy, up to HVP_USER_STACK_MAX bytes) going
- * into a thread's append ring: non-temporal stores (SSE2 MOVNTDQ, Intel SDM vol. 1, 10.4.6.2).
+ * put_bytes for a large payload (the stack of a USER_REGS record of RECFILE_STREAM_COPY_MIN
+ * bytes or more, up to HVP_USER_STACK_MAX, in one piece or several) going into a thread's
+ * append ring: non-temporal stores (SSE2 MOVNTDQ, Intel SDM vol. 1, 10.4.6.2).
  * The ring's next lines were last touched a whole ring ago, by the writer thread on another
  * core, so a plain copy first reads each line in; the writer thread reads them from memory
  * either way. Measured on a profiled guest, the two copies alternated per record in one run
@@ -84,14 +86,14 @@ static inline void put_bytes(uint8_t **p, const void *src, size_t len)
  * non-temporal stores are weakly ordered, and the ring's release store of its head
  * (recfile_stream_commit) must not become visible before them.
  */
-static inline void put_bytes_stream(uint8_t **p, const void *src, size_t len)
+static inline void put_bytes_nt(uint8_t **p, const void *src, size_t len)
 {
 #ifdef __SSE2__
 	const uint8_t *s = src;
 	uint8_t *d = *p;
 	size_t head, n;
 
-	if (len < RECFILE_STREAM_COPY_MIN) {
+	if (len < 16) {
 		put_bytes(p, src, len);
 		return;
 	}

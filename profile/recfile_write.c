@@ -108,13 +108,35 @@ static bool user_regs_ok(const struct hvp_user_regs *r, uint32_t follows)
 		return false;
 	if (follows && r->follows != follows)
 		return false;
-	return r->stack_len <= HVP_USER_STACK_MAX && r->stack_len <= r->stack_size &&
-	       (r->stack || !r->stack_len);
+	if (r->stack_len > HVP_USER_STACK_MAX || r->stack_len > r->stack_size)
+		return false;
+	if (r->n_stack_segs) { /* pieces: they add up to stack_len, each with its bytes */
+		uint64_t sum = 0;
+
+		if (!r->stack_segs || r->n_stack_segs > HVP_USER_STACK_SEGS)
+			return false;
+		for (uint32_t i = 0; i < r->n_stack_segs; i++) {
+			if (!r->stack_segs[i].p && r->stack_segs[i].len)
+				return false;
+			sum += r->stack_segs[i].len;
+		}
+		return sum == r->stack_len;
+	}
+	return r->stack || !r->stack_len;
 }
 
 static size_t user_regs_payload(const struct hvp_user_regs *r)
 {
 	return RECFILE_USER_REGS_FIXED + (size_t)r->stack_len;
+}
+
+/* @len bytes of a USER_REGS stack at *@p; @nt: the whole stack is large (put_bytes_nt). */
+static void put_stack_piece(uint8_t **p, const uint8_t *src, size_t len, bool nt)
+{
+	if (nt)
+		put_bytes_nt(p, src, len);
+	else
+		put_bytes(p, src, len);
 }
 
 /* Encode the USER_REGS record of @r (checked by the caller) at @p; return its end. */
@@ -133,8 +155,13 @@ static uint8_t *put_user_regs(uint8_t *p, const struct hvp_user_regs *r)
 	put_u32(&p, 0); /* reserved */
 	for (unsigned int i = 0; i < HVP_USER_NREGS; i++)
 		put_u64(&p, r->regs[i]);
-	/* SAFETY: stack_len <= HVP_USER_STACK_MAX (user_regs_ok), counted in the reserved size. */
-	put_bytes_stream(&p, r->stack, r->stack_len);
+	/* SAFETY: stack_len <= HVP_USER_STACK_MAX (user_regs_ok), counted in the reserved size;
+	 * the pieces add up to it (user_regs_ok). */
+	if (!r->n_stack_segs)
+		put_stack_piece(&p, r->stack, r->stack_len, r->stack_len >= RECFILE_STREAM_COPY_MIN);
+	for (uint32_t i = 0; i < r->n_stack_segs; i++)
+		put_stack_piece(&p, r->stack_segs[i].p, r->stack_segs[i].len,
+				r->stack_len >= RECFILE_STREAM_COPY_MIN);
 	return p;
 }
 

@@ -417,7 +417,8 @@ static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk,
 	memcpy(u->user_ips, mk->entry_ips, mk->n_entry * sizeof(u->user_ips[0]));
 	/* the entry's registers; its stack is gone (exit tears it down, execve replaced it) */
 	if (mk->entry_known) {
-		user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, &mk->pg, &mk->entry, false);
+		user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, NULL, &mk->pg, &mk->entry,
+			       false);
 		sampler_emit_user_stack(sv, u, &sv->ustack_regs);
 	} else {
 		sampler_emit_user_stack(sv, u, NULL);

@@ -64,6 +64,7 @@ struct svcpu {
 	 * a stack buffer of s->ustack_size bytes */
 	struct hvp_user_regs sample_regs, ustack_regs;
 	uint8_t *sample_stack, *ustack_stack;
+	struct hvp_bytes sample_segs[HVP_USER_STACK_SEGS], ustack_segs[HVP_USER_STACK_SEGS];
 	bool sample_has_regs;         /* sample_regs belongs to the sample being built */
 	/* task->stack (a KVA) of the task sample_kstack_task as read and checked this sample
 	 * (gi_task_stack_seed; 0: not read): the pt_regs read uses it for that task only */
@@ -334,13 +335,17 @@ void emit_user_stack(struct svcpu *sv, uint64_t cookie, int32_t pid, const struc
 		     const struct gi_user_regs *ur);
 /*
  * ustack.c: the USER_REGS of a user walk from @ur into @r (@buf: its stack buffer of
- * s->ustack_size bytes): the registers in DWARF order and, when @copy, the stack from ur->sp
- * through @pg (counted: copies, bytes, short, refused, ns); else no stack (a walk saved earlier
- * whose stack is gone). time_ns, cookie, pid and follows are the caller's to set.
+ * s->ustack_size bytes; @segs: HVP_USER_STACK_SEGS pieces, or NULL): the registers in DWARF
+ * order and, when @copy, the stack from ur->sp through @pg (counted: copies, bytes, short,
+ * refused, ns): read in place into @segs where guest memory maps (gi_map_user_stack; then the
+ * pieces are valid while the vCPU is stopped, and the record must be written before it runs
+ * again), else copied into @buf; without @copy, no stack (a walk saved earlier whose stack is
+ * gone). time_ns, cookie, pid and follows are the caller's to set.
  */
 void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
-		    const struct gi_paging *pg, const struct gi_user_regs *ur, bool copy);
-/* The USER_REGS of the sample being built (sv->sample_regs), from @ur; the stack is copied. */
+		    struct hvp_bytes *segs, const struct gi_paging *pg,
+		    const struct gi_user_regs *ur, bool copy);
+/* The USER_REGS of the sample being built (sv->sample_regs), from @ur: user_regs_take. */
 void sample_regs_take(struct svcpu *sv, const struct gi_paging *pg, const struct gi_user_regs *ur);
 /* The user registers as the vCPU holds them (@ip, @sp: where user mode resumes). */
 void user_regs_from_vcpu(const struct kvm_regs *regs, uint64_t ip, uint64_t sp,

@@ -5,6 +5,7 @@
 // a copy of the stack above RSP (s->ustack_size bytes: the SIZE of --call-graph dwarf, or
 // HVP_USER_STACK_FP_WINDOW in fp mode), for unwinding from CFI in the report.
 #define pr_fmt(fmt) "sampler: ustack: " fmt
+#include <errno.h>
 #include <string.h>
 
 #include <hvprof/log.h>
@@ -46,20 +47,37 @@ static void dwarf_regs(const struct gi_user_regs *ur, uint64_t regs[HVP_USER_NRE
 }
 
 void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
-		    const struct gi_paging *pg, const struct gi_user_regs *ur, bool copy)
+		    struct hvp_bytes *segs, const struct gi_paging *pg,
+		    const struct gi_user_regs *ur, bool copy)
 {
 	struct sampler *s = sv->s;
+	unsigned int n = 0;
 	uint32_t len = 0;
+	int err;
 
 	r->vcpu = sv->index;
 	r->stack_size = s->ustack_size;
 	r->stack = buf;
+	r->stack_segs = NULL;
+	r->n_stack_segs = 0;
 	dwarf_regs(ur, r->regs);
 	if (copy && buf) {
 		uint64_t t0 = vmm_now_ns();
 
-		/* bounded: at most ustack_size bytes, one page walk per page */
-		if (gi_copy_user_stack(s->mem, pg, ur->sp, buf, s->ustack_size, &len) != 0)
+		/* In place where guest RAM can be (the writer copies the pages into the record
+		 * once), else into @buf. Bounded: at most ustack_size bytes, one page walk per
+		 * page. */
+		err = segs ? gi_map_user_stack(s->mem, pg, ur->sp, s->ustack_size, segs,
+					       HVP_USER_STACK_SEGS, &n, &len)
+			   : -ENOTSUP;
+		if (err == -ENOTSUP)
+			err = gi_copy_user_stack(s->mem, pg, ur->sp, buf, s->ustack_size, &len);
+		else if (!err && n) {
+			r->stack = NULL;
+			r->stack_segs = segs;
+			r->n_stack_segs = n;
+		}
+		if (err)
 			sv->c.user_stack_refused++;
 		else if (len < s->ustack_size)
 			sv->c.user_stack_short++;
@@ -74,7 +92,7 @@ void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
 
 void sample_regs_take(struct svcpu *sv, const struct gi_paging *pg, const struct gi_user_regs *ur)
 {
-	user_regs_take(sv, &sv->sample_regs, sv->sample_stack, pg, ur, true);
+	user_regs_take(sv, &sv->sample_regs, sv->sample_stack, sv->sample_segs, pg, ur, true);
 	sv->sample_has_regs = true;
 }
 
@@ -94,6 +112,6 @@ void emit_user_stack(struct svcpu *sv, uint64_t cookie, int32_t pid, const struc
 	u->n_user = (uint16_t)n;
 	u->stop = (uint8_t)why;
 	count_walk_stop(sv, why, true);
-	user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, pg, ur, true);
+	user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, sv->ustack_segs, pg, ur, true);
 	sampler_emit_user_stack(sv, u, &sv->ustack_regs);
 }

@@ -73,6 +73,11 @@ int ram_read(void *ctx, uint64_t gpa, void *dst, size_t len)
 	return 0;
 }
 
+const void *ram_map(void *ctx, uint64_t gpa, size_t len)
+{
+	return ram_gpa_to_hva(ctx, gpa, len);
+}
+
 int ram_write(const struct vmm_ram *ram, uint64_t gpa, const void *src, size_t len)
 {
 	void *dst = ram_gpa_to_hva(ram, gpa, len);

@@ -66,6 +66,8 @@ void ram_destroy(struct vmm_ram *ram);
 void *ram_gpa_to_hva(const struct vmm_ram *ram, uint64_t gpa, uint64_t len);
 /* gmem_read_fn over a struct vmm_ram. */
 int ram_read(void *ctx, uint64_t gpa, void *dst, size_t len);
+/* gmem_map_fn over struct vmm_ram (@ctx): ram_gpa_to_hva, read-only. */
+const void *ram_map(void *ctx, uint64_t gpa, size_t len);
 int ram_write(const struct vmm_ram *ram, uint64_t gpa, const void *src, size_t len) __must_check;
 
 /* ---------------------------------------------------------------- boot (boot.c, mptable.c) */

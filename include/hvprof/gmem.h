@@ -18,15 +18,31 @@ extern "C" {
  */
 typedef int (*gmem_read_fn)(void *ctx, uint64_t gpa, void *dst, size_t len);
 
+/**
+ * gmem_map_fn - the host address (HVA) of [@gpa, @gpa+@len) of guest RAM, to be read in place,
+ * or NULL when any byte of it is outside guest RAM (one RAM region: a range across a hole is
+ * NULL too). The bytes stay mapped while the VM lives, but the guest may change them at any
+ * time (its other vCPUs): read each once, and check what was read as for gmem_read.
+ * Thread-safety: as gmem_read_fn.
+ */
+typedef const void *(*gmem_map_fn)(void *ctx, uint64_t gpa, size_t len);
+
 struct gmem {
 	gmem_read_fn read; /* required */
-	void *ctx;         /* passed to read */
+	void *ctx;         /* passed to read and map */
+	gmem_map_fn map;   /* optional: NULL, no reads in place (gmem_map returns NULL) */
 };
 
 /* Read @len bytes at @gpa through @mem; see gmem_read_fn. */
 static inline int gmem_read(const struct gmem *mem, uint64_t gpa, void *dst, size_t len)
 {
 	return mem->read(mem->ctx, gpa, dst, len);
+}
+
+/* The HVA of [@gpa, @gpa+@len) through @mem, or NULL; see gmem_map_fn. */
+static inline const void *gmem_map(const struct gmem *mem, uint64_t gpa, size_t len)
+{
+	return mem->map ? mem->map(mem->ctx, gpa, len) : NULL;
 }
 
 #ifdef __cplusplus

@@ -698,6 +698,20 @@ enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging
 int gi_copy_user_stack(const struct gmem *mem, const struct gi_paging *pg, uint64_t rsp, void *dst,
 		       uint32_t size, uint32_t *len) __must_check;
 
+/**
+ * gi_map_user_stack - gi_copy_user_stack without the copy: the same bytes (the same pages, the
+ * same stops) as pieces of guest RAM read in place (gmem_map), in order; pages next to each
+ * other in the host are one piece. At most @max_segs pieces (HVP_USER_STACK_SEGS hold the
+ * largest stack): a stack that needs more is cut after the last. The guest can change the bytes
+ * while they are read (another vCPU): they are data, never followed.
+ * Return: 0, *@segs[0..*@n_segs) and *@len bytes in all (as gi_copy_user_stack); -ENOTSUP
+ * @mem has no map (copy instead); -EINVAL as gi_copy_user_stack, or NULL @segs with
+ * @max_segs > 0. Thread-safety: reentrant; only reads through @mem.
+ */
+int gi_map_user_stack(const struct gmem *mem, const struct gi_paging *pg, uint64_t rsp,
+		      uint32_t size, struct hvp_bytes *segs, unsigned int max_segs,
+		      unsigned int *n_segs, uint32_t *len) __must_check;
+
 /* ---------------------------------------------------------------- what hvprof understands (kinfo.c) */
 
 #define GI_KINFO_MAX_SITES 16

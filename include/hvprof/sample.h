@@ -7,6 +7,7 @@
 #define HVPROF_SAMPLE_H
 
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,6 +118,8 @@ struct hvp_user_stack {
 #define HVP_USER_STACK_MAX 65528       /* most stack bytes a USER_REGS record carries */
 #define HVP_USER_STACK_DEFAULT 8192    /* --call-graph dwarf without SIZE */
 #define HVP_USER_STACK_FP_WINDOW 64    /* stack bytes copied in --call-graph fp mode */
+/* most pieces of a stack read in place: one per 4 KiB page the largest stack can touch */
+#define HVP_USER_STACK_SEGS (HVP_USER_STACK_MAX / 4096 + 2)
 #define HVP_USER_REGS_AFTER_SAMPLE 2     /* hvp_user_regs.follows: RECFILE_SAMPLE */
 #define HVP_USER_REGS_AFTER_USER_STACK 5 /* hvp_user_regs.follows: RECFILE_USER_STACK */
 
@@ -141,7 +144,15 @@ enum hvp_dwarf_reg {
  * RSP was not a user address).
  * @stack: @stack_len bytes. Writer: the caller's buffer, read during the call. Reader: points
  *   into the reader's buffer, valid until the next recfile_reader_next().
+ * @stack_segs/@n_stack_segs: writer only, instead of @stack (then NULL): the @stack_len bytes
+ *   in @n_stack_segs pieces, in order (the sampler's guest stack pages read in place, valid
+ *   during the call: hvp_user_regs_stack_copy() gathers them). 0 pieces: @stack is the bytes.
  */
+struct hvp_bytes {
+	const uint8_t *p;
+	uint32_t len;
+};
+
 struct hvp_user_regs {
 	uint64_t time_ns;
 	uint64_t cookie;
@@ -152,7 +163,42 @@ struct hvp_user_regs {
 	uint32_t stack_size;
 	uint64_t regs[HVP_USER_NREGS];
 	const uint8_t *stack;
+	const struct hvp_bytes *stack_segs;
+	uint32_t n_stack_segs;
 };
+
+/*
+ * hvp_user_regs_stack_copy - copy @len bytes of @r's stack from byte @off on into @dst, from
+ * @r->stack or its pieces. Return: bytes copied (fewer when the stack holds fewer past @off).
+ */
+static inline size_t hvp_user_regs_stack_copy(const struct hvp_user_regs *r, size_t off,
+					      void *dst, size_t len)
+{
+	uint8_t *out = (uint8_t *)dst;
+	size_t done = 0;
+
+	if (!r->n_stack_segs) {
+		if (off >= r->stack_len || !r->stack)
+			return 0;
+		done = r->stack_len - off < len ? r->stack_len - off : len;
+		memcpy(out, r->stack + off, done);
+		return done;
+	}
+	for (uint32_t i = 0; i < r->n_stack_segs && done < len; i++) {
+		const struct hvp_bytes *b = &r->stack_segs[i];
+		size_t n;
+
+		if (off >= b->len) {
+			off -= b->len;
+			continue;
+		}
+		n = b->len - off < len - done ? b->len - off : len - done;
+		memcpy(out + done, b->p + off, n);
+		done += n;
+		off = 0;
+	}
+	return done;
+}
 
 /* Protection bits of a mapping (hvp_mapping.prot): vm_flags' low bits. */
 #define HVP_PROT_READ 0x1

@@ -19,6 +19,15 @@ static int fakemem_read(void *ctx, uint64_t gpa, void *dst, size_t len)
 	return 0;
 }
 
+static const void *fakemem_hva(void *ctx, uint64_t gpa, size_t len)
+{
+	struct fakemem *fm = ctx;
+
+	if (gpa >= FAKE_RAM_SIZE || len > FAKE_RAM_SIZE - gpa)
+		return NULL;
+	return fm->ram + gpa;
+}
+
 int fakemem_init(struct fakemem *fm, int la57)
 {
 	memset(fm, 0, sizeof(*fm));
@@ -27,6 +36,7 @@ int fakemem_init(struct fakemem *fm, int la57)
 		return -1;
 	fm->next_table_gpa = FAKE_TABLE_AREA;
 	fm->mem.read = fakemem_read;
+	fm->mem.map = fakemem_hva; /* as the VMM's: reads in place (tests may clear it) */
 	fm->mem.ctx = fm;
 	fm->la57 = la57;
 	fm->pg.cr0 = (1ull << 31) | 1;          /* PG | PE */

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Unit tests of gi_copy_user_stack (the stack bytes of a USER_REGS record) in fake guest memory:
-// a copy that crosses pages and stops at an unmapped, supervisor-only or non-RAM page, at the
-// end of the user half; hostile RSP values; and gi_task_user_regs reading every register.
+// Unit tests of gi_copy_user_stack and gi_map_user_stack (the stack bytes of a USER_REGS record)
+// in fake guest memory: a copy that crosses pages and stops at an unmapped, supervisor-only or
+// non-RAM page, at the end of the user half; hostile RSP values; the same read in place, in
+// pieces; and gi_task_user_regs reading every register.
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,26 @@ static int run_copy_row(const struct copy_row *row)
 		fprintf(stderr, "%s: wrote past len\n", row->name);
 		goto out;
 	}
+	/* read in place: the same bytes, in as many pieces as host-contiguous runs */
+	{
+		struct hvp_bytes segs[HVP_USER_STACK_SEGS];
+		struct hvp_user_regs r = { .stack_segs = segs };
+		unsigned int n = 99;
+		uint32_t mlen = 12345;
+
+		ret = gi_map_user_stack(&fm.mem, &fm.pg, row->rsp, row->size, segs,
+					HVP_USER_STACK_SEGS, &n, &mlen);
+		r.n_stack_segs = n;
+		r.stack_len = mlen;
+		memset(dst, 0xee, sizeof(dst));
+		if (ret != row->ret || mlen != row->len || n > 1 || (mlen && n != 1) ||
+		    hvp_user_regs_stack_copy(&r, 0, dst, sizeof(dst)) != mlen ||
+		    (mlen && memcmp(dst, fm.ram + STK_GPA + (row->rsp - STK), mlen))) {
+			fprintf(stderr, "%s: in place: ret %d len %u in %u pieces\n", row->name,
+				ret, mlen, n);
+			goto out;
+		}
+	}
 	rc = TEST_OK;
 out:
 	fakemem_fini(&fm);
@@ -143,6 +164,51 @@ static int test_copy_large_page(void)
 	return TEST_OK;
 }
 
+/*
+ * In place, pages apart in guest RAM: one piece each, in order, the bytes the copy gives; cut
+ * after the last piece allowed; -ENOTSUP without a map (the caller copies instead).
+ */
+static int test_map_pieces(void)
+{
+	static uint8_t want[0x2000], got[0x2000];
+	struct hvp_bytes segs[HVP_USER_STACK_SEGS];
+	struct hvp_user_regs r = { .stack_segs = segs };
+	struct fakemem fm;
+	unsigned int n = 0;
+	uint32_t len = 0, clen = 0;
+
+	ASSERT_EQ_INT(fakemem_init(&fm, 0), 0);
+	for (uint64_t i = 0; i < 0x4000; i++)
+		fm.ram[STK_GPA + i] = (uint8_t)(i * 13 + (i >> 8));
+	ASSERT_EQ_INT(fakemem_map(&fm, STK, STK_GPA, 4096, FPTE_US | FPTE_NX), 0);
+	ASSERT_EQ_INT(fakemem_map(&fm, STK + 4096, STK_GPA + 0x3000, 4096, FPTE_US | FPTE_NX), 0);
+	ASSERT_EQ_INT(gi_copy_user_stack(&fm.mem, &fm.pg, STK + 0x80, want, 0x1800, &clen), 0);
+	ASSERT_EQ_U64(clen, 0x1800);
+	ASSERT_EQ_INT(gi_map_user_stack(&fm.mem, &fm.pg, STK + 0x80, 0x1800, segs,
+					HVP_USER_STACK_SEGS, &n, &len), 0);
+	ASSERT_EQ_U64(len, 0x1800);
+	ASSERT_EQ_INT(n, 2);
+	ASSERT_TRUE(segs[0].p == fm.ram + STK_GPA + 0x80 && segs[0].len == 0x1000 - 0x80);
+	ASSERT_TRUE(segs[1].p == fm.ram + STK_GPA + 0x3000 && segs[1].len == 0x880);
+	r.n_stack_segs = n;
+	r.stack_len = len;
+	ASSERT_EQ_U64(hvp_user_regs_stack_copy(&r, 0, got, sizeof(got)), 0x1800);
+	ASSERT_TRUE(!memcmp(got, want, 0x1800));
+	/* from an offset inside the second piece */
+	ASSERT_EQ_U64(hvp_user_regs_stack_copy(&r, 0x1000, got, 16), 16);
+	ASSERT_TRUE(!memcmp(got, want + 0x1000, 16));
+	/* one piece allowed: cut at the first page's end */
+	ASSERT_EQ_INT(gi_map_user_stack(&fm.mem, &fm.pg, STK + 0x80, 0x1800, segs, 1, &n, &len), 0);
+	ASSERT_TRUE(n == 1 && len == 0x1000 - 0x80);
+	/* no map: the caller copies */
+	fm.mem.map = NULL;
+	ASSERT_EQ_INT(gi_map_user_stack(&fm.mem, &fm.pg, STK + 0x80, 0x1800, segs,
+					HVP_USER_STACK_SEGS, &n, &len), -ENOTSUP);
+	ASSERT_TRUE(n == 0 && len == 0);
+	fakemem_fini(&fm);
+	return TEST_OK;
+}
+
 /* gi_task_user_regs reads every general-purpose register from pt_regs (BTF offsets), and
  * orig_ax and cs. */
 static int test_task_user_regs_all(void)
@@ -192,6 +258,7 @@ static const struct test_case tests[] = {
 	{ "stack copy: pages, unmapped, supervisor, outside RAM, bad RSP", test_copy_rows },
 	{ "stack copy ends at the end of the user half", test_copy_top_of_user_half },
 	{ "stack copy from a 2 MiB page", test_copy_large_page },
+	{ "in place: a piece per host run, cut at the last allowed, none without a map", test_map_pieces },
 	{ "pt_regs: every general-purpose register, from the task or its stack", test_task_user_regs_all },
 };
 

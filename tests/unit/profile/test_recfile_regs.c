@@ -114,12 +114,14 @@ static int test_pairs_round_trip(void)
 /*
  * Stacks around the size from which the writer copies with non-temporal stores
  * (RECFILE_STREAM_COPY_MIN), from sources at odd offsets (the plain head and tail of the copy,
- * and the destination's alignment, vary with them): every byte arrives in place.
+ * and the destination's alignment, vary with them), each written twice: in one piece, and in
+ * three pieces from three other buffers (hvp_user_regs.stack_segs, the sampler's stack read in
+ * place). Every byte arrives in place, in order.
  */
 static int test_stack_copy_sizes(void)
 {
-	static uint8_t stack[HVP_USER_STACK_MAX + 16];
-	static const uint32_t sizes[] = { 4095, 4096, 4097, 4111, 8191, 8192, 12289 };
+	static uint8_t stack[HVP_USER_STACK_MAX + 16], piece[3][16384 + 32];
+	static const uint32_t sizes[] = { 100, 4095, 4096, 4097, 4111, 8191, 8192, 12289 };
 	static const uint32_t offsets[] = { 0, 1, 5, 13 };
 	enum { N = sizeof(sizes) / sizeof(sizes[0]) * (sizeof(offsets) / sizeof(offsets[0])) };
 	struct recfile_record *rec = malloc(sizeof(*rec));
@@ -135,11 +137,23 @@ static int test_stack_copy_sizes(void)
 	ASSERT_EQ_INT(recfile_writer_open(fd, &w), 0);
 	for (size_t i = 0; i < N; i++) {
 		uint32_t len = sizes[i / 4], off = offsets[i % 4];
+		uint32_t cut[4] = { 0, len / 3, len - len / 5, len };
+		struct hvp_bytes segs[3];
+		struct hvp_user_regs in_pieces;
 
 		u = mk_user_stack(42, i + 1, HVP_WALK_END, uips);
 		mk_regs(&want[i], RECFILE_USER_STACK, i + 1, 42, stack + off, len, 16384);
 		want[i].time_ns = u.time_ns;
 		ASSERT_EQ_INT(recfile_write_user_stack_regs(w, &u, &want[i]), 0);
+		for (int k = 0; k < 3; k++) { /* piece k at offset 7 k of its own buffer */
+			memcpy(piece[k] + 7 * k, stack + off + cut[k], cut[k + 1] - cut[k]);
+			segs[k] = (struct hvp_bytes){ piece[k] + 7 * k, cut[k + 1] - cut[k] };
+		}
+		in_pieces = want[i];
+		in_pieces.stack = NULL;
+		in_pieces.stack_segs = segs;
+		in_pieces.n_stack_segs = 3;
+		ASSERT_EQ_INT(recfile_write_user_stack_regs(w, &u, &in_pieces), 0);
 	}
 	ASSERT_EQ_INT(recfile_writer_close(w), 0);
 	ASSERT_EQ_INT(lseek(fd, 0, SEEK_SET), 0);
@@ -147,16 +161,47 @@ static int test_stack_copy_sizes(void)
 	while ((ret = recfile_reader_next(r, rec)) == 1) {
 		if (rec->type != RECFILE_USER_REGS)
 			continue;
-		ASSERT_TRUE(n < N);
-		if (check_regs(&rec->user_regs, &want[n]))
+		ASSERT_TRUE(n < 2 * N);
+		if (check_regs(&rec->user_regs, &want[n / 2]))
 			return TEST_FAIL;
 		n++;
 	}
 	ASSERT_EQ_INT(ret, 0);
-	ASSERT_EQ_INT(n, N);
+	ASSERT_EQ_INT(n, 2 * N);
 	recfile_reader_close(r);
 	close(fd);
 	free(rec);
+	return TEST_OK;
+}
+
+/* Pieces that do not add up to stack_len, too many of them, or one without its bytes: refused,
+ * nothing written. */
+static int test_bad_pieces(void)
+{
+	static uint8_t stack[64];
+	struct hvp_bytes segs[HVP_USER_STACK_SEGS + 1] = { { stack, 32 }, { stack + 32, 16 } };
+	struct hvp_user_stack u = mk_user_stack(1, 1, HVP_WALK_END, NULL);
+	struct hvp_user_regs r;
+	struct recfile_writer *w;
+	int fd = mem_file();
+
+	ASSERT_TRUE(fd >= 0);
+	ASSERT_EQ_INT(recfile_writer_open(fd, &w), 0);
+	mk_regs(&r, RECFILE_USER_STACK, 1, 1, NULL, 64, 64);
+	r.stack_segs = segs;
+	r.n_stack_segs = 2; /* 48 bytes for a stack_len of 64 */
+	ASSERT_EQ_INT(recfile_write_user_stack_regs(w, &u, &r), -EINVAL);
+	r.stack_len = 48;
+	r.n_stack_segs = HVP_USER_STACK_SEGS + 1;
+	ASSERT_EQ_INT(recfile_write_user_stack_regs(w, &u, &r), -EINVAL);
+	r.n_stack_segs = 2;
+	segs[1].p = NULL;
+	ASSERT_EQ_INT(recfile_write_user_stack_regs(w, &u, &r), -EINVAL);
+	segs[1].p = stack + 32;
+	ASSERT_EQ_INT(recfile_write_user_stack_regs(w, &u, &r), 0); /* and right: written */
+	ASSERT_EQ_U64(recfile_writer_records(w), 2);
+	ASSERT_EQ_INT(recfile_writer_close(w), 0);
+	close(fd);
 	return TEST_OK;
 }
 
@@ -364,8 +409,9 @@ static int test_loader_accepts(void)
 
 static const struct test_case tests[] = {
 	{ "SAMPLE and USER_STACK pairs with USER_REGS, read back", test_pairs_round_trip },
-	{ "stacks around the non-temporal copy's size, at odd offsets, arrive whole",
+	{ "stacks around the non-temporal copy's size, at odd offsets, whole or in pieces",
 	  test_stack_copy_sizes },
+	{ "USER_REGS stack pieces that do not add up are refused", test_bad_pieces },
 	{ "bad USER_REGS arguments write nothing", test_bad_arguments },
 	{ "malformed USER_REGS records are refused", test_malformed },
 	{ "concurrent pairs stay adjacent", test_pairs_stay_adjacent },

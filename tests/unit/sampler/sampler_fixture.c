@@ -28,9 +28,9 @@ int sink_user_stack(void *ctx, const struct hvp_user_stack *u, const struct hvp_
 	r->stack0 = 0;
 	if (ur) {
 		r->regs = *ur;
-		r->regs.stack = NULL;
+		r->regs.stack = NULL; /* the pieces (stack_segs) stay: they point into fake RAM */
 		if (ur->stack_len >= 8)
-			memcpy(&r->stack0, ur->stack, 8);
+			hvp_user_regs_stack_copy(ur, 0, &r->stack0, 8);
 	}
 	return 0;
 }

@@ -160,6 +160,26 @@ static int test_user_regs_dwarf(void)
 	if (n_recs != 1 || recs[0].regs.stack_size != 8192 || recs[0].regs.stack_len != 8192 ||
 	    sv->c.user_stack_short != 0)
 		goto out;
+	/* read in place (the fake guest maps, as the VMM's does): the guest's bytes, in pieces;
+	 * without a map: copied, the same bytes */
+	{
+		static uint8_t want[8192], got[8192];
+		uint32_t len = 0;
+
+		if (gi_copy_user_stack(&f.fk.fm.mem, &f.fk.fm.pg, ur.sp, want, 8192, &len) ||
+		    len != 8192 || recs[0].regs.n_stack_segs == 0 ||
+		    hvp_user_regs_stack_copy(&recs[0].regs, 0, got, 8192) != 8192 ||
+		    memcmp(got, want, 8192))
+			goto out;
+		f.fk.fm.mem.map = NULL;
+		user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, sv->ustack_segs,
+			       &f.fk.fm.pg, &ur, true);
+		if (sv->ustack_regs.n_stack_segs != 0 || sv->ustack_regs.stack != sv->ustack_stack ||
+		    sv->ustack_regs.stack_len != 8192 || memcmp(sv->ustack_stack, want, 8192))
+			goto out;
+		sv->c.user_stack_copies--; /* the counts below are of the emits */
+		sv->c.user_stack_bytes -= 8192;
+	}
 	ur.sp = U + 0x4000 - 0x100; /* the last 256 bytes of the stack's pages */
 	emit_user_stack(sv, 6, FK_PID, &f.fk.fm.pg, &ur);
 	if (n_recs != 2 || recs[1].regs.stack_len != 0x100 || sv->c.user_stack_short != 1 ||
