@@ -39,6 +39,19 @@ static int counting_read(void *ctx, uint64_t gpa, void *dst, size_t len)
 	return gmem_read(c->inner, gpa, dst, len);
 }
 
+/* Counts the ranges mapped in place (gmem map), then passes them to the fake guest. */
+static const void *counting_map(void *ctx, uint64_t gpa, size_t len)
+{
+	struct counting *c = ctx;
+
+	c->reads++;
+	return gmem_map(c->inner, gpa, len);
+}
+
+/*
+ * The USER_REGS stack of a hostile user stack, read in place: at most HVP_USER_STACK_SEGS
+ * pieces and the bytes asked, every piece inside the fake guest's RAM.
+ */
 struct fixture {
 	struct fakekernel fk;
 	struct gi_regs regs;
@@ -230,6 +243,7 @@ static int run_row(const struct row *r)
 	c.inner = &f.fk.fm.mem;
 	c.reads = 0;
 	mem.read = counting_read;
+	mem.map = NULL;
 	mem.ctx = &c;
 	memset(ips, 0, sizeof(ips));
 	if (r->user) {
@@ -256,6 +270,29 @@ static int run_row(const struct row *r)
 	if (ips[0] != f.regs.rip || ips[n] != 0) {
 		fprintf(stderr, "%s: ips[0] is not rip, or ips written past n\n", r->name);
 		goto out;
+	}
+	if (r->user) { /* the USER_REGS stack read in place: bounded, every piece in RAM */
+		struct hvp_bytes segs[HVP_USER_STACK_SEGS];
+		const uint8_t *ram = f.fk.fm.ram;
+		unsigned int pieces = 0;
+		uint32_t len = 0;
+
+		mem.map = counting_map;
+		c.reads = 0;
+		if (gi_map_user_stack(&mem, &f.regs.pg, f.regs.rsp, HVP_USER_STACK_MAX, segs,
+				      HVP_USER_STACK_SEGS, &pieces, &len) != 0 ||
+		    len > HVP_USER_STACK_MAX ||
+		    c.reads > HVP_USER_STACK_SEGS * (TRANSLATE_READS + 1)) {
+			fprintf(stderr, "%s: stack in place: %u bytes, %llu reads\n", r->name, len,
+				(unsigned long long)c.reads);
+			goto out;
+		}
+		for (unsigned int i = 0; i < pieces; i++)
+			if (segs[i].p < ram || segs[i].len > FAKE_RAM_SIZE ||
+			    segs[i].p > ram + FAKE_RAM_SIZE - segs[i].len) {
+				fprintf(stderr, "%s: piece %u outside RAM\n", r->name, i);
+				goto out;
+			}
 	}
 	ret = TEST_OK;
 out:
