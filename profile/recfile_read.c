@@ -413,6 +413,8 @@ static int decode_user_regs(struct recfile_reader *r, const uint8_t *p, size_t p
 	for (unsigned int i = 0; i < HVP_USER_NREGS; i++)
 		u->regs[i] = get_u64(&p);
 	u->stack = u->stack_len ? p : NULL;
+	u->stack_segs = NULL; /* one piece, @stack: a record read can be written again as is */
+	u->n_stack_segs = 0;
 	return 1;
 }
 
