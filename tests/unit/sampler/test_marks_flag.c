@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of guest-visible marks (sampler/marks.c with flag hooks, sampler/sample.c's exit
+// tail) without /dev/kvm: the exit-work loop's breakpoint stays armed across marks; a mark in the
+// exit tail sets no flag and is resolved by its sample; in deferred mode an exit-tail sample with
+// no mark of its stay is walked into the sample itself.
+#include <string.h>
+
+#include "gi_internal.h"
+#include "sampler_fixture.h"
+#include "test.h"
+
+/* ---------------------------------------------------------------- guest-visible marks */
+
+static int n_flag_arm, n_flag_idle, n_flag_set;
+
+static void flag_arm(struct svcpu *sv)
+{
+	(void)sv;
+	n_flag_arm++;
+}
+
+static void flag_idle(struct svcpu *sv)
+{
+	(void)sv;
+	n_flag_idle++;
+}
+
+static int flag_set(struct svcpu *sv, uint64_t task, const struct gi_paging *pg)
+{
+	(void)sv;
+	(void)task;
+	(void)pg;
+	n_flag_set++;
+	return 0;
+}
+
+/* A 2-vCPU fixture whose marks are guest-visible (flag) ones, with counting hooks (a 4-page
+ * task stack: room for pt_regs at its top, write_pt_regs). */
+static int flag_fixture_init(struct fixture *f)
+{
+	if (fixture_init(f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		return -1;
+	n_flag_arm = n_flag_idle = n_flag_set = 0;
+	f->s->marks.flag_marks = true;
+	f->s->marks.on_flag_first = flag_arm;
+	f->s->marks.on_flag_idle = flag_idle;
+	f->s->marks.set_flag = flag_set;
+	return 0;
+}
+
+/*
+ * The exit-work loop's breakpoint stays armed across marks that follow each other (no
+ * KVM_SET_GUEST_DEBUG per mark): armed by the first flagged mark, not disarmed when the mark is
+ * resolved, disarmed by a hit that finds no mark while none is pending, never while a flagged
+ * mark is pending, and armed again by the next flagged mark.
+ */
+static int test_flag_loop_stays_armed(void)
+{
+	struct fixture f;
+	struct mark_req req;
+	struct svcpu *sv;
+	int ret = TEST_FAIL;
+
+	if (flag_fixture_init(&f))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	req = req_of(&f, FK_PID, &f.entry);
+	for (int i = 0; i < 3; i++) {
+		/* a system-call loop: marked, resolved at the loop, marked again */
+		ASSERT_TRUE(marks_take(sv, &req) != 0);
+		marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg,
+					&f.entry);
+	}
+	ASSERT_EQ_INT(n_flag_set, 3);
+	ASSERT_EQ_INT(n_flag_arm, 3); /* asked each time: vmm_bp_arm returns early when armed */
+	ASSERT_EQ_INT(n_flag_idle, 0);
+	ASSERT_EQ_INT(n_last, 0); /* the sysretq/iretq trap was never armed */
+	ASSERT_EQ_U64(sv->c.resolved_at_return, 3);
+	/* a flagged mark pending: a no-mark hit (another thread's own flag) leaves it armed */
+	ASSERT_TRUE(marks_take(sv, &req) != 0);
+	marks_loop_idle(sv);
+	ASSERT_EQ_INT(n_flag_idle, 0);
+	/* none pending: the next no-mark hit disarms */
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	marks_loop_idle(sv);
+	ASSERT_EQ_INT(n_flag_idle, 1);
+	ASSERT_TRUE(marks_take(sv, &req) != 0);
+	ASSERT_EQ_INT(n_flag_arm, 5);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+/*
+ * A flag mark taken in the exit tail (the thread may have read its flags for the last time)
+ * sets no flag and arms nothing: the sample resolves it at once (sample.c). A mark of the same
+ * stay flagged earlier keeps its flag and is resolved the same way.
+ */
+static int test_flag_exit_tail(void)
+{
+	struct fixture f;
+	struct mark_req req;
+	struct svcpu *sv;
+	uint64_t c;
+	int ret = TEST_FAIL;
+
+	if (flag_fixture_init(&f))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	req = req_of(&f, FK_PID, &f.entry);
+	req.exit_tail = true;
+	c = marks_take(sv, &req);
+	ASSERT_TRUE(c != 0);
+	ASSERT_EQ_INT(n_flag_set, 0);
+	ASSERT_EQ_INT(n_flag_arm, 0);
+	ASSERT_EQ_INT(n_first, 0); /* the sysretq/iretq trap is not armed */
+	ASSERT_EQ_U64(sv->c.marks_trapped, 0);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 1);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	ASSERT_EQ_INT(n_recs, 1);
+	ASSERT_EQ_INT(check_good_walk(&recs[0], c), TEST_OK);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+	/* flagged at an earlier sample of the stay, then sampled in the tail: no second flag */
+	req.exit_tail = false;
+	c = marks_take(sv, &req);
+	ASSERT_EQ_INT(n_flag_set, 1);
+	req.exit_tail = true;
+	ASSERT_EQ_U64(marks_take(sv, &req), c);
+	ASSERT_EQ_INT(n_flag_set, 1);
+	ASSERT_EQ_INT(n_first, 0);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+/* Make [@start, @end) of the fake kernel's text its whole exit tail (gi_chain_in_exit_tail). */
+static void fake_exit_tail(struct fixture *f, uint64_t start, uint64_t end)
+{
+	struct gi *gi = f->fk.gi;
+
+	/* the loop's own code, where no sample of the test stands */
+	gi->exit_work.head = FK_STEXT + 0x10000;
+	gi->exit_work.loop_end = FK_STEXT + 0x10010;
+	gi->exit_work.loop_cli = 0;
+	gi->tail[0][0] = start;
+	gi->tail[0][1] = end;
+	gi->n_tail = 1;
+	gi->tail_lo = start;
+	gi->tail_hi = end;
+}
+
+/* A kernel sample of the fake task at @rip (one kernel frame), for user_part_of_kernel_sample. */
+static void tail_sample(struct hvp_sample *smp, uint64_t rip)
+{
+	memset(smp, 0, sizeof(*smp));
+	smp->pid = FK_PID;
+	smp->rip = rip;
+	smp->kernel_ips[0] = rip;
+	smp->n_kernel = 1;
+}
+
+/*
+ * Deferred mode: a sample in the exit tail of a thread with no mark of its stay walks pt_regs
+ * into the sample itself (the registers the return would walk): no mark, no USER_STACK. A tail
+ * sample of a stay that already has a mark shares the mark and resolves it at once. In "both"
+ * mode the tail sample still makes its mark: the deferred walk is cross-checked there.
+ */
+static int test_flag_exit_tail_inline(void)
+{
+	const uint64_t tail = FK_STEXT + 0x100, body = FK_STEXT + 0x400;
+	struct fixture f;
+	struct hvp_sample smp;
+	struct svcpu *sv;
+	uint64_t c;
+	int ret = TEST_FAIL;
+
+	if (flag_fixture_init(&f))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	f.s->traps.flag = true;
+	fake_exit_tail(&f, tail, tail + 0x100);
+	ASSERT_TRUE(gi_chain_in_exit_tail(f.fk.gi, tail, NULL, 0));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, body, NULL, 0));
+	ASSERT_EQ_INT(write_pt_regs(&f, &f.entry), 0);
+
+	/* no mark of the stay: walked into the sample */
+	tail_sample(&smp, tail);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_INT(smp.n_user, 4); /* ip + 3 frames: the fixture's good chain */
+	ASSERT_EQ_U64(smp.user_ips[0], f.entry.ip);
+	ASSERT_TRUE(smp.user_stop != HVP_WALK_DEFERRED);
+	ASSERT_TRUE(sv->sample_has_regs);
+	ASSERT_EQ_INT(n_recs, 0);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+	ASSERT_EQ_U64(sv->c.tail_walked_inline, 1);
+	ASSERT_EQ_U64(sv->c.marks_resolved_in_tail, 0);
+	ASSERT_EQ_INT(n_flag_set, 0);
+
+	/* an earlier sample of the stay flagged a mark: the tail sample joins and resolves it */
+	tail_sample(&smp, body);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	c = smp.cookie;
+	ASSERT_TRUE(c != 0);
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_INT(n_flag_set, 1);
+	tail_sample(&smp, tail);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_EQ_U64(smp.cookie, c);
+	ASSERT_EQ_INT(n_recs, 1);
+	ASSERT_EQ_INT(check_good_walk(&recs[0], c), TEST_OK);
+	ASSERT_EQ_U64(sv->c.marks_resolved_in_tail, 1);
+	ASSERT_EQ_U64(sv->c.tail_walked_inline, 1);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+
+	/* "both": the tail sample makes its mark (resolved at once) beside its eager walk */
+	f.s->callchain = SAMPLER_CALLCHAIN_BOTH;
+	tail_sample(&smp, tail);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_TRUE(smp.cookie != 0 && smp.cookie != c);
+	ASSERT_EQ_INT(n_recs, 2);
+	ASSERT_EQ_INT(check_good_walk(&recs[1], smp.cookie), TEST_OK);
+	ASSERT_EQ_INT(smp.n_user, 4);
+	ASSERT_EQ_U64(sv->c.marks_resolved_in_tail, 2);
+	ASSERT_EQ_U64(sv->c.tail_walked_inline, 1);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+static const struct test_case tests[] = {
+	{ "flag marks: the loop stays armed across marks, off when idle", test_flag_loop_stays_armed },
+	{ "flag marks in the exit tail: no flag, no trap, resolved by the sample", test_flag_exit_tail },
+	{ "deferred, exit tail, no mark yet: walked into the sample, no mark",
+	  test_flag_exit_tail_inline },
+};
+
+TEST_MAIN(tests)
