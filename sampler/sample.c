@@ -216,10 +216,10 @@ static void sample_init(struct svcpu *sv, struct hvp_sample *smp, uint64_t t0, u
 	sv->sample_kstack_kva = sv->sample_kstack_task = 0;
 }
 
-/* The callchains of a sample whose thread is known (@task 0: not known). @t_ns: now (host ns),
- * the start of the kernel unwind's time. */
+/* The callchains of a sample whose thread is known (@task 0: not known). @k_now: now (stage
+ * clock ticks), the start of the kernel unwind's time. */
 static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kvm_regs *regs,
-		       const struct gi_regs *gr, uint64_t task, bool exiting, uint64_t t_ns,
+		       const struct gi_regs *gr, uint64_t task, bool exiting, uint64_t k_now,
 		       uint64_t mm, bool execve)
 {
 	struct sampler *s = sv->s;
@@ -262,15 +262,13 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 		if (!atomic_load(&s->first_user_ns))
 			atomic_store(&s->first_user_ns, smp->time_ns);
 	} else {
-		uint64_t t0 = t_ns;
-
 		why = gi_unwind_kernel(s->gi, s->mem, gr, task, smp->kernel_ips, HVP_MAX_CALLCHAIN,
 				       &n);
 		smp->n_kernel = (uint16_t)n;
 		smp->kernel_stop = (uint8_t)why;
 		count_walk_stop(sv, why, false);
 		sv->c.samples_kernel++;
-		sv->c.sample_ns_kernel_unwind += vmm_now_ns() - t0;
+		sv->c.sample_ns_kernel_unwind += stage_ns(&s->clock, stage_now(&s->clock) - k_now);
 		if (user_thread)
 			user_part_of_kernel_sample(sv, smp, task, &gr->pg, NULL, exiting, mm,
 						   execve);
@@ -329,17 +327,17 @@ int sample_take(struct svcpu *sv)
 {
 	struct kvm_regs *regs;
 	struct kvm_sregs *sregs;
-	uint64_t t0 = vmm_now_ns(), period;
+	uint64_t t0 = vmm_now_ns(), k0 = stage_now(&sv->s->clock), period;
 
 	if (!sv->s->gi || !sv->s->cfg.sink || vmm_vcpu_regs(sv->v, &regs, &sregs) != 0)
 		return 0;
 	/* read for every overflow, recorded or not: the next sample weighs only what follows */
 	period = counter_period(sv).period;
-	return sample_from_regs(sv, regs, sregs, period, t0);
+	return sample_from_regs(sv, regs, sregs, period, t0, k0);
 }
 
 int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
-		     const struct kvm_sregs *sregs, uint64_t period, uint64_t t0)
+		     const struct kvm_sregs *sregs, uint64_t period, uint64_t t0, uint64_t k0)
 {
 	struct sampler *s = sv->s;
 	const struct sampler_sink *sink = s->cfg.sink;
@@ -347,7 +345,7 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 	struct gi_regs gr;
 	struct hvp_thread thr;
 	struct gi_thread_state st = { 0 };
-	uint64_t t1, t2, task = 0;
+	uint64_t k1, k2, ns, task = 0;
 	bool exiting = false, execve = false;
 
 	if (!s->gi || !sink)
@@ -357,8 +355,8 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 		sv->c.samples_not_long_mode++;
 		return 0;
 	}
-	t1 = vmm_now_ns();
-	sv->c.sample_ns_regs += t1 - t0;
+	k1 = stage_now(&s->clock);
+	sv->c.sample_ns_regs += stage_ns(&s->clock, k1 - k0);
 	if ((sregs->cs.selector & 3) == 0)
 		kwatch_kernel(sv, sregs);
 	else
@@ -388,30 +386,33 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 		sv->c.samples_no_task++;
 		task = 0;
 	}
-	t2 = vmm_now_ns();
-	sv->c.sample_ns_identity += t2 - t1;
+	k2 = stage_now(&s->clock);
+	sv->c.sample_ns_identity += stage_ns(&s->clock, k2 - k1);
 	if (exiting && smp->cpl == 0)
 		sv->c.samples_exiting++;
 
 	{
 		uint64_t unwind_ns = sv->c.sample_ns_kernel_unwind;
 
-		callchains(sv, smp, regs, &gr, task, exiting, t2, st.mm, execve);
+		callchains(sv, smp, regs, &gr, task, exiting, k2, st.mm, execve);
 		if (smp->cpl == 0 && task)
 			gi_task_stack_learn(&gr.pg, &sv->tasks, task);
 		sv->c.samples++;
 		marks_expire(sv, t0);
-		t1 = vmm_now_ns();
+		k1 = stage_now(&s->clock);
 		unwind_ns = sv->c.sample_ns_kernel_unwind - unwind_ns;
-		sv->c.sample_ns_user += t1 - t2 - unwind_ns;
+		ns = stage_ns(&s->clock, k1 - k2);
+		/* the unwind's own reading of the clock may round a tick above the whole */
+		sv->c.sample_ns_user += ns > unwind_ns ? ns - unwind_ns : 0;
 	}
 	if (sink->sample)
 		write_sample(sv, smp);
-	t2 = vmm_now_ns();
+	k2 = stage_now(&s->clock);
 	sv->c.tcache_kept_hits = sv->tcache.kept_hits;
-	sv->c.sample_ns_write += t2 - t1;
-	sv->c.sample_ns_total += t2 - t0;
+	sv->c.sample_ns_write += stage_ns(&s->clock, k2 - k1);
+	ns = stage_ns(&s->clock, k2 - k0);
+	sv->c.sample_ns_total += ns;
 	if (atomic_load_explicit(&s->in_workload, memory_order_relaxed))
-		count_in_workload(sv, t2 - t0);
+		count_in_workload(sv, ns);
 	return s->vm && vmm_stopping(s->vm) ? 1 : 0;
 }

@@ -282,6 +282,7 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 	s->maxphyaddr = maxphyaddr;
 	s->callchain = cfg->callchain_mode;
 	s->ustack_size = ustack_size;
+	stage_clock_init(&s->clock);
 	atomic_store(&s->hz, cfg->sample_hz);
 	marks_init(&s->marks, cfg->mark_timeout_ns ? cfg->mark_timeout_ns : 100000000ull);
 	if (cfg->start == SAMPLER_START_BOOT ||
@@ -340,13 +341,14 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 	if (gi && cfg->sample_hz)
 		traps_setup(s);
 	kwatch_setup(s);
-	snprintf(s->strategy, sizeof(s->strategy), ", user-callchains=%s%s, kernel-callchains=%s",
+	snprintf(s->strategy, sizeof(s->strategy),
+		 ", user-callchains=%s%s, kernel-callchains=%s, stage-clock=%s",
 		 callchain_name(s->callchain),
 		 s->callchain == SAMPLER_CALLCHAIN_EAGER ? ""
 		 : s->traps.flag ? " (guest-visible marks: TIF_NOTIFY_RESUME and a breakpoint where the "
 				   "exit-work loop clears it; samples in the exit tail walked from pt_regs at once)"
 				 : " (breakpoints on sysretq/iretq)",
-		 gi_kernel_unwinder(gi));
+		 gi_kernel_unwinder(gi), s->clock.tsc ? "tsc" : "monotonic");
 	hooks = (struct vmm_hooks){ .ctx = s, .vcpu_start = hook_vcpu_start,
 				    .vcpu_stop = hook_vcpu_stop, .overflow = hook_overflow,
 				    .debug = trap_debug_hook, .io = hook_io,

@@ -16,6 +16,45 @@
 
 struct sampler;
 
+/* ---------------------------------------------------------------- stage clock */
+
+/*
+ * The clock of the sampler's stage counters (sample_ns_*, trap_ns_total, user_stack_copy_ns),
+ * read several times per sample: the TSC (RDTSC, ~10 ns) where the host kernel keeps its own time
+ * with it (clocksource "tsc": invariant, synchronized across CPUs), its rate measured against
+ * CLOCK_MONOTONIC when the sampler is made (stageclock.c); else vmm_now_ns() (~25 ns through the
+ * vDSO on the PVM host where it was measured: a tenth of a warm sample's time with seven reads).
+ * Times written into records stay vmm_now_ns(): the recording is ordered by that clock.
+ */
+struct stage_clock {
+	bool tsc;      /* ticks are TSC cycles; false: ticks are ns (vmm_now_ns) */
+	uint64_t mult; /* with tsc: ns = ticks * mult >> 32 */
+};
+
+/* Fill @c: TSC where the host keeps time with it (after a 1 ms calibration), else ns. */
+void stage_clock_init(struct stage_clock *c);
+
+static inline uint64_t stage_tsc(void)
+{
+#if defined(__x86_64__)
+	return __builtin_ia32_rdtsc();
+#else
+	return 0;
+#endif
+}
+
+/* Now, in @c's ticks. */
+static inline uint64_t stage_now(const struct stage_clock *c)
+{
+	return c->tsc ? stage_tsc() : vmm_now_ns();
+}
+
+/* @ticks of @c in ns. */
+static inline uint64_t stage_ns(const struct stage_clock *c, uint64_t ticks)
+{
+	return c->tsc ? (uint64_t)(((unsigned __int128)ticks * c->mult) >> 32) : ticks;
+}
+
 /* ---------------------------------------------------------------- per vCPU */
 
 /* An identity as note_identity (identity.c) saw it: thread, mm, the mm's map count. */
@@ -254,6 +293,7 @@ struct sampler {
 	enum sampler_counter_kind counter;
 	enum sampler_callchain_mode callchain;
 	uint32_t ustack_size;      /* stack bytes each user walk copies (64 in fp mode) */
+	struct stage_clock clock;  /* of the stage counters */
 	char strategy[256];
 	struct marks marks;
 	struct traps traps;
@@ -363,11 +403,12 @@ int sample_take(struct svcpu *sv);
 /*
  * The sample of registers @regs/@sregs (a vCPU's, as KVM returns them; unit tests and the
  * sample benchmark pass their own), weighing @period (counter units: ns of vCPU CPU time), the
- * overflow seen at host time @t0 (ns, vmm_now_ns). Everything sample_take does after reading
- * the vCPU: identity, callchains, marks, records to the sink, counters. Return as sample_take.
+ * overflow seen at host time @t0 (ns, vmm_now_ns), @k0 in the stage clock's ticks (stage_now:
+ * the stage counters run from there). Everything sample_take does after reading the vCPU:
+ * identity, callchains, marks, records to the sink, counters. Return as sample_take.
  */
 int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
-		     const struct kvm_sregs *sregs, uint64_t period, uint64_t t0);
+		     const struct kvm_sregs *sregs, uint64_t period, uint64_t t0, uint64_t k0);
 /* The user part of a kernel-mode sample of a user thread (deferred: a mark; eager: a walk). */
 void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64_t task,
 				const struct gi_paging *pg, const struct gi_user_regs *entry,

@@ -219,7 +219,7 @@ static int trap_hit(struct svcpu *sv, bool is_sysret, bool repeat)
 	struct kvm_sregs *sregs;
 	struct gi_paging pg;
 	struct gi_user_regs ur;
-	uint64_t frame[5] = { 0 }, t0 = vmm_now_ns(), no_mark = sv->c.traps_no_mark;
+	uint64_t frame[5] = { 0 }, k0 = stage_now(&s->clock), no_mark = sv->c.traps_no_mark;
 	int err;
 
 	if (!repeat) /* a repeat was counted at its first exit */
@@ -255,7 +255,7 @@ static int trap_hit(struct svcpu *sv, bool is_sysret, bool repeat)
 				: complete_iret(sv, regs, sregs, &pg, frame);
 	if (err)
 		goto fail;
-	sv->c.trap_ns_total += vmm_now_ns() - t0;
+	sv->c.trap_ns_total += stage_ns(&s->clock, stage_now(&s->clock) - k0);
 	return 0;
 fail:
 	vmm_end(s->vm, HVP_END_ERROR, -1, "vCPU %u: return-to-user trap failed: %s", sv->index,
@@ -332,7 +332,7 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 	struct kvm_sregs *sregs;
 	struct gi_paging pg;
 	struct gi_user_regs ur;
-	uint64_t task, t0 = vmm_now_ns();
+	uint64_t task, k0 = stage_now(&s->clock);
 	struct gi_thread_state st;
 	struct hvp_thread t;
 	uint8_t b[sizeof(w->clear_bytes)];
@@ -391,7 +391,7 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 		err = complete_clear(sv, regs, &pg);
 	if (err)
 		goto fail;
-	sv->c.trap_ns_total += vmm_now_ns() - t0;
+	sv->c.trap_ns_total += stage_ns(&s->clock, stage_now(&s->clock) - k0);
 	return 0;
 fail:
 	vmm_end(s->vm, HVP_END_ERROR, -1, "vCPU %u: exit-work loop trap failed: %s", sv->index,

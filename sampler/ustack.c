@@ -62,7 +62,7 @@ void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
 	r->n_stack_segs = 0;
 	dwarf_regs(ur, r->regs);
 	if (copy && buf) {
-		uint64_t t0 = vmm_now_ns();
+		uint64_t k0 = stage_now(&s->clock);
 
 		/* In place where guest RAM can be (the writer copies the pages into the record
 		 * once), else into @buf. Bounded: at most ustack_size bytes, one page walk per
@@ -83,7 +83,7 @@ void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
 			sv->c.user_stack_short++;
 		sv->c.user_stack_copies++;
 		sv->c.user_stack_bytes += len;
-		sv->c.user_stack_copy_ns += vmm_now_ns() - t0;
+		sv->c.user_stack_copy_ns += stage_ns(&s->clock, stage_now(&s->clock) - k0);
 	} else {
 		sv->c.user_stack_not_copied++;
 	}
