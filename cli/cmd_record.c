@@ -391,7 +391,11 @@ static void print_summary(const struct guest *gs, const struct vmm_result *res,
 	char boot[64] = "";
 
 	vmm_get_counters(gs->vm, &vc);
-	vcpu_secs = (double)vc.vcpu_cpu_ns / 1e9;
+	/* the vCPU time sampled: with the clock counter its periods (ns of vCPU time) add up to it,
+	 * boot left out when sampling started later (--from); else the vCPU threads' CPU time */
+	vcpu_secs = sampler_counter_kind(gs->sampler) == SAMPLER_COUNTER_CPU_CLOCK && cnt->period_total
+			    ? (double)cnt->period_total / 1e9
+			    : (double)vc.vcpu_cpu_ns / 1e9;
 	if (first_user)
 		snprintf(boot, sizeof(boot), "; boot to first user sample %.1f s",
 			 (double)first_user / 1e9);

@@ -398,6 +398,7 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 		if (smp->cpl == 0 && task)
 			gi_task_stack_learn(&gr.pg, &sv->tasks, task);
 		sv->c.samples++;
+		sv->c.period_total += period;
 		marks_expire(sv, t0);
 		k1 = stage_now(&s->clock);
 		unwind_ns = sv->c.sample_ns_kernel_unwind - unwind_ns;

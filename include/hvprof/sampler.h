@@ -192,6 +192,8 @@ struct sampler_config {
 	X(marks_refused_off)    /* kernel samples of a late vCPU after sampling stopped: no mark */ \
 	X(overflows_merged)     /* overflows merged into a sample (period ~ k x nominal: k-1) */ \
 	X(period_fallbacks)     /* samples given the nominal period (count unread or absurd) */ \
+	X(period_total)         /* the samples' periods added up (counter units: with cpu-clock, \
+				 * ns of vCPU time sampled) */                                  \
 	X(ident_cache_hits)     /* identities from the vCPU's task cache (pid, comm, mm re-read) */ \
 	X(ident_cache_misses)   /* ... read in full (task new to the cache, or changed) */      \
 	X(tcache_kept_hits)     /* translations kept from an earlier sample (the direct map) */ \

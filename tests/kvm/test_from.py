@@ -72,6 +72,18 @@ check("exits_intr near zero before the start (all within the sampled part at -F)
       f"exits_intr {cnt.get('exits_intr')} <= {bound:.0f} ({sampled_s:.1f} s sampled of "
       f"{runtime / 1e9:.1f} s)")
 
+# The summary's rate counts the vCPU time sampled (the periods added up: period_total), not the
+# boot before sampling started: at -F 1000 it reads ~1000 per vCPU-second, where the vCPU
+# threads' whole CPU time gave ~150.
+m = re.search(r"([\d.]+) per vCPU-second", summary)
+per = float(m.group(1)) if m else 0.0
+check("summary: samples per vCPU-second sampled equal -F within 10%", 900 <= per <= 1100,
+      f"{per:.0f} (period_total {cnt.get('period_total', 0) / 1e9:.2f} s, "
+      f"vcpu_cpu_ns {cnt.get('vcpu_cpu_ns', 0) / 1e9:.2f} s)")
+check("period_total: the vCPU time sampled, well below the vCPU threads' CPU time",
+      0 < cnt.get("period_total", 0) < cnt.get("vcpu_cpu_ns", 0) / 2,
+      f"{cnt.get('period_total')} / {cnt.get('vcpu_cpu_ns')}")
+
 # The demo's share of the samples inside the two workload windows: between them the guest's
 # init starts the next run in emulated kernel code, a gap that a loaded host stretches (58.6% of
 # all samples were the demo's in an ASan run beside two other boots, against >= 60% otherwise).
