@@ -299,6 +299,10 @@ struct profile_options;
 int cli_filter_opt(struct profile_options *po, int code, const char *arg);
 /* Check @po's filters once parsed: 0, or -EINVAL after printing what is wrong. */
 int cli_filter_check(const struct profile_options *po);
+struct profile;
+/* After loading @path with filters: a warning line on stderr when they left no sample of the
+ * recording's (an empty report or flame graph is then no finding about the guest). */
+void cli_filter_warn_empty(const struct profile *p, const char *path);
 /* Print an error line "hvprof: ..." to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Install SIGINT/SIGTERM handlers that ask @vm to stop; restore with NULL. */

@@ -142,6 +142,7 @@ static int export_main(int argc, char **argv, const struct export_mode *m)
 		cli_error("%s", errbuf[0] ? errbuf : hvp_strerror(err));
 		return EXIT_ERROR;
 	}
+	cli_filter_warn_empty(p, input);
 	if (output) {
 		fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0) {

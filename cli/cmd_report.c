@@ -25,6 +25,7 @@ static int load(const char *path, const struct profile_options *po, struct profi
 		return err;
 	}
 	/* a damaged tail was already reported by the loader (pr_warn), with what was kept */
+	cli_filter_warn_empty(*p, path);
 	return 0;
 }
 

@@ -2,7 +2,9 @@
 // The sample filters of report, flamegraph, export and diff (--comm, --pid, --tid, --time,
 // --kernel-only, --user-only): one parser for all four readers.
 #include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include <hvprof/profile.h>
 
@@ -46,4 +48,15 @@ int cli_filter_check(const struct profile_options *po)
 		return 0;
 	cli_error("%s", errbuf[0] ? errbuf : "bad filter");
 	return -EINVAL;
+}
+
+void cli_filter_warn_empty(const struct profile *p, const char *path)
+{
+	struct profile_stats st;
+
+	profile_get_stats(p, &st);
+	if (st.samples == 0 && st.filtered_out > 0)
+		fprintf(stderr,
+			"hvprof: warning: %s: no sample matched the filters (all %" PRIu64
+			" left out)\n", path, st.filtered_out);
 }

@@ -152,5 +152,25 @@ ok = status == 0 and "# Filtered: --comm sh --time 1.5,: kept 0 of 0 samples (0.
 print(f"{'ok' if ok else 'FAIL'}: filtered report says what was filtered: exit {status}")
 failures += not ok
 
+# Filters that leave no sample of a recording that has some: a warning names the file (the
+# report itself stays, exit 0). A user-mode SAMPLE (docs/recording-format.md: 72 fixed bytes).
+sampled = os.path.join(work, "sampled.data")
+with open(sampled, "wb") as f:
+    smp = struct.pack("<QIBBBBQQQiiQQHHI", 1000000, 0, 3, 1, 0, 0, 0x401000, 0x1000, 0, 42, 42,
+                      0, 1000000, 0, 0, 0)
+    f.write(HEADER + meta("counter", "cpu-clock") + meta("vcpus", "1") + record(2, smp))
+for args in (("report", "-i", sampled, "--comm", "nosuchcomm"),
+             ("flamegraph", "-i", sampled, "--pid", "7", "-o", os.path.join(work, "f.svg"))):
+    status, out, err = run(*args)
+    ok = status == 0 and f"warning: {sampled}: no sample matched the filters (all 1 left out)" in err
+    print(f"{'ok' if ok else 'FAIL'}: {args[0]}: filters that keep nothing warn: exit {status}, "
+          f"stderr {err.strip()!r}")
+    failures += not ok
+status, out, err = run("report", "-i", sampled, "--pid", "42")
+ok = status == 0 and "no sample matched" not in err and "kept 1 of 1" in out
+print(f"{'ok' if ok else 'FAIL'}: filters that keep a sample do not warn: exit {status}, "
+      f"stderr {err.strip()!r}")
+failures += not ok
+
 print(f"{failures} failure(s)" if failures else "all passed")
 sys.exit(1 if failures else 0)
