@@ -143,6 +143,9 @@ int guest_opt_parse(struct guest_opts *g, int code, const char *arg);
 /* Resolve the image, read the manifest and the initrd, build the command line. Prints errors. */
 int guest_opts_finish(struct guest_opts *g);
 void guest_opts_free(struct guest_opts *g);
+/* --image NAME|DIR for a command that only reads the image's files (kernel-info): resolve it (a
+ * bundled one is built when missing) and read its manifest into @g's m_* paths. Prints errors. */
+int guest_opts_read_image(struct guest_opts *g, const char *arg);
 /* Usage checks of the domain options, after parsing; prints and returns -EINVAL. */
 int guest_opts_check(const struct guest_opts *g);
 /* Map --domain/--domain-xml into @g where no flag was given. Prints errors and the warning. */

@@ -12,8 +12,11 @@
 #include "cli.h"
 
 static const char kernel_info_usage[] =
-	"usage: hvprof kernel-info --kernel FILE [--btf FILE] [--symbols FILE] [--json]\n\n"
+	"usage: hvprof kernel-info --kernel FILE|--image NAME|DIR [--btf FILE] [--symbols FILE]\n"
+	"                          [--json]\n\n"
 	"  --kernel FILE   vmlinux (ELF, stripped or not) or bzImage (xz/zstd/gzip payload)\n"
+	"  --image NAME|DIR  a guest image's kernel, with the BTF its manifest names (default,\n"
+	"                  debian, or an image directory: docs/guest-interface.md)\n"
 	"  --btf FILE      BTF to use instead of the image's own .BTF\n"
 	"  --symbols FILE  System.map or a /proc/kallsyms copy, used when the image has no symtab\n"
 	"  --json          one JSON object on stdout\n";
@@ -195,13 +198,15 @@ int cmd_kernel_info(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "kernel", required_argument, NULL, 'k' },
+		{ "image", required_argument, NULL, 'i' },
 		{ "btf", required_argument, NULL, 'b' },
 		{ "symbols", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *kernel = NULL, *btf = NULL, *symbols = NULL;
+	const char *kernel = NULL, *btf = NULL, *symbols = NULL, *image = NULL;
+	struct guest_opts g;
 	struct gi_kernel_desc d;
 	bool json = false;
 	int c, err;
@@ -211,6 +216,9 @@ int cmd_kernel_info(int argc, char **argv)
 		switch (c) {
 		case 'k':
 			kernel = optarg;
+			break;
+		case 'i':
+			image = optarg;
 			break;
 		case 'b':
 			btf = optarg;
@@ -229,9 +237,23 @@ int cmd_kernel_info(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (optind < argc || !kernel) {
-		cli_error("kernel-info: %s", kernel ? "unexpected argument" : "--kernel FILE is required");
+	if (optind < argc || !kernel == !image) {
+		cli_error("kernel-info: %s", optind < argc ? "unexpected argument"
+					     : kernel	   ? "--kernel and --image: give one"
+							   : "--kernel FILE or --image NAME|DIR is required");
 		return EXIT_USAGE;
+	}
+	guest_opts_init(&g);
+	if (image) {
+		/* the image's vmlinux (symbols), and its BTF unless --btf names one */
+		err = guest_opts_read_image(&g, image);
+		if (err) {
+			guest_opts_free(&g);
+			return EXIT_ERROR;
+		}
+		kernel = g.m_kernel;
+		if (!btf)
+			btf = g.m_btf;
 	}
 	err = gi_kernel_describe(kernel, btf, symbols, &d);
 	if (err) {
@@ -243,11 +265,13 @@ int cmd_kernel_info(int argc, char **argv)
 					  : err == -EBADMSG ? "neither an x86-64 vmlinux ELF nor a bzImage "
 							      "whose payload decompresses"
 							    : hvp_strerror(err));
+		guest_opts_free(&g);
 		return EXIT_ERROR;
 	}
 	if (json)
 		print_json(&d, kernel);
 	else
 		print_text(&d, kernel);
+	guest_opts_free(&g); /* after the last use of @kernel, which may be the image's */
 	return EXIT_OK;
 }

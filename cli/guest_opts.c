@@ -341,6 +341,14 @@ static char *run_word(const char *cmd)
 	return out;
 }
 
+int guest_opts_read_image(struct guest_opts *g, const char *arg)
+{
+	const char *dir;
+	int err = image_resolve(g, arg, &dir);
+
+	return err ?: read_manifest(g, dir);
+}
+
 int guest_opts_finish(struct guest_opts *g)
 {
 	static char dflt[PATH_MAX];

@@ -103,5 +103,27 @@ status, _, err = run("run", "--image", img, "--add", f"{sys.argv[0]}:/root/t.py"
 check("--add on a disk image without add_initrd", status == 3 and "has no add_initrd" in
       last_error(err) and img in last_error(err), f"exit {status}, {err.strip()!r}")
 
+# kernel-info --image: the manifest's kernel is the one described (this one is not an ELF:
+# the error names it), and --kernel with --image is a usage error.
+status, _, err = run("kernel-info", "--image", img)
+check("kernel-info --image DIR reads the manifest's kernel", status == 3 and
+      f"{img}/vmlinux: neither an x86-64 vmlinux ELF" in last_error(err),
+      f"exit {status}, {err.strip()!r}")
+status, _, err = run("kernel-info", "--image", img, "--kernel", os.path.join(img, "vmlinux"))
+check("kernel-info: --kernel and --image together", status == 2 and "give one" in err,
+      f"exit {status}, {err.strip()!r}")
+# The bundled default image, when this machine has it built: its BTF comes from vmlinux.btf
+# (the kernel itself has no .BTF section), as record and run take it.
+cache = os.environ.get("HVPROF_CACHE") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hvprof")
+if os.path.exists(os.path.join(cache, "images", "default", "manifest")):
+    status, out, err = run("kernel-info", "--image", "default")
+    btf = next((line for line in out.splitlines() if line.startswith("BTF:")), "")
+    check("kernel-info --image default: BTF from the image's vmlinux.btf", status == 0 and
+          "vmlinux.btf; task_struct pid=" in btf and "missing:       nothing" in out,
+          f"exit {status}, {btf!r}, {err.strip()!r}")
+else:
+    print("skip: kernel-info --image default: the default image is not built on this machine")
+
 print(f"{failures} failure(s)" if failures else "all passed")
 sys.exit(1 if failures else 0)
