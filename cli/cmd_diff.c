@@ -377,6 +377,15 @@ static int load_run(struct diff_sides *ds, int s, size_t i, const struct profile
 	} else if (scan) {
 		err = profile_scan_check(scan, profile_stacks_total(ds->stacks[s][i]),
 					 PROFILE_DIFF_MIN_RUN_SAMPLES, why, sizeof(why));
+		if (err == -ECANCELED && !scan->has_end && w >= 0 && scan->windows[w].has_end) {
+			/* the recording was cut short after this window's end (WORKLOAD_END, status
+			 * 0): the window is whole; the cut is said, and the open window is left
+			 * out as any last window without its end */
+			add_note(ds, "%s %s: the recording has no END record (cut short after this "
+				 "window)", side, path);
+			err = 0;
+			why[0] = '\0';
+		}
 	} else if (!profile_stacks_total(ds->stacks[s][i])) {
 		err = -ENODATA;
 	}

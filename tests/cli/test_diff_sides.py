@@ -145,7 +145,7 @@ code, out, err = run("--base", good, good2)
 check("--base with positional files: usage", code == 2, f"{code} {err}")
 
 
-def write_repeat(name, extras, inside=1500, open_last=False, status=0):
+def write_repeat(name, extras, inside=1500, open_last=False, status=0, end_rec=True):
     """record --repeat: one window of `inside` samples per extra (1 s each, 2 s apart), the
     first `extra` of each in K_IN2; 300 samples between windows."""
     body = [HEADER, meta("counter", "cpu-clock")]
@@ -157,7 +157,8 @@ def write_repeat(name, extras, inside=1500, open_last=False, status=0):
                  for i, in_rip in ((i, K_IN) for i in range(inside))]
         if not (open_last and w == len(extras) - 1):
             body.append(event(t0 + 1000 * MS, 3, status if w == 1 else 0))
-    body.append(end(1, status))
+    if end_rec:
+        body.append(end(1, status))
     path = os.path.join(work, name)
     with open(path, "wb") as f:
         f.write(b"".join(body))
@@ -201,6 +202,20 @@ d = json.loads(out) if out.startswith("{") else {}
 check("a last window without its end is left out, said", code == 0 and
       len(d["base"]["runs"]) == 2 and any("window 3 has no end" in n for n in d["notes"]),
       f"{code} {err} {out[:300]}")
+# cut short in its last window (no END): the windows that ended are whole and compared, the
+# open one is left out, and the cut is said (it used to fail naming window 1)
+rc = write_repeat("rc.data", (0, 100, 50), open_last=True, end_rec=False)
+code, out, err = run("--format", "json", "--base", rb, "--new", rc)
+d = json.loads(out) if out.startswith("{") else {}
+check("cut short in its last window: the ended windows compared, the cut said", code == 0 and
+      [r["name"] for r in d["new"]["runs"]] == [f"{rc}#1", f"{rc}#2"] and
+      any("window 3 has no end" in n for n in d["notes"]) and
+      any("no END record (cut short after this window)" in n for n in d["notes"]),
+      f"{code} {err} {out[:500]}")
+rc1 = write_repeat("rc1.data", (0,), open_last=True, end_rec=False)
+code, out, err = run(rb, rc1)
+check("cut short in its only window: still an error naming it", code == 3 and
+      "no END record" in err and rc1 in err, f"{code} {err}")
 r = subprocess.run([HVPROF, "report", "-i", rb], capture_output=True, text=True, timeout=60)
 check("report: how many windows", "# Workload windows: 3 (record --repeat; diff compares each as"
       " a run): 1.000 s to 2.000 s ... 5.000 s to 6.000 s\n# Workload windows: exit status 0 in "
