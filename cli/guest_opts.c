@@ -381,9 +381,17 @@ int guest_opts_finish(struct guest_opts *g)
 	if (dir) {
 		struct stat st;
 
-		if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-			cli_error("--image %s: not a directory%s", dir,
-				  strchr(dir, '/') ? "" : ", nor a bundled image (default, debian)");
+		int rc = stat(dir, &st);
+
+		if (rc != 0 || !S_ISDIR(st.st_mode)) {
+			bool missing = rc != 0 && errno == ENOENT;
+
+			if (!strchr(dir, '/')) /* a name: neither a directory here nor a bundled one */
+				cli_error("--image %s: not a directory, nor a bundled image (default, "
+					  "debian)", dir);
+			else
+				cli_error("--image %s: %s", dir,
+					  missing ? "no such file or directory" : "not a directory");
 			return -ENOENT;
 		}
 		err = read_manifest(g, dir);

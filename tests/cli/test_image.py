@@ -43,6 +43,14 @@ def last_error(err):
     return lines[-1] if lines else ""
 
 
+# A path that does not exist, and one that is a file: each said as it is.
+status, _, err = run("run", "--image", os.path.join(work, "nowhere", "img"))
+check("--image of a missing path", status == 3 and last_error(err).endswith(
+      "nowhere/img: no such file or directory"), f"exit {status}, {err.strip()!r}")
+status, _, err = run("run", "--image", sys.argv[0])
+check("--image of a file", status == 3 and last_error(err).endswith(": not a directory"),
+      f"exit {status}, {err.strip()!r}")
+
 # An unknown name is neither a directory nor a bundled image.
 status, _, err = run("run", "--image", "no-such-image")
 check("unknown image name", status == 3 and "no-such-image: not a directory, nor a bundled image "
