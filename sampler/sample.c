@@ -327,7 +327,9 @@ int sample_take(struct svcpu *sv)
 {
 	struct kvm_regs *regs;
 	struct kvm_sregs *sregs;
-	uint64_t t0 = vmm_now_ns(), k0 = stage_now(&sv->s->clock), period;
+	uint64_t t0 = vmm_now_ns(), period;
+	/* without the TSC the stage clock is vmm_now_ns(): t0 itself, not a second read */
+	uint64_t k0 = sv->s->clock.tsc ? stage_tsc() : t0;
 
 	if (!sv->s->gi || !sv->s->cfg.sink || vmm_vcpu_regs(sv->v, &regs, &sregs) != 0)
 		return 0;
