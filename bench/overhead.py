@@ -24,12 +24,23 @@ order rotated each round, N rounds; each ratio is taken against the same round's
 boot and given as the median with its range over the rounds (a noisy host shows up as a wide
 range, not as a wrong number), beside the VMM's own time per sample from the counters.
 
+--phases N (issue 17): the comparison inside one boot. `record --bench-phases` lets the
+workload (`hvprof-bench phases`) switch hvprof between no sampling, bare exits and sampling
+before each slice of ~SLICE_MS of the same work, N rounds of the three in rotating order, so
+unprofiled, floor and profiled run side by side within seconds of each other instead of in
+boots minutes apart (whose spread on a shared host exceeds the effects). One boot per mark
+strategy (flag, trap, eager), repeated --boots times; the floor ratio is taken from the sums
+over the rounds (cost per sample = (T_phase - T_off) / (rate x T_phase)), with a bootstrap
+interval over rounds, beside the VMM's counters.
+
 usage: bench/overhead.py [--build DIR] [--json FILE] [--cpus LIST] [--quick] [--interleave N]
+                         [--phases N [--slice-ms MS] [--boots B]]
 """
 import argparse
 import json
 import os
 import platform
+import random
 import re
 import statistics
 import subprocess
@@ -235,6 +246,94 @@ def interleaved(hvprof, rounds, work):
     return {"rounds": rounds, "rows": rows, "raw": per}
 
 
+PHASE_CONFIGS = [("flag", ["--callchain-mode", "deferred", "--marks", "flag"]),
+                 ("trap", ["--callchain-mode", "deferred", "--marks", "trap"]),
+                 ("eager", ["--callchain-mode", "eager"])]
+
+
+def phase_times(console):
+    """{kind: [[t_off, t_bare, t_on] per round]} from hvprof-bench phases' lines."""
+    per = {}
+    for kind, r, p, secs in re.findall(
+            r"hvprof-bench: phases (\w+) round (\d+) phase (\d): ([\d.]+) seconds", console):
+        per.setdefault(kind, {}).setdefault(int(r), [None] * 3)[int(p)] = float(secs)
+    return {k: [v[r] for r in sorted(v) if None not in v[r]] for k, v in per.items()}
+
+
+def phase_floor(rounds, hz):
+    """Ratios and costs per sample from the rounds' sums: {x_bare, x_on, bare_us, on_us, floor}."""
+    t0, t1, t2 = (sum(r[i] for r in rounds) for i in range(3))
+    bare, on = (t1 - t0) / (hz * t1) * 1e6, (t2 - t0) / (hz * t2) * 1e6
+    return {"x_bare": t1 / t0, "x_on": t2 / t0, "bare_us": bare, "on_us": on,
+            "floor": on / bare if bare > 0 else None}
+
+
+def bootstrap(rounds, hz, key, n=2000):
+    """A 90% interval of phase_floor(...)[key] over rounds resampled with replacement."""
+    rng = random.Random(17)
+    vals = sorted(v for v in (phase_floor([rng.choice(rounds) for _ in rounds], hz)[key]
+                              for _ in range(n)) if v is not None)
+    if len(vals) < n // 2:
+        return None
+    return vals[int(0.05 * len(vals))], vals[int(0.95 * len(vals)) - 1]
+
+
+def phases(hvprof, rounds, slice_ms, boots, work):
+    run = (f"/bin/hvprof-bench phases syscall {rounds} {slice_ms}; "
+           f"/bin/hvprof-bench phases cpu {rounds} {slice_ms}")
+    raw = []
+    for b in range(boots):
+        order = PHASE_CONFIGS[b % 3:] + PHASE_CONFIGS[:b % 3]
+        for name, args in order:
+            print(f"bench: boot {b + 1}/{boots} {name} ...", flush=True)
+            data = os.path.join(work, "phases.data")
+            cmd = [hvprof, "record", "-o", data, "-F", "1000", "--bench-phases"] + args + \
+                ["--cpus", "1", "--run", run, "--duration", "900"]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+            if r.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr[-500:]}")
+            c = hvprec.read(data)["counters"]
+            res = {"config": name, "boot": b, "times": phase_times(r.stdout), "counters": c}
+            if c.get("samples_in_workload"):
+                res["ns_workload"] = c["sample_ns_in_workload"] / c["samples_in_workload"]
+                res["ns_workload_median"] = workload_quantile(c, 0.5)
+            if c.get("traps_hit"):
+                res["trap_us"] = c["trap_ns_total"] / c["traps_hit"] / 1000
+                res["no_mark_pct"] = 100 * c.get("traps_no_mark", 0) / c["traps_hit"]
+                res["hits_per_sample"] = c["traps_hit"] / max(1, c.get("samples", 1))
+            raw.append(res)
+    print(f"\nhvprof overhead inside one boot, 1 vCPU at 1 kHz: {rounds} rounds of ~{slice_ms} ms "
+          f"slices (off, bare exits, on), {boots} boot(s) per strategy")
+    print(f"{'config':6} {'boot':>4} {'kind':8} {'bare x':>7} {'on x':>7} {'bare us':>8} "
+          f"{'on us':>8} {'floor':>6} {'floor 90%':>14} {'off cv %':>8} {'VMM ns':>7} "
+          f"{'median':>7} {'trap us':>7} {'no-mark %':>9} {'hits/smp':>8}")
+    for res in raw:
+        for kind in ("syscall", "cpu"):
+            rs = res["times"].get(kind)
+            if not rs:
+                continue
+            f = phase_floor(rs, 1000)
+            ci = bootstrap(rs, 1000, "floor")
+            offs = [r[0] for r in rs]
+            f["floor_90"] = ci
+            f["off_cv_pct"] = 100 * statistics.pstdev(offs) / statistics.mean(offs)
+            res.setdefault("summary", {})[kind] = f
+            g = lambda k, fmt: fmt.format(res[k]) if res.get(k) is not None else "-"  # noqa
+            print(f"{res['config']:6} {res['boot'] + 1:>4} {kind:8} {f['x_bare']:7.3f} "
+                  f"{f['x_on']:7.3f} {f['bare_us']:8.1f} {f['on_us']:8.1f} "
+                  f"{f['floor'] if f['floor'] is not None else float('nan'):6.2f} "
+                  f"{(f'{ci[0]:.2f}-{ci[1]:.2f}' if ci else '-'):>14} {f['off_cv_pct']:8.1f} "
+                  f"{g('ns_workload', '{:.0f}'):>7} {g('ns_workload_median', '{:.0f}'):>7} "
+                  f"{g('trap_us', '{:.1f}'):>7} {g('no_mark_pct', '{:.2f}'):>9} "
+                  f"{g('hits_per_sample', '{:.2f}'):>8}")
+    print("x = slice time in the phase / with sampling off (sums over the rounds); us = cost per "
+          "sample, (T - T_off) / (1000/s x T); floor = on us / bare us, 90% = bootstrap over "
+          "rounds; off cv = spread of the off slices; VMM ns = sample_ns_in_workload / "
+          "samples_in_workload (median from the histogram); hits/smp = trap hits per sample "
+          "(whole boot)")
+    return {"rounds": rounds, "slice_ms": slice_ms, "boots": boots, "raw": raw}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
@@ -243,6 +342,10 @@ def main():
     ap.add_argument("--quick", action="store_true", help="1 kHz only")
     ap.add_argument("--interleave", type=int, default=0,
                     help="N rounds of the 1 kHz configurations on 1 vCPU, both mark strategies")
+    ap.add_argument("--phases", type=int, default=0,
+                    help="N rounds of off/bare/on slices inside one boot per mark strategy")
+    ap.add_argument("--slice-ms", type=int, default=250, help="--phases: ms per slice")
+    ap.add_argument("--boots", type=int, default=1, help="--phases: boots per strategy")
     a = ap.parse_args()
     hvprof = os.path.join(a.build, "cli", "hvprof")
     work = tempfile.mkdtemp(prefix="hvprof-bench-")
@@ -250,6 +353,14 @@ def main():
                            "cpus": os.cpu_count(),
                            "kvm": "pvm" if os.path.exists("/sys/module/kvm_pvm") else "kvm"},
                "configs": {}, "rows": []}
+    if a.phases:
+        results["phases"] = phases(hvprof, a.phases, a.slice_ms, a.boots, work)
+        out = a.json.replace("overhead.json", "overhead_phases.json")
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w") as fh:
+            json.dump(results, fh, indent=1)
+        print(f"bench: wrote {out}")
+        return
     if a.interleave:
         results["interleaved"] = interleaved(hvprof, a.interleave, work)
         out = a.json.replace("overhead.json", "overhead_interleaved.json")

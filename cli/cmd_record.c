@@ -50,6 +50,9 @@ static const char record_usage[] =
 	"                      registers and 64 bytes of stack (the leaf's return address)\n"
 	"  --bare-exits        benchmarking: exit at the sampling rate and record nothing\n"
 	"                      (the floor that bench/overhead.py compares hvprof with)\n"
+	"  --bench-phases      benchmarking: the guest's bench-phase events (hvprof-bench\n"
+	"                      phases) switch between no sampling, bare exits and sampling,\n"
+	"                      from the first of them on (bench/overhead.py --phases)\n"
 	"  --from WHEN         start sampling at: boot (the first instruction; default),\n"
 	"                      init (when the image's /init starts), workload (when the\n"
 	"                      --run command starts), or SECONDS after the start (e.g. 2.5);\n"
@@ -134,6 +137,8 @@ struct record_args {
 	enum sampler_call_graph call_graph;
 	uint32_t stack_size; /* dwarf: bytes of user stack per walk */
 	bool bare;
+	bool bench_phases;
+	bool from_given; /* --from was on the command line */
 	const char *attach;   /* --attach PATH */
 	const char *exec_cmd; /* --exec CMD (with --attach) */
 	const char *not_with_attach; /* an option --attach does not take, as given */
@@ -209,6 +214,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 					      { "callchain-mode", required_argument, NULL, 'm' },
 					      { "marks", required_argument, NULL, 'k' + 2000 },
 					      { "bare-exits", no_argument, NULL, 'B' },
+					      { "bench-phases", no_argument, NULL, 'P' + 2000 },
 					      { "call-graph", required_argument, NULL, 'g' + 2000 },
 					      { "from", required_argument, NULL, 'f' + 2000 },
 					      { "attach", required_argument, NULL, 'a' + 2000 },
@@ -249,6 +255,10 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 			a->bare = true;
 			a->not_with_attach = "--bare-exits";
 			break;
+		case 'P' + 2000:
+			a->bench_phases = true;
+			a->not_with_attach = "--bench-phases";
+			break;
 		case 'g' + 2000:
 			if (parse_call_graph(optarg, a) != 0)
 				return EXIT_USAGE;
@@ -267,6 +277,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 		case 'f' + 2000:
 			if (parse_from(optarg, a) != 0)
 				return EXIT_USAGE;
+			a->from_given = true;
 			a->not_with_attach = "--from";
 			break;
 		case 'k' + 2000:
@@ -312,6 +323,16 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 			  "command)");
 		return EXIT_USAGE;
 	}
+	if (a->bench_phases && (a->bare || a->from_given)) {
+		cli_error("record --bench-phases: the guest's phases say when to sample, and which "
+			  "exits are bare; not with %s", a->bare ? "--bare-exits" : "--from");
+		return EXIT_USAGE;
+	}
+	if (a->bench_phases) {
+		a->from = "bench-phase";
+		a->start = SAMPLER_START_EVENT;
+		a->start_event = HVP_EVENT_BENCH_PHASE;
+	}
 	if (a->attach && a->not_with_attach) {
 		cli_error("record --attach: %s cannot be given with --attach (the VM runs already)",
 			  a->not_with_attach);
@@ -348,7 +369,8 @@ static int write_sampling_from(struct recfile_writer *w, const struct record_arg
 		fprintf(stderr, "hvprof: warning: --from %s: the guest never signalled %s (its "
 			"init does not speak docs/guest-interface.md events); nothing was sampled\n",
 			a->from, a->start_event == HVP_EVENT_INIT ? "that its init started"
-								   : "the workload start");
+				 : a->start_event == HVP_EVENT_BENCH_PHASE ? "a bench phase"
+									  : "the workload start");
 		snprintf(text, sizeof(text), "%s (never signalled: nothing was sampled)", a->from);
 	}
 	return recfile_write_meta(w, "sampling_from", text);
@@ -466,6 +488,7 @@ int cmd_record(int argc, char **argv)
 					.callchain_mode = a.mode, .marks = a.marks,
 					.call_graph = a.call_graph,
 					.stack_size = a.stack_size, .bare_exits = a.bare,
+					.bench_phases = a.bench_phases,
 					.start = a.start, .start_event = a.start_event,
 					.start_after_ns = a.start_after_ns };
 	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0)

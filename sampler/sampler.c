@@ -108,6 +108,16 @@ static int hook_overflow(void *ctx, struct vmm_vcpu *v)
 		sv->c.samples++; /* an exit at the sampling rate, nothing more */
 		return 0;
 	}
+	if (s->cfg.bench_phases) {
+		unsigned int phase = atomic_load_explicit(&s->bench_phase, memory_order_relaxed);
+
+		if (phase == BENCH_PHASE_OFF)
+			return 0; /* pending when the phase changed */
+		if (phase == BENCH_PHASE_BARE) {
+			sv->c.bench_bare_exits++;
+			return 0;
+		}
+	}
 	return sample_take(sv);
 }
 
@@ -267,7 +277,9 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 	if (!cfg || !mem || !out || !n_vcpus || (cfg->sample_hz && (!cfg->sink || !gi)) ||
 	    cfg->start > SAMPLER_START_ATTACH ||
 	    (cfg->start == SAMPLER_START_ATTACH && !cfg->sample_hz) ||
-	    (cfg->start == SAMPLER_START_EVENT && (cfg->start_event < 1 || cfg->start_event > 255)))
+	    (cfg->start == SAMPLER_START_EVENT && (cfg->start_event < 1 || cfg->start_event > 255)) ||
+	    (cfg->bench_phases && (cfg->bare_exits || cfg->start != SAMPLER_START_EVENT ||
+				   cfg->start_event != HVP_EVENT_BENCH_PHASE)))
 		return -EINVAL;
 	if (cfg->call_graph == SAMPLER_CALL_GRAPH_DWARF)
 		ustack_size = cfg->stack_size ? cfg->stack_size : HVP_USER_STACK_DEFAULT;
@@ -342,13 +354,14 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 		traps_setup(s);
 	kwatch_setup(s);
 	snprintf(s->strategy, sizeof(s->strategy),
-		 ", user-callchains=%s%s, kernel-callchains=%s, stage-clock=%s",
+		 ", user-callchains=%s%s, kernel-callchains=%s, stage-clock=%s%s",
 		 callchain_name(s->callchain),
 		 s->callchain == SAMPLER_CALLCHAIN_EAGER ? ""
 		 : s->traps.flag ? " (guest-visible marks: TIF_NOTIFY_RESUME and a breakpoint where the "
 				   "exit-work loop clears it; samples in the exit tail walked from pt_regs at once)"
 				 : " (breakpoints on sysretq/iretq)",
-		 gi_kernel_unwinder(gi), s->clock.tsc ? "tsc" : "monotonic");
+		 gi_kernel_unwinder(gi), s->clock.tsc ? "tsc" : "monotonic",
+		 cfg->bench_phases ? ", bench-phases" : "");
 	hooks = (struct vmm_hooks){ .ctx = s, .vcpu_start = hook_vcpu_start,
 				    .vcpu_stop = hook_vcpu_stop, .overflow = hook_overflow,
 				    .debug = trap_debug_hook, .io = hook_io,

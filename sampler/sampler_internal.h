@@ -81,6 +81,7 @@ struct svcpu {
 	unsigned int index;
 	int perf_fd;
 	bool counting;          /* perf_fd is enabled (start.c: only this vCPU's thread enables it) */
+	unsigned int bench_phase_applied; /* record --bench-phases: the phase the counter follows */
 	unsigned int hz_applied; /* the rate perf_fd samples at (attach windows may change it) */
 	atomic_uint seen_epoch; /* the last s->epoch this vCPU's thread applied (attach.c) */
 	atomic_bool running;    /* between vcpu_start and vcpu_stop */
@@ -308,6 +309,8 @@ struct sampler {
 	/* between the guest's WORKLOAD_START and WORKLOAD_END events (start.c): the samples taken
 	 * meanwhile are counted apart (samples_in_workload) */
 	atomic_bool in_workload;
+	/* `record --bench-phases` (start.c): the guest's last phase, enum bench_phase */
+	atomic_uint bench_phase;
 	/* attach windows (attach.c, SAMPLER_START_ATTACH): bumped after every change of
 	 * sampling_start, acknowledged by each vCPU thread in seen_epoch once applied */
 	atomic_uint epoch;
@@ -440,6 +443,13 @@ int counter_set_rate(struct svcpu *sv, unsigned int hz) __must_check;
 void counter_close_vcpu(struct svcpu *sv);
 
 /* start.c: when sampling starts (record --from) */
+/* `record --bench-phases`: what the guest's HVP_EVENT_BENCH_PHASE value asks for */
+enum bench_phase {
+	BENCH_PHASE_OFF = 0,  /* counters disabled: no overflow, no exit */
+	BENCH_PHASE_BARE = 1, /* each overflow counted (bench_bare_exits), nothing else done */
+	BENCH_PHASE_ON = 2,   /* sampling as configured */
+};
+
 #define SAMPLER_MAX_EVENTS 4096 /* EVENT records of guest events kept (the guest writes them) */
 /*
  * Make this vCPU's counter follow sampling_start on its own thread: enabled (at the window's

@@ -51,11 +51,22 @@ int sampler_sync_vcpu(struct svcpu *sv)
 	struct sampler *s = sv->s;
 	/* the epoch first: a vCPU that saw the new epoch sees the sampling_start set before it */
 	unsigned int epoch = atomic_load(&s->epoch), hz;
-	bool on = atomic_load(&s->sampling_start) != 0;
+	unsigned int phase = atomic_load(&s->bench_phase);
+	bool on = atomic_load(&s->sampling_start) != 0 &&
+		  (!s->cfg.bench_phases || phase != BENCH_PHASE_OFF);
 	int err = 0;
 
+	if (s->cfg.bench_phases && phase != sv->bench_phase_applied) {
+		/* disabled and enabled again below: the first sample of the new phase counts its
+		 * period from here, not over the last phase's bare exits (counter_enable_vcpu) */
+		err = counter_disable_vcpu(sv);
+		sv->bench_phase_applied = phase;
+	}
+
 	/* a window that failed already is not retried at every exit (and logged each time) */
-	if (on && !sv->counting && sv->perf_fd >= 0 && !atomic_load(&s->window_err)) {
+	if (err) {
+		/* reported by sampler_catch_up (it fails the run, as any counter failure) */
+	} else if (on && !sv->counting && sv->perf_fd >= 0 && !atomic_load(&s->window_err)) {
 		hz = atomic_load(&s->hz);
 		if (hz != sv->hz_applied)
 			err = counter_set_rate(sv, hz);
@@ -127,6 +138,23 @@ static void watch_at_event(struct svcpu *sv)
 		kwatch_kernel(sv, sregs);
 }
 
+/* `record --bench-phases`: the guest asked for phase @value (enum bench_phase; another value
+ * is recorded and ignored). The writing vCPU applies it before the guest goes on (the guest's
+ * write is an MMIO exit on this thread), the others at the kick. */
+static void bench_phase_set(struct svcpu *sv, uint32_t value)
+{
+	struct sampler *s = sv->s;
+
+	if (value > BENCH_PHASE_ON)
+		return;
+	if (atomic_exchange(&s->bench_phase, value) == value)
+		return;
+	atomic_fetch_add(&s->epoch, 1);
+	sampler_catch_up(sv);
+	if (s->vm)
+		vmm_kick(s->vm, sv->v);
+}
+
 int sampler_hook_guest_event(void *ctx, struct vmm_vcpu *v, uint32_t kind, uint32_t value,
 			     uint64_t time_ns)
 {
@@ -137,6 +165,8 @@ int sampler_hook_guest_event(void *ctx, struct vmm_vcpu *v, uint32_t kind, uint3
 		return 0;
 	sv->v = v;
 	event_record(s, kind, (int32_t)value, time_ns, true);
+	if (s->cfg.bench_phases && kind == HVP_EVENT_BENCH_PHASE)
+		bench_phase_set(sv, value);
 	if (kind == HVP_EVENT_WORKLOAD_START || kind == HVP_EVENT_WORKLOAD_END)
 		atomic_store_explicit(&s->in_workload, kind == HVP_EVENT_WORKLOAD_START,
 				      memory_order_relaxed);

@@ -232,6 +232,8 @@ struct hvp_mapping {
  * "Events"); kinds from 256 are hvprof's.
  * @HVP_EVENT_INIT: the guest's init started. @HVP_EVENT_WORKLOAD_START: the --run command is
  * about to start. @HVP_EVENT_WORKLOAD_END: it ended, value: its exit status (0..255).
+ * @HVP_EVENT_BENCH_PHASE: hvprof-bench's phase (value 0: no sampling, 1: bare exits, 2:
+ * sampling), acted on only by `record --bench-phases` (docs/guest-interface.md, "Events").
  * @HVP_EVENT_SAMPLING_START: hvprof armed the sampling counters (`record --from` later than
  * boot); no sample is older.
  */
@@ -239,6 +241,7 @@ enum hvp_event_kind {
 	HVP_EVENT_INIT = 1,
 	HVP_EVENT_WORKLOAD_START = 2,
 	HVP_EVENT_WORKLOAD_END = 3,
+	HVP_EVENT_BENCH_PHASE = 16,
 	HVP_EVENT_SAMPLING_START = 256,
 };
 

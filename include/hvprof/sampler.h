@@ -102,6 +102,11 @@ enum sampler_call_graph {
  *   SAMPLER_CALL_GRAPH_DWARF mode (8..HVP_USER_STACK_MAX, a multiple of 8; 0: 8192).
  * @bare_exits: benchmarking only: each overflow is counted as a sample and nothing else is done
  *   (no registers, no record): the floor hvprof's cost is compared to.
+ * @bench_phases: benchmarking only (`record --bench-phases`): the guest's HVP_EVENT_BENCH_PHASE
+ *   events switch sampling between off (value 0: counters disabled, no exit), bare exits (1:
+ *   each overflow counted in bench_bare_exits, nothing else done) and on (2), so that one boot
+ *   holds all three (bench/overhead.py --phases). Needs @start SAMPLER_START_EVENT with
+ *   @start_event HVP_EVENT_BENCH_PHASE, and not @bare_exits.
  * @start/@start_event/@start_after_ns: when sampling starts (enum sampler_start). Until then no
  *   vCPU's counter is enabled (no overflow, no exit for it); the guest is still watched (KASLR
  *   slide, PVM fix-up) and its events recorded.
@@ -116,6 +121,7 @@ struct sampler_config {
 	enum sampler_call_graph call_graph;
 	uint32_t stack_size;
 	bool bare_exits;
+	bool bench_phases;
 	enum sampler_start start;
 	uint32_t start_event;
 	uint64_t start_after_ns;
@@ -190,6 +196,7 @@ struct sampler_config {
 	X(events_dropped)       /* guest events past SAMPLER_MAX_EVENTS, or the sink failed */ \
 	X(marks_dropped_detach) /* marks pending at a detach: dropped, no USER_STACK record */ \
 	X(marks_refused_off)    /* kernel samples of a late vCPU after sampling stopped: no mark */ \
+	X(bench_bare_exits)     /* overflows in a bare-exit phase of --bench-phases (not samples) */ \
 	X(overflows_merged)     /* overflows merged into a sample (period ~ k x nominal: k-1) */ \
 	X(period_fallbacks)     /* samples given the nominal period (count unread or absurd) */ \
 	X(period_total)         /* the samples' periods added up (counter units: with cpu-clock, \

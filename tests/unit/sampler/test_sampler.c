@@ -6,8 +6,11 @@
 // guestinfo tests (a task, its kernel and user stacks).
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/perf_event.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include <unistd.h>
 
@@ -403,6 +406,69 @@ static int test_attach_refuses_late_marks(void)
 	return TEST_OK;
 }
 
+/*
+ * record --bench-phases: only with its own start (the first bench-phase event) and without
+ * --bare-exits; each vCPU's counter follows the phase (off: disabled; bare and on: enabled), and
+ * a change of phase disables and enables it again, so that the first sample of a phase does not
+ * count its period over the last one's bare exits. A real counter (task-clock of this thread)
+ * stands for the vCPU's.
+ */
+static int test_bench_phases(void)
+{
+	struct perf_event_attr attr = { .type = PERF_TYPE_SOFTWARE, .size = sizeof(attr),
+					.config = PERF_COUNT_SW_TASK_CLOCK, .disabled = 1 };
+	struct sampler_config cfg = { .sample_hz = 1000, .sink = &sink, .bench_phases = true,
+				      .start = SAMPLER_START_EVENT,
+				      .start_event = HVP_EVENT_BENCH_PHASE };
+	struct fakekernel fk;
+	struct sampler *s = NULL;
+	struct svcpu *sv;
+	int fd;
+
+	ASSERT_EQ_INT(fakekernel_init(&fk, 4), 0);
+	cfg.bare_exits = true;
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), -EINVAL);
+	cfg.bare_exits = false;
+	cfg.start_event = HVP_EVENT_WORKLOAD_START;
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), -EINVAL);
+	cfg.start_event = HVP_EVENT_BENCH_PHASE;
+	cfg.start = SAMPLER_START_BOOT;
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), -EINVAL);
+	cfg.start = SAMPLER_START_EVENT;
+	ASSERT_EQ_INT(sampler_new(&cfg, fk.gi, &fk.fm.mem, 0, 1, &s), 0);
+	fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0) {
+		printf("# skipped the counter part: perf_event_open(task-clock): %s\n",
+		       strerror(errno));
+		goto out;
+	}
+	sv = &s->vcpus[0];
+	sv->perf_fd = fd;
+	sv->hz_applied = cfg.sample_hz;
+	sampler_begin(s, sv, 1000); /* the first phase event starts sampling: phase off */
+	ASSERT_TRUE(!sv->counting);
+	atomic_store(&s->bench_phase, BENCH_PHASE_BARE);
+	ASSERT_EQ_INT(sampler_sync_vcpu(sv), 0);
+	ASSERT_TRUE(sv->counting);
+	ASSERT_EQ_U64(sv->bench_phase_applied, BENCH_PHASE_BARE);
+	sv->period_base.counted = 12345; /* as after samples: the enable below restarts it */
+	atomic_store(&s->bench_phase, BENCH_PHASE_ON);
+	ASSERT_EQ_INT(sampler_sync_vcpu(sv), 0);
+	ASSERT_TRUE(sv->counting);
+	ASSERT_EQ_U64(sv->period_base.counted, 0); /* disabled and enabled again */
+	ASSERT_EQ_INT(sampler_sync_vcpu(sv), 0); /* the same phase: nothing */
+	ASSERT_TRUE(sv->counting);
+	atomic_store(&s->bench_phase, BENCH_PHASE_OFF);
+	ASSERT_EQ_INT(sampler_sync_vcpu(sv), 0);
+	ASSERT_TRUE(!sv->counting);
+	close(fd);
+	sv->perf_fd = -1;
+out:
+	sampler_destroy(s);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
 /* A window's rate the kernel refuses (PERF_EVENT_IOC_PERIOD fails) fails the window, never the
  * VM: sampler_window_error says so, the vCPU is not retried at every exit, attach resets it. */
 static int test_attach_rate_refused(void)
@@ -449,6 +515,8 @@ static const struct test_case tests[] = {
 	{ "USER_REGS: bad stack sizes refused", test_user_regs_bad_size },
 	{ "attach: no mark while sampling is off, no window before the late vCPUs acknowledge",
 	  test_attach_refuses_late_marks },
+	{ "bench phases: config checked, the counter follows off/bare/on, restarted at a change",
+	  test_bench_phases },
 	{ "attach: a rate the kernel refuses fails the window, not the VM",
 	  test_attach_rate_refused },
 };
