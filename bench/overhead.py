@@ -278,9 +278,8 @@ def bootstrap(rounds, hz, key, n=2000):
     return vals[int(0.05 * len(vals))], vals[int(0.95 * len(vals)) - 1]
 
 
-def phases(hvprof, rounds, slice_ms, boots, work):
-    run = (f"/bin/hvprof-bench phases syscall {rounds} {slice_ms}; "
-           f"/bin/hvprof-bench phases cpu {rounds} {slice_ms}")
+def phases(hvprof, rounds, slice_ms, boots, kinds, work):
+    run = "; ".join(f"/bin/hvprof-bench phases {k} {rounds} {slice_ms}" for k in kinds)
     raw = []
     for b in range(boots):
         order = PHASE_CONFIGS[b % 3:] + PHASE_CONFIGS[:b % 3]
@@ -308,7 +307,7 @@ def phases(hvprof, rounds, slice_ms, boots, work):
           f"{'on us':>8} {'floor':>6} {'floor 90%':>14} {'off cv %':>8} {'VMM ns':>7} "
           f"{'median':>7} {'trap us':>7} {'no-mark %':>9} {'hits/smp':>8}")
     for res in raw:
-        for kind in ("syscall", "cpu"):
+        for kind in kinds:
             rs = res["times"].get(kind)
             if not rs:
                 continue
@@ -326,12 +325,25 @@ def phases(hvprof, rounds, slice_ms, boots, work):
                   f"{g('ns_workload', '{:.0f}'):>7} {g('ns_workload_median', '{:.0f}'):>7} "
                   f"{g('trap_us', '{:.1f}'):>7} {g('no_mark_pct', '{:.2f}'):>9} "
                   f"{g('hits_per_sample', '{:.2f}'):>8}")
+    if boots > 1:
+        print("pooled: every boot's rounds of a strategy together")
+        for name, _ in PHASE_CONFIGS:
+            for kind in kinds:
+                rs = [r for res in raw if res["config"] == name
+                      for r in res["times"].get(kind, [])]
+                if not rs:
+                    continue
+                f, ci = phase_floor(rs, 1000), bootstrap(rs, 1000, "floor")
+                print(f"{name:6} {'all':>4} {kind:8} {f['x_bare']:7.3f} {f['x_on']:7.3f} "
+                      f"{f['bare_us']:8.1f} {f['on_us']:8.1f} "
+                      f"{f['floor'] if f['floor'] is not None else float('nan'):6.2f} "
+                      f"{(f'{ci[0]:.2f}-{ci[1]:.2f}' if ci else '-'):>14}")
     print("x = slice time in the phase / with sampling off (sums over the rounds); us = cost per "
           "sample, (T - T_off) / (1000/s x T); floor = on us / bare us, 90% = bootstrap over "
           "rounds; off cv = spread of the off slices; VMM ns = sample_ns_in_workload / "
           "samples_in_workload (median from the histogram); hits/smp = trap hits per sample "
           "(whole boot)")
-    return {"rounds": rounds, "slice_ms": slice_ms, "boots": boots, "raw": raw}
+    return {"rounds": rounds, "slice_ms": slice_ms, "boots": boots, "kinds": kinds, "raw": raw}
 
 
 def main():
@@ -346,6 +358,7 @@ def main():
                     help="N rounds of off/bare/on slices inside one boot per mark strategy")
     ap.add_argument("--slice-ms", type=int, default=250, help="--phases: ms per slice")
     ap.add_argument("--boots", type=int, default=1, help="--phases: boots per strategy")
+    ap.add_argument("--kinds", default="syscall,cpu", help="--phases: workloads, e.g. syscall")
     a = ap.parse_args()
     hvprof = os.path.join(a.build, "cli", "hvprof")
     work = tempfile.mkdtemp(prefix="hvprof-bench-")
@@ -354,7 +367,8 @@ def main():
                            "kvm": "pvm" if os.path.exists("/sys/module/kvm_pvm") else "kvm"},
                "configs": {}, "rows": []}
     if a.phases:
-        results["phases"] = phases(hvprof, a.phases, a.slice_ms, a.boots, work)
+        results["phases"] = phases(hvprof, a.phases, a.slice_ms, a.boots,
+                                    [k for k in a.kinds.split(",") if k], work)
         out = a.json.replace("overhead.json", "overhead_phases.json")
         os.makedirs(os.path.dirname(out), exist_ok=True)
         with open(out, "w") as fh:
