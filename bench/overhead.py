@@ -246,8 +246,9 @@ def interleaved(hvprof, rounds, work):
     return {"rounds": rounds, "rows": rows, "raw": per}
 
 
-PHASE_CONFIGS = [("flag", ["--callchain-mode", "deferred", "--marks", "flag"]),
-                 ("trap", ["--callchain-mode", "deferred", "--marks", "trap"]),
+PHASE_CONFIGS = [("flag-all", ["--callchain-mode", "deferred", "--marks", "flag",
+                               "--mark-every-stay"]),
+                 ("flag", ["--callchain-mode", "deferred", "--marks", "flag"]),
                  ("eager", ["--callchain-mode", "eager"])]
 
 
@@ -282,7 +283,7 @@ def phases(hvprof, rounds, slice_ms, boots, kinds, work):
     run = "; ".join(f"/bin/hvprof-bench phases {k} {rounds} {slice_ms}" for k in kinds)
     raw = []
     for b in range(boots):
-        order = PHASE_CONFIGS[b % 3:] + PHASE_CONFIGS[:b % 3]
+        order = PHASE_CONFIGS[b % len(PHASE_CONFIGS):] + PHASE_CONFIGS[:b % len(PHASE_CONFIGS)]
         for name, args in order:
             print(f"bench: boot {b + 1}/{boots} {name} ...", flush=True)
             data = os.path.join(work, "phases.data")
@@ -292,7 +293,8 @@ def phases(hvprof, rounds, slice_ms, boots, kinds, work):
             if r.returncode != 0:
                 raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr[-500:]}")
             c = hvprec.read(data)["counters"]
-            res = {"config": name, "boot": b, "times": phase_times(r.stdout), "counters": c}
+            res = {"config": name, "boot": b, "times": phase_times(r.stdout), "counters": c,
+                   "stay_walked_inline": c.get("stay_walked_inline")}
             if c.get("samples_in_workload"):
                 res["ns_workload"] = c["sample_ns_in_workload"] / c["samples_in_workload"]
                 res["ns_workload_median"] = workload_quantile(c, 0.5)

@@ -50,6 +50,10 @@ static const char record_usage[] =
 	"                      registers and 64 bytes of stack (the leaf's return address)\n"
 	"  --bare-exits        benchmarking: exit at the sampling rate and record nothing\n"
 	"                      (the floor that bench/overhead.py compares hvprof with)\n"
+	"  --mark-every-stay   deferred mode: mark every sampled kernel stay and walk at its\n"
+	"                      return, also system calls whose stays rarely see a second\n"
+	"                      sample (by default walked at the sample, from the same\n"
+	"                      registers the return would use: no exit for the return)\n"
 	"  --bench-phases      benchmarking: the guest's bench-phase events (hvprof-bench\n"
 	"                      phases) switch between no sampling, bare exits and sampling,\n"
 	"                      from the first of them on (bench/overhead.py --phases)\n"
@@ -139,6 +143,7 @@ struct record_args {
 	bool bare;
 	bool bench_phases;
 	bool from_given; /* --from was on the command line */
+	bool mark_every_stay;
 	const char *attach;   /* --attach PATH */
 	const char *exec_cmd; /* --exec CMD (with --attach) */
 	const char *not_with_attach; /* an option --attach does not take, as given */
@@ -215,6 +220,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 					      { "marks", required_argument, NULL, 'k' + 2000 },
 					      { "bare-exits", no_argument, NULL, 'B' },
 					      { "bench-phases", no_argument, NULL, 'P' + 2000 },
+					      { "mark-every-stay", no_argument, NULL, 'M' + 2000 },
 					      { "call-graph", required_argument, NULL, 'g' + 2000 },
 					      { "from", required_argument, NULL, 'f' + 2000 },
 					      { "attach", required_argument, NULL, 'a' + 2000 },
@@ -254,6 +260,10 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 		case 'B':
 			a->bare = true;
 			a->not_with_attach = "--bare-exits";
+			break;
+		case 'M' + 2000:
+			a->mark_every_stay = true;
+			a->not_with_attach = "--mark-every-stay";
 			break;
 		case 'P' + 2000:
 			a->bench_phases = true;
@@ -489,6 +499,7 @@ int cmd_record(int argc, char **argv)
 					.call_graph = a.call_graph,
 					.stack_size = a.stack_size, .bare_exits = a.bare,
 					.bench_phases = a.bench_phases,
+					.mark_every_stay = a.mark_every_stay,
 					.start = a.start, .start_event = a.start_event,
 					.start_after_ns = a.start_after_ns };
 	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0)

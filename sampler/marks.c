@@ -198,6 +198,18 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 		mk->exiting = req->exiting;
 		memset(&mk->entry, 0, sizeof(mk->entry));
 		mk->trap = mk->flag = false;
+		mk->joined = false;
+		if (req->entry_known && req->entry->entry_known &&
+		    req->entry->orig_ax < STAY_STATS_N) {
+			struct stay_stat *st = &sv->s->stay[req->entry->orig_ax];
+
+			if (atomic_fetch_add_explicit(&st->made, 1, memory_order_relaxed) >=
+			    STAY_DECAY) {
+				atomic_store_explicit(&st->made, STAY_DECAY / 2, memory_order_relaxed);
+				atomic_store_explicit(&st->joined, atomic_load(&st->joined) / 2,
+						      memory_order_relaxed);
+			}
+		}
 		if (req->entry_known)
 			set_entry(sv, mk, req, req->entry);
 		m->n_used++;
@@ -287,6 +299,11 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		mk->exiting |= req->exiting;
 		cookie = mk->cookie;
 		sv->c.marks_reused++;
+		if (!mk->joined && mk->entry_known && mk->entry.entry_known &&
+		    mk->entry.orig_ax < STAY_STATS_N)
+			atomic_fetch_add_explicit(&sv->s->stay[mk->entry.orig_ax].joined, 1,
+						  memory_order_relaxed);
+		mk->joined = true;
 		if (m->flag_marks)
 			mark_kind(sv, m, mk, req);
 	} else if (req->execve) {
@@ -302,6 +319,23 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 	}
 	pthread_mutex_unlock(&m->lock);
 	return cookie;
+}
+
+bool stay_walk_now(struct sampler *s, uint64_t nr)
+{
+	struct stay_stat *st;
+	unsigned int made, joined;
+
+	if (!s->stay_adaptive || nr >= STAY_STATS_N)
+		return false;
+	st = &s->stay[nr];
+	made = atomic_load_explicit(&st->made, memory_order_relaxed);
+	joined = atomic_load_explicit(&st->joined, memory_order_relaxed);
+	if (made < STAY_MIN_MARKS || joined * STAY_JOIN_RARE >= made)
+		return false;
+	/* every STAY_EXPLORE-th still marks: a change of the call's stays shows */
+	return (atomic_fetch_add_explicit(&st->inline_walks, 1, memory_order_relaxed) + 1) %
+	       STAY_EXPLORE != 0;
 }
 
 bool marks_has(struct svcpu *sv, uint64_t task, int32_t pid)

@@ -95,7 +95,13 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	} else if (gi_in_entry_window(s->gi, smp->rip)) {
 		req.entry_known = false;
 	}
-	if (req.exit_tail && req.entry_known && !execve && !exiting &&
+	if (req.entry_known && ur.entry_known && !req.exit_tail && !execve && !exiting &&
+	    s->callchain == SAMPLER_CALLCHAIN_DEFERRED && stay_walk_now(s, ur.orig_ax) &&
+	    !marks_has(sv, task, smp->pid)) {
+		/* a system call whose stays rarely see a second sample: the return's exit
+		 * would buy nothing; pt_regs are what it returns with (struct stay_stat) */
+		sv->c.stay_walked_inline++;
+	} else if (req.exit_tail && req.entry_known && !execve && !exiting &&
 	    s->callchain == SAMPLER_CALLCHAIN_DEFERRED && !marks_has(sv, task, smp->pid)) {
 		/* Past its last read of the flags with no mark of this stay: the registers it
 		 * returns with are @ur, and the return would walk them as they are now. The walk

@@ -295,6 +295,7 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 	s->callchain = cfg->callchain_mode;
 	s->ustack_size = ustack_size;
 	stage_clock_init(&s->clock);
+	s->stay_adaptive = !cfg->mark_every_stay;
 	atomic_store(&s->hz, cfg->sample_hz);
 	marks_init(&s->marks, cfg->mark_timeout_ns ? cfg->mark_timeout_ns : 100000000ull);
 	if (cfg->start == SAMPLER_START_BOOT ||
@@ -354,12 +355,16 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 		traps_setup(s);
 	kwatch_setup(s);
 	snprintf(s->strategy, sizeof(s->strategy),
-		 ", user-callchains=%s%s, kernel-callchains=%s, stage-clock=%s%s",
+		 ", user-callchains=%s%s%s, kernel-callchains=%s, stage-clock=%s%s",
 		 callchain_name(s->callchain),
 		 s->callchain == SAMPLER_CALLCHAIN_EAGER ? ""
 		 : s->traps.flag ? " (guest-visible marks: TIF_NOTIFY_RESUME and a breakpoint where the "
 				   "exit-work loop clears it; samples in the exit tail walked from pt_regs at once)"
 				 : " (breakpoints on sysretq/iretq)",
+		 s->callchain != SAMPLER_CALLCHAIN_DEFERRED ? ""
+		 : s->stay_adaptive ? ", stays: system calls whose stays rarely see a second sample "
+				      "walked from pt_regs at the sample"
+				    : ", stays: every one marked",
 		 gi_kernel_unwinder(gi), s->clock.tsc ? "tsc" : "monotonic",
 		 cfg->bench_phases ? ", bench-phases" : "");
 	hooks = (struct vmm_hooks){ .ctx = s, .vcpu_start = hook_vcpu_start,

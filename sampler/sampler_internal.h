@@ -149,6 +149,7 @@ struct mark {
 	 * entry ended unseen), and for a thread that exits. Not @walked: made later, from @entry,
 	 * only where the stack is still the entry's (a signal frame that saved @entry) */
 	bool walked;
+	bool joined;       /* a later sample of the stay joined it (stay_stats) */
 	uint8_t entry_stop;
 	uint16_t n_entry;
 	uint64_t entry_ips[HVP_MAX_CALLCHAIN];
@@ -222,6 +223,9 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req);
  * the vCPU it runs on: while that vCPU is stopped, the answer cannot change under the caller
  * (another vCPU's expiry or flush can only end one). No lock when no mark is pending at all. */
 bool marks_has(struct svcpu *sv, uint64_t task, int32_t pid);
+/* Should a kernel sample of a stay entered by system call @nr (pt_regs.orig_ax) walk at once
+ * instead of marking (struct stay_stat)? Counts the decision. */
+bool stay_walk_now(struct sampler *s, uint64_t nr);
 /* The thread @task/@pid is about to return to user with @ur in the address space @mm (its
  * task->mm, page tables @pg): resolve its mark, if any. A mark with no entry registers whose mm
  * is not @mm (execve switched it) ends as HVP_WALK_EXECVE, not walked. */
@@ -282,6 +286,24 @@ enum trap_action trap_decide(bool is_sysret, bool repeat, const struct kvm_regs 
 
 /* ---------------------------------------------------------------- the sampler */
 
+/*
+ * Which system calls' stays are worth a mark (marks.c: stay_stats_*). A mark pays off when a
+ * second sample of the same stay joins it (one walk for both); a stay that ends before the next
+ * sample only pays the return's exit (a trap or loop hit: on a PVM host as dear as the sample's
+ * own exit). Per system call number: marks made, and marks a later sample joined; where fewer
+ * than 1 in STAY_JOIN_RARE of STAY_MIN_MARKS or more marks were joined, a sample of that call
+ * walks pt_regs into itself (as an eager one) instead of marking, except every STAY_EXPLORE-th,
+ * which still marks to keep the figures current. Halved at STAY_DECAY marks (old behaviour fades).
+ */
+#define STAY_STATS_N 512 /* system call numbers followed (x86-64 has < 512) */
+#define STAY_MIN_MARKS 32
+#define STAY_JOIN_RARE 16
+#define STAY_EXPLORE 32
+#define STAY_DECAY 1024
+struct stay_stat {
+	atomic_uint made, joined, inline_walks;
+};
+
 struct sampler {
 	struct sampler_config cfg;
 	struct gi *gi;             /* borrowed */
@@ -295,7 +317,7 @@ struct sampler {
 	enum sampler_callchain_mode callchain;
 	uint32_t ustack_size;      /* stack bytes each user walk copies (64 in fp mode) */
 	struct stage_clock clock;  /* of the stage counters */
-	char strategy[256];
+	char strategy[512];
 	struct marks marks;
 	struct traps traps;
 	atomic_int pti;            /* enum gi_pti */
@@ -311,6 +333,8 @@ struct sampler {
 	atomic_bool in_workload;
 	/* `record --bench-phases` (start.c): the guest's last phase, enum bench_phase */
 	atomic_uint bench_phase;
+	struct stay_stat stay[STAY_STATS_N]; /* per system call number (marks.c) */
+	bool stay_adaptive; /* walk rarely joined calls' samples at once (not cfg.mark_every_stay) */
 	/* attach windows (attach.c, SAMPLER_START_ATTACH): bumped after every change of
 	 * sampling_start, acknowledged by each vCPU thread in seen_epoch once applied */
 	atomic_uint epoch;
@@ -443,6 +467,7 @@ int counter_set_rate(struct svcpu *sv, unsigned int hz) __must_check;
 void counter_close_vcpu(struct svcpu *sv);
 
 /* start.c: when sampling starts (record --from) */
+
 /* `record --bench-phases`: what the guest's HVP_EVENT_BENCH_PHASE value asks for */
 enum bench_phase {
 	BENCH_PHASE_OFF = 0,  /* counters disabled: no overflow, no exit */

@@ -41,8 +41,10 @@ data = os.path.join(work, "smp.data")
 # taskset land within the demo's ~5 s). Its start alone may migrate it: the shell may fork it
 # on CPU 1, and taskset's sched_setaffinity then moves it while it is in the kernel.
 run = "taskset 1 /bin/hvprof-demo 2 2 & p=$!; sleep 1; taskset -p 2 $p >/dev/null; wait $p"
+# --mark-every-stay: the demo's getppid samples would otherwise mostly be walked at the sample
+# (their stays rarely see a second one), and this test is about marks that cross vCPUs
 cmd = [HVPROF, "record", "--cpus", "2", "-F", "1000", "-o", data, "--run", run,
-       "--duration", "300"]
+       "--duration", "300", "--mark-every-stay"]
 print("running:", " ".join(cmd), flush=True)
 rec = subprocess.run(cmd, capture_output=True, text=True, timeout=500)
 console, summary = rec.stdout, rec.stderr

@@ -623,8 +623,86 @@ out:
 	return ret;
 }
 
+/*
+ * Which system calls' stays are walked at once (struct stay_stat): a call whose marks no later
+ * sample joins is walked into its samples after STAY_MIN_MARKS marks, but every STAY_EXPLORE-th
+ * sample still marks; a call whose marks are joined keeps marking; interrupts and exceptions
+ * (orig_ax -1) and numbers beyond the table always mark; the walked sample carries the user path
+ * itself, with no cookie.
+ */
+static int test_stay_stats(void)
+{
+	struct gi_user_regs short_call, long_call;
+	struct hvp_sample smp;
+	struct mark_req req;
+	struct fixture f;
+	struct svcpu *sv;
+	uint64_t c;
+	int walked = 0;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		return TEST_FAIL;
+	sv = &f.s->vcpus[0];
+	f.s->stay_adaptive = true;
+	short_call = long_call = f.entry;
+	short_call.entry_known = long_call.entry_known = true;
+	short_call.orig_ax = 110; /* getppid: one sample per stay */
+	long_call.orig_ax = 0;    /* read: stays that see two */
+	ASSERT_TRUE(!stay_walk_now(f.s, 110)); /* nothing known yet: mark */
+	for (int i = 0; i < STAY_MIN_MARKS; i++) {
+		req = req_of(&f, FK_PID, &short_call);
+		ASSERT_TRUE(marks_take(sv, &req) != 0);
+		marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg,
+					&short_call);
+		req = req_of(&f, FK_PID, &long_call);
+		c = marks_take(sv, &req);
+		ASSERT_EQ_U64(marks_take(sv, &req), c);
+		marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg,
+					&long_call);
+	}
+	for (int i = 0; i < 2 * STAY_EXPLORE; i++)
+		walked += stay_walk_now(f.s, 110);
+	ASSERT_EQ_INT(walked, 2 * STAY_EXPLORE - 2);
+	ASSERT_TRUE(!stay_walk_now(f.s, 0));
+	ASSERT_TRUE(!stay_walk_now(f.s, (uint64_t)-1));
+	ASSERT_TRUE(!stay_walk_now(f.s, STAY_STATS_N));
+	/* a sample of the short call: its user path in the sample, no mark */
+	memset(&smp, 0, sizeof(smp));
+	smp.pid = FK_PID;
+	smp.rip = FK_STEXT + 0x100;
+	n_recs = 0;
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, &short_call, false,
+				   f.fk.mm_kva, false);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_U64(sv->c.stay_walked_inline, 1);
+	ASSERT_TRUE(smp.n_user >= 4 && smp.user_ips[0] == f.entry.ip);
+	ASSERT_EQ_INT(atomic_load(&f.s->marks.pending), 0);
+	/* its stays grow: joined exploration marks bring the marks back */
+	for (int i = 0; i < STAY_MIN_MARKS; i++) {
+		req = req_of(&f, FK_PID, &short_call);
+		c = marks_take(sv, &req);
+		ASSERT_EQ_U64(marks_take(sv, &req), c);
+		marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg,
+					&short_call);
+	}
+	ASSERT_TRUE(!stay_walk_now(f.s, 110));
+	/* off (record --mark-every-stay): always mark */
+	f.s->stay_adaptive = false;
+	for (int i = 0; i < STAY_MIN_MARKS; i++) {
+		req = req_of(&f, FK_PID, &short_call);
+		ASSERT_TRUE(marks_take(sv, &req) != 0);
+		marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg,
+					&short_call);
+	}
+	ASSERT_TRUE(!stay_walk_now(f.s, 110));
+	fixture_fini(&f);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "marks: take, reuse within one stay, resolve on another vCPU", test_mark_reuse_resolve },
+	{ "marks: system calls whose stays are rarely joined are walked at once",
+	  test_stay_stats },
 	{ "marks: other user registers end a mark with its saved walk", test_stale_registers },
 	{ "marks: expiry from entry registers, a reused pid is lost", test_expire_from_pt_regs },
 	{ "marks: a mark newer than the expiring sample's start is not expired",
