@@ -29,7 +29,7 @@ workload (`hvprof-bench phases`) switch hvprof between no sampling, bare exits a
 before each slice of ~SLICE_MS of the same work, N rounds of the three in rotating order, so
 unprofiled, floor and profiled run side by side within seconds of each other instead of in
 boots minutes apart (whose spread on a shared host exceeds the effects). One boot per mark
-strategy (flag, trap, eager), repeated --boots times; the floor ratio is taken from the sums
+strategy (flag; flag-all: flag with --mark-every-stay; trap; eager), repeated --boots times; the floor ratio is taken from the sums
 over the rounds (cost per sample = (T_phase - T_off) / (rate x T_phase)), with a bootstrap
 interval over rounds, beside the VMM's counters.
 
@@ -246,9 +246,10 @@ def interleaved(hvprof, rounds, work):
     return {"rounds": rounds, "rows": rows, "raw": per}
 
 
-PHASE_CONFIGS = [("flag-all", ["--callchain-mode", "deferred", "--marks", "flag",
+PHASE_CONFIGS = [("flag", ["--callchain-mode", "deferred", "--marks", "flag"]),
+                 ("flag-all", ["--callchain-mode", "deferred", "--marks", "flag",
                                "--mark-every-stay"]),
-                 ("flag", ["--callchain-mode", "deferred", "--marks", "flag"]),
+                 ("trap", ["--callchain-mode", "deferred", "--marks", "trap"]),
                  ("eager", ["--callchain-mode", "eager"])]
 
 
