@@ -369,18 +369,15 @@ def main():
                            "cpus": os.cpu_count(),
                            "kvm": "pvm" if os.path.exists("/sys/module/kvm_pvm") else "kvm"},
                "configs": {}, "rows": []}
-    if a.phases:
-        results["phases"] = phases(hvprof, a.phases, a.slice_ms, a.boots,
-                                    [k for k in a.kinds.split(",") if k], work)
-        out = a.json.replace("overhead.json", "overhead_phases.json")
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        with open(out, "w") as fh:
-            json.dump(results, fh, indent=1)
-        print(f"bench: wrote {out}")
-        return
-    if a.interleave:
-        results["interleaved"] = interleaved(hvprof, a.interleave, work)
-        out = a.json.replace("overhead.json", "overhead_interleaved.json")
+    if a.phases or a.interleave:
+        if a.phases:
+            key = "phases"
+            results[key] = phases(hvprof, a.phases, a.slice_ms, a.boots,
+                                  [k for k in a.kinds.split(",") if k], work)
+        else:
+            key = "interleaved"
+            results[key] = interleaved(hvprof, a.interleave, work)
+        out = a.json.replace("overhead.json", f"overhead_{key}.json")
         os.makedirs(os.path.dirname(out), exist_ok=True)
         with open(out, "w") as fh:
             json.dump(results, fh, indent=1)
