@@ -95,20 +95,20 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	} else if (gi_in_entry_window(s->gi, smp->rip)) {
 		req.entry_known = false;
 	}
-	if (req.entry_known && ur.entry_known && !req.exit_tail && !execve && !exiting &&
-	    s->callchain == SAMPLER_CALLCHAIN_DEFERRED && stay_walk_now(s, ur.orig_ax) &&
+	if (req.entry_known && !execve && !exiting && s->callchain == SAMPLER_CALLCHAIN_DEFERRED &&
+	    (req.exit_tail || (ur.entry_known && stay_walk_now(s, ur.orig_ax))) &&
 	    !marks_has(sv, task, smp->pid)) {
-		/* a system call whose stays rarely see a second sample: the return's exit
-		 * would buy nothing; pt_regs are what it returns with (struct stay_stat) */
-		sv->c.stay_walked_inline++;
-	} else if (req.exit_tail && req.entry_known && !execve && !exiting &&
-	    s->callchain == SAMPLER_CALLCHAIN_DEFERRED && !marks_has(sv, task, smp->pid)) {
-		/* Past its last read of the flags with no mark of this stay: the registers it
-		 * returns with are @ur, and the return would walk them as they are now. The walk
-		 * goes into the sample itself, as an eager one: no mark to make and resolve at
-		 * once, no USER_STACK record (one lock round trip and one record fewer). In
-		 * "both" mode the mark is kept, so that the deferred walk is cross-checked. */
-		sv->c.tail_walked_inline++;
+		/* No mark of this stay, and either past its last read of the flags (the exit
+		 * tail: the registers it returns with are @ur, and the return would walk them as
+		 * they are now) or a system call whose stays rarely see a second sample (struct
+		 * stay_stat: the return's exit would buy nothing, and pt_regs are what it returns
+		 * with). The walk goes into the sample itself, as an eager one: no mark, no exit,
+		 * no USER_STACK record. In "both" mode the mark is kept, so that the deferred walk
+		 * is cross-checked. */
+		if (req.exit_tail)
+			sv->c.tail_walked_inline++;
+		else
+			sv->c.stay_walked_inline++;
 	} else if (s->callchain != SAMPLER_CALLCHAIN_EAGER) {
 		smp->cookie = marks_take(sv, &req);
 		if (!smp->cookie && !atomic_load(&s->sampling_start))

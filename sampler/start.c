@@ -51,9 +51,9 @@ int sampler_sync_vcpu(struct svcpu *sv)
 	struct sampler *s = sv->s;
 	/* the epoch first: a vCPU that saw the new epoch sees the sampling_start set before it */
 	unsigned int epoch = atomic_load(&s->epoch), hz;
-	unsigned int phase = atomic_load(&s->bench_phase);
-	bool on = atomic_load(&s->sampling_start) != 0 &&
-		  (!s->cfg.bench_phases || phase != BENCH_PHASE_OFF);
+	/* the phase is read only where the guest sets it: this runs at every overflow */
+	unsigned int phase = s->cfg.bench_phases ? atomic_load(&s->bench_phase) : BENCH_PHASE_ON;
+	bool on = atomic_load(&s->sampling_start) != 0 && phase != BENCH_PHASE_OFF;
 	int err = 0;
 
 	if (s->cfg.bench_phases && phase != sv->bench_phase_applied) {

@@ -125,7 +125,8 @@ static int phases(const char *kind, int rounds, int slice_ms)
 			break;
 		n *= 2;
 	}
-	n = (uint64_t)((double)n * slice_ms / (t * 1000)) + 1;
+	if (t > 0) /* else the clock did not move: keep the largest n tried */
+		n = (uint64_t)((double)n * slice_ms / (t * 1000)) + 1;
 	for (int r = 0; r < rounds; r++) {
 		for (int i = 0; i < 3; i++) {
 			unsigned int p = order[r % 6][i];
