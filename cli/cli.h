@@ -306,6 +306,20 @@ struct profile;
 /* After loading @path with filters: a warning line on stderr when they left no sample of the
  * recording's (an empty report or flame graph is then no finding about the guest). */
 void cli_filter_warn_empty(const struct profile *p, const char *path);
+/*
+ * cli_suggest - the one of @names (@n of them; NULL entries skipped) closest to the misspelled
+ * @word, or NULL when none is close (at most 2 edits, fewer than a third of @word's length;
+ * an edit inserts, deletes or substitutes a byte or swaps two neighbours). Borrowed from @names.
+ */
+const char *cli_suggest(const char *word, const char *const *names, size_t n);
+struct option;
+/*
+ * cli_getopt_long - getopt_long(3) with @longopts' names suggested for a misspelled long option:
+ * on '?' for an unrecognized "--word" (getopt printed it), a "did you mean '--name'?" line on
+ * stderr when one is close (cli_suggest). Same return and globals as getopt_long.
+ */
+int cli_getopt_long(int argc, char *const argv[], const char *shortopts,
+		    const struct option *longopts);
 /* Print an error line "hvprof: ..." to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Install SIGINT/SIGTERM handlers that ask @vm to stop; restore with NULL. */

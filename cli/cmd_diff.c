@@ -665,7 +665,7 @@ int cmd_diff(int argc, char **argv)
 	dc->dopt = (struct profile_diff_options){ .size = sizeof(dc->dopt), .threshold_pct = -1 };
 	dc->fail_pct = -1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "f:k:h", opts, NULL)) != -1) {
+	while ((c = cli_getopt_long(argc, argv, "f:k:h", opts)) != -1) {
 		err = diff_opt(dc, c, optarg);
 		if (err) {
 			status = err > 0 ? EXIT_OK : EXIT_USAGE;

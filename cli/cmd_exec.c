@@ -234,7 +234,7 @@ int cmd_exec(int argc, char **argv)
 	struct ctl_reply r;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((opt = cli_getopt_long(argc, argv, "+h", opts)) != -1) {
 		switch (opt) {
 		case 'h':
 			fputs(exec_usage, stdout);

@@ -71,7 +71,7 @@ static int export_main(int argc, char **argv, const struct export_mode *m)
 	int c, err, fd = STDOUT_FILENO, known = 0;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "i:o:f:t:k:h", opts, NULL)) != -1) {
+	while ((c = cli_getopt_long(argc, argv, "i:o:f:t:k:h", opts)) != -1) {
 		switch (c) {
 		case 'i':
 			input = optarg;

@@ -212,7 +212,7 @@ int cmd_kernel_info(int argc, char **argv)
 	int c, err;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = cli_getopt_long(argc, argv, "h", opts)) != -1) {
 		switch (c) {
 		case 'k':
 			kernel = optarg;

@@ -51,8 +51,8 @@ static const char record_usage[] =
 	"  --bare-exits        benchmarking: exit at the sampling rate and record nothing\n"
 	"                      (the floor that bench/overhead.py compares hvprof with)\n"
 	"  --mark-every-stay   deferred mode: mark every sampled kernel stay and walk at its\n"
-	"                      return, also system calls whose stays rarely see a second\n"
-	"                      sample (by default walked at the sample, from the same\n"
+	"                      return, also kinds of entry whose stays see too few samples\n"
+	"                      for a mark to pay (by default walked at the sample, from the\n"
 	"                      registers the return would use: no exit for the return)\n"
 	"  --bench-phases      benchmarking: the guest's bench-phase events (hvprof-bench\n"
 	"                      phases) switch between no sampling, bare exits and sampling,\n"
@@ -231,7 +231,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "F:o:h", opts, NULL)) != -1) {
+	while ((c = cli_getopt_long(argc, argv, "F:o:h", opts)) != -1) {
 		unsigned long n;
 		char *end;
 

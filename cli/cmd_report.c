@@ -70,7 +70,7 @@ int cmd_report(int argc, char **argv)
 	int c, err;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "i:s:k:f:n:h", opts, NULL)) != -1) {
+	while ((c = cli_getopt_long(argc, argv, "i:s:k:f:n:h", opts)) != -1) {
 		switch (c) {
 		case 'i':
 			input = optarg;

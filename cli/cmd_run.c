@@ -54,7 +54,7 @@ int cmd_run(int argc, char **argv)
 
 	guest_opts_init(&g);
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = cli_getopt_long(argc, argv, "h", opts)) != -1) {
 		if (c == 'h') {
 			fputs(run_usage, stdout);
 			guest_opts_free(&g);

@@ -79,6 +79,17 @@ int main(int argc, char **argv)
 	for (size_t c = 0; c < ARRAY_SIZE(commands); c++)
 		if (!strcmp(argv[i], commands[c].name))
 			return commands[c].fn(argc - i, argv + i);
-	cli_error("unknown command '%s' (see 'hvprof --help')", argv[i]);
+	{
+		const char *names[ARRAY_SIZE(commands)], *near;
+
+		for (size_t c = 0; c < ARRAY_SIZE(commands); c++)
+			names[c] = commands[c].name;
+		near = cli_suggest(argv[i], names, ARRAY_SIZE(commands));
+		if (near)
+			cli_error("unknown command '%s': did you mean '%s'? (see 'hvprof --help')",
+				  argv[i], near);
+		else
+			cli_error("unknown command '%s' (see 'hvprof --help')", argv[i]);
+	}
 	return EXIT_USAGE;
 }

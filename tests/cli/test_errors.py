@@ -73,7 +73,8 @@ with open(folded_a, "w") as f:
 
 # (name, args, expected exit status, text the single error line must contain)
 CASES = [
-    ("unknown command", ["frobnicate"], 2, "unknown command 'frobnicate'"),
+    ("unknown command", ["frobnicate"], 2, "unknown command 'frobnicate' (see"),
+    ("misspelled command", ["reprot"], 2, "unknown command 'reprot': did you mean 'report'?"),
     ("unknown global option", ["--bogus", "report"], 2, "unknown option '--bogus'"),
     ("bad -F value", ["record", "-F", "0"], 2, "-F '0'"),
     ("bad --call-graph mode", ["record", "--call-graph", "lbr"], 2, "--call-graph 'lbr'"),
@@ -142,6 +143,19 @@ for name, args, want_status, want_text in CASES:
     ok = (status == want_status and len(lines) == 1 and want_text in lines[0]
           and lines[0].startswith("hvprof: error:"))
     print(f"{'ok' if ok else 'FAIL'}: {name}: exit {status}, stderr {lines!r}")
+    failures += not ok
+
+# a misspelled long option: getopt's line, then the closest option of that command; none when
+# nothing is close, or when the word abbreviates several (getopt lists those itself)
+for args, want in ((["record", "--mark-evry-stay"], "did you mean '--mark-every-stay'?"),
+                   (["diff", "--treshold", "5", "a", "b"], "did you mean '--threshold'?"),
+                   (["report", "--zzzzzzz"], None), (["record", "--ma"], None)):
+    status, out, err = run(*args)
+    lines = [l for l in err.splitlines() if l.strip()]
+    ok = (status == 2 and len(lines) == (2 if want else 1)
+          and (want is None or lines[1] == "hvprof: " + want)
+          and "did you mean" not in lines[0])
+    print(f"{'ok' if ok else 'FAIL'}: {' '.join(args)}: exit {status}, stderr {lines!r}")
     failures += not ok
 
 status, out, err = run("report", "-i", damaged)
