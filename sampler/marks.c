@@ -198,16 +198,18 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 		mk->exiting = req->exiting;
 		memset(&mk->entry, 0, sizeof(mk->entry));
 		mk->trap = mk->flag = false;
-		mk->joined = false;
-		if (req->entry_known && req->entry->entry_known &&
-		    req->entry->orig_ax < STAY_STATS_N) {
-			struct stay_stat *st = &sv->s->stay[req->entry->orig_ax];
+		mk->stay_class = req->entry_known ? (int16_t)stay_class(req->entry) : -1;
+		mk->explore = req->explore;
+		if (mk->stay_class >= 0) {
+			struct stay_stat *st = &sv->s->stay[mk->stay_class];
 
-			if (atomic_fetch_add_explicit(&st->made, 1, memory_order_relaxed) >=
+			if (atomic_fetch_add_explicit(&st->made, 1, memory_order_relaxed) + 1 >=
 			    STAY_DECAY) {
 				atomic_store_explicit(&st->made, STAY_DECAY / 2, memory_order_relaxed);
-				atomic_store_explicit(&st->joined, atomic_load(&st->joined) / 2,
-						      memory_order_relaxed);
+				atomic_store_explicit(
+					&st->joins,
+					atomic_load_explicit(&st->joins, memory_order_relaxed) / 2,
+					memory_order_relaxed);
 			}
 		}
 		if (req->entry_known)
@@ -299,11 +301,9 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		mk->exiting |= req->exiting;
 		cookie = mk->cookie;
 		sv->c.marks_reused++;
-		if (!mk->joined && mk->entry_known && mk->entry.entry_known &&
-		    mk->entry.orig_ax < STAY_STATS_N)
-			atomic_fetch_add_explicit(&sv->s->stay[mk->entry.orig_ax].joined, 1,
-						  memory_order_relaxed);
-		mk->joined = true;
+		if (mk->stay_class >= 0)
+			atomic_fetch_add_explicit(&sv->s->stay[mk->stay_class].joins,
+						  mk->explore ? 2u : 1u, memory_order_relaxed);
 		if (m->flag_marks)
 			mark_kind(sv, m, mk, req);
 	} else if (req->execve) {
@@ -321,21 +321,38 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 	return cookie;
 }
 
-bool stay_walk_now(struct sampler *s, uint64_t nr)
+int stay_class(const struct gi_user_regs *e)
+{
+	if (!e->entry_known)
+		return -1;
+	if (e->orig_ax < STAY_STATS_N)
+		return (int)e->orig_ax;
+	/* the entry code of interrupts and exceptions leaves -1 (an exception's error code is
+	 * moved out of the slot before the handler runs) */
+	return e->orig_ax == UINT64_MAX ? STAY_CLASS_IRQ : -1;
+}
+
+bool stay_walk_now(struct sampler *s, const struct gi_user_regs *e, bool *explore)
 {
 	struct stay_stat *st;
-	unsigned int made, joined;
+	uint64_t made, joins;
+	int cls;
 
-	if (!s->stay_adaptive || nr >= STAY_STATS_N)
+	*explore = false;
+	if (!s->stay_adaptive || (cls = stay_class(e)) < 0)
 		return false;
-	st = &s->stay[nr];
+	st = &s->stay[cls];
 	made = atomic_load_explicit(&st->made, memory_order_relaxed);
-	joined = atomic_load_explicit(&st->joined, memory_order_relaxed);
-	if (made < STAY_MIN_MARKS || joined * STAY_JOIN_RARE >= made)
+	joins = atomic_load_explicit(&st->joins, memory_order_relaxed);
+	/* samples per mark = (made + joins) / made: a mark pays at stay_pays or more */
+	if (made < STAY_MIN_MARKS || made + joins >= (uint64_t)s->stay_pays * made)
 		return false;
-	/* every STAY_EXPLORE-th still marks: a change of the call's stays shows */
-	return (atomic_fetch_add_explicit(&st->inline_walks, 1, memory_order_relaxed) + 1) %
-	       STAY_EXPLORE != 0;
+	/* every STAY_EXPLORE-th still marks: a change of the class's stays shows */
+	if ((atomic_fetch_add_explicit(&st->inline_walks, 1, memory_order_relaxed) + 1) %
+	    STAY_EXPLORE != 0)
+		return true;
+	*explore = true;
+	return false;
 }
 
 bool marks_has(struct svcpu *sv, uint64_t task, int32_t pid)

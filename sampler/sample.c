@@ -96,15 +96,15 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		req.entry_known = false;
 	}
 	if (req.entry_known && !execve && !exiting && s->callchain == SAMPLER_CALLCHAIN_DEFERRED &&
-	    (req.exit_tail || (ur.entry_known && stay_walk_now(s, ur.orig_ax))) &&
+	    (req.exit_tail || stay_walk_now(s, &ur, &req.explore)) &&
 	    !marks_has(sv, task, smp->pid)) {
 		/* No mark of this stay, and either past its last read of the flags (the exit
 		 * tail: the registers it returns with are @ur, and the return would walk them as
-		 * they are now) or a system call whose stays rarely see a second sample (struct
-		 * stay_stat: the return's exit would buy nothing, and pt_regs are what it returns
-		 * with). The walk goes into the sample itself, as an eager one: no mark, no exit,
-		 * no USER_STACK record. In "both" mode the mark is kept, so that the deferred walk
-		 * is cross-checked. */
+		 * they are now) or an entry whose stays see too few samples for a mark to pay
+		 * (struct stay_stat: the return's exit costs more than the walks it saves, and
+		 * pt_regs are what it returns with). The walk goes into the sample itself, as an
+		 * eager one: no mark, no exit, no USER_STACK record. In "both" mode the mark is
+		 * kept, so that the deferred walk is cross-checked. */
 		if (req.exit_tail)
 			sv->c.tail_walked_inline++;
 		else

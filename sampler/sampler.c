@@ -296,6 +296,7 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 	s->ustack_size = ustack_size;
 	stage_clock_init(&s->clock);
 	s->stay_adaptive = !cfg->mark_every_stay;
+	s->stay_pays = STAY_PAYS_HW; /* sampler_create: from the host */
 	atomic_store(&s->hz, cfg->sample_hz);
 	marks_init(&s->marks, cfg->mark_timeout_ns ? cfg->mark_timeout_ns : 100000000ull);
 	if (cfg->start == SAMPLER_START_BOOT ||
@@ -339,6 +340,7 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 {
 	struct vmm_hooks hooks;
 	struct sampler *s;
+	char stays[200];
 	int err;
 
 	if (!vm)
@@ -354,6 +356,12 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 	if (gi && cfg->sample_hz)
 		traps_setup(s);
 	kwatch_setup(s);
+	s->stay_pays = vmm_is_pvm(vm) ? STAY_PAYS_PVM : STAY_PAYS_HW;
+	snprintf(stays, sizeof(stays),
+		 ", stays: a kind of entry (system call number, interrupt or exception) whose "
+		 "marked stays average fewer than %u samples is walked from pt_regs at the sample "
+		 "(%s)", s->stay_pays, vmm_is_pvm(vm) ? "PVM: an exit costs ~15 walks"
+						      : "VMX/SVM: an exit costs a few walks");
 	snprintf(s->strategy, sizeof(s->strategy),
 		 ", user-callchains=%s%s%s, kernel-callchains=%s, stage-clock=%s%s",
 		 callchain_name(s->callchain),
@@ -362,9 +370,7 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 				   "exit-work loop clears it; samples in the exit tail walked from pt_regs at once)"
 				 : " (breakpoints on sysretq/iretq)",
 		 s->callchain != SAMPLER_CALLCHAIN_DEFERRED ? ""
-		 : s->stay_adaptive ? ", stays: system calls whose stays rarely see a second sample "
-				      "walked from pt_regs at the sample"
-				    : ", stays: every one marked",
+		 : s->stay_adaptive ? stays : ", stays: every one marked",
 		 gi_kernel_unwinder(gi), s->clock.tsc ? "tsc" : "monotonic",
 		 cfg->bench_phases ? ", bench-phases" : "");
 	hooks = (struct vmm_hooks){ .ctx = s, .vcpu_start = hook_vcpu_start,

@@ -149,7 +149,8 @@ struct mark {
 	 * entry ended unseen), and for a thread that exits. Not @walked: made later, from @entry,
 	 * only where the stack is still the entry's (a signal frame that saved @entry) */
 	bool walked;
-	bool joined;       /* a later sample of the stay joined it (stay_stats) */
+	int16_t stay_class; /* stay_class() of the entry, -1 none (struct stay_stat) */
+	bool explore;      /* made by an exploration turn of stay_walk_now: joins count twice */
 	uint8_t entry_stop;
 	uint16_t n_entry;
 	uint64_t entry_ips[HVP_MAX_CALLCHAIN];
@@ -206,6 +207,7 @@ struct mark_req {
 			   * deferred mode a thread with no mark yet is walked into the sample
 			   * instead, with no mark: user_part_of_kernel_sample) */
 	uint64_t now_ns;  /* host time of the sample (vmm_now_ns); 0: read it */
+	bool explore;     /* a new mark is an exploration turn (stay_walk_now) */
 };
 
 /*
@@ -223,9 +225,10 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req);
  * the vCPU it runs on: while that vCPU is stopped, the answer cannot change under the caller
  * (another vCPU's expiry or flush can only end one). No lock when no mark is pending at all. */
 bool marks_has(struct svcpu *sv, uint64_t task, int32_t pid);
-/* Should a kernel sample of a stay entered by system call @nr (pt_regs.orig_ax) walk at once
- * instead of marking (struct stay_stat)? Counts the decision. */
-bool stay_walk_now(struct sampler *s, uint64_t nr);
+/* Should a kernel sample of a stay entered with the user registers @e (pt_regs: orig_ax) walk
+ * at once instead of marking (struct stay_stat)? false with *@explore set: mark, as the
+ * class's exploration turn (mark_req.explore). Counts the decision. */
+bool stay_walk_now(struct sampler *s, const struct gi_user_regs *e, bool *explore);
 /* The thread @task/@pid is about to return to user with @ur in the address space @mm (its
  * task->mm, page tables @pg): resolve its mark, if any. A mark with no entry registers whose mm
  * is not @mm (execve switched it) ends as HVP_WALK_EXECVE, not walked. */
@@ -287,22 +290,35 @@ enum trap_action trap_decide(bool is_sysret, bool repeat, const struct kvm_regs 
 /* ---------------------------------------------------------------- the sampler */
 
 /*
- * Which system calls' stays are worth a mark (marks.c: stay_stats_*). A mark pays off when a
- * second sample of the same stay joins it (one walk for both); a stay that ends before the next
- * sample only pays the return's exit (a trap or loop hit: on a PVM host as dear as the sample's
- * own exit). Per system call number: marks made, and marks a later sample joined; where fewer
- * than 1 in STAY_JOIN_RARE of STAY_MIN_MARKS or more marks were joined, a sample of that call
- * walks pt_regs into itself (as an eager one) instead of marking, except every STAY_EXPLORE-th,
- * which still marks to keep the figures current. Halved at STAY_DECAY marks (old behaviour fades).
+ * Which stays are worth a mark (marks.c: stay_walk_now). A mark costs the return's exit (a loop
+ * or trap hit) plus one walk, and serves every sample of its stay; walking each sample from
+ * pt_regs at once costs one walk per sample and no exit. So a mark pays when the stays it is
+ * made for see, on average, more than 1 + (exit cost / walk cost) samples: struct sampler's
+ * stay_pays, from the host (STAY_PAYS_PVM, STAY_PAYS_HW). Per class of kernel entry (the
+ * system call number pt_regs.orig_ax < STAY_STATS_N; STAY_CLASS_IRQ for interrupts and
+ * exceptions, orig_ax -1): marks made, and samples that joined one. With STAY_MIN_MARKS or more
+ * marks averaging fewer than stay_pays samples each, a sample of that class walks pt_regs into
+ * itself (as an eager one) instead of marking, except every STAY_EXPLORE-th, which still marks
+ * to keep the figures current; such a mark is made in the middle of its stay (the samples
+ * before it were walked), so its joins count twice (uniformly placed, it sees half of the rest
+ * on average). Halved at STAY_DECAY marks (old behaviour fades).
  */
 #define STAY_STATS_N 512 /* system call numbers followed (x86-64 has < 512) */
+#define STAY_CLASS_IRQ STAY_STATS_N /* entered by an interrupt or exception (orig_ax -1) */
 #define STAY_MIN_MARKS 32
-#define STAY_JOIN_RARE 16
 #define STAY_EXPLORE 32
 #define STAY_DECAY 1024
+/* Samples per stay above which a mark pays: PVM, where a breakpoint hit with its exit costs
+ * 20-60 us of guest time (../shared/pvm-facts.md; bench/results/overhead_phases_*.json) against
+ * ~2 us for a walk; VMX/SVM, where an exit to the VMM costs a few us (not measurable here: the
+ * value keeps marks for any stay that sees a second sample now and then). */
+#define STAY_PAYS_PVM 16
+#define STAY_PAYS_HW 3
 struct stay_stat {
-	atomic_uint made, joined, inline_walks;
+	atomic_uint made, joins, inline_walks;
 };
+/* The stay_stat class of a kernel entry whose registers are @e (-1: none, always marked). */
+int stay_class(const struct gi_user_regs *e);
 
 struct sampler {
 	struct sampler_config cfg;
@@ -333,8 +349,9 @@ struct sampler {
 	atomic_bool in_workload;
 	/* `record --bench-phases` (start.c): the guest's last phase, enum bench_phase */
 	atomic_uint bench_phase;
-	struct stay_stat stay[STAY_STATS_N]; /* per system call number (marks.c) */
-	bool stay_adaptive; /* walk rarely joined calls' samples at once (not cfg.mark_every_stay) */
+	struct stay_stat stay[STAY_STATS_N + 1]; /* per stay_class (marks.c) */
+	bool stay_adaptive; /* walk short stays' samples at once (not cfg.mark_every_stay) */
+	unsigned int stay_pays; /* samples per stay above which a mark pays (STAY_PAYS_*) */
 	/* attach windows (attach.c, SAMPLER_START_ATTACH): bumped after every change of
 	 * sampling_start, acknowledged by each vCPU thread in seen_epoch once applied */
 	atomic_uint epoch;

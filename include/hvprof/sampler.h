@@ -108,9 +108,9 @@ enum sampler_call_graph {
  *   holds all three (bench/overhead.py --phases). Needs @start SAMPLER_START_EVENT with
  *   @start_event HVP_EVENT_BENCH_PHASE, and not @bare_exits.
  * @mark_every_stay: deferred mode marks every kernel sample's stay; without it, a sample of a
- *   system call whose stays rarely see a second sample is walked from pt_regs at once (the
- *   return would walk the same registers, and its exit buys nothing: sampler_internal.h,
- *   struct stay_stat).
+ *   kind of entry whose stays see too few samples for a mark to pay is walked from pt_regs at
+ *   once (the return would walk the same registers, and its exit costs more than the walks it
+ *   saves: sampler_internal.h, struct stay_stat).
  * @start/@start_event/@start_after_ns: when sampling starts (enum sampler_start). Until then no
  *   vCPU's counter is enabled (no overflow, no exit for it); the guest is still watched (KASLR
  *   slide, PVM fix-up) and its events recorded.
@@ -171,8 +171,8 @@ struct sampler_config {
 				 * pt_regs, as its return would (in resolved_at_return/_stale) */ \
 	X(tail_walked_inline)   /* deferred kernel samples in the exit tail with no mark of     \
 				 * their stay: walked into the sample itself, no mark made */    \
-	X(stay_walked_inline)   /* deferred kernel samples of a system call whose stays rarely \
-				 * see a second sample: walked into the sample, no mark */      \
+	X(stay_walked_inline)   /* deferred kernel samples of a kind of entry whose stays see  \
+				 * too few samples for a mark to pay: walked into the sample */ \
 	X(loop_hits)            /* exit-work loop breakpoint hits (in traps_hit too) */          \
 	X(loop_hits_idle)       /* ... with no mark pending: the loop is disarmed (in          \
 				 * traps_no_mark) */                                            \

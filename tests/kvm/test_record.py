@@ -190,8 +190,8 @@ if ur:
           f"{cnt.get('user_stack_refused', 0)} refused)")
 
 # Deferred mode: a kernel sample in the exit tail of a thread with no mark of its stay walks its
-# pt_regs into the sample itself (no mark, no USER_STACK), and so does a sample of a system call
-# whose stays rarely see a second sample (getppid, once it has 32 marks few of which were joined):
+# pt_regs into the sample itself (no mark, no USER_STACK), and so does a sample of a kind of
+# entry whose stays see too few samples for a mark to pay (getppid, once it has 32 marks):
 # the syscall phase has many of both. Those of the demo carry its user path (libc's syscall
 # wrapper, ask_kernel_path_one, syscall_phase, main: >= 3 frames), as a USER_STACK would.
 demo_tids = {p for p, t in raw["threads"].items() if t["comm"] == "hvprof-demo"}
@@ -199,7 +199,7 @@ inline = [s for s in raw["samples"] if s["cpl"] == 0 and s["cookie"] == 0 and s[
           and s["pid"] in demo_tids]
 deep = sum(1 for s in inline if len(s["uips"]) >= 3)
 check("samples walked into the sample with no mark, in the exit tail (tail_walked_inline) and "
-      "of rarely joined system calls (stay_walked_inline), with the demo's user path",
+      "of short stays (stay_walked_inline), with the demo's user path",
       cnt.get("tail_walked_inline", 0) > 0 and cnt.get("stay_walked_inline", 0) > 0 and inline
       and deep >= 0.95 * len(inline),
       f"counters {cnt.get('tail_walked_inline')} / {cnt.get('stay_walked_inline')}, demo {deep} "

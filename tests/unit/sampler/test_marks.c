@@ -623,85 +623,126 @@ out:
 	return ret;
 }
 
+/* One stay in the kernel of the fixture's thread entered with @e: @k samples, then its return. */
+static int one_stay(struct fixture *f, struct svcpu *sv, const struct gi_user_regs *e, int k,
+		    bool explore)
+{
+	struct mark_req req = req_of(f, FK_PID, e);
+	uint64_t c;
+
+	req.explore = explore;
+	c = marks_take(sv, &req);
+	if (!c)
+		return TEST_FAIL;
+	for (int i = 1; i < k; i++)
+		if (marks_take(sv, &req) != c)
+			return TEST_FAIL;
+	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, e);
+	return TEST_OK;
+}
+
+/* How many of @n samples entered with @e stay_walk_now walks at once. */
+static int walked_of(struct sampler *s, const struct gi_user_regs *e, int n)
+{
+	bool explore;
+	int walked = 0;
+
+	for (int i = 0; i < n; i++)
+		walked += stay_walk_now(s, e, &explore);
+	return walked;
+}
+
 /*
- * Which system calls' stays are walked at once (struct stay_stat): a call whose marks no later
- * sample joins is walked into its samples after STAY_MIN_MARKS marks, but every STAY_EXPLORE-th
- * sample still marks; a call whose marks are joined keeps marking; interrupts and exceptions
- * (orig_ax -1) and numbers beyond the table always mark; the walked sample carries the user path
- * itself, with no cookie.
+ * Which stays are walked at once (struct stay_stat): a kind of entry whose marked stays
+ * average fewer than stay_pays samples (every join counted, not only a stay's first) is
+ * walked into its samples after STAY_MIN_MARKS marks, but every STAY_EXPLORE-th sample still
+ * marks (an exploration mark, whose joins count twice); one that averages more keeps marking;
+ * interrupts and exceptions (orig_ax -1) are one kind; numbers beyond the table and entries
+ * not known always mark; the walked sample carries the user path itself, with no cookie; the
+ * figures halve at STAY_DECAY marks.
  */
 static int test_stay_stats(void)
 {
-	struct gi_user_regs short_call, long_call;
+	struct gi_user_regs one, two, four, irq, beyond, unknown, decay;
 	struct hvp_sample smp;
-	struct mark_req req;
 	struct fixture f;
 	struct svcpu *sv;
-	uint64_t c;
-	int walked = 0;
+	bool explore;
 
 	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
 		return TEST_FAIL;
 	sv = &f.s->vcpus[0];
 	f.s->stay_adaptive = true;
-	short_call = long_call = f.entry;
-	short_call.entry_known = long_call.entry_known = true;
-	short_call.orig_ax = 110; /* getppid: one sample per stay */
-	long_call.orig_ax = 0;    /* read: stays that see two */
-	ASSERT_TRUE(!stay_walk_now(f.s, 110)); /* nothing known yet: mark */
+	ASSERT_EQ_INT(f.s->stay_pays, STAY_PAYS_HW); /* no host: the VMX/SVM value */
+	f.s->stay_pays = 3;
+	one = two = four = irq = beyond = decay = f.entry;
+	one.entry_known = two.entry_known = four.entry_known = true;
+	irq.entry_known = beyond.entry_known = decay.entry_known = true;
+	one.orig_ax = 110;  /* getppid: one sample per stay */
+	two.orig_ax = 39;   /* getpid: two (the first-join rule of before marked these) */
+	four.orig_ax = 0;   /* read: four */
+	irq.orig_ax = UINT64_MAX;
+	beyond.orig_ax = STAY_STATS_N;
+	unknown = one;
+	unknown.entry_known = false;
+	ASSERT_TRUE(!stay_walk_now(f.s, &one, &explore) && !explore); /* nothing known: mark */
 	for (int i = 0; i < STAY_MIN_MARKS; i++) {
-		req = req_of(&f, FK_PID, &short_call);
-		ASSERT_TRUE(marks_take(sv, &req) != 0);
-		marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg,
-					&short_call);
-		req = req_of(&f, FK_PID, &long_call);
-		c = marks_take(sv, &req);
-		ASSERT_EQ_U64(marks_take(sv, &req), c);
-		marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg,
-					&long_call);
+		ASSERT_EQ_INT(one_stay(&f, sv, &one, 1, false), TEST_OK);
+		ASSERT_EQ_INT(one_stay(&f, sv, &two, 2, false), TEST_OK);
+		ASSERT_EQ_INT(one_stay(&f, sv, &four, 4, false), TEST_OK);
+		ASSERT_EQ_INT(one_stay(&f, sv, &irq, 1, false), TEST_OK);
+		ASSERT_EQ_INT(one_stay(&f, sv, &beyond, 1, false), TEST_OK);
 	}
-	for (int i = 0; i < 2 * STAY_EXPLORE; i++)
-		walked += stay_walk_now(f.s, 110);
-	ASSERT_EQ_INT(walked, 2 * STAY_EXPLORE - 2);
-	ASSERT_TRUE(!stay_walk_now(f.s, 0));
-	ASSERT_TRUE(!stay_walk_now(f.s, (uint64_t)-1));
-	ASSERT_TRUE(!stay_walk_now(f.s, STAY_STATS_N));
+	ASSERT_EQ_INT(walked_of(f.s, &one, 2 * STAY_EXPLORE), 2 * STAY_EXPLORE - 2);
+	ASSERT_EQ_INT(walked_of(f.s, &two, 2 * STAY_EXPLORE), 2 * STAY_EXPLORE - 2);
+	ASSERT_EQ_INT(walked_of(f.s, &irq, 2 * STAY_EXPLORE), 2 * STAY_EXPLORE - 2);
+	ASSERT_EQ_INT(walked_of(f.s, &four, 2 * STAY_EXPLORE), 0);
+	ASSERT_EQ_INT(walked_of(f.s, &beyond, 2 * STAY_EXPLORE), 0);
+	ASSERT_EQ_INT(walked_of(f.s, &unknown, 2 * STAY_EXPLORE), 0);
+	/* the exploration turn says so */
+	for (int i = 0; i < STAY_EXPLORE; i++)
+		if (!stay_walk_now(f.s, &one, &explore))
+			break;
+	ASSERT_TRUE(explore);
 	/* a sample of the short call: its user path in the sample, no mark */
 	memset(&smp, 0, sizeof(smp));
 	smp.pid = FK_PID;
 	smp.rip = FK_STEXT + 0x100;
 	n_recs = 0;
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, &short_call, false,
+	while (!stay_walk_now(f.s, &one, &explore)) /* past the next exploration turn */
+		;
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, &one, false,
 				   f.fk.mm_kva, false);
 	ASSERT_EQ_U64(smp.cookie, 0);
 	ASSERT_EQ_U64(sv->c.stay_walked_inline, 1);
 	ASSERT_TRUE(smp.n_user >= 4 && smp.user_ips[0] == f.entry.ip);
 	ASSERT_EQ_INT(atomic_load(&f.s->marks.pending), 0);
-	/* its stays grow: joined exploration marks bring the marks back */
-	for (int i = 0; i < STAY_MIN_MARKS; i++) {
-		req = req_of(&f, FK_PID, &short_call);
-		c = marks_take(sv, &req);
-		ASSERT_EQ_U64(marks_take(sv, &req), c);
-		marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg,
-					&short_call);
-	}
-	ASSERT_TRUE(!stay_walk_now(f.s, 110));
+	/* an exploration mark's joins count twice */
+	ASSERT_EQ_INT(atomic_load(&f.s->stay[110].joins), 0);
+	ASSERT_EQ_INT(one_stay(&f, sv, &one, 2, true), TEST_OK);
+	ASSERT_EQ_INT(atomic_load(&f.s->stay[110].joins), 2);
+	ASSERT_EQ_INT(one_stay(&f, sv, &one, 2, false), TEST_OK);
+	ASSERT_EQ_INT(atomic_load(&f.s->stay[110].joins), 3);
+	/* its stays grow: marks come back once they average stay_pays samples */
+	for (int i = 0; i < STAY_MIN_MARKS; i++)
+		ASSERT_EQ_INT(one_stay(&f, sv, &one, 6, false), TEST_OK);
+	ASSERT_TRUE(!stay_walk_now(f.s, &one, &explore) && !explore);
+	/* decay: at STAY_DECAY marks, made and joins halve */
+	decay.orig_ax = 1;
+	for (int i = 0; i < STAY_DECAY; i++)
+		ASSERT_EQ_INT(one_stay(&f, sv, &decay, 2, false), TEST_OK);
+	ASSERT_EQ_INT(atomic_load(&f.s->stay[1].made), STAY_DECAY / 2);
+	ASSERT_EQ_INT(atomic_load(&f.s->stay[1].joins), STAY_DECAY / 2);
 	/* off (record --mark-every-stay): always mark */
 	f.s->stay_adaptive = false;
-	for (int i = 0; i < STAY_MIN_MARKS; i++) {
-		req = req_of(&f, FK_PID, &short_call);
-		ASSERT_TRUE(marks_take(sv, &req) != 0);
-		marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg,
-					&short_call);
-	}
-	ASSERT_TRUE(!stay_walk_now(f.s, 110));
+	ASSERT_EQ_INT(walked_of(f.s, &two, 2 * STAY_EXPLORE), 0);
 	fixture_fini(&f);
 	return TEST_OK;
 }
 
 static const struct test_case tests[] = {
 	{ "marks: take, reuse within one stay, resolve on another vCPU", test_mark_reuse_resolve },
-	{ "marks: system calls whose stays are rarely joined are walked at once",
+	{ "marks: entries whose stays see too few samples for a mark are walked at once",
 	  test_stay_stats },
 	{ "marks: other user registers end a mark with its saved walk", test_stale_registers },
 	{ "marks: expiry from entry registers, a reused pid is lost", test_expire_from_pt_regs },
