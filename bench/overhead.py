@@ -29,7 +29,8 @@ workload (`hvprof-bench phases`) switch hvprof between no sampling, bare exits a
 before each slice of ~SLICE_MS of the same work, N rounds of the three in rotating order, so
 unprofiled, floor and profiled run side by side within seconds of each other instead of in
 boots minutes apart (whose spread on a shared host exceeds the effects). One boot per mark
-strategy (flag; flag-all: flag with --mark-every-stay; trap; eager), repeated --boots times; the floor ratio is taken from the sums
+strategy of --configs (flag; flag-all: flag with --mark-every-stay; trap; eager; flag-fp and
+eager-fp: flag and eager with --call-graph fp), repeated --boots times; the floor ratio is taken from the sums
 over the rounds (cost per sample = (T_phase - T_off) / (rate x T_phase)), with a bootstrap
 interval over rounds, beside the VMM's counters.
 
@@ -250,7 +251,12 @@ PHASE_CONFIGS = [("flag", ["--callchain-mode", "deferred", "--marks", "flag"]),
                  ("flag-all", ["--callchain-mode", "deferred", "--marks", "flag",
                                "--mark-every-stay"]),
                  ("trap", ["--callchain-mode", "deferred", "--marks", "trap"]),
-                 ("eager", ["--callchain-mode", "eager"])]
+                 ("eager", ["--callchain-mode", "eager"]),
+                 # the same with --call-graph fp: 64 bytes of stack per walk, not the DWARF copy
+                 ("flag-fp", ["--callchain-mode", "deferred", "--marks", "flag",
+                              "--call-graph", "fp"]),
+                 ("eager-fp", ["--callchain-mode", "eager", "--call-graph", "fp"])]
+PHASE_DEFAULT = "flag,flag-all,trap,eager"
 
 
 def phase_times(console):
@@ -280,11 +286,11 @@ def bootstrap(rounds, hz, key, n=2000):
     return vals[int(0.05 * len(vals))], vals[int(0.95 * len(vals)) - 1]
 
 
-def phases(hvprof, rounds, slice_ms, boots, kinds, work):
+def phases(hvprof, rounds, slice_ms, boots, kinds, work, configs):
     run = "; ".join(f"/bin/hvprof-bench phases {k} {rounds} {slice_ms}" for k in kinds)
     raw = []
     for b in range(boots):
-        order = PHASE_CONFIGS[b % len(PHASE_CONFIGS):] + PHASE_CONFIGS[:b % len(PHASE_CONFIGS)]
+        order = configs[b % len(configs):] + configs[:b % len(configs)]
         for name, args in order:
             print(f"bench: boot {b + 1}/{boots} {name} ...", flush=True)
             data = os.path.join(work, "phases.data")
@@ -306,7 +312,7 @@ def phases(hvprof, rounds, slice_ms, boots, kinds, work):
             raw.append(res)
     print(f"\nhvprof overhead inside one boot, 1 vCPU at 1 kHz: {rounds} rounds of ~{slice_ms} ms "
           f"slices (off, bare exits, on), {boots} boot(s) per strategy")
-    print(f"{'config':6} {'boot':>4} {'kind':8} {'bare x':>7} {'on x':>7} {'bare us':>8} "
+    print(f"{'config':8} {'boot':>4} {'kind':8} {'bare x':>7} {'on x':>7} {'bare us':>8} "
           f"{'on us':>8} {'floor':>6} {'floor 90%':>14} {'off cv %':>8} {'VMM ns':>7} "
           f"{'median':>7} {'trap us':>7} {'no-mark %':>9} {'hits/smp':>8}")
     for res in raw:
@@ -321,7 +327,7 @@ def phases(hvprof, rounds, slice_ms, boots, kinds, work):
             f["off_cv_pct"] = 100 * statistics.pstdev(offs) / statistics.mean(offs)
             res.setdefault("summary", {})[kind] = f
             g = lambda k, fmt: fmt.format(res[k]) if res.get(k) is not None else "-"  # noqa
-            print(f"{res['config']:6} {res['boot'] + 1:>4} {kind:8} {f['x_bare']:7.3f} "
+            print(f"{res['config']:8} {res['boot'] + 1:>4} {kind:8} {f['x_bare']:7.3f} "
                   f"{f['x_on']:7.3f} {f['bare_us']:8.1f} {f['on_us']:8.1f} "
                   f"{f['floor'] if f['floor'] is not None else float('nan'):6.2f} "
                   f"{(f'{ci[0]:.2f}-{ci[1]:.2f}' if ci else '-'):>14} {f['off_cv_pct']:8.1f} "
@@ -330,14 +336,14 @@ def phases(hvprof, rounds, slice_ms, boots, kinds, work):
                   f"{g('hits_per_sample', '{:.2f}'):>8}")
     if boots > 1:
         print("pooled: every boot's rounds of a strategy together")
-        for name, _ in PHASE_CONFIGS:
+        for name, _ in configs:
             for kind in kinds:
                 rs = [r for res in raw if res["config"] == name
                       for r in res["times"].get(kind, [])]
                 if not rs:
                     continue
                 f, ci = phase_floor(rs, 1000), bootstrap(rs, 1000, "floor")
-                print(f"{name:6} {'all':>4} {kind:8} {f['x_bare']:7.3f} {f['x_on']:7.3f} "
+                print(f"{name:8} {'all':>4} {kind:8} {f['x_bare']:7.3f} {f['x_on']:7.3f} "
                       f"{f['bare_us']:8.1f} {f['on_us']:8.1f} "
                       f"{f['floor'] if f['floor'] is not None else float('nan'):6.2f} "
                       f"{(f'{ci[0]:.2f}-{ci[1]:.2f}' if ci else '-'):>14}")
@@ -362,6 +368,8 @@ def main():
     ap.add_argument("--slice-ms", type=int, default=250, help="--phases: ms per slice")
     ap.add_argument("--boots", type=int, default=1, help="--phases: boots per strategy")
     ap.add_argument("--kinds", default="syscall,cpu", help="--phases: workloads, e.g. syscall")
+    ap.add_argument("--configs", default=PHASE_DEFAULT,
+                    help="--phases: strategies, of " + ",".join(n for n, _ in PHASE_CONFIGS))
     a = ap.parse_args()
     hvprof = os.path.join(a.build, "cli", "hvprof")
     work = tempfile.mkdtemp(prefix="hvprof-bench-")
@@ -372,8 +380,14 @@ def main():
     if a.phases or a.interleave:
         if a.phases:
             key = "phases"
+            known = dict(PHASE_CONFIGS)
+            names = [n for n in a.configs.split(",") if n]
+            if not names or any(n not in known for n in names):
+                ap.error(f"--configs '{a.configs}': want names of "
+                         + ",".join(n for n, _ in PHASE_CONFIGS))
             results[key] = phases(hvprof, a.phases, a.slice_ms, a.boots,
-                                  [k for k in a.kinds.split(",") if k], work)
+                                  [k for k in a.kinds.split(",") if k], work,
+                                  [(n, known[n]) for n in names])
         else:
             key = "interleaved"
             results[key] = interleaved(hvprof, a.interleave, work)
