@@ -35,7 +35,7 @@ over the rounds (cost per sample = (T_phase - T_off) / (rate x T_phase)), with a
 interval over rounds, beside the VMM's counters.
 
 usage: bench/overhead.py [--build DIR] [--json FILE] [--cpus LIST] [--quick] [--interleave N]
-                         [--phases N [--slice-ms MS] [--boots B]]
+                         [--phases N [--slice-ms MS] [--boots B] [--kinds K,..] [--configs C,..]]
 """
 import argparse
 import json
