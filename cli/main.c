@@ -66,7 +66,14 @@ int main(int argc, char **argv)
 			printf("hvprof 0.1.0\n");
 			return EXIT_OK;
 		} else {
-			cli_error("unknown option '%s' (see 'hvprof --help')", argv[i]);
+			static const char *const global[] = { "--help", "--version" };
+			const char *near = cli_suggest(argv[i], global, ARRAY_SIZE(global));
+
+			if (near)
+				cli_error("unknown option '%s': did you mean '%s'? (see 'hvprof "
+					  "--help')", argv[i], near);
+			else
+				cli_error("unknown option '%s' (see 'hvprof --help')", argv[i]);
 			return EXIT_USAGE;
 		}
 	}

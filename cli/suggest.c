@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <hvprof/compiler.h>
+
 #include "cli.h"
 
 #define SUGGEST_MAX_LEN 64 /* names longer than this are never suggested for */
@@ -62,7 +64,7 @@ const char *cli_suggest(const char *word, const char *const *names, size_t n)
 int cli_getopt_long(int argc, char *const argv[], const char *shortopts,
 		    const struct option *longopts)
 {
-	const char *names[128], *bad, *eq, *s;
+	const char *bad, *eq, *s, *names[160]; /* far more than a command has */
 	char word[SUGGEST_MAX_LEN + 1];
 	size_t n = 0, len;
 	int c = getopt_long(argc, argv, shortopts, longopts, NULL);
@@ -80,10 +82,11 @@ int cli_getopt_long(int argc, char *const argv[], const char *shortopts,
 		return c;
 	memcpy(word, bad + 2, len);
 	word[len] = '\0';
-	for (const struct option *o = longopts; o->name && n < sizeof(names) / sizeof(names[0]); o++) {
+	for (const struct option *o = longopts; o->name; o++) {
 		if (!strncmp(o->name, word, len))
 			return c; /* a prefix of one: ambiguous, getopt named the candidates */
-		names[n++] = o->name;
+		if (n < ARRAY_SIZE(names))
+			names[n++] = o->name;
 	}
 	s = cli_suggest(word, names, n);
 	if (s)

@@ -174,6 +174,45 @@ static void set_entry(struct svcpu *sv, struct mark *mk, const struct mark_req *
 	mk->n_entry = (uint16_t)n;
 }
 
+/*
+ * Count a mark in its class's figures (struct stay_stat), once its entry's registers @e are
+ * known: at the mark, or at the later sample that brought them (an entry-window mark). Under
+ * the marks lock.
+ */
+static void stay_count_mark(struct sampler *s, struct mark *mk, const struct gi_user_regs *e)
+{
+	struct stay_stat *st;
+	atomic_uint *made, *other;
+	int cls = stay_class(e);
+
+	if (cls < 0 || mk->stay_class >= 0)
+		return;
+	mk->stay_class = (int16_t)cls; /* 0..STAY_CLASS_IRQ (stay_class) */
+	st = &s->stay[cls];
+	made = mk->explore ? &st->xmade : &st->made;
+	other = mk->explore ? &st->xjoined : &st->joins;
+	if (atomic_fetch_add_explicit(made, 1, memory_order_relaxed) + 1 >= STAY_DECAY) {
+		atomic_store_explicit(made, STAY_DECAY / 2, memory_order_relaxed);
+		atomic_store_explicit(other, atomic_load_explicit(other, memory_order_relaxed) / 2,
+				      memory_order_relaxed);
+	}
+}
+
+/* A later sample of the stay joined @mk: count it (struct stay_stat). Under the marks lock. */
+static void stay_count_join(struct sampler *s, struct mark *mk)
+{
+	struct stay_stat *st;
+
+	if (mk->stay_class < 0)
+		return;
+	st = &s->stay[mk->stay_class]; /* 0..STAY_CLASS_IRQ: set by stay_count_mark only */
+	if (!mk->explore)
+		atomic_fetch_add_explicit(&st->joins, 1, memory_order_relaxed);
+	else if (!mk->joined)
+		atomic_fetch_add_explicit(&st->xjoined, 1, memory_order_relaxed);
+	mk->joined = true;
+}
+
 /* A free slot for a new mark of @req (under the lock), or NULL when the table is full. */
 static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mark_req *req)
 {
@@ -198,20 +237,11 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 		mk->exiting = req->exiting;
 		memset(&mk->entry, 0, sizeof(mk->entry));
 		mk->trap = mk->flag = false;
-		mk->stay_class = req->entry_known ? (int16_t)stay_class(req->entry) : -1;
+		mk->stay_class = -1;
 		mk->explore = req->explore;
-		if (mk->stay_class >= 0) {
-			struct stay_stat *st = &sv->s->stay[mk->stay_class];
-
-			if (atomic_fetch_add_explicit(&st->made, 1, memory_order_relaxed) + 1 >=
-			    STAY_DECAY) {
-				atomic_store_explicit(&st->made, STAY_DECAY / 2, memory_order_relaxed);
-				atomic_store_explicit(
-					&st->joins,
-					atomic_load_explicit(&st->joins, memory_order_relaxed) / 2,
-					memory_order_relaxed);
-			}
-		}
+		mk->joined = false;
+		if (req->entry_known)
+			stay_count_mark(sv->s, mk, req->entry);
 		if (req->entry_known)
 			set_entry(sv, mk, req, req->entry);
 		m->n_used++;
@@ -268,8 +298,10 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 	} else if (mk && req->entry_known && !mk->entry_known) {
 		/* marked in the entry code: this later sample knows the entry's registers (not
 		 * when they are an execve's old program's: this mm is not theirs to walk in) */
-		if (!req->execve)
+		if (!req->execve) {
 			set_entry(sv, mk, req, req->entry);
+			stay_count_mark(sv->s, mk, req->entry);
+		}
 	} else if (mk && req->entry_known && !mk->exiting &&
 		   (mk->entry.ip != req->entry->ip || mk->entry.sp != req->entry->sp)) {
 		/* Same stay in the kernel, other user registers: execve set up the new program
@@ -301,9 +333,7 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		mk->exiting |= req->exiting;
 		cookie = mk->cookie;
 		sv->c.marks_reused++;
-		if (mk->stay_class >= 0)
-			atomic_fetch_add_explicit(&sv->s->stay[mk->stay_class].joins,
-						  mk->explore ? 2u : 1u, memory_order_relaxed);
+		stay_count_join(sv->s, mk);
 		if (m->flag_marks)
 			mark_kind(sv, m, mk, req);
 	} else if (req->execve) {
@@ -335,18 +365,30 @@ int stay_class(const struct gi_user_regs *e)
 bool stay_walk_now(struct sampler *s, const struct gi_user_regs *e, bool *explore)
 {
 	struct stay_stat *st;
-	uint64_t made, joins;
+	uint64_t made, joins, xmade, xjoined;
 	int cls;
 
 	*explore = false;
 	if (!s->stay_adaptive || (cls = stay_class(e)) < 0)
 		return false;
-	st = &s->stay[cls];
+	st = &s->stay[cls]; /* 0..STAY_CLASS_IRQ (stay_class) */
 	made = atomic_load_explicit(&st->made, memory_order_relaxed);
 	joins = atomic_load_explicit(&st->joins, memory_order_relaxed);
-	/* samples per mark = (made + joins) / made: a mark pays at stay_pays or more */
+	/* samples per stay = (made + joins) / made: a mark pays at stay_pays or more */
 	if (made < STAY_MIN_MARKS || made + joins >= (uint64_t)s->stay_pays * made)
 		return false;
+	xmade = atomic_load_explicit(&st->xmade, memory_order_relaxed);
+	xjoined = atomic_load_explicit(&st->xjoined, memory_order_relaxed);
+	if (xmade >= STAY_MIN_MARKS && xjoined <= xmade &&
+	    xmade >= (uint64_t)s->stay_pays * (xmade - xjoined)) {
+		/* the exploration marks say the stays grew (xmade / unjoined >= stay_pays):
+		 * mark again, and learn again from marks at the stays' first samples */
+		atomic_store_explicit(&st->made, 0, memory_order_relaxed);
+		atomic_store_explicit(&st->joins, 0, memory_order_relaxed);
+		atomic_store_explicit(&st->xmade, 0, memory_order_relaxed);
+		atomic_store_explicit(&st->xjoined, 0, memory_order_relaxed);
+		return false;
+	}
 	/* every STAY_EXPLORE-th still marks: a change of the class's stays shows */
 	if ((atomic_fetch_add_explicit(&st->inline_walks, 1, memory_order_relaxed) + 1) %
 	    STAY_EXPLORE != 0)

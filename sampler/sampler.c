@@ -340,7 +340,7 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 {
 	struct vmm_hooks hooks;
 	struct sampler *s;
-	char stays[200];
+	char stays[256]; /* 195 bytes at most */
 	int err;
 
 	if (!vm)
@@ -360,7 +360,7 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 	snprintf(stays, sizeof(stays),
 		 ", stays: a kind of entry (system call number, interrupt or exception) whose "
 		 "marked stays average fewer than %u samples is walked from pt_regs at the sample "
-		 "(%s)", s->stay_pays, vmm_is_pvm(vm) ? "PVM: an exit costs ~15 walks"
+		 "(%s)", s->stay_pays, vmm_is_pvm(vm) ? "PVM: an exit costs 10-30 walks"
 						      : "VMX/SVM: an exit costs a few walks");
 	snprintf(s->strategy, sizeof(s->strategy),
 		 ", user-callchains=%s%s%s, kernel-callchains=%s, stage-clock=%s%s",

@@ -150,7 +150,8 @@ struct mark {
 	 * only where the stack is still the entry's (a signal frame that saved @entry) */
 	bool walked;
 	int16_t stay_class; /* stay_class() of the entry, -1 none (struct stay_stat) */
-	bool explore;      /* made by an exploration turn of stay_walk_now: joins count twice */
+	bool explore;      /* made by an exploration turn of stay_walk_now (xmade) */
+	bool joined;       /* a later sample joined it */
 	uint8_t entry_stop;
 	uint16_t n_entry;
 	uint64_t entry_ips[HVP_MAX_CALLCHAIN];
@@ -293,29 +294,38 @@ enum trap_action trap_decide(bool is_sysret, bool repeat, const struct kvm_regs 
  * Which stays are worth a mark (marks.c: stay_walk_now). A mark costs the return's exit (a loop
  * or trap hit) plus one walk, and serves every sample of its stay; walking each sample from
  * pt_regs at once costs one walk per sample and no exit. So a mark pays when the stays it is
- * made for see, on average, more than 1 + (exit cost / walk cost) samples: struct sampler's
+ * made for see, on average, at least 1 + (exit cost / walk cost) samples: struct sampler's
  * stay_pays, from the host (STAY_PAYS_PVM, STAY_PAYS_HW). Per class of kernel entry (the
  * system call number pt_regs.orig_ax < STAY_STATS_N; STAY_CLASS_IRQ for interrupts and
- * exceptions, orig_ax -1): marks made, and samples that joined one. With STAY_MIN_MARKS or more
- * marks averaging fewer than stay_pays samples each, a sample of that class walks pt_regs into
- * itself (as an eager one) instead of marking, except every STAY_EXPLORE-th, which still marks
- * to keep the figures current; such a mark is made in the middle of its stay (the samples
- * before it were walked), so its joins count twice (uniformly placed, it sees half of the rest
- * on average). Halved at STAY_DECAY marks (old behaviour fades).
+ * exceptions, orig_ax -1; a guest's syscall(-1) lands there too, and 32-bit numbers share the
+ * table: they only skew the estimate):
+ * - @made, @joins: marks made at a stay's first sample, and every later sample that joined one;
+ *   samples per stay = (made + joins) / made. With STAY_MIN_MARKS or more marks averaging fewer
+ *   than stay_pays, a sample of that class walks pt_regs into itself (as an eager one) instead
+ *   of marking, except every STAY_EXPLORE-th sample, which marks as an exploration turn.
+ * - @xmade, @xjoined: those exploration marks, and how many a later sample joined. An
+ *   exploration mark falls on a sample, not a stay: a stay of n samples is picked n times as
+ *   often, and its mark is joined unless it was the stay's last sample (1 in n): so the
+ *   fraction never joined is exactly 1 / mean samples per stay, and the mean is
+ *   xmade / (xmade - xjoined). Once STAY_MIN_MARKS exploration marks show stay_pays or more,
+ *   every figure restarts and the class marks again (and learns again).
+ * Halved at STAY_DECAY marks (old behaviour fades). Counted under the marks lock; stay_walk_now
+ * reads and restarts them without it: a decay or restart seen half done, or a count lost to
+ * it, only moves a decision by a sample or two.
  */
 #define STAY_STATS_N 512 /* system call numbers followed (x86-64 has < 512) */
 #define STAY_CLASS_IRQ STAY_STATS_N /* entered by an interrupt or exception (orig_ax -1) */
 #define STAY_MIN_MARKS 32
 #define STAY_EXPLORE 32
 #define STAY_DECAY 1024
-/* Samples per stay above which a mark pays: PVM, where a breakpoint hit with its exit costs
- * 20-60 us of guest time (../shared/pvm-facts.md; bench/results/overhead_phases_*.json) against
- * ~2 us for a walk; VMX/SVM, where an exit to the VMM costs a few us (not measurable here: the
- * value keeps marks for any stay that sees a second sample now and then). */
+/* Samples per stay at which a mark pays: PVM, where a breakpoint hit with its exit costs 20-60 us
+ * of guest time (../shared/pvm-facts.md; bench/results/overhead_phases_*.json) against ~2-3 us
+ * for a walk (with the DWARF stack copy); VMX/SVM, where an exit to the VMM costs a few us (not
+ * measurable here: the value keeps marks for any stay that often sees a second sample). */
 #define STAY_PAYS_PVM 16
 #define STAY_PAYS_HW 3
 struct stay_stat {
-	atomic_uint made, joins, inline_walks;
+	atomic_uint made, joins, xmade, xjoined, inline_walks;
 };
 /* The stay_stat class of a kernel entry whose registers are @e (-1: none, always marked). */
 int stay_class(const struct gi_user_regs *e);

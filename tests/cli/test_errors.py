@@ -75,7 +75,9 @@ with open(folded_a, "w") as f:
 CASES = [
     ("unknown command", ["frobnicate"], 2, "unknown command 'frobnicate' (see"),
     ("misspelled command", ["reprot"], 2, "unknown command 'reprot': did you mean 'report'?"),
-    ("unknown global option", ["--bogus", "report"], 2, "unknown option '--bogus'"),
+    ("unknown global option", ["--bogus", "report"], 2, "unknown option '--bogus' (see"),
+    ("misspelled global option", ["--verison"], 2,
+     "unknown option '--verison': did you mean '--version'?"),
     ("bad -F value", ["record", "-F", "0"], 2, "-F '0'"),
     ("bad --call-graph mode", ["record", "--call-graph", "lbr"], 2, "--call-graph 'lbr'"),
     ("--bench-phases with --bare-exits", ["record", "--bench-phases", "--bare-exits"], 2,
