@@ -9,7 +9,8 @@
 // kernel entry as the previous (the mark exists), a user-mode sample (fp walk, DWARF stack
 // copy), and an eager kernel sample (user walk from pt_regs at once).
 //
-// usage: bench-sample [SAMPLES]   (default 2000 per shape and mode)
+// usage: bench-sample [SAMPLES [fp|dwarf]]   (default 2000 per shape and mode; dwarf: the
+// default --call-graph, 8 KiB of stack per walk; fp: 64 bytes)
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -131,6 +132,8 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static enum sampler_call_graph call_graph = SAMPLER_CALL_GRAPH_DWARF;
+
 static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flushbuf)
 {
 	enum sampler_callchain_mode mode = shape == EAGER ? SAMPLER_CALLCHAIN_EAGER :
@@ -146,7 +149,7 @@ static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flush
 	int err = -1;
 
 	ns = calloc(n, sizeof(*ns));
-	if (!ns || fixture_init_cg(&f, mode, 4, SAMPLER_CALL_GRAPH_DWARF, HVP_USER_STACK_DEFAULT)) {
+	if (!ns || fixture_init_cg(&f, mode, 4, call_graph, HVP_USER_STACK_DEFAULT)) {
 		free(ns);
 		return -1;
 	}
@@ -229,10 +232,15 @@ int main(int argc, char **argv)
 	uint8_t *flushbuf;
 	int fd, err = 0;
 
-	if (n == 0 || n > 1000000) {
-		fprintf(stderr, "usage: bench-sample [SAMPLES (1..1000000)]\n");
+	if (argc > 2 && !strcmp(argv[2], "fp"))
+		call_graph = SAMPLER_CALL_GRAPH_FP;
+	else if (argc > 2 && strcmp(argv[2], "dwarf"))
+		n = 0;
+	if (n == 0 || n > 1000000 || argc > 3) {
+		fprintf(stderr, "usage: bench-sample [SAMPLES (1..1000000) [fp|dwarf]]\n");
 		return 2;
 	}
+	printf("bench-sample: --call-graph %s\n", call_graph == SAMPLER_CALL_GRAPH_FP ? "fp" : "dwarf");
 	fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	flushbuf = malloc(FLUSH_BYTES);
 	if (fd < 0 || !flushbuf || recfile_writer_open(fd, &writer) != 0) {

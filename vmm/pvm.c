@@ -26,8 +26,10 @@
 
 bool vmm_host_is_pvm(void)
 {
-	/* PVM is a kernel module of its own; VMX/SVM hosts never load it. */
-	return access("/sys/module/kvm_pvm", F_OK) == 0;
+	/* PVM is a kernel module of its own; VMX/SVM hosts never load it. Built in, it shows in
+	 * /sys/module even where it did not bind (a kernel that is itself a PVM guest: "this
+	 * kernel is itself a kvm-pvm guest; not binding"), and then there is no /dev/kvm. */
+	return access("/sys/module/kvm_pvm", F_OK) == 0 && access("/dev/kvm", F_OK) == 0;
 }
 
 /*

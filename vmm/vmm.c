@@ -269,7 +269,15 @@ static int kvm_open(struct vmm *vm)
 	vm->kvm_fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (vm->kvm_fd < 0) {
 		err = -errno;
-		pr_err("cannot open /dev/kvm: %s", hvp_strerror(err));
+		/* what a user can do about it, by cause */
+		pr_err("cannot open /dev/kvm: %s%s", hvp_strerror(err),
+		       err == -ENOENT ? " (no KVM on this host: load kvm_intel, kvm_amd or kvm_pvm; "
+					"inside a VM, its hypervisor must offer nested "
+					"virtualization)"
+		       : err == -EACCES || err == -EPERM
+			       ? " (no permission: run as root or as a member of the device's group, "
+				 "usually kvm)"
+			       : "");
 		return err;
 	}
 	if (ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION) {
