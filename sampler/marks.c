@@ -240,6 +240,8 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 		mk->stay_class = -1;
 		mk->explore = req->explore;
 		mk->joined = false;
+		if (mk->explore)
+			sv->c.stay_explore_marks++;
 		if (req->entry_known)
 			stay_count_mark(sv->s, mk, req->entry);
 		if (req->entry_known)
@@ -362,8 +364,9 @@ int stay_class(const struct gi_user_regs *e)
 	return e->orig_ax == UINT64_MAX ? STAY_CLASS_IRQ : -1;
 }
 
-bool stay_walk_now(struct sampler *s, const struct gi_user_regs *e, bool *explore)
+bool stay_walk_now(struct svcpu *sv, const struct gi_user_regs *e, bool *explore)
 {
+	struct sampler *s = sv->s;
 	struct stay_stat *st;
 	uint64_t made, joins, xmade, xjoined;
 	int cls;
@@ -387,6 +390,7 @@ bool stay_walk_now(struct sampler *s, const struct gi_user_regs *e, bool *explor
 		atomic_store_explicit(&st->joins, 0, memory_order_relaxed);
 		atomic_store_explicit(&st->xmade, 0, memory_order_relaxed);
 		atomic_store_explicit(&st->xjoined, 0, memory_order_relaxed);
+		sv->c.stay_back_to_marks++;
 		return false;
 	}
 	/* every STAY_EXPLORE-th still marks: a change of the class's stays shows */

@@ -96,7 +96,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		req.entry_known = false;
 	}
 	if (req.entry_known && !execve && !exiting && s->callchain == SAMPLER_CALLCHAIN_DEFERRED &&
-	    (req.exit_tail || stay_walk_now(s, &ur, &req.explore)) &&
+	    (req.exit_tail || stay_walk_now(sv, &ur, &req.explore)) &&
 	    !marks_has(sv, task, smp->pid)) {
 		/* No mark of this stay, and either past its last read of the flags (the exit
 		 * tail: the registers it returns with are @ur, and the return would walk them as

@@ -229,7 +229,7 @@ bool marks_has(struct svcpu *sv, uint64_t task, int32_t pid);
 /* Should a kernel sample of a stay entered with the user registers @e (pt_regs: orig_ax) walk
  * at once instead of marking (struct stay_stat)? false with *@explore set: mark, as the
  * class's exploration turn (mark_req.explore). Counts the decision. */
-bool stay_walk_now(struct sampler *s, const struct gi_user_regs *e, bool *explore);
+bool stay_walk_now(struct svcpu *sv, const struct gi_user_regs *e, bool *explore);
 /* The thread @task/@pid is about to return to user with @ur in the address space @mm (its
  * task->mm, page tables @pg): resolve its mark, if any. A mark with no entry registers whose mm
  * is not @mm (execve switched it) ends as HVP_WALK_EXECVE, not walked. */

@@ -173,6 +173,10 @@ struct sampler_config {
 				 * their stay: walked into the sample itself, no mark made */    \
 	X(stay_walked_inline)   /* deferred kernel samples of a kind of entry whose stays see  \
 				 * too few samples for a mark to pay: walked into the sample */ \
+	X(stay_explore_marks)   /* ... the marks still made for such kinds, to see their stays \
+				 * (every STAY_EXPLORE-th sample) */                            \
+	X(stay_back_to_marks)   /* kinds whose exploration marks showed long stays again: marked \
+				 * again from then on */                                        \
 	X(loop_hits)            /* exit-work loop breakpoint hits (in traps_hit too) */          \
 	X(loop_hits_idle)       /* ... with no mark pending: the loop is disarmed (in          \
 				 * traps_no_mark) */                                            \

@@ -28,13 +28,13 @@ static int one_stay(struct fixture *f, struct svcpu *sv, const struct gi_user_re
 }
 
 /* How many of @n samples entered with @e stay_walk_now walks at once. */
-static int walked_of(struct sampler *s, const struct gi_user_regs *e, int n)
+static int walked_of(struct svcpu *sv, const struct gi_user_regs *e, int n)
 {
 	bool explore;
 	int walked = 0;
 
 	for (int i = 0; i < n; i++)
-		walked += stay_walk_now(s, e, &explore);
+		walked += stay_walk_now(sv, e, &explore);
 	return walked;
 }
 
@@ -72,7 +72,7 @@ static int test_stay_stats(void)
 	irq.orig_ax = UINT64_MAX;
 	unknown = one;
 	unknown.entry_known = false;
-	ASSERT_TRUE(!stay_walk_now(f.s, &one, &explore) && !explore); /* nothing known: mark */
+	ASSERT_TRUE(!stay_walk_now(sv, &one, &explore) && !explore); /* nothing known: mark */
 	for (int i = 0; i < STAY_MIN_MARKS; i++) {
 		ASSERT_EQ_INT(one_stay(&f, sv, &one, 1, false), TEST_OK);
 		ASSERT_EQ_INT(one_stay(&f, sv, &two, 3, false), TEST_OK);
@@ -85,15 +85,15 @@ static int test_stay_stats(void)
 	}
 	ASSERT_EQ_INT(atomic_load(&f.s->stay[STAY_CLASS_IRQ].made), STAY_MIN_MARKS);
 	ASSERT_EQ_INT(atomic_load(&f.s->stay[0].joins), 3 * STAY_MIN_MARKS);
-	ASSERT_EQ_INT(walked_of(f.s, &one, 2 * STAY_EXPLORE), 2 * STAY_EXPLORE - 2);
-	ASSERT_EQ_INT(walked_of(f.s, &two, 2 * STAY_EXPLORE), 2 * STAY_EXPLORE - 2);
-	ASSERT_EQ_INT(walked_of(f.s, &irq, 2 * STAY_EXPLORE), 2 * STAY_EXPLORE - 2);
-	ASSERT_EQ_INT(walked_of(f.s, &four, 2 * STAY_EXPLORE), 0);
-	ASSERT_EQ_INT(walked_of(f.s, &unknown, 2 * STAY_EXPLORE), 0);
+	ASSERT_EQ_INT(walked_of(sv, &one, 2 * STAY_EXPLORE), 2 * STAY_EXPLORE - 2);
+	ASSERT_EQ_INT(walked_of(sv, &two, 2 * STAY_EXPLORE), 2 * STAY_EXPLORE - 2);
+	ASSERT_EQ_INT(walked_of(sv, &irq, 2 * STAY_EXPLORE), 2 * STAY_EXPLORE - 2);
+	ASSERT_EQ_INT(walked_of(sv, &four, 2 * STAY_EXPLORE), 0);
+	ASSERT_EQ_INT(walked_of(sv, &unknown, 2 * STAY_EXPLORE), 0);
 	for (size_t h = 0; h < ARRAY_SIZE(hostile); h++) {
 		other.orig_ax = hostile[h];
 		ASSERT_EQ_INT(stay_class(&other), -1);
-		ASSERT_EQ_INT(walked_of(f.s, &other, 2 * STAY_EXPLORE), 0);
+		ASSERT_EQ_INT(walked_of(sv, &other, 2 * STAY_EXPLORE), 0);
 	}
 	/* a sample of the short call: its user path in the sample, no mark */
 	memset(&smp, 0, sizeof(smp));
@@ -118,10 +118,11 @@ static int test_stay_stats(void)
 	}
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_INT(atomic_load(&f.s->stay[110].xmade), 1);
+	ASSERT_EQ_U64(sv->c.stay_explore_marks, 1);
 	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &one);
 	/* off (record --mark-every-stay): always mark */
 	f.s->stay_adaptive = false;
-	ASSERT_EQ_INT(walked_of(f.s, &two, 2 * STAY_EXPLORE), 0);
+	ASSERT_EQ_INT(walked_of(sv, &two, 2 * STAY_EXPLORE), 0);
 	fixture_fini(&f);
 	return TEST_OK;
 }
@@ -150,7 +151,7 @@ static int test_stay_explore(void)
 	sc.orig_ax = 110;
 	for (int i = 0; i < STAY_MIN_MARKS; i++)
 		ASSERT_EQ_INT(one_stay(&f, sv, &sc, 1, false), TEST_OK);
-	ASSERT_TRUE(walked_of(f.s, &sc, 1) == 1);
+	ASSERT_TRUE(walked_of(sv, &sc, 1) == 1);
 	/* 32 exploration marks: 12 never joined, 20 joined by many samples (a stay of 40
 	 * picked in its middle): 32 / 12 = 2.7 samples per stay, under 3: still walked (counting
 	 * the joins, even once each, would say (32 + 400) / 32 = 13.5) */
@@ -159,14 +160,16 @@ static int test_stay_explore(void)
 	ASSERT_EQ_INT(atomic_load(&f.s->stay[110].xmade), 32);
 	ASSERT_EQ_INT(atomic_load(&f.s->stay[110].xjoined), 20);
 	ASSERT_EQ_INT(atomic_load(&f.s->stay[110].joins), 0);
-	ASSERT_TRUE(walked_of(f.s, &sc, 1) == 1);
+	ASSERT_TRUE(walked_of(sv, &sc, 1) == 1);
 	/* four more joined: 36 / 12 = 3: the marks come back, the figures restart */
 	for (int i = 0; i < 4; i++)
 		ASSERT_EQ_INT(one_stay(&f, sv, &sc, 2, true), TEST_OK);
-	ASSERT_TRUE(!stay_walk_now(f.s, &sc, &explore) && !explore);
+	ASSERT_EQ_U64(sv->c.stay_back_to_marks, 0);
+	ASSERT_TRUE(!stay_walk_now(sv, &sc, &explore) && !explore);
+	ASSERT_EQ_U64(sv->c.stay_back_to_marks, 1);
 	ASSERT_EQ_INT(atomic_load(&f.s->stay[110].made), 0);
 	ASSERT_EQ_INT(atomic_load(&f.s->stay[110].xmade), 0);
-	ASSERT_TRUE(!stay_walk_now(f.s, &sc, &explore) && !explore); /* learning again */
+	ASSERT_TRUE(!stay_walk_now(sv, &sc, &explore) && !explore); /* learning again */
 	/* decay: at STAY_DECAY marks, made and joins halve */
 	decay.orig_ax = 1;
 	for (int i = 0; i < STAY_DECAY; i++)
