@@ -183,6 +183,7 @@ static void stay_count_mark(struct sampler *s, struct mark *mk, const struct gi_
 {
 	struct stay_stat *st;
 	atomic_uint *made, *other;
+	unsigned int limit;
 	int cls = stay_class(e);
 
 	if (cls < 0 || mk->stay_class >= 0)
@@ -191,8 +192,9 @@ static void stay_count_mark(struct sampler *s, struct mark *mk, const struct gi_
 	st = &s->stay[cls];
 	made = mk->explore ? &st->xmade : &st->made;
 	other = mk->explore ? &st->xjoined : &st->joins;
-	if (atomic_fetch_add_explicit(made, 1, memory_order_relaxed) + 1 >= STAY_DECAY) {
-		atomic_store_explicit(made, STAY_DECAY / 2, memory_order_relaxed);
+	limit = mk->explore ? STAY_XDECAY : STAY_DECAY;
+	if (atomic_fetch_add_explicit(made, 1, memory_order_relaxed) + 1 >= limit) {
+		atomic_store_explicit(made, limit / 2, memory_order_relaxed);
 		atomic_store_explicit(other, atomic_load_explicit(other, memory_order_relaxed) / 2,
 				      memory_order_relaxed);
 	}

@@ -309,7 +309,9 @@ enum trap_action trap_decide(bool is_sysret, bool repeat, const struct kvm_regs 
  *   fraction never joined is exactly 1 / mean samples per stay, and the mean is
  *   xmade / (xmade - xjoined). Once STAY_MIN_MARKS exploration marks show stay_pays or more,
  *   every figure restarts and the class marks again (and learns again).
- * Halved at STAY_DECAY marks (old behaviour fades). Counted under the marks lock; stay_walk_now
+ * Halved at STAY_DECAY marks, STAY_XDECAY exploration marks (old behaviour fades: the
+ * exploration figures of a kind walked at once for a long time would otherwise hide for
+ * thousands of samples that its stays grew). Counted under the marks lock; stay_walk_now
  * reads and restarts them without it: a decay or restart seen half done, or a count lost to
  * it, only moves a decision by a sample or two.
  */
@@ -317,7 +319,8 @@ enum trap_action trap_decide(bool is_sysret, bool repeat, const struct kvm_regs 
 #define STAY_CLASS_IRQ STAY_STATS_N /* entered by an interrupt or exception (orig_ax -1) */
 #define STAY_MIN_MARKS 32
 #define STAY_EXPLORE 32
-#define STAY_DECAY 1024
+#define STAY_DECAY 256
+#define STAY_XDECAY 64
 /* Samples per stay at which a mark pays: PVM, where a breakpoint hit with its exit costs 20-60 us
  * of guest time (../shared/pvm-facts.md; bench/results/overhead_phases_*.json) against ~2-3 us
  * for a walk (with the DWARF stack copy); VMX/SVM, where an exit to the VMM costs a few us (not

@@ -2,6 +2,7 @@
 // Unit tests of the stay rule (sampler/marks.c: stay_walk_now, struct stay_stat) without
 // /dev/kvm: which kernel entries' samples mark their thread and which walk pt_regs at once, from
 // the samples per stay their marks saw; exploration marks, the way back, the decay.
+#include <stdio.h>
 #include <string.h>
 
 #include <hvprof/compiler.h>
@@ -180,11 +181,145 @@ static int test_stay_explore(void)
 	return TEST_OK;
 }
 
+/* A deterministic generator for the simulation below (numerical recipes' LCG, high bits). */
+static uint32_t lcg(uint64_t *state)
+{
+	*state = *state * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(*state >> 33);
+}
+
+struct sim {
+	uint64_t samples, walked, marked; /* samples, and how each was taken */
+	uint64_t marks;                   /* marks made: each costs the return an exit */
+};
+
+/*
+ * @n_stays stays of the fixture's thread entered with @e, each of @len(rng) samples, taken by
+ * the sampler's own path (user_part_of_kernel_sample: the rule, the marks, the walks), the
+ * return to user at each stay's end. Adds to @out what the samples got.
+ */
+static int simulate(struct fixture *f, struct svcpu *sv, const struct gi_user_regs *e,
+		    unsigned int n_stays, unsigned int (*len)(uint64_t *), uint64_t *rng,
+		    struct sim *out)
+{
+	uint64_t marks0 = sv->c.marks;
+
+	for (unsigned int i = 0; i < n_stays; i++) {
+		unsigned int k = len(rng);
+
+		for (unsigned int j = 0; j < k; j++) {
+			struct hvp_sample smp;
+
+			memset(&smp, 0, sizeof(smp));
+			smp.pid = FK_PID;
+			smp.rip = FK_STEXT + 0x100;
+			n_recs = 0;
+			user_part_of_kernel_sample(sv, &smp, f->fk.task_kva, &f->fk.fm.pg, e, false,
+						   f->fk.mm_kva, false);
+			out->samples++;
+			if (smp.cookie)
+				out->marked++;
+			else if (smp.n_user >= 4 && smp.user_ips[0] == e->ip)
+				out->walked++;
+			else
+				return TEST_FAIL; /* neither a mark nor the path */
+		}
+		marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, e);
+	}
+	out->marks += sv->c.marks - marks0;
+	return TEST_OK;
+}
+
+static unsigned int len_one(uint64_t *rng)
+{
+	(void)rng;
+	return 1;
+}
+
+static unsigned int len_ten(uint64_t *rng)
+{
+	(void)rng;
+	return 10;
+}
+
+/* 95% of stays see one sample, 5% forty: 2.95 samples per stay, a mean under stay_pays 4,
+ * though two thirds of the samples are in long stays */
+static unsigned int len_skewed(uint64_t *rng)
+{
+	return lcg(rng) % 100 < 5 ? 40 : 1;
+}
+
+/* One sample, one more with probability 7/8 each: geometric, 8 samples per stay on average
+ * (one stay in eight of a single sample) */
+static unsigned int len_geometric8(uint64_t *rng)
+{
+	unsigned int k = 1;
+
+	while (k < 400 && lcg(rng) % 8 != 0)
+		k++;
+	return k;
+}
+
+/*
+ * The rule as a whole, over thousands of stays through the sampler's own path: short stays end
+ * up walked (all but the exploration turns), long ones marked; when a kind's stays grow, its
+ * exploration marks bring the marks back; a skewed mix whose mean is under stay_pays stays
+ * walked; every sample gets either a mark or its path.
+ */
+static int test_stay_converge(void)
+{
+	uint64_t rng = 17;
+	struct gi_user_regs e;
+	struct fixture f;
+	struct svcpu *sv;
+	struct sim a = { 0 }, b = { 0 }, c = { 0 }, d = { 0 }, g = { 0 };
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		return TEST_FAIL;
+	sv = &f.s->vcpus[0];
+	f.s->stay_adaptive = true;
+	f.s->stay_pays = 4;
+	e = f.entry;
+	e.entry_known = true;
+	/* short stays: after STAY_MIN_MARKS marks, all but 1 in STAY_EXPLORE walked */
+	e.orig_ax = 110;
+	ASSERT_EQ_INT(simulate(&f, sv, &e, 4000, len_one, &rng, &a), TEST_OK);
+	ASSERT_TRUE(a.marked <= STAY_MIN_MARKS + a.samples / STAY_EXPLORE + 1);
+	ASSERT_EQ_U64(sv->c.stay_back_to_marks, 0);
+	/* the same kind's stays grow to 10 samples: the marks come back, and stay */
+	ASSERT_EQ_INT(simulate(&f, sv, &e, 400, len_ten, &rng, &b), TEST_OK);
+	ASSERT_TRUE(sv->c.stay_back_to_marks >= 1);
+	ASSERT_EQ_INT(simulate(&f, sv, &e, 400, len_ten, &rng, &c), TEST_OK);
+	ASSERT_TRUE(c.marked == c.samples);
+	/* a skewed mix under stay_pays: walked, the exploration marks (joined by the rest of a
+	 * long stay they fall in) do not flip it back: about one mark per STAY_EXPLORE samples,
+	 * where marking every stay would make 5 700 */
+	e.orig_ax = 0;
+	ASSERT_EQ_INT(simulate(&f, sv, &e, 6000, len_skewed, &rng, &d), TEST_OK);
+	ASSERT_TRUE(d.marks <= STAY_MIN_MARKS + d.samples / STAY_EXPLORE * 5 / 4);
+	/* geometric stays of mean 8, twice stay_pays: a mark pays, marked */
+	e.orig_ax = 1;
+	ASSERT_EQ_INT(simulate(&f, sv, &e, 2000, len_geometric8, &rng, &g), TEST_OK);
+	fprintf(stderr, "  short %llu/%llu walked; grown %llu/%llu marked after %llu/%llu; skewed "
+		"%llu/%llu walked, %llu marks; geometric %llu/%llu marked; back to marks %llu\n",
+		(unsigned long long)a.walked, (unsigned long long)a.samples,
+		(unsigned long long)c.marked, (unsigned long long)c.samples,
+		(unsigned long long)b.marked, (unsigned long long)b.samples,
+		(unsigned long long)d.walked, (unsigned long long)d.samples,
+		(unsigned long long)d.marks, (unsigned long long)g.marked,
+		(unsigned long long)g.samples, (unsigned long long)sv->c.stay_back_to_marks);
+	ASSERT_TRUE(g.marked >= g.samples * 8 / 10);
+	fixture_fini(&f);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "stays: entries whose stays see too few samples for a mark are walked at once",
 	  test_stay_stats },
 	{ "stays: exploration marks of short stays, the way back to marking, decay",
 	  test_stay_explore },
+	{ "stays: over thousands of stays, short ones walked, long ones marked, a change followed",
+	  test_stay_converge },
 };
 
 TEST_MAIN(tests)
