@@ -244,10 +244,10 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 		mk->joined = false;
 		if (mk->explore)
 			sv->c.stay_explore_marks++;
-		if (req->entry_known)
+		if (req->entry_known) {
 			stay_count_mark(sv->s, mk, req->entry);
-		if (req->entry_known)
 			set_entry(sv, mk, req, req->entry);
+		}
 		m->n_used++;
 		if (i >= m->n_slots)
 			m->n_slots = i + 1;

@@ -364,7 +364,7 @@ struct sampler {
 	atomic_uint bench_phase;
 	struct stay_stat stay[STAY_STATS_N + 1]; /* per stay_class (marks.c) */
 	bool stay_adaptive; /* walk short stays' samples at once (not cfg.mark_every_stay) */
-	unsigned int stay_pays; /* samples per stay above which a mark pays (STAY_PAYS_*) */
+	unsigned int stay_pays; /* samples per stay at which a mark pays (STAY_PAYS_*) */
 	/* attach windows (attach.c, SAMPLER_START_ATTACH): bumped after every change of
 	 * sampling_start, acknowledged by each vCPU thread in seen_epoch once applied */
 	atomic_uint epoch;
