@@ -3,6 +3,7 @@
 #ifndef HVPROF_CLI_H
 #define HVPROF_CLI_H
 
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -212,10 +213,25 @@ int record_write_kernel_meta(struct recfile_writer *w, const struct sampler *sm)
 int record_write_counters(struct recfile_writer *w, const struct sampler_counters *cnt,
 			  const struct vmm_counters *vc);
 int record_meta_u64(struct recfile_writer *w, const char *key, uint64_t v);
-/* Create the recording @path (an existing one kept as PATH.old). Prints what failed.
- * @created (may be NULL): true when this call created the file (it did not exist: O_EXCL),
- * false when it opened one that was there (/dev/null, a FIFO, an empty file). */
-int record_open_output(const char *path, int *fd_out, bool *created);
+/*
+ * record_output.c: the recording file of `record`. @path is what the user named; @tmp, while
+ * not empty, the file actually written ("PATH.partial-PID-N" beside it: created with O_EXCL,
+ * so ours), until record_output_commit puts it in place. @fd: open for writing, the caller's to
+ * close. A @path that exists and is not a regular file (/dev/null, a FIFO) is written in place.
+ */
+struct record_output {
+	char path[PATH_MAX];
+	char tmp[PATH_MAX];
+	int fd;
+};
+/* Open @o for @path: a directory, an unwritable place, a name too long fail here, before any
+ * guest starts. Prints what failed. Return: 0 or -errno. Nothing of @path is changed yet. */
+int record_output_open(struct record_output *o, const char *path);
+/* The run has started: an existing regular, non-empty @path becomes PATH.old, the written file
+ * becomes @path. Prints what failed. Return: 0 (also when there is nothing to move) or -errno. */
+int record_output_commit(struct record_output *o);
+/* The run never started: remove the temporary file (if not committed). Prints a failure. */
+void record_output_discard(struct record_output *o);
 
 /*
  * control_session.c: `run --control PATH` (docs/control-protocol.md). control_run_create makes

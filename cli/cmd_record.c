@@ -33,7 +33,7 @@ static const char record_usage[] =
 	"                      here, and detach when it ends: one recording per command\n"
 	"  -F, --freq HZ       samples per second per vCPU (default 1000)\n"
 	"  -o, --output FILE   recording to write (default hvprof.data; an existing one\n"
-	"                      is kept as FILE.old)\n"
+	"                      is kept as FILE.old once the guest has started)\n"
 	"  --callchain-mode M  user part of kernel samples: deferred (walk at the thread's\n"
 	"                      return to user; default), eager (walk at once from pt_regs)\n"
 	"                      or both (deferred, with the eager walk kept as a cross-check)\n"
@@ -95,38 +95,6 @@ static int sink_mapping(void *ctx, const struct hvp_mapping *m)
 static int sink_event(void *ctx, const struct hvp_event *e)
 {
 	return recfile_write_event(ctx, e);
-}
-
-int record_open_output(const char *path, int *fd_out, bool *created)
-{
-	char old[PATH_MAX];
-	struct stat st;
-	int fd, err;
-
-	/* Keep an existing recording as .old, as perf does, but only regular files. */
-	if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-		snprintf(old, sizeof(old), "%s.old", path);
-		if (rename(path, old) != 0) {
-			err = -errno;
-			cli_error("cannot move the previous %s to %s: %s", path, old,
-				  hvp_strerror(err));
-			return err;
-		}
-	}
-	/* O_EXCL first: whether this process created the file (record --attach removes only a
-	 * file it created, on a refused attach) */
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (created)
-		*created = fd >= 0;
-	if (fd < 0 && errno == EEXIST)
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		err = -errno;
-		cli_error("cannot create recording %s: %s", path, hvp_strerror(err));
-		return err;
-	}
-	*fd_out = fd;
-	return 0;
 }
 
 struct record_args {
@@ -457,6 +425,7 @@ int cmd_record(int argc, char **argv)
 	struct sampler_sink sink;
 	struct guest_opts g;
 	struct guest gs = { 0 };
+	struct record_output out = { .fd = -1 };
 	int err, meta_err, fd = -1, status = EXIT_ERROR;
 	struct timespec ts_start, ts_run;
 	char call_graph[32];
@@ -482,9 +451,11 @@ int cmd_record(int argc, char **argv)
 	if (guest_opts_finish(&g) != 0)
 		goto out;
 	/* The output is opened before the guest starts: a bad path fails in a second, not
-	 * after the run. */
-	if (record_open_output(a.output, &fd, NULL) != 0)
+	 * after the run; it takes the recording's name (and an existing recording becomes .old)
+	 * once the guest has started. */
+	if (record_output_open(&out, a.output) != 0)
 		goto out;
+	fd = out.fd;
 	err = recfile_writer_open(fd, &w);
 	if (err) {
 		cli_error("cannot write recording %s: %s", a.output, hvp_strerror(err));
@@ -502,7 +473,7 @@ int cmd_record(int argc, char **argv)
 					.mark_every_stay = a.mark_every_stay,
 					.start = a.start, .start_event = a.start_event,
 					.start_after_ns = a.start_after_ns };
-	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0)
+	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0 || record_output_commit(&out) != 0)
 		goto out;
 	if (a.call_graph == SAMPLER_CALL_GRAPH_DWARF)
 		snprintf(call_graph, sizeof(call_graph), "dwarf,%u", a.stack_size);
@@ -547,6 +518,7 @@ out:
 	cli_stop_on_signals(NULL);
 	if (w)
 		if (recfile_writer_close(w)) { /* already failing: the first error is reported */ }
+	record_output_discard(&out); /* the run never started: nothing of @a.output changed */
 	if (fd >= 0)
 		close(fd);
 	guest_stop(&gs);

@@ -128,8 +128,8 @@ int record_attach(const struct record_attach_args *a)
 	sigset_t stops, old_mask, wait_mask;
 	struct ctl_reply r;
 	char text[128], window[16] = "?";
-	int out_fd = -1, status = EXIT_ERROR;
-	bool created = false;
+	struct record_output out = { .fd = -1 };
+	int out_fd = -1, status = EXIT_ERROR, commit_err = 0;
 
 	/* with --exec, as hvprof exec: the VM may still be starting (a CI job's first step) */
 	if (ctl_client_connect(a->path, "--attach", a->exec_cmd ? EXEC_WAIT_MS : 0, &c.fd) != 0)
@@ -139,8 +139,9 @@ int record_attach(const struct record_attach_args *a)
 		goto out;
 	if (a->exec_cmd && wait_exec_ready(&c, a->path) != 0)
 		goto out;
-	if (record_open_output(a->output, &out_fd, &created) != 0)
+	if (record_output_open(&out, a->output) != 0)
 		goto out;
+	out_fd = out.fd;
 	if (a->dwarf)
 		snprintf(text, sizeof(text), "ATTACH freq=%lu call_graph=dwarf,%u\n", a->freq,
 			 a->stack_size);
@@ -162,14 +163,19 @@ int record_attach(const struct record_attach_args *a)
 	c.wait_mask = &wait_mask;
 	r.kind = 0;
 	if (ctl_client_request(&c, "attach", text, out_fd, &r) != 0) {
-		/* Refused (ERR): nothing was recorded; remove the file only if it is the empty
-		 * regular file we created. No answer (a timeout, the VM went away): the VM may
-		 * have attached and be writing it, so it stays. */
-		if (r.kind == CTL_REPLY_ERR && ctl_output_discard(a->output, out_fd, created)) {
-			/* kept: not ours, or not empty */
-		}
+		/* Refused (ERR): nothing was recorded; the file we wrote to goes, if it is still
+		 * the empty one we created, and a recording already at the name stays. No answer
+		 * (a timeout, the VM went away): the VM may have attached and be writing it, so it
+		 * takes the name. */
+		if (r.kind == CTL_REPLY_ERR && out.tmp[0] &&
+		    ctl_output_discard(out.tmp, out_fd, true) == 0)
+			out.tmp[0] = '\0';
+		else if (record_output_commit(&out)) { /* printed */ }
 		goto restore;
 	}
+	/* the VM writes it: it takes the name (if that fails, the window still runs: the
+	 * recording is then in the file named by the error) */
+	commit_err = record_output_commit(&out);
 	close(out_fd); /* the VM has its own copy */
 	out_fd = -1;
 	if (ctl_reply_get(&r, "window", window, sizeof(window))) { /* "?" */ }
@@ -207,11 +213,14 @@ int record_attach(const struct record_attach_args *a)
 	} else {
 		status = wait_window(&c, a, false);
 	}
+	if (commit_err)
+		status = EXIT_ERROR;
 restore:
 	sigprocmask(SIG_SETMASK, &old_mask, NULL); /* a pending one reaches on_signal: ignored */
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 out:
+	record_output_discard(&out); /* opened, never handed to the VM */
 	if (out_fd >= 0)
 		close(out_fd);
 	close(c.fd);

@@ -192,14 +192,28 @@ print(f"{'ok' if ok else 'FAIL'}: filters that keep a sample do not warn: exit {
       f"stderr {err.strip()!r}")
 failures += not ok
 
+# A record whose guest never starts (here an empty kernel file: on any host) leaves the existing
+# recording and its .old as they were, and no file of its own
+keep = os.path.join(work, "keep")
+os.mkdir(keep)
+for name, text in (("r.data", b"GOOD"), ("r.data.old", b"OLDER")):
+    with open(os.path.join(keep, name), "wb") as f:
+        f.write(text)
+empty_kernel = os.path.join(work, "empty-kernel")
+open(empty_kernel, "wb").close()
+status, out, err = run("record", "--kernel", empty_kernel, "-o", os.path.join(keep, "r.data"))
+files = {n: open(os.path.join(keep, n), "rb").read() for n in sorted(os.listdir(keep))}
+ok = status != 0 and files == {"r.data": b"GOOD", "r.data.old": b"OLDER"}
+print(f"{'ok' if ok else 'FAIL'}: a record that never started keeps the recordings there: "
+      f"exit {status}, files {files!r}")
+failures += not ok
+
 # No KVM on the host: the error says what to do about it (only checkable where /dev/kvm is
 # missing: elsewhere this check is skipped, and says so)
 if os.path.exists("/dev/kvm"):
     print("skip: no-KVM message: /dev/kvm exists here")
 else:
-    empty = os.path.join(work, "empty-kernel")
-    open(empty, "wb").close()
-    status, out, err = run("run", "--kernel", empty)
+    status, out, err = run("run", "--kernel", empty_kernel)
     ok = (status != 0 and "cannot open /dev/kvm: No such file or directory (no KVM on this host: "
           "load kvm_intel, kvm_amd or kvm_pvm" in err)
     print(f"{'ok' if ok else 'FAIL'}: no /dev/kvm: the error says what to load: exit {status}, "
