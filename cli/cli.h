@@ -330,9 +330,11 @@ void cli_filter_warn_empty(const struct profile *p, const char *path);
 const char *cli_suggest(const char *word, const char *const *names, size_t n);
 struct option;
 /*
- * cli_getopt_long - getopt_long(3) with @longopts' names suggested for a misspelled long option:
- * on '?' for an unrecognized "--word" (getopt printed it), a "did you mean '--name'?" line on
- * stderr when one is close (cli_suggest). Same return and globals as getopt_long.
+ * cli_getopt_long - getopt_long(3) for a command (@argv[0] its name) that says what it refused
+ * in one error line of the CLI's own (getopt's opterr is set to 0): an unknown option, with the
+ * closest of @longopts when one is close (cli_suggest), an abbreviation of several (named), a
+ * missing value, a value given to a flag; each with "see 'hvprof CMD --help'". Same return and
+ * globals as getopt_long: on '?', the caller only exits with the usage status.
  */
 int cli_getopt_long(int argc, char *const argv[], const char *shortopts,
 		    const struct option *longopts);

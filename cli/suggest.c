@@ -38,6 +38,17 @@ static unsigned int edit_distance(const char *a, const char *b)
 	return d[la][lb];
 }
 
+/* cli_suggest for the first @len bytes of @word (at most SUGGEST_MAX_LEN). */
+static const char *cli_suggest_n(const char *word, size_t len, const char *const *names,
+				 size_t n)
+{
+	char w[SUGGEST_MAX_LEN + 1];
+
+	memcpy(w, word, len);
+	w[len] = '\0';
+	return cli_suggest(w, names, n);
+}
+
 const char *cli_suggest(const char *word, const char *const *names, size_t n)
 {
 	const char *best = NULL;
@@ -61,35 +72,92 @@ const char *cli_suggest(const char *word, const char *const *names, size_t n)
 	return best;
 }
 
-int cli_getopt_long(int argc, char *const argv[], const char *shortopts,
-		    const struct option *longopts)
+/* The long option of @longopts named exactly @name (@len bytes), or NULL. */
+static const struct option *long_named(const struct option *longopts, const char *name,
+				       size_t len)
 {
-	const char *bad, *eq, *s, *names[160]; /* far more than a command has */
-	char word[SUGGEST_MAX_LEN + 1];
-	size_t n = 0, len;
-	int c = getopt_long(argc, argv, shortopts, longopts, NULL);
+	for (const struct option *o = longopts; o->name; o++)
+		if (strlen(o->name) == len && !strncmp(o->name, name, len))
+			return o;
+	return NULL;
+}
 
-	/* an unrecognized long option: getopt printed it; optopt is 0 and argv[optind - 1]
-	 * is the word (ambiguous abbreviations are reported with their candidates already) */
-	if (c != '?' || optopt != 0 || optind < 1 || optind > argc)
-		return c;
-	bad = argv[optind - 1];
-	if (strncmp(bad, "--", 2) != 0)
-		return c;
-	eq = strchr(bad + 2, '=');
-	len = eq ? (size_t)(eq - bad - 2) : strlen(bad + 2);
-	if (len > SUGGEST_MAX_LEN)
-		return c;
-	memcpy(word, bad + 2, len);
-	word[len] = '\0';
-	for (const struct option *o = longopts; o->name; o++) {
-		if (!strncmp(o->name, word, len))
-			return c; /* a prefix of one: ambiguous, getopt named the candidates */
+/*
+ * What getopt_long refused, as one error line of the CLI's own (opterr is 0): @word the
+ * argument that held it (argv[optind - 1]), @cmd the command (argv[0]).
+ */
+static void bad_option(const char *cmd, const char *word, const char *shortopts,
+		       const struct option *longopts)
+{
+	const char *names[160], *eq, *near, *sc; /* far more names than a command has */
+	char cand[256] = "";
+	size_t n = 0, len, used = 0;
+	const struct option *o;
+
+	if (optopt && (!word || strncmp(word, "--", 2) != 0)) {
+		/* a short option: unknown, or its value missing */
+		sc = optopt > 0 && optopt < 128 ? strchr(shortopts, optopt) : NULL;
+		if (sc && sc[1] == ':')
+			cli_error("%s: option '-%c' needs a value (see 'hvprof %s --help')", cmd,
+				  optopt, cmd);
+		else
+			cli_error("%s: unknown option '-%c' (see 'hvprof %s --help')", cmd,
+				  optopt > 32 && optopt < 127 ? optopt : '?', cmd);
+		return;
+	}
+	if (!word || strncmp(word, "--", 2) != 0) {
+		cli_error("%s: bad option '%s' (see 'hvprof %s --help')", cmd, word ? word : "",
+			  cmd);
+		return;
+	}
+	eq = strchr(word + 2, '=');
+	len = eq ? (size_t)(eq - word - 2) : strlen(word + 2);
+	o = long_named(longopts, word + 2, len);
+	if (o && o->has_arg == required_argument && !eq) {
+		cli_error("%s: option '--%s' needs a value (see 'hvprof %s --help')", cmd, o->name,
+			  cmd);
+		return;
+	}
+	if (o && o->has_arg == no_argument && eq) {
+		cli_error("%s: option '--%s' takes no value (see 'hvprof %s --help')", cmd, o->name,
+			  cmd);
+		return;
+	}
+	for (o = longopts; o->name; o++) {
+		if (!strncmp(o->name, word + 2, len)) { /* an abbreviation of several */
+			int k = snprintf(cand + used, sizeof(cand) - used, "%s--%s",
+					 used ? ", " : "", o->name);
+
+			if (k > 0 && (size_t)k < sizeof(cand) - used)
+				used += (size_t)k;
+		}
 		if (n < ARRAY_SIZE(names))
 			names[n++] = o->name;
 	}
-	s = cli_suggest(word, names, n);
-	if (s)
-		fprintf(stderr, "hvprof: did you mean '--%s'?\n", s);
+	if (used) {
+		cli_error("%s: option '%.*s' is ambiguous: %s (see 'hvprof %s --help')", cmd,
+			  (int)(len + 2), word, cand, cmd);
+		return;
+	}
+	near = len <= SUGGEST_MAX_LEN ? cli_suggest_n(word + 2, len, names, n) : NULL;
+	if (near)
+		cli_error("%s: unknown option '%.*s': did you mean '--%s'? (see 'hvprof %s "
+			  "--help')", cmd, (int)(len + 2), word, near, cmd);
+	else
+		cli_error("%s: unknown option '%.*s' (see 'hvprof %s --help')", cmd,
+			  (int)(len + 2), word, cmd);
+}
+
+int cli_getopt_long(int argc, char *const argv[], const char *shortopts,
+		    const struct option *longopts)
+{
+	int c;
+
+	opterr = 0; /* bad_option says it, in the CLI's form */
+	c = getopt_long(argc, argv, shortopts, longopts, NULL);
+	if (c == '?')
+		bad_option(argc > 0 ? argv[0] : "hvprof",
+			   optind >= 1 && optind <= argc ? argv[optind - 1] : NULL, shortopts,
+			   longopts);
 	return c;
 }

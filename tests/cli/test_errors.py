@@ -147,16 +147,24 @@ for name, args, want_status, want_text in CASES:
     print(f"{'ok' if ok else 'FAIL'}: {name}: exit {status}, stderr {lines!r}")
     failures += not ok
 
-# a misspelled long option: getopt's line, then the closest option of that command; none when
-# nothing is close, or when the word abbreviates several (getopt lists those itself)
-for args, want in ((["record", "--mark-evry-stay"], "did you mean '--mark-every-stay'?"),
-                   (["diff", "--treshold", "5", "a", "b"], "did you mean '--threshold'?"),
-                   (["report", "--zzzzzzz"], None), (["record", "--ma"], None)):
+# what getopt refuses, in one line of our own: a misspelled long option with the closest of that
+# command's options (none when nothing is close), an abbreviation of several with them, a
+# missing value, a value given to a flag, an unknown short option
+for args, want in (
+        (["record", "--mark-evry-stay"], "record: unknown option '--mark-evry-stay': did you "
+         "mean '--mark-every-stay'? (see 'hvprof record --help')"),
+        (["diff", "--treshold", "5", "a", "b"], "diff: unknown option '--treshold': did you "
+         "mean '--threshold'?"),
+        (["report", "--zzzzzzz=1"], "report: unknown option '--zzzzzzz' (see"),
+        (["record", "--ma"], "record: option '--ma' is ambiguous: --marks, --mark-every-stay"),
+        (["record", "--duration"], "record: option '--duration' needs a value"),
+        (["record", "-F"], "record: option '-F' needs a value"),
+        (["record", "--bare-exits=1"], "record: option '--bare-exits' takes no value"),
+        (["export", "-Z"], "export: unknown option '-Z' (see 'hvprof export --help')")):
     status, out, err = run(*args)
     lines = [l for l in err.splitlines() if l.strip()]
-    ok = (status == 2 and len(lines) == (2 if want else 1)
-          and (want is None or lines[1] == "hvprof: " + want)
-          and "did you mean" not in lines[0])
+    ok = (status == 2 and len(lines) == 1 and lines[0].startswith("hvprof: error: " + want)
+          and ("did you mean" in want) == ("did you mean" in lines[0]))
     print(f"{'ok' if ok else 'FAIL'}: {' '.join(args)}: exit {status}, stderr {lines!r}")
     failures += not ok
 
