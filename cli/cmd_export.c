@@ -44,7 +44,8 @@ static void flamegraph_usage(void)
 {
 	printf("usage: hvprof flamegraph [-i FILE] [-o FILE] [--format svg|folded] [--title T]\n"
 	       "                         [--symfs DIR] [--vmlinux FILE] [--max-stack N] [FILTERS]\n"
-	       "  default output: flamegraph.svg (svg) or stdout (folded)\n"
+	       "  default input: hvprof.data; default output: flamegraph.svg (svg) or stdout\n"
+	       "  (folded)\n"
 	       FILTER_OPTIONS_HELP);
 }
 
@@ -107,7 +108,8 @@ static int export_main(int argc, char **argv, const struct export_mode *m)
 	if (cli_filter_check(&po))
 		return EXIT_USAGE;
 	if (optind < argc) {
-		cli_error("%s: unexpected argument '%s'", m->cmd, argv[optind]);
+		cli_error("%s: unexpected argument '%s' (a recording is read with -i FILE)",
+			  m->cmd, argv[optind]);
 		return EXIT_USAGE;
 	}
 	if (!format) {

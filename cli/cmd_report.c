@@ -136,6 +136,7 @@ int cmd_report(int argc, char **argv)
 			       "                     [--comm NAMES] [--pid PIDS] [--tid TIDS] "
 			       "[--time START,END]\n"
 			       "                     [--kernel-only | --user-only]\n"
+			       "  -i FILE: the recording (default hvprof.data)\n"
 			       "  KEYS: comma list of comm, pid, dso, sym (default comm,dso,sym)\n"
 			       "  Children (default on): share of the samples whose stack contains the\n"
 			       "  row's keys; Self: share whose innermost frame has them. --no-children\n"
@@ -151,7 +152,8 @@ int cmd_report(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		cli_error("report: unexpected argument '%s'", argv[optind]);
+		cli_error("report: unexpected argument '%s' (a recording is read with -i FILE)",
+			  argv[optind]);
 		return EXIT_USAGE;
 	}
 	if (cli_filter_check(&po))

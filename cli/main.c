@@ -43,7 +43,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: hvprof [-v|-vv|-q] COMMAND [ARGS]\n\ncommands:\n");
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\n'hvprof COMMAND --help' shows the options of a command.\n");
+	fprintf(f, "\n'hvprof COMMAND --help' (or 'hvprof help COMMAND') shows the options of a "
+		"command.\n");
 }
 
 int main(int argc, char **argv)
@@ -82,6 +83,18 @@ int main(int argc, char **argv)
 	if (i >= argc) {
 		usage(stderr);
 		return EXIT_USAGE;
+	}
+	if (!strcmp(argv[i], "help")) {
+		/* `hvprof help [COMMAND]`, as git has it: COMMAND --help */
+		static char help[] = "--help";
+
+		if (i + 1 >= argc) {
+			usage(stdout);
+			return EXIT_OK;
+		}
+		argv[i] = argv[i + 1];
+		argv[i + 1] = help;
+		argc = i + 2;
 	}
 	for (size_t c = 0; c < ARRAY_SIZE(commands); c++)
 		if (!strcmp(argv[i], commands[c].name))

@@ -5,6 +5,13 @@
 # the demo's, not the guest's boot), write hvprof.data, report.txt and flamegraph.svg here.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+# hvprof boots a guest on KVM: without /dev/kvm nothing below would get far (say so before
+# minutes of installing and building)
+if [ ! -e /dev/kvm ]; then
+	echo "quickstart: no /dev/kvm on this host: load kvm_intel, kvm_amd or kvm_pvm (inside a VM," \
+		"its hypervisor must offer nested virtualization)" >&2
+	exit 1
+fi
 "$top/scripts/install-deps.sh"
 "$top/scripts/build.sh"
 "$top/build/cli/hvprof" record --from workload -o hvprof.data

@@ -75,6 +75,10 @@ with open(folded_a, "w") as f:
 CASES = [
     ("unknown command", ["frobnicate"], 2, "unknown command 'frobnicate' (see"),
     ("misspelled command", ["reprot"], 2, "unknown command 'reprot': did you mean 'report'?"),
+    ("misspelled command after help", ["help", "reprot"], 2,
+     "unknown command 'reprot': did you mean 'report'?"),
+    ("a recording given without -i", ["report", "x.data"], 2,
+     "report: unexpected argument 'x.data' (a recording is read with -i FILE)"),
     ("unknown global option", ["--bogus", "report"], 2, "unknown option '--bogus' (see"),
     ("misspelled global option", ["--verison"], 2,
      "unknown option '--verison': did you mean '--version'?"),
@@ -215,6 +219,15 @@ ok = status != 0 and files == {"r.data": b"GOOD", "r.data.old": b"OLDER"}
 print(f"{'ok' if ok else 'FAIL'}: a record that never started keeps the recordings there: "
       f"exit {status}, files {files!r}")
 failures += not ok
+
+# hvprof help [COMMAND]
+for args, want in ((["help"], "usage: hvprof [-v|-vv|-q] COMMAND"),
+                   (["help", "diff"], "usage: hvprof diff")):
+    status, out, err = run(*args)
+    ok = status == 0 and out.startswith(want) and not err
+    print(f"{'ok' if ok else 'FAIL'}: hvprof {' '.join(args)}: exit {status}, "
+          f"stdout {out[:40]!r}")
+    failures += not ok
 
 # No KVM on the host: the error says what to do about it (only checkable where /dev/kvm is
 # missing: elsewhere this check is skipped, and says so)
