@@ -338,6 +338,13 @@ struct option;
  */
 int cli_getopt_long(int argc, char *const argv[], const char *shortopts,
 		    const struct option *longopts);
+/*
+ * cli_check_output_path - can the output file @path ("-": stdout, always) be created or written,
+ * checked before the work that fills it? Not a directory; an existing file writable; else its
+ * directory exists and is writable. Prints "@what: cannot create PATH: reason" when not.
+ * Return: 0 or -errno. (The file may still fail later: a full disk, a race.)
+ */
+int cli_check_output_path(const char *what, const char *path);
 /* Print an error line "hvprof: ..." to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Install SIGINT/SIGTERM handlers that ask @vm to stop; restore with NULL. */

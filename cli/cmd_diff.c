@@ -117,6 +117,7 @@ struct diff_sides {
 	char *notes[2 * PROFILE_DIFF_MAX_RUNS + 1];
 	size_t n_notes;
 	int window_all;
+	size_t n_windowed; /* runs of recordings compared over a workload window (load_run) */
 	int allow_incomplete;
 };
 
@@ -360,6 +361,8 @@ static int load_run(struct diff_sides *ds, int s, size_t i, const struct profile
 
 	if (scan && w < 0 && !ds->window_all && !run_window(ds, s, i, &tw))
 		add_note(ds, "%s %s has no workload window mark: compared whole", side, path);
+	else if (scan && !ds->window_all)
+		ds->n_windowed++;
 	if (!scan)
 		err = profile_stacks_load(ds->files[s][i], po, &ds->stacks[s][i], errbuf,
 					  sizeof(errbuf));
@@ -420,10 +423,11 @@ static int load_sides(struct diff_sides *ds, const struct profile_options *po)
 	for (int s = 0; s < 2; s++)
 		for (size_t i = 0; i < ds->n[s] && !err; i++)
 			err = load_run(ds, s, i, po);
-	if (!err)
-		add_note(ds, ds->window_all ? "whole recordings compared (--window all)"
-					    : "recordings compared over their workload window "
-					      "(--window all: the whole recording)");
+	if (!err && ds->window_all)
+		add_note(ds, "whole recordings compared (--window all)");
+	else if (!err && ds->n_windowed) /* else no run had one: each said so above */
+		add_note(ds, "recordings compared over their workload window (--window all: the "
+			     "whole recording)");
 	for (int s = 0; s < 2 && !err; s++) {
 		if (ds->n[s] < 2)
 			continue;
@@ -680,6 +684,11 @@ int cmd_diff(int argc, char **argv)
 	} else if (argc - optind != 0 || !dc->ds.n_args[0] || !dc->ds.n_args[1]) {
 		cli_error("diff: want BASE NEW, or --base FILE ... --new FILE ... (see 'hvprof diff "
 			  "--help')");
+		goto out;
+	}
+	if ((dc->svg && cli_check_output_path("diff --svg", dc->svg)) ||
+	    (dc->svg_rev && cli_check_output_path("diff --svg-reverse", dc->svg_rev))) {
+		status = EXIT_ERROR;
 		goto out;
 	}
 	status = diff_run(dc);

@@ -137,6 +137,9 @@ static int export_main(int argc, char **argv, const struct export_mode *m)
 		cli_error("export: pprof is gzip data; give -o FILE or redirect stdout");
 		return EXIT_USAGE;
 	}
+	/* before the load, which may take long on a large recording */
+	if (output && cli_check_output_path(m->cmd, output))
+		return EXIT_ERROR;
 	/* perf-script is one block per sample: only it needs every sample kept. */
 	po.keep_samples = !strcmp(format, "perf-script");
 	err = profile_load(input, &po, &p, errbuf, sizeof(errbuf));

@@ -220,6 +220,20 @@ print(f"{'ok' if ok else 'FAIL'}: a record that never started keeps the recordin
       f"exit {status}, files {files!r}")
 failures += not ok
 
+# an output that cannot be written is said before any work (exit 3), never after it
+for args in ((["diff", "--svg", work, "x.data", "y.data"], f"diff --svg: cannot create {work}: "
+              "Is a directory"),
+             (["export", "-f", "folded", "-o", "/nonexistent-dir/a.folded", "-i", "x.data"],
+              "export: cannot create /nonexistent-dir/a.folded: No such file or directory"),
+             (["flamegraph", "-o", work, "-i", "x.data"],
+              f"flamegraph: cannot create {work}: Is a directory")):
+    status, out, err = run(*args[0])
+    lines = [l for l in err.splitlines() if l.strip()]
+    ok = status == 3 and lines == ["hvprof: error: " + args[1]]
+    print(f"{'ok' if ok else 'FAIL'}: {' '.join(args[0][:3])}: an unwritable output first: "
+          f"exit {status}, stderr {lines!r}")
+    failures += not ok
+
 # hvprof help [COMMAND]
 for args, want in ((["help"], "usage: hvprof [-v|-vv|-q] COMMAND"),
                    (["help", "diff"], "usage: hvprof diff")):

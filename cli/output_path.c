@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+// An output file named on the command line, checked before the work that fills it.
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hvprof/log.h>
+
+#include "cli.h"
+
+int cli_check_output_path(const char *what, const char *path)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	int err = 0;
+
+	if (!strcmp(path, "-"))
+		return 0; /* stdout */
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			err = -EISDIR;
+		else if (access(path, W_OK) != 0)
+			err = -errno;
+	} else if (errno != ENOENT) {
+		err = -errno;
+	} else if (snprintf(dir, sizeof(dir), "%s", path) >= (int)sizeof(dir)) {
+		err = -ENAMETOOLONG;
+	} else if (access(dirname(dir), W_OK) != 0) {
+		err = -errno; /* no such directory, or not ours to write in */
+	}
+	if (err)
+		cli_error("%s: cannot create %s: %s", what, path, hvp_strerror(err));
+	return err;
+}
