@@ -127,7 +127,9 @@ static void write_columns(struct outbuf *ob, const struct report_rows *r, size_t
 
 	if (r->children)
 		outbuf_puts(ob, "# Children: share of the samples whose stack contains the row's "
-				"keys (each sample counted once)\n#\n# Children      Self  ");
+				"keys (each sample counted once)\n# Self, Samples: share and number "
+				"of the samples whose innermost frame has them\n#\n"
+				"# Children      Self  ");
 	else
 		outbuf_puts(ob, "#\n# Overhead  ");
 	outbuf_printf(ob, "%*s", (int)samples_width, "Samples");
