@@ -211,8 +211,7 @@ static void open_kernel(struct symbolizer *s, const struct sym_config *cfg)
 	if (meta && meta[0])
 		open_kernel_at(s, meta);
 	else
-		pr_warn("no kernel image named (META kernel, --vmlinux or --symfs): kernel frames "
-			"stay unresolved");
+		s->kernel_unnamed = true; /* said if a kernel frame comes (symbolize_kernel) */
 }
 
 /* The kernel's mapping: the ELF that symbolizes it and its build-id, when it was opened. */
@@ -378,6 +377,11 @@ int symbolize_kernel(struct symbolizer *s, uint64_t ip, uint32_t *frame, uint64_
 		return profile_frame(s->p, FRAME_KERNEL, EARLY_BOOT, KERNEL_DSO, 0, frame);
 	if (s->kernel)
 		return profile_frame(s->p, FRAME_KERNEL, UNKNOWN, KERNEL_DSO, 0, frame);
+	if (s->kernel_unnamed) {
+		pr_warn("no kernel image named (META kernel, --vmlinux or --symfs): kernel frames "
+			"stay unresolved");
+		s->kernel_unnamed = false;
+	}
 	return addr_frame(s, FRAME_KERNEL, KERNEL_DSO, ip, frame);
 }
 

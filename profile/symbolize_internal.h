@@ -110,6 +110,7 @@ struct dso {
 struct symbolizer {
 	struct profile *p;
 	int no_symbols;
+	bool kernel_unnamed; /* no kernel image was named: warned at the first kernel frame */
 	char *symfs;
 	char *rootfs;
 	struct add_map *adds;

@@ -234,6 +234,26 @@ for args in ((["diff", "--svg", work, "x.data", "y.data"], f"diff --svg: cannot 
           f"exit {status}, stderr {lines!r}")
     failures += not ok
 
+# No kernel image named (no META kernel, no --vmlinux): said once when kernel frames need it, not
+# for a recording without any (here only its header)
+kernel_rec = os.path.join(work, "kernel-no-image.data")
+with open(kernel_rec, "wb") as f:
+    smp = b"".join(struct.pack("<QIBBBBQQQiiQQHHI", 1000000 * (i + 1), 0, 0, 2, 0, 0,
+                               0xffffffff81000100 + i, 0x1000, 0, 0, 0, 0, 1000000, 1, 0, 0)
+                   + struct.pack("<Q", 0xffffffff81000100 + i) for i in range(3))
+    f.write(HEADER + meta("counter", "cpu-clock") + meta("vcpus", "1")
+            + b"".join(record(2, smp[i * 80:(i + 1) * 80]) for i in range(3)))
+header_only = os.path.join(work, "header-only.data")
+with open(header_only, "wb") as f:
+    f.write(HEADER)
+for path, want in ((kernel_rec, 1), (header_only, 0)):
+    status, out, err = run("report", "-i", path)
+    n = err.count("no kernel image named")
+    ok = status == 0 and n == want
+    print(f"{'ok' if ok else 'FAIL'}: {os.path.basename(path)}: 'no kernel image named' said "
+          f"{n} time(s), want {want}: exit {status}, stderr {err.strip()!r}")
+    failures += not ok
+
 # hvprof help [COMMAND]
 for args, want in ((["help"], "usage: hvprof [-v|-vv|-q] COMMAND"),
                    (["help", "diff"], "usage: hvprof diff")):
