@@ -215,9 +215,11 @@ int record_write_counters(struct recfile_writer *w, const struct sampler_counter
 int record_meta_u64(struct recfile_writer *w, const char *key, uint64_t v);
 /*
  * record_output.c: the recording file of `record`. @path is what the user named; @tmp, while
- * not empty, the file actually written ("PATH.partial-PID-N" beside it: created with O_EXCL,
- * so ours), until record_output_commit puts it in place. @fd: open for writing, the caller's to
- * close. A @path that exists and is not a regular file (/dev/null, a FIFO) is written in place.
+ * not empty, the file actually written ("PATH.partial-PID-N" beside it, or
+ * ".hvprof.partial-PID-N" in its directory when PATH's name leaves no room: created with
+ * O_EXCL, so ours), until record_output_commit puts it in place. @fd: open for writing, the
+ * caller's to close. A @path that exists and is not a regular file (/dev/null, a FIFO) or is
+ * empty is written in place.
  */
 struct record_output {
 	char path[PATH_MAX];
@@ -228,8 +230,13 @@ struct record_output {
  * guest starts. Prints what failed. Return: 0 or -errno. Nothing of @path is changed yet. */
 int record_output_open(struct record_output *o, const char *path);
 /* The run has started: an existing regular, non-empty @path becomes PATH.old, the written file
- * becomes @path. Prints what failed. Return: 0 (also when there is nothing to move) or -errno. */
+ * becomes @path (if that fails, the previous one is put back). Prints what failed, naming the
+ * file that holds this run's recording. Return: 0 (also when there is nothing to move) or
+ * -errno; on failure @tmp is left set (record_output_keep or _discard decide). */
 int record_output_commit(struct record_output *o);
+/* Another process may be writing the file (an attach): it stays under its temporary name, which
+ * is printed; @o forgets it (nothing removes it). */
+void record_output_keep(struct record_output *o);
 /* The run never started: remove the temporary file (if not committed). Prints a failure. */
 void record_output_discard(struct record_output *o);
 

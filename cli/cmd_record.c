@@ -518,7 +518,9 @@ out:
 	cli_stop_on_signals(NULL);
 	if (w)
 		if (recfile_writer_close(w)) { /* already failing: the first error is reported */ }
-	record_output_discard(&out); /* the run never started: nothing of @a.output changed */
+	/* the run never started, or its file could not take the name (its previous one put
+	 * back): this run's file holds no more than a header */
+	record_output_discard(&out);
 	if (fd >= 0)
 		close(fd);
 	guest_stop(&gs);

@@ -359,6 +359,7 @@ struct ctl_client {
 	volatile sig_atomic_t *stop;
 	const sigset_t *wait_mask;
 	size_t len;
+	bool sent; /* the last ctl_client_request's text (and fd) went out */
 	char buf[CTL_MAX_LINE];
 	char line[CTL_MAX_LINE];
 };
@@ -394,7 +395,8 @@ int ctl_client_read_bytes(struct ctl_client *c, void *buf, size_t n, uint64_t de
 /**
  * ctl_client_request - send @text (with @pass_fd, >= 0) and read its reply into *@r (valid
  * until the next read). ERR replies and no answer (10 s) are said on stderr, naming @what.
- * Return: 0 an OK; -errno of the ERR's name; -EPROTO not OK; -errno.
+ * @c->sent says whether the request went out (with its fd): a failure before it did leaves the
+ * fd only ours. Return: 0 an OK; -errno of the ERR's name; -EPROTO not OK; -errno.
  */
 int ctl_client_request(struct ctl_client *c, const char *what, const char *text, int pass_fd,
 		       struct ctl_reply *r) __must_check;

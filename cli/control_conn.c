@@ -164,6 +164,7 @@ int ctl_client_request(struct ctl_client *c, const char *what, const char *text,
 {
 	int err = ctl_client_send(c->fd, text, pass_fd);
 
+	c->sent = !err;
 	err = err ?: ctl_client_read_line(c, ctl_mono_ms() + REPLY_TIMEOUT_MS, false);
 	err = err ?: ctl_parse_reply(c->line, strlen(c->line), r);
 	if (err) {

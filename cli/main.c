@@ -88,13 +88,14 @@ int main(int argc, char **argv)
 		/* `hvprof help [COMMAND]`, as git has it: COMMAND --help */
 		static char help[] = "--help";
 
-		if (i + 1 >= argc) {
+		if (i + 1 >= argc || !strcmp(argv[i + 1], "help")) {
 			usage(stdout);
 			return EXIT_OK;
 		}
 		argv[i] = argv[i + 1];
 		argv[i + 1] = help;
 		argc = i + 2;
+		argv[argc] = NULL; /* within the original argv: i + 2 <= its argc */
 	}
 	for (size_t c = 0; c < ARRAY_SIZE(commands); c++)
 		if (!strcmp(argv[i], commands[c].name))

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <hvprof/log.h>
@@ -163,19 +164,29 @@ int record_attach(const struct record_attach_args *a)
 	c.wait_mask = &wait_mask;
 	r.kind = 0;
 	if (ctl_client_request(&c, "attach", text, out_fd, &r) != 0) {
-		/* Refused (ERR): nothing was recorded; the file we wrote to goes, if it is still
-		 * the empty one we created, and a recording already at the name stays. No answer
-		 * (a timeout, the VM went away): the VM may have attached and be writing it, so it
-		 * takes the name. */
-		if (r.kind == CTL_REPLY_ERR && out.tmp[0] &&
-		    ctl_output_discard(out.tmp, out_fd, true) == 0)
-			out.tmp[0] = '\0';
-		else if (record_output_commit(&out)) { /* printed */ }
+		/* Not sent: the file is ours alone, it goes. Refused (ERR): nothing was recorded;
+		 * the file goes if it is still the empty one we created; a recording already at
+		 * the name stays. No answer (a timeout, the VM went away): the VM may have
+		 * attached; what it wrote takes the name, an empty file keeps its temporary one
+		 * (the VM may still write to it: never removed under it). */
+		struct stat st;
+
+		if (!c.sent)
+			record_output_discard(&out); /* the fd never left: ours alone */
+		else if (r.kind == CTL_REPLY_ERR && out.tmp[0] &&
+			 ctl_output_discard(out.tmp, out_fd, true) == 0)
+			out.tmp[0] = '\0'; /* refused, and nothing in it: removed */
+		else if (fstat(out_fd, &st) == 0 && st.st_size > 0 && !record_output_commit(&out))
+			fprintf(stderr, "hvprof: the VM may have written %s: kept\n", a->output);
+		else
+			record_output_keep(&out); /* it may still write: named, left alone */
 		goto restore;
 	}
 	/* the VM writes it: it takes the name (if that fails, the window still runs: the
-	 * recording is then in the file named by the error) */
+	 * recording then stays under its temporary name, which is said) */
 	commit_err = record_output_commit(&out);
+	if (commit_err)
+		record_output_keep(&out);
 	close(out_fd); /* the VM has its own copy */
 	out_fd = -1;
 	if (ctl_reply_get(&r, "window", window, sizeof(window))) { /* "?" */ }

@@ -72,47 +72,68 @@ const char *cli_suggest(const char *word, const char *const *names, size_t n)
 	return best;
 }
 
-/* The long option of @longopts named exactly @name (@len bytes), or NULL. */
+/* The long option @name (@len bytes) stands for: its exact name, or the one option it
+ * abbreviates; NULL when none or several (*@n_prefixed: how many it abbreviates). */
 static const struct option *long_named(const struct option *longopts, const char *name,
-				       size_t len)
+				       size_t len, size_t *n_prefixed)
 {
-	for (const struct option *o = longopts; o->name; o++)
-		if (strlen(o->name) == len && !strncmp(o->name, name, len))
+	const struct option *one = NULL;
+
+	*n_prefixed = 0;
+	for (const struct option *o = longopts; o->name; o++) {
+		if (strncmp(o->name, name, len) != 0)
+			continue;
+		if (strlen(o->name) == len)
 			return o;
-	return NULL;
+		(*n_prefixed)++;
+		one = o;
+	}
+	return *n_prefixed == 1 ? one : NULL;
+}
+
+/* A short option refused: unknown, or its value missing. */
+static void bad_short(const char *cmd, const char *shortopts)
+{
+	const char *sc = optopt > 0 && optopt < 128 ? strchr(shortopts, optopt) : NULL;
+
+	if (sc && sc[1] == ':')
+		cli_error("%s: option '-%c' needs a value (see 'hvprof %s --help')", cmd, optopt,
+			  cmd);
+	else
+		cli_error("%s: unknown option '-%c' (see 'hvprof %s --help')", cmd,
+			  optopt > 32 && optopt < 127 ? optopt : '?', cmd);
 }
 
 /*
  * What getopt_long refused, as one error line of the CLI's own (opterr is 0): @word the
- * argument that held it (argv[optind - 1]), @cmd the command (argv[0]).
+ * argument getopt last stepped past (argv[optind - 1]: the long option refused, or, for a
+ * short option inside a cluster, possibly an earlier word), @cmd the command (argv[0]).
  */
 static void bad_option(const char *cmd, const char *word, const char *shortopts,
 		       const struct option *longopts)
 {
-	const char *names[160], *eq, *near, *sc; /* far more names than a command has */
+	const char *names[160], *eq = NULL, *near; /* far more names than a command has */
 	char cand[256] = "";
-	size_t n = 0, len, used = 0;
-	const struct option *o;
+	size_t n = 0, len = 0, used = 0, n_prefixed = 0;
+	const struct option *o = NULL;
+	bool is_long = word && !strncmp(word, "--", 2) && word[2];
 
-	if (optopt && (!word || strncmp(word, "--", 2) != 0)) {
-		/* a short option: unknown, or its value missing */
-		sc = optopt > 0 && optopt < 128 ? strchr(shortopts, optopt) : NULL;
-		if (sc && sc[1] == ':')
-			cli_error("%s: option '-%c' needs a value (see 'hvprof %s --help')", cmd,
-				  optopt, cmd);
+	if (is_long) {
+		eq = strchr(word + 2, '=');
+		len = eq ? (size_t)(eq - word - 2) : strlen(word + 2);
+		o = long_named(longopts, word + 2, len, &n_prefixed);
+		/* a long option refused sets optopt to its val (a missing or an unwanted value)
+		 * or 0 (unknown, ambiguous): else the refusal was a short option's */
+		is_long = optopt == 0 || (o && o->val == optopt && !o->flag);
+	}
+	if (!is_long) {
+		if (optopt)
+			bad_short(cmd, shortopts);
 		else
-			cli_error("%s: unknown option '-%c' (see 'hvprof %s --help')", cmd,
-				  optopt > 32 && optopt < 127 ? optopt : '?', cmd);
+			cli_error("%s: bad option '%s' (see 'hvprof %s --help')", cmd,
+				  word ? word : "", cmd);
 		return;
 	}
-	if (!word || strncmp(word, "--", 2) != 0) {
-		cli_error("%s: bad option '%s' (see 'hvprof %s --help')", cmd, word ? word : "",
-			  cmd);
-		return;
-	}
-	eq = strchr(word + 2, '=');
-	len = eq ? (size_t)(eq - word - 2) : strlen(word + 2);
-	o = long_named(longopts, word + 2, len);
 	if (o && o->has_arg == required_argument && !eq) {
 		cli_error("%s: option '--%s' needs a value (see 'hvprof %s --help')", cmd, o->name,
 			  cmd);
@@ -123,16 +144,16 @@ static void bad_option(const char *cmd, const char *word, const char *shortopts,
 			  cmd);
 		return;
 	}
-	for (o = longopts; o->name; o++) {
-		if (!strncmp(o->name, word + 2, len)) { /* an abbreviation of several */
+	for (const struct option *p = longopts; p->name; p++) {
+		if (n_prefixed > 1 && !strncmp(p->name, word + 2, len)) {
 			int k = snprintf(cand + used, sizeof(cand) - used, "%s--%s",
-					 used ? ", " : "", o->name);
+					 used ? ", " : "", p->name);
 
 			if (k > 0 && (size_t)k < sizeof(cand) - used)
 				used += (size_t)k;
 		}
 		if (n < ARRAY_SIZE(names))
-			names[n++] = o->name;
+			names[n++] = p->name;
 	}
 	if (used) {
 		cli_error("%s: option '%.*s' is ambiguous: %s (see 'hvprof %s --help')", cmd,

@@ -3,7 +3,9 @@
 """`record --attach` and its recording file, against a stand-in for a `run --control` VM (a Unix
 socket speaking docs/control-protocol.md): a refused ATTACH leaves the recording already at the
 name, and its .old, as they were, with no file of its own left behind; an accepted one puts the
-file the VM wrote at the name and keeps the earlier recording as .old.
+file the VM wrote at the name and keeps the earlier recording as .old; a VM that goes away
+without answering, having written nothing, leaves both as they were and its file under its
+temporary name, said (it may hold the fd still: nothing is removed under it).
 
 usage: test_attach_output.py HVPROF
 """
@@ -34,7 +36,7 @@ def read_line(conn, fds):
     return data.decode()
 
 
-def fake_vm(server, accept, log):
+def fake_vm(server, mode, log):
     conn, _ = server.accept()
     fds = []
     try:
@@ -45,7 +47,9 @@ def fake_vm(server, accept, log):
             log.append(line.strip())
             if line.startswith("HELLO"):
                 conn.sendall(b"OK version=1\n")
-            elif line.startswith("ATTACH") and not accept:
+            elif line.startswith("ATTACH") and mode == "gone":
+                return
+            elif line.startswith("ATTACH") and mode == "refused":
                 conn.sendall(b"ERR EBUSY one window at a time\n")
             elif line.startswith("ATTACH"):
                 os.write(fds[-1], b"RECORDED")  # the VM writes the recording
@@ -60,7 +64,7 @@ def fake_vm(server, accept, log):
         conn.close()
 
 
-def attempt(name, accept):
+def attempt(name):
     global failures
     d = os.path.join(work, name)
     os.mkdir(d)
@@ -72,7 +76,7 @@ def attempt(name, accept):
     server.bind(sock)
     server.listen(1)
     log = []
-    t = threading.Thread(target=fake_vm, args=(server, accept, log), daemon=True)
+    t = threading.Thread(target=fake_vm, args=(server, name, log), daemon=True)
     t.start()
     r = subprocess.run([HVPROF, "record", "--attach", sock, "--duration", "1", "-o",
                         os.path.join(d, "r.data")], capture_output=True, text=True, timeout=60)
@@ -80,16 +84,23 @@ def attempt(name, accept):
     server.close()
     os.unlink(sock)
     files = {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d))}
-    want = ({"r.data": b"RECORDED", "r.data.old": b"GOOD"} if accept
+    want = ({"r.data": b"RECORDED", "r.data.old": b"GOOD"} if name == "accepted"
             else {"r.data": b"GOOD", "r.data.old": b"OLDER"})
-    ok = (r.returncode == (0 if accept else 3) and files == want
+    partial = [n for n in files if ".partial-" in n]
+    if name == "gone":  # its file stays, empty, under the name the message gives
+        ok = (len(partial) == 1 and files.pop(partial[0]) == b""
+              and f"the recording stays {os.path.join(d, partial[0])}" in r.stderr)
+    else:
+        ok = not partial
+    ok = (ok and r.returncode == (0 if name == "accepted" else 3) and files == want
           and any(l.startswith("ATTACH") for l in log))
     print(f"{'ok' if ok else 'FAIL'}: {name}: exit {r.returncode}, files {files!r}, "
           f"requests {log!r}, stderr {r.stderr.strip()!r}")
     failures += not ok
 
 
-attempt("refused", False)
-attempt("accepted", True)
+attempt("refused")
+attempt("accepted")
+attempt("gone")
 print(f"{failures} failure(s)" if failures else "all passed")
 sys.exit(1 if failures else 0)

@@ -164,7 +164,12 @@ for args, want in (
         (["record", "--duration"], "record: option '--duration' needs a value"),
         (["record", "-F"], "record: option '-F' needs a value"),
         (["record", "--bare-exits=1"], "record: option '--bare-exits' takes no value"),
-        (["export", "-Z"], "export: unknown option '-Z' (see 'hvprof export --help')")):
+        (["export", "-Z"], "export: unknown option '-Z' (see 'hvprof export --help')"),
+        # an abbreviation of one option is that option
+        (["record", "--out"], "record: option '--output' needs a value"),
+        (["report", "--no-child=1"], "report: option '--no-children' takes no value"),
+        # a short option refused inside a cluster, after a long option: the short one
+        (["report", "--no-children", "-Zq"], "report: unknown option '-Z' (see")):
     status, out, err = run(*args)
     lines = [l for l in err.splitlines() if l.strip()]
     ok = (status == 2 and len(lines) == 1 and lines[0].startswith("hvprof: error: " + want)
@@ -256,12 +261,28 @@ for path, want in ((kernel_rec, 1), (header_only, 0)):
 
 # hvprof help [COMMAND]
 for args, want in ((["help"], "usage: hvprof [-v|-vv|-q] COMMAND"),
-                   (["help", "diff"], "usage: hvprof diff")):
+                   (["help", "help"], "usage: hvprof [-v|-vv|-q] COMMAND"),
+                   (["help", "diff"], "usage: hvprof diff"),
+                   (["help", "record", "--foo"], "usage: hvprof record")):
     status, out, err = run(*args)
     ok = status == 0 and out.startswith(want) and not err
     print(f"{'ok' if ok else 'FAIL'}: hvprof {' '.join(args)}: exit {status}, "
           f"stdout {out[:40]!r}")
     failures += not ok
+
+# A directory where FILE.old would go: said before any guest starts (it would refuse the move)
+os.mkdir(os.path.join(keep, "dd.data.old"))
+with open(os.path.join(keep, "dd.data"), "wb") as f:
+    f.write(b"GOOD")
+status, out, err = run("record", "--kernel", empty_kernel, "-o", os.path.join(keep, "dd.data"))
+lines = [l for l in err.splitlines() if l.strip()]
+ok = (status == 3 and len(lines) == 1 and "cannot keep the previous" in lines[0]
+      and "dd.data.old: Is a directory" in lines[0]
+      and open(os.path.join(keep, "dd.data"), "rb").read() == b"GOOD"
+      and not [n for n in os.listdir(keep) if "partial" in n])
+print(f"{'ok' if ok else 'FAIL'}: a directory at FILE.old is said first: exit {status}, "
+      f"stderr {lines!r}")
+failures += not ok
 
 # No KVM on the host: the error says what to do about it (only checkable where /dev/kvm is
 # missing: elsewhere this check is skipped, and says so)
