@@ -356,6 +356,10 @@ int cli_check_output_path(const char *what, const char *path);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Install SIGINT/SIGTERM handlers that ask @vm to stop; restore with NULL. */
 void cli_stop_on_signals(struct vmm *vm);
+/* SIGINT/SIGTERM only noted (cli_signal_received), before there is a VM to stop: set-up that
+ * must not be cut half way (a file under a temporary name). A later cli_stop_on_signals(vm)
+ * stops that VM at once if one came meanwhile. */
+void cli_catch_signals(void);
 int cli_signal_received(void);
 /* Map a vmm_result to hvprof's exit status, and print a one-line outcome to stderr. */
 int cli_outcome(const struct vmm_result *res);

@@ -453,6 +453,7 @@ int cmd_record(int argc, char **argv)
 	/* The output is opened before the guest starts: a bad path fails in a second, not
 	 * after the run; it takes the recording's name (and an existing recording becomes .old)
 	 * once the guest has started. */
+	cli_catch_signals(); /* a Ctrl-C while the guest is set up: no file left half named */
 	if (record_output_open(&out, a.output) != 0)
 		goto out;
 	fd = out.fd;
@@ -473,7 +474,14 @@ int cmd_record(int argc, char **argv)
 					.mark_every_stay = a.mark_every_stay,
 					.start = a.start, .start_event = a.start_event,
 					.start_after_ns = a.start_after_ns };
-	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0 || record_output_commit(&out) != 0)
+	if (guest_start(&g, &scfg, STDOUT_FILENO, &gs) != 0)
+		goto out;
+	if (cli_signal_received()) {
+		fprintf(stderr, "hvprof: interrupted before the guest ran: nothing recorded\n");
+		status = EXIT_INTERRUPTED;
+		goto out;
+	}
+	if (record_output_commit(&out) != 0)
 		goto out;
 	if (a.call_graph == SAMPLER_CALL_GRAPH_DWARF)
 		snprintf(call_graph, sizeof(call_graph), "dwarf,%u", a.stack_size);

@@ -18,16 +18,29 @@ static void on_signal(int sig)
 		vmm_request_stop(signal_vm, HVP_END_SIGNAL);
 }
 
-void cli_stop_on_signals(struct vmm *vm)
+static void set_handlers(void (*fn)(int))
 {
 	struct sigaction sa;
 
 	memset(&sa, 0, sizeof(sa));
-	signal_vm = vm;
-	sa.sa_handler = vm ? on_signal : SIG_DFL;
+	sa.sa_handler = fn;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+}
+
+void cli_stop_on_signals(struct vmm *vm)
+{
+	signal_vm = vm;
+	set_handlers(vm ? on_signal : SIG_DFL);
+	if (vm && signal_seen) /* came while only caught (cli_catch_signals) */
+		vmm_request_stop(vm, HVP_END_SIGNAL);
+}
+
+void cli_catch_signals(void)
+{
+	signal_vm = NULL;
+	set_handlers(on_signal);
 }
 
 int cli_signal_received(void)
