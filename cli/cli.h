@@ -225,6 +225,7 @@ struct record_output {
 	char path[PATH_MAX];
 	char tmp[PATH_MAX];
 	int fd;
+	bool in_place_empty; /* @path was an empty regular file, written in place */
 };
 /* Open @o for @path: a directory, an unwritable place, a name too long fail here, before any
  * guest starts. Prints what failed. Return: 0 or -errno. Nothing of @path is changed yet. */
@@ -237,7 +238,8 @@ int record_output_commit(struct record_output *o);
 /* Another process may be writing the file (an attach): it stays under its temporary name, which
  * is printed; @o forgets it (nothing removes it). */
 void record_output_keep(struct record_output *o);
-/* The run never started: remove the temporary file (if not committed). Prints a failure. */
+/* The run never started: remove the temporary file (if not committed), or empty again the
+ * empty file written in place (call it before closing @fd). Prints a failure. */
 void record_output_discard(struct record_output *o);
 
 /*
@@ -352,6 +354,14 @@ int cli_getopt_long(int argc, char *const argv[], const char *shortopts,
  * Return: 0 or -errno. (The file may still fail later: a full disk, a race.)
  */
 int cli_check_output_path(const char *what, const char *path);
+/* cli_check_output_not_input - refuse an output @out that is the input file @in (the same
+ * file, by device and inode: also through a link); says so, naming @what. Return: 0 or
+ * -EINVAL. */
+int cli_check_output_not_input(const char *what, const char *out, const char *in);
+/* cli_check_input_exists - a recording to read that is not there at all gets a line that says
+ * how to get one (naming @what). Return: 0 (there, or another error the reader will say) or
+ * -ENOENT. */
+int cli_check_input_exists(const char *what, const char *path);
 /* Print an error line "hvprof: ..." to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Install SIGINT/SIGTERM handlers that ask @vm to stop; restore with NULL. */

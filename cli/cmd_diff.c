@@ -686,6 +686,14 @@ int cmd_diff(int argc, char **argv)
 			  "--help')");
 		goto out;
 	}
+	for (int s = 0; s < 2; s++) {
+		for (size_t a = 0; a < dc->ds.n_args[s]; a++) {
+			if (cli_check_output_not_input("diff --svg", dc->svg, dc->ds.args[s][a]) ||
+			    cli_check_output_not_input("diff --svg-reverse", dc->svg_rev,
+						       dc->ds.args[s][a]))
+				goto out; /* EXIT_USAGE */
+		}
+	}
 	if ((dc->svg && cli_check_output_path("diff --svg", dc->svg)) ||
 	    (dc->svg_rev && cli_check_output_path("diff --svg-reverse", dc->svg_rev))) {
 		status = EXIT_ERROR;

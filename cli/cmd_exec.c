@@ -195,7 +195,7 @@ static int connect_hello(struct ctl_client *c, const char *path, double wait_s)
 	char hello[32];
 	struct ctl_reply r;
 
-	if (ctl_client_connect(path, "--attach", (uint64_t)(wait_s * 1000), &c->fd) != 0)
+	if (ctl_client_connect(path, "--attach", (uint64_t)(wait_s * 1000), c->stop, &c->fd) != 0)
 		return -ENOTCONN;
 	snprintf(hello, sizeof(hello), "HELLO %d\n", CTL_VERSION);
 	return ctl_client_request(c, "the handshake", hello, -1, &r);
@@ -211,6 +211,8 @@ int exec_command(const char *path, const char *exec_line, double wait_s,
 		int err = start(&c, path, exec_line, wait_s);
 
 		status = err == EXIT_INTERRUPTED ? EXIT_INTERRUPTED : err ? EXEC_FAILED : relay(&c);
+	} else if (stop && *stop) {
+		status = EXIT_INTERRUPTED; /* while waiting for the VM */
 	}
 	if (c.fd >= 0)
 		close(c.fd); /* before the end: the command is killed */
@@ -280,8 +282,11 @@ int cmd_exec(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (poweroff < 0)
 		return exec_command(path, line, wait_s, &stop_signal, NULL);
-	if (connect_hello(&c, path, wait_s) != 0)
+	if (connect_hello(&c, path, wait_s) != 0) {
+		if (stop_signal)
+			status = EXIT_INTERRUPTED;
 		goto out;
+	}
 	snprintf(line, sizeof(line), "POWEROFF status=%d\n", poweroff);
 	if (ctl_client_request(&c, "poweroff", line, -1, &r) == 0)
 		status = EXIT_OK;

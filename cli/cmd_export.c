@@ -138,7 +138,10 @@ static int export_main(int argc, char **argv, const struct export_mode *m)
 		return EXIT_USAGE;
 	}
 	/* before the load, which may take long on a large recording */
-	if (output && cli_check_output_path(m->cmd, output))
+	if (output && cli_check_output_not_input(m->cmd, output, input))
+		return EXIT_USAGE;
+	if ((output && cli_check_output_path(m->cmd, output)) ||
+	    cli_check_input_exists(m->cmd, input))
 		return EXIT_ERROR;
 	/* perf-script is one block per sample: only it needs every sample kept. */
 	po.keep_samples = !strcmp(format, "perf-script");

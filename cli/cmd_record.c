@@ -523,12 +523,13 @@ int cmd_record(int argc, char **argv)
 	}
 	print_summary(&gs, &res, &cnt, &a);
 out:
-	cli_stop_on_signals(NULL);
 	if (w)
 		if (recfile_writer_close(w)) { /* already failing: the first error is reported */ }
 	/* the run never started, or its file could not take the name (its previous one put
-	 * back): this run's file holds no more than a header */
+	 * back): this run's file holds no more than a header (before the handlers go: a
+	 * signal now must not leave it) */
 	record_output_discard(&out);
+	cli_stop_on_signals(NULL);
 	if (fd >= 0)
 		close(fd);
 	guest_stop(&gs);

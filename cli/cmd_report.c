@@ -163,7 +163,7 @@ int cmd_report(int argc, char **argv)
 			  ro.sort, bad);
 		return EXIT_USAGE;
 	}
-	if (load(input, &po, &p) != 0)
+	if (cli_check_input_exists("report", input) || load(input, &po, &p) != 0)
 		return EXIT_ERROR;
 	err = profile_report(p, &ro, &out);
 	profile_free(p);

@@ -369,11 +369,13 @@ uint64_t ctl_mono_ms(void);
 
 /**
  * ctl_client_connect - connect to the control socket @path, retrying for up to @wait_ms while
- * nobody listens there yet (ENOENT, ECONNREFUSED: a `run --control` that is starting); on
- * failure says so on stderr, naming the option @opt ("--attach") and the path.
- * Return: 0 and *@out; -errno.
+ * nobody listens there yet (ENOENT, ECONNREFUSED: a `run --control` that is starting), but
+ * not where nobody ever could (@path is there and not a socket, or its directory is missing),
+ * and no longer once *@stop (may be NULL) is set (a signal: -EINTR); on failure says so on
+ * stderr, naming the option @opt ("--attach") and the path. Return: 0 and *@out; -errno.
  */
-int ctl_client_connect(const char *path, const char *opt, uint64_t wait_ms, int *out)
+int ctl_client_connect(const char *path, const char *opt, uint64_t wait_ms,
+		       volatile sig_atomic_t *stop, int *out)
 	__must_check;
 
 /** ctl_client_send - send @text, with @pass_fd (>= 0) as SCM_RIGHTS. Return: 0; -EIO. */

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <libgen.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -120,7 +122,22 @@ int ctl_client_send(int sock, const char *text, int pass_fd)
 	return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)iov.iov_len ? 0 : -EIO;
 }
 
-int ctl_client_connect(const char *path, const char *opt, uint64_t wait_ms, int *out)
+/* Could a VM ever listen at @path? Not if something else is there, or its directory is not. */
+static int socket_path_possible(const char *path)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct stat st;
+
+	if (lstat(path, &st) == 0)
+		return S_ISSOCK(st.st_mode) ? 0 : -ENOTSOCK;
+	snprintf(dir, sizeof(dir), "%s", path);
+	if (stat(dirname(dir), &st) != 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+int ctl_client_connect(const char *path, const char *opt, uint64_t wait_ms,
+		       volatile sig_atomic_t *stop, int *out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	uint64_t until = ctl_mono_ms() + wait_ms;
@@ -140,19 +157,31 @@ int ctl_client_connect(const char *path, const char *opt, uint64_t wait_ms, int 
 			break;
 		err = -errno;
 		close(fd);
-		/* not there yet (run --control is starting): wait, when asked to */
-		if ((err == -ENOENT || err == -ECONNREFUSED) && ctl_mono_ms() < until) {
-			if (!said)
-				fprintf(stderr, "hvprof: waiting for a VM to listen at %s (up to "
-					"%llu s)\n", path, (unsigned long long)(wait_ms / 1000));
-			said = true;
-			usleep(CONNECT_RETRY_MS * 1000);
-			continue;
+		/* not there yet (run --control is starting): wait, when asked to, where a VM
+		 * could come, until a signal */
+		if (err == -ENOENT || err == -ECONNREFUSED) {
+			int why = socket_path_possible(path);
+
+			if (why)
+				err = why;
+			else if (stop && *stop)
+				err = -EINTR;
+			else if (ctl_mono_ms() < until) {
+				if (!said)
+					fprintf(stderr, "hvprof: waiting for a VM to listen at %s (up "
+						"to %llu s)\n", path,
+						(unsigned long long)(wait_ms / 1000));
+				said = true;
+				usleep(CONNECT_RETRY_MS * 1000);
+				continue;
+			}
 		}
 		cli_error("%s %s: %s%s", opt, path, hvp_strerror(err),
 			  err == -ENOENT || err == -ECONNREFUSED
 				  ? " (no VM listens there: start one with hvprof run --control PATH)"
-				  : "");
+			  : err == -ENOTSOCK ? " (not a control socket: hvprof run --control PATH "
+					       "makes one)"
+					     : "");
 		return err;
 	}
 	*out = fd;

@@ -36,3 +36,24 @@ int cli_check_output_path(const char *what, const char *path)
 		cli_error("%s: cannot create %s: %s", what, path, hvp_strerror(err));
 	return err;
 }
+
+int cli_check_output_not_input(const char *what, const char *out, const char *in)
+{
+	struct stat so, si;
+
+	if (!out || !in || !strcmp(out, "-") || stat(out, &so) != 0 || stat(in, &si) != 0 ||
+	    so.st_dev != si.st_dev || so.st_ino != si.st_ino)
+		return 0;
+	cli_error("%s: the output %s is the input %s: it would be overwritten (name another "
+		  "output file)", what, out, in);
+	return -EINVAL;
+}
+
+int cli_check_input_exists(const char *what, const char *path)
+{
+	if (access(path, F_OK) == 0 || errno != ENOENT)
+		return 0; /* there (or another error, said by the reader with its reason) */
+	cli_error("%s: %s: %s (make one with 'hvprof record', or name one with -i FILE)", what,
+		  path, hvp_strerror(-ENOENT));
+	return -ENOENT;
+}

@@ -133,7 +133,8 @@ int record_attach(const struct record_attach_args *a)
 	int out_fd = -1, status = EXIT_ERROR, commit_err = 0;
 
 	/* with --exec, as hvprof exec: the VM may still be starting (a CI job's first step) */
-	if (ctl_client_connect(a->path, "--attach", a->exec_cmd ? EXEC_WAIT_MS : 0, &c.fd) != 0)
+	if (ctl_client_connect(a->path, "--attach", a->exec_cmd ? EXEC_WAIT_MS : 0, c.stop,
+			       &c.fd) != 0)
 		return EXIT_ERROR;
 	snprintf(text, sizeof(text), "HELLO %d\n", CTL_VERSION);
 	if (ctl_client_request(&c, "the handshake", text, -1, &r) != 0)

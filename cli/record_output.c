@@ -14,8 +14,9 @@
 
 #include "cli.h"
 
-/* Open @o->path in place (nothing there to keep: a device, a FIFO, an empty file). */
-static int open_in_place(struct record_output *o)
+/* Open @o->path in place (nothing there to keep: a device, a FIFO, an empty file; @empty: a
+ * regular empty one, emptied again by record_output_discard). */
+static int open_in_place(struct record_output *o, bool empty)
 {
 	int fd = open(o->path, O_WRONLY | O_TRUNC | O_CLOEXEC), err;
 
@@ -25,6 +26,7 @@ static int open_in_place(struct record_output *o)
 		return err;
 	}
 	o->fd = fd;
+	o->in_place_empty = empty;
 	return 0;
 }
 
@@ -71,7 +73,7 @@ int record_output_open(struct record_output *o, const char *path)
 		/* /dev/null, a FIFO, a terminal, an empty file: written as it is, nothing to
 		 * keep (an empty file keeps its mode and inode, as before) */
 		if (!S_ISREG(st.st_mode) || st.st_size == 0)
-			return open_in_place(o);
+			return open_in_place(o, S_ISREG(st.st_mode));
 		/* the commit moves it to .old: what would refuse that is said now, before the
 		 * guest boots */
 		snprintf(old, sizeof(old), "%s.old", path);
@@ -102,6 +104,7 @@ int record_output_commit(struct record_output *o)
 	bool moved = false;
 	int err;
 
+	o->in_place_empty = false; /* the run's now: what it wrote stays */
 	if (!o->tmp[0])
 		return 0; /* written in place, or already committed */
 	/* Keep an existing recording as .old, as perf does, but only a regular, non-empty file. */
@@ -130,6 +133,7 @@ void record_output_keep(struct record_output *o)
 	if (o->tmp[0])
 		fprintf(stderr, "hvprof: the recording stays %s\n", o->tmp);
 	o->tmp[0] = '\0';
+	o->in_place_empty = false;
 }
 
 void record_output_discard(struct record_output *o)
@@ -137,4 +141,8 @@ void record_output_discard(struct record_output *o)
 	if (o->tmp[0] && unlink(o->tmp) != 0)
 		cli_error("cannot remove %s: %s", o->tmp, hvp_strerror(-errno));
 	o->tmp[0] = '\0';
+	/* the empty file written in place is empty again (its header gone) */
+	if (o->in_place_empty && o->fd >= 0 && ftruncate(o->fd, 0) != 0)
+		cli_error("cannot empty %s again: %s", o->path, hvp_strerror(-errno));
+	o->in_place_empty = false;
 }

@@ -259,6 +259,44 @@ for path, want in ((kernel_rec, 1), (header_only, 0)):
           f"{n} time(s), want {want}: exit {status}, stderr {err.strip()!r}")
     failures += not ok
 
+# A reader's output that is its input (also through a link) is refused before any work: one
+# swapped -i/-o must not cost the recording
+same = os.path.join(work, "same.data")
+with open(same, "wb") as f:
+    f.write(HEADER)
+os.symlink(same, os.path.join(work, "same-link.data"))
+for args, what in ((["flamegraph", "-i", same, "-o", same], "flamegraph"),
+                   (["export", "-i", same, "-f", "folded", "-o",
+                     os.path.join(work, "same-link.data")], "export"),
+                   (["diff", same, sampled, "--svg", same], "diff --svg")):
+    status, out, err = run(*args)
+    lines = [l for l in err.splitlines() if l.strip()]
+    ok = (status == 2 and len(lines) == 1
+          and lines[0].startswith(f"hvprof: error: {what}: the output ")
+          and "it would be overwritten" in lines[0] and open(same, "rb").read() == HEADER)
+    print(f"{'ok' if ok else 'FAIL'}: {what}: output = input refused: exit {status}, "
+          f"stderr {lines!r}")
+    failures += not ok
+
+# exec --attach where no VM could ever listen (a plain file, a missing directory): at once
+plain = os.path.join(work, "plain-file")
+open(plain, "wb").close()
+for path, why in ((plain, "not a control socket"),
+                  ("/nonexistent-dir/vm.sock", "No such file or directory")):
+    status, out, err = run("exec", "--attach", path, "--wait", "30", "--", "true")
+    ok = status == 255 and why in err and "waiting for a VM" not in err
+    print(f"{'ok' if ok else 'FAIL'}: exec --attach {path}: fails at once: exit {status}, "
+          f"stderr {err.strip()!r}")
+    failures += not ok
+
+# no recording at all (the default hvprof.data here): the line says how to get one
+r = subprocess.run([HVPROF, "report"], capture_output=True, text=True, timeout=60, cwd=work)
+ok = (r.returncode == 3 and r.stderr.strip() == "hvprof: error: report: hvprof.data: No such "
+      "file or directory (make one with 'hvprof record', or name one with -i FILE)")
+print(f"{'ok' if ok else 'FAIL'}: report without a recording says how to get one: exit "
+      f"{r.returncode}, stderr {r.stderr.strip()!r}")
+failures += not ok
+
 # hvprof help [COMMAND]
 for args, want in ((["help"], "usage: hvprof [-v|-vv|-q] COMMAND"),
                    (["help", "help"], "usage: hvprof [-v|-vv|-q] COMMAND"),
@@ -269,6 +307,19 @@ for args, want in ((["help"], "usage: hvprof [-v|-vv|-q] COMMAND"),
     print(f"{'ok' if ok else 'FAIL'}: hvprof {' '.join(args)}: exit {status}, "
           f"stdout {out[:40]!r}")
     failures += not ok
+
+# An existing empty file (here mode 600, as mktemp makes them) is written in place; a run that
+# never starts leaves it empty, with its mode
+empty_out = os.path.join(keep, "e.data")
+open(empty_out, "wb").close()
+os.chmod(empty_out, 0o600)
+status, out, err = run("record", "--kernel", empty_kernel, "-o", empty_out)
+st = os.stat(empty_out)
+ok = status != 0 and st.st_size == 0 and (st.st_mode & 0o777) == 0o600
+print(f"{'ok' if ok else 'FAIL'}: an empty -o file stays empty after a run that never started: "
+      f"exit {status}, size {st.st_size}, mode {oct(st.st_mode & 0o777)}")
+failures += not ok
+os.unlink(empty_out)
 
 # A directory where FILE.old would go: said before any guest starts (it would refuse the move)
 os.mkdir(os.path.join(keep, "dd.data.old"))
