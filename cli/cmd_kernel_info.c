@@ -238,9 +238,12 @@ int cmd_kernel_info(int argc, char **argv)
 		}
 	}
 	if (optind < argc || !kernel == !image) {
-		cli_error("kernel-info: %s", optind < argc ? "unexpected argument"
-					     : kernel	   ? "--kernel and --image: give one"
-							   : "--kernel FILE or --image NAME|DIR is required");
+		if (optind < argc)
+			cli_error("kernel-info: unexpected argument '%s' (a kernel is given with "
+				  "--kernel FILE)", argv[optind]);
+		else
+			cli_error("kernel-info: %s", kernel ? "--kernel and --image: give one"
+						  : "--kernel FILE or --image NAME|DIR is required");
 		return EXIT_USAGE;
 	}
 	guest_opts_init(&g);

@@ -293,7 +293,8 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 		}
 	}
 	if (optind < argc) {
-		cli_error("record: unexpected argument '%s'", argv[optind]);
+		cli_error("record: unexpected argument '%s' (the guest's command is given with "
+			  "--run 'CMD ARGS')", argv[optind]);
 		return EXIT_USAGE;
 	}
 	if (a->exec_cmd && !a->attach) {

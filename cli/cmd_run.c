@@ -70,7 +70,8 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
-		cli_error("run: unexpected argument '%s'", argv[optind]);
+		cli_error("run: unexpected argument '%s' (the guest's command is given with --run "
+			  "'CMD ARGS')", argv[optind]);
 		status = EXIT_USAGE;
 		goto out;
 	}

@@ -406,6 +406,18 @@ int guest_opts_finish(struct guest_opts *g)
 		cli_error("cannot read kernel %s: %s", g->kernel, hvp_strerror(err));
 		return err;
 	}
+	{
+		struct stat st;
+
+		/* what cannot be a kernel is said now, before /dev/kvm is opened */
+		if (stat(g->kernel, &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size == 0)) {
+			cli_error("kernel %s: %s", g->kernel,
+				  S_ISDIR(st.st_mode) ? "is a directory, not a kernel image"
+				  : S_ISREG(st.st_mode) ? "is empty, not a kernel image"
+							: "is not a regular file");
+			return -EINVAL;
+		}
+	}
 	/* Symbols and BTF: the kernel itself when it is an ELF with a symtab, else the image's. */
 	/* guestinfo reads symbols and BTF from a vmlinux, or from the kallsyms tables and .BTF
 	 * embedded in a compressed bzImage (stock kernels) */

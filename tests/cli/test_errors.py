@@ -209,15 +209,17 @@ print(f"{'ok' if ok else 'FAIL'}: filters that keep a sample do not warn: exit {
       f"stderr {err.strip()!r}")
 failures += not ok
 
-# A record whose guest never starts (here an empty kernel file: on any host) leaves the existing
-# recording and its .old as they were, and no file of its own
+# A record whose guest never starts (here a kernel file of junk: it gets past the checks made
+# before the output is opened, and fails when the guest is set up, on any host) leaves the
+# existing recording and its .old as they were, and no file of its own
 keep = os.path.join(work, "keep")
 os.mkdir(keep)
 for name, text in (("r.data", b"GOOD"), ("r.data.old", b"OLDER")):
     with open(os.path.join(keep, name), "wb") as f:
         f.write(text)
-empty_kernel = os.path.join(work, "empty-kernel")
-open(empty_kernel, "wb").close()
+empty_kernel = os.path.join(work, "junk-kernel")
+with open(empty_kernel, "wb") as f:
+    f.write(b"not a kernel\n" * 400)
 status, out, err = run("record", "--kernel", empty_kernel, "-o", os.path.join(keep, "r.data"))
 files = {n: open(os.path.join(keep, n), "rb").read() for n in sorted(os.listdir(keep))}
 ok = status != 0 and files == {"r.data": b"GOOD", "r.data.old": b"OLDER"}
@@ -296,6 +298,19 @@ ok = (r.returncode == 3 and r.stderr.strip() == "hvprof: error: report: hvprof.d
 print(f"{'ok' if ok else 'FAIL'}: report without a recording says how to get one: exit "
       f"{r.returncode}, stderr {r.stderr.strip()!r}")
 failures += not ok
+
+# what cannot be a kernel is said before anything else (here no /dev/kvm, or a VM, is needed)
+empty_file = os.path.join(work, "empty-file")
+open(empty_file, "wb").close()
+for kernel, why in ((empty_file, "is empty, not a kernel image"),
+                    (work, "is a directory, not a kernel image")):
+    status, out, err = run("record", "--kernel", kernel, "-o", os.path.join(work, "k.data"))
+    lines = [l for l in err.splitlines() if l.strip()]
+    ok = (status == 3 and lines == [f"hvprof: error: kernel {kernel}: {why}"]
+          and not os.path.exists(os.path.join(work, "k.data")))
+    print(f"{'ok' if ok else 'FAIL'}: record --kernel {os.path.basename(kernel)}: said first: "
+          f"exit {status}, stderr {lines!r}")
+    failures += not ok
 
 # hvprof help [COMMAND]
 for args, want in ((["help"], "usage: hvprof [-v|-vv|-q] COMMAND"),
