@@ -362,7 +362,8 @@ int cli_check_output_not_input(const char *what, const char *out, const char *in
  * how to get one (naming @what). Return: 0 (there, or another error the reader will say) or
  * -ENOENT. */
 int cli_check_input_exists(const char *what, const char *path);
-/* Print an error line "hvprof: ..." to stderr. */
+/* Print an error line "hvprof: error: CMD: ..." to stderr: CMD the command running, unless the
+ * message starts with its name already, and none before a command is chosen (at most 2 KiB). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Install SIGINT/SIGTERM handlers that ask @vm to stop; restore with NULL. */
 void cli_stop_on_signals(struct vmm *vm);

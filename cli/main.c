@@ -27,15 +27,22 @@ static void log_to_stderr(enum hvp_log_level level, const char *msg)
 	fprintf(stderr, "hvprof: %s: %s\n", names[level], msg);
 }
 
+/* The command running (main: its dispatch), named by every error line that does not already */
+static const char *cli_command;
+
 void cli_error(const char *fmt, ...)
 {
+	char msg[2048];
+	size_t n = cli_command ? strlen(cli_command) : 0;
 	va_list ap;
 
-	fputs("hvprof: error: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	if (n && !(strncmp(msg, cli_command, n) == 0 && (msg[n] == ':' || msg[n] == ' ')))
+		fprintf(stderr, "hvprof: error: %s: %s\n", cli_command, msg);
+	else
+		fprintf(stderr, "hvprof: error: %s\n", msg);
 }
 
 static void usage(FILE *f)
@@ -97,9 +104,12 @@ int main(int argc, char **argv)
 		argc = i + 2;
 		argv[argc] = NULL; /* within the original argv: i + 2 <= its argc */
 	}
-	for (size_t c = 0; c < ARRAY_SIZE(commands); c++)
-		if (!strcmp(argv[i], commands[c].name))
+	for (size_t c = 0; c < ARRAY_SIZE(commands); c++) {
+		if (!strcmp(argv[i], commands[c].name)) {
+			cli_command = commands[c].name;
 			return commands[c].fn(argc - i, argv + i);
+		}
+	}
 	{
 		const char *names[ARRAY_SIZE(commands)], *near;
 

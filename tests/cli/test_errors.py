@@ -306,7 +306,7 @@ for kernel, why in ((empty_file, "is empty, not a kernel image"),
                     (work, "is a directory, not a kernel image")):
     status, out, err = run("record", "--kernel", kernel, "-o", os.path.join(work, "k.data"))
     lines = [l for l in err.splitlines() if l.strip()]
-    ok = (status == 3 and lines == [f"hvprof: error: kernel {kernel}: {why}"]
+    ok = (status == 3 and lines == [f"hvprof: error: record: kernel {kernel}: {why}"]
           and not os.path.exists(os.path.join(work, "k.data")))
     print(f"{'ok' if ok else 'FAIL'}: record --kernel {os.path.basename(kernel)}: said first: "
           f"exit {status}, stderr {lines!r}")

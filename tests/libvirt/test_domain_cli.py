@@ -168,7 +168,7 @@ for order in (["--kernel", flag_kernel, "--mem", "128", "--cpus", "3", "--domain
           status == 3 and len(info) == 1
           and f"kernel {flag_kernel} (--kernel)" in info[0]
           and "128 MiB (--mem), 3 vCPUs (--cpus)" in info[0]
-          and lines[-1] == f"hvprof: error: cannot read kernel {flag_kernel}: No such file or directory",
+          and lines[-1] == f"hvprof: error: run: cannot read kernel {flag_kernel}: No such file or directory",
           lines)
 
 # --kernel supplies what a firmware-booted domain lacks.
@@ -191,7 +191,7 @@ check("raw disks in target order, readonly and transient",
       status == 3 and len(dinfo) == 2
       and dinfo[0].endswith(f"disk vda ({raw_a}, read-only) is the guest's /dev/vda")
       and dinfo[1].endswith(f"disk vdb ({raw_b}, transient: snapshot) is the guest's /dev/vdb")
-      and lines[-1].startswith("hvprof: error: cannot read kernel"), lines)
+      and lines[-1].startswith("hvprof: error: run: cannot read kernel"), lines)
 
 # One warning line lists everything unsupported; -q silences it; the same from --domain-xml.
 status, _, lines = run("run", "--connect", with_devices, "--domain", "dev-demo")
@@ -199,7 +199,7 @@ check("one warning line for what hvprof lacks",
       status == 3 and len(lines) == 2 and lines[0] ==
       "hvprof: warning: domain 'dev-demo' has what hvprof does not implement, left out: "
       "cdrom hdc (/iso/x.iso), interface network (default) (--strict makes this an error)"
-      and lines[1].startswith("hvprof: error: cannot read kernel"), lines)
+      and lines[1].startswith("hvprof: error: run: cannot read kernel"), lines)
 status, _, lines = run("-q", "run", "--connect", with_devices, "--domain", "dev-demo")
 check("-q keeps only the error", status == 3 and len(lines) == 1, lines)
 dev_xml = xml_file("devfile", domain(name="dev-demo", devices="<graphics type='vnc'/>"))
