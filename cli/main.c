@@ -36,6 +36,8 @@ void cli_error(const char *fmt, ...)
 	size_t n = cli_command ? strlen(cli_command) : 0;
 	va_list ap;
 
+	if (!fmt) /* never: said so for GCC's format checks under UBSan */
+		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
