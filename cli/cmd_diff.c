@@ -65,7 +65,7 @@ static int parse_pct(const char *opt, const char *arg, double *out)
 	double v = strtod(arg, &end);
 
 	if (*end || end == arg || !(v >= 0 && v <= 1e6)) {
-		cli_error("diff: %s '%s': want a number of percent, 0 or more", opt, arg);
+		cli_error("%s '%s': want a number of percent, 0 or more", opt, arg);
 		return -EINVAL;
 	}
 	*out = v;
@@ -158,8 +158,8 @@ static int push_run(struct diff_sides *ds, int s, const char *file, const struct
 
 	if (i == PROFILE_DIFF_MAX_RUNS) {
 		free(owned);
-		cli_error("diff: %s: more than %d runs (recordings and their workload windows) on a "
-			  "side", s ? "NEW" : "BASE", PROFILE_DIFF_MAX_RUNS);
+		cli_error("%s: more than %d runs (recordings and their workload windows) on a side",
+			  s ? "NEW" : "BASE", PROFILE_DIFF_MAX_RUNS);
 		return -E2BIG;
 	}
 	ds->files[s][i] = file;
@@ -241,7 +241,7 @@ static int expand_arg(struct diff_sides *ds, int s, size_t a)
 	if (sel) {
 		/* FILE#N: the file must be a recording with that window */
 		if (err || (size_t)sel > sc->n_windows) {
-			cli_error("diff: %s %s: %s", side, arg, err ? hvp_strerror(err)
+			cli_error("%s %s: %s", side, arg, err ? hvp_strerror(err)
 				  : "no such workload window in the recording");
 			free(file);
 			return err ? err : -ENOENT;
@@ -256,7 +256,7 @@ static int expand_arg(struct diff_sides *ds, int s, size_t a)
 		return 0;
 	}
 	if (err && err != -EBADMSG && err != -ENOTSUP && err != -ENOMEM) {
-		cli_error("diff: %s %s: %s", side, arg, hvp_strerror(err));
+		cli_error("%s %s: %s", side, arg, hvp_strerror(err));
 		return err;
 	}
 	if (err) { /* not a recording: a folded file (never a shared scan: that one succeeded) */
@@ -369,7 +369,7 @@ static int load_run(struct diff_sides *ds, int s, size_t i, const struct profile
 	else if (!ds->stacks[s][i]) /* not yet loaded with an earlier run of its file */
 		err = load_recording(ds, s, i, po, errbuf, sizeof(errbuf));
 	if (err) {
-		cli_error("diff: %s %s", side, errbuf[0] ? errbuf : hvp_strerror(err));
+		cli_error("%s %s", side, errbuf[0] ? errbuf : hvp_strerror(err));
 		return err;
 	}
 	if (scan && w >= 0 && scan->windows[w].has_end && scan->windows[w].exit_status) {
@@ -401,8 +401,8 @@ static int load_run(struct diff_sides *ds, int s, size_t i, const struct profile
 		add_note(ds, "%s %s is incomplete: %s (--allow-incomplete)", side, path, why);
 		return 0;
 	}
-	cli_error("diff: %s %s: %s; not compared (--allow-incomplete to compare it anyway)", side,
-		  path, why);
+	cli_error("%s %s: %s; not compared (--allow-incomplete to compare it anyway)", side, path,
+		  why);
 	return err;
 }
 
@@ -416,7 +416,7 @@ static int load_sides(struct diff_sides *ds, const struct profile_options *po)
 			err = expand_arg(ds, s, a);
 	for (int s = 0; s < 2 && !err; s++) {
 		if (!ds->n[s]) {
-			cli_error("diff: %s: no run to compare", s ? "NEW" : "BASE");
+			cli_error("%s: no run to compare", s ? "NEW" : "BASE");
 			err = -ENODATA;
 		}
 	}
@@ -467,8 +467,7 @@ static int regression_status(const struct profile_diff *d, double fail_pct)
 static int add_run(struct diff_sides *ds, int s, const char *path)
 {
 	if (ds->n_args[s] == PROFILE_DIFF_MAX_RUNS) {
-		cli_error("diff: --%s: at most %d runs a side", s ? "new" : "base",
-			  PROFILE_DIFF_MAX_RUNS);
+		cli_error("--%s: at most %d runs a side", s ? "new" : "base", PROFILE_DIFF_MAX_RUNS);
 		return -EINVAL;
 	}
 	ds->args[s][ds->n_args[s]++] = path;
@@ -496,7 +495,7 @@ static int diff_opt(struct diff_cmd *dc, int c, const char *arg)
 		errno = 0;
 		v = strtoull(arg, &end, 10);
 		if (*end || end == arg || arg[0] == '-' || errno) {
-			cli_error("diff: --min-samples '%s': want a whole number", arg);
+			cli_error("--min-samples '%s': want a whole number", arg);
 			return -EINVAL;
 		}
 		dc->dopt.min_samples = v;
@@ -512,8 +511,7 @@ static int diff_opt(struct diff_cmd *dc, int c, const char *arg)
 		int err = parse_pct("--fail-min-share", arg, &v);
 
 		if (!err && v > 100) {
-			cli_error("diff: --fail-min-share '%s': want a percent of NEW, 0 to 100",
-				  arg);
+			cli_error("--fail-min-share '%s': want a percent of NEW, 0 to 100", arg);
 			err = -EINVAL;
 		}
 		/* 0 means the default to the library: ask for "every function" instead */
@@ -523,7 +521,7 @@ static int diff_opt(struct diff_cmd *dc, int c, const char *arg)
 	case 'f':
 		dc->json = !strcmp(arg, "json");
 		if (!dc->json && strcmp(arg, "text")) {
-			cli_error("diff: --format '%s': want text or json", arg);
+			cli_error("--format '%s': want text or json", arg);
 			return -EINVAL;
 		}
 		return 0;
@@ -537,7 +535,7 @@ static int diff_opt(struct diff_cmd *dc, int c, const char *arg)
 		unsigned long v = strtoul(arg, &end, 10);
 
 		if (*end || end == arg || v == 0 || v > 1000000) {
-			cli_error("diff: --max-rows '%s': want 1 to 1000000", arg);
+			cli_error("--max-rows '%s': want 1 to 1000000", arg);
 			return -EINVAL;
 		}
 		dc->dopt.max_rows = (unsigned int)v;
@@ -557,7 +555,7 @@ static int diff_opt(struct diff_cmd *dc, int c, const char *arg)
 	case 11:
 		dc->ds.window_all = !strcmp(arg, "all");
 		if (!dc->ds.window_all && strcmp(arg, "workload")) {
-			cli_error("diff: --window '%s': want workload or all", arg);
+			cli_error("--window '%s': want workload or all", arg);
 			return -EINVAL;
 		}
 		return 0;
@@ -568,7 +566,7 @@ static int diff_opt(struct diff_cmd *dc, int c, const char *arg)
 		double v = strtod(arg, &end);
 
 		if (*end || end == arg || !(v >= 1 && v <= 1000)) {
-			cli_error("diff: --noise-factor '%s': want a number from 1 to 1000", arg);
+			cli_error("--noise-factor '%s': want a number from 1 to 1000", arg);
 			return -EINVAL;
 		}
 		dc->dopt.run_noise_factor = v;

@@ -120,13 +120,13 @@ static int export_main(int argc, char **argv, const struct export_mode *m)
 	for (size_t i = 0; i < ARRAY_SIZE(formats); i++)
 		known |= !strcmp(format, formats[i]);
 	if (m->svg_or_folded_only && strcmp(format, "svg") && strcmp(format, "folded")) {
-		cli_error("%s: --format '%s': want svg or folded ('hvprof export' writes the "
-			  "others)", m->cmd, format);
+		cli_error("--format '%s': want svg or folded ('hvprof export' writes the others)",
+			  format);
 		return EXIT_USAGE;
 	}
 	if (!known) {
-		cli_error("%s: --format '%s': want folded, svg, speedscope, pprof or perf-script",
-			  m->cmd, format);
+		cli_error("--format '%s': want folded, svg, speedscope, pprof or perf-script",
+			  format);
 		return EXIT_USAGE;
 	}
 	if (!output && m->svg_or_folded_only && !strcmp(format, "svg"))

@@ -129,7 +129,7 @@ static int parse_call_graph(const char *arg, struct record_args *a)
 		return 0;
 	}
 	if (strncmp(arg, "dwarf", 5) || (arg[5] && arg[5] != ',')) {
-		cli_error("record: --call-graph '%s': want fp or dwarf[,SIZE]", arg);
+		cli_error("--call-graph '%s': want fp or dwarf[,SIZE]", arg);
 		return EXIT_USAGE;
 	}
 	if (arg[5] == ',') {
@@ -138,7 +138,7 @@ static int parse_call_graph(const char *arg, struct record_args *a)
 		size = strtoull(p, &end, 10);
 		if (errno || *end || end == p || *p == '-' || *p == '+' || size < 1 ||
 		    size > HVP_USER_STACK_MAX) {
-			cli_error("record: --call-graph '%s': SIZE must be a number of bytes from 1 to %d",
+			cli_error("--call-graph '%s': SIZE must be a number of bytes from 1 to %d",
 				  arg, HVP_USER_STACK_MAX);
 			return EXIT_USAGE;
 		}
@@ -168,7 +168,7 @@ static int parse_from(const char *arg, struct record_args *a)
 		secs = strtod(arg, &end);
 		if (errno || *end || end == arg || !(secs >= 0 && secs <= 1e6) || *arg == '-' ||
 		    *arg == '+') {
-			cli_error("record: --from '%s': want boot, init, workload or a number of seconds",
+			cli_error("--from '%s': want boot, init, workload or a number of seconds",
 				  arg);
 			return EXIT_USAGE;
 		}
@@ -211,7 +211,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 			errno = 0;
 			a->freq = strtoul(optarg, &end, 10);
 			if (errno || *end || end == optarg || a->freq < 1 || a->freq > MAX_FREQ) {
-				cli_error("record: -F '%s': want a frequency from 1 to %d Hz", optarg,
+				cli_error("-F '%s': want a frequency from 1 to %d Hz", optarg,
 					  MAX_FREQ);
 				return EXIT_USAGE;
 			}
@@ -246,7 +246,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 			n = strtoul(optarg, &end, 10);
 			if (errno || *end || end == optarg || optarg[0] == '-' || n < 1 ||
 			    n > MAX_REPEAT) {
-				cli_error("record: --repeat '%s': want 1 to %d runs", optarg, MAX_REPEAT);
+				cli_error("--repeat '%s': want 1 to %d runs", optarg, MAX_REPEAT);
 				return EXIT_USAGE;
 			}
 			g->repeat = (unsigned int)n;
@@ -267,7 +267,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 			} else if (!strcmp(optarg, "trap")) {
 				a->marks = SAMPLER_MARKS_TRAP;
 			} else {
-				cli_error("record: --marks '%s': want auto, flag or trap", optarg);
+				cli_error("--marks '%s': want auto, flag or trap", optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -280,7 +280,7 @@ static int parse_args(int argc, char **argv, struct guest_opts *g, struct record
 			} else if (!strcmp(optarg, "both")) {
 				a->mode = SAMPLER_CALLCHAIN_BOTH;
 			} else {
-				cli_error("record: --callchain-mode '%s': want deferred, eager or both",
+				cli_error("--callchain-mode '%s': want deferred, eager or both",
 					  optarg);
 				return EXIT_USAGE;
 			}

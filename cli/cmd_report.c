@@ -84,7 +84,7 @@ int cmd_report(int argc, char **argv)
 			} else if (!strcmp(optarg, "stdio") || !strcmp(optarg, "text")) {
 				ro.format = PROFILE_REPORT_STDIO;
 			} else {
-				cli_error("report: --format '%s': want stdio or json", optarg);
+				cli_error("--format '%s': want stdio or json", optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -99,8 +99,7 @@ int cmd_report(int argc, char **argv)
 			unsigned long v = strtoul(optarg, &end, 10);
 
 			if (*end || end == optarg || v > 100000000) {
-				cli_error("report: --max-rows '%s': want 0 (all) to 100000000",
-					  optarg);
+				cli_error("--max-rows '%s': want 0 (all) to 100000000", optarg);
 				return EXIT_USAGE;
 			}
 			ro.max_rows = (unsigned int)v;
@@ -117,7 +116,7 @@ int cmd_report(int argc, char **argv)
 
 			ro.min_percent = strtod(optarg, &end);
 			if (*end || end == optarg || ro.min_percent < 0 || ro.min_percent > 100) {
-				cli_error("report: --percent-limit '%s': want 0 to 100", optarg);
+				cli_error("--percent-limit '%s': want 0 to 100", optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -160,8 +159,7 @@ int cmd_report(int argc, char **argv)
 	if (cli_filter_check(&po))
 		return EXIT_USAGE;
 	if (ro.sort && profile_sort_check(ro.sort, bad, sizeof(bad)) != 0) {
-		cli_error("report: --sort '%s': unknown or repeated key '%s' (keys: comm, pid, "
-			  "dso, sym)",
+		cli_error("--sort '%s': unknown or repeated key '%s' (keys: comm, pid, dso, sym)",
 			  ro.sort, bad);
 		return EXIT_USAGE;
 	}
