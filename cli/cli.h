@@ -348,9 +348,9 @@ struct option;
 int cli_getopt_long(int argc, char *const argv[], const char *shortopts,
 		    const struct option *longopts);
 /*
- * cli_check_output_path - can the output file @path ("-": stdout, always) be created or written,
- * checked before the work that fills it? Not a directory; an existing file writable; else its
- * directory exists and is writable. Prints "@what: cannot create PATH: reason" when not.
+ * cli_check_output_path - can the output file @path be created or written, checked before the
+ * work that fills it? A file (callers turn a "-" meaning stdout into no path first): not a
+ * directory; an existing file writable; else its directory exists and is writable. Prints "@what: cannot create PATH: reason" when not.
  * Return: 0 or -errno. (The file may still fail later: a full disk, a race.)
  */
 int cli_check_output_path(const char *what, const char *path);

@@ -18,8 +18,6 @@ int cli_check_output_path(const char *what, const char *path)
 	struct stat st;
 	int err = 0;
 
-	if (!strcmp(path, "-"))
-		return 0; /* stdout */
 	if (stat(path, &st) == 0) {
 		if (S_ISDIR(st.st_mode))
 			err = -EISDIR;
@@ -41,7 +39,7 @@ int cli_check_output_not_input(const char *what, const char *out, const char *in
 {
 	struct stat so, si;
 
-	if (!out || !in || !strcmp(out, "-") || stat(out, &so) != 0 || stat(in, &si) != 0 ||
+	if (!out || !in || stat(out, &so) != 0 || stat(in, &si) != 0 ||
 	    so.st_dev != si.st_dev || so.st_ino != si.st_ino)
 		return 0;
 	cli_error("%s: the output %s is the input %s: it would be overwritten (name another "

@@ -497,7 +497,6 @@ int counter_set_rate(struct svcpu *sv, unsigned int hz) __must_check;
 void counter_close_vcpu(struct svcpu *sv);
 
 /* start.c: when sampling starts (record --from) */
-
 /* `record --bench-phases`: what the guest's HVP_EVENT_BENCH_PHASE value asks for */
 enum bench_phase {
 	BENCH_PHASE_OFF = 0,  /* counters disabled: no overflow, no exit */

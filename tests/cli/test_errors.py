@@ -23,6 +23,11 @@ def run(*args):
     return r.returncode, r.stdout, r.stderr
 
 
+def err_lines(err):
+    """The non-empty lines of a stderr."""
+    return [l for l in err.splitlines() if l.strip()]
+
+
 def record(rtype, payload):
     head = struct.pack("<II", rtype, 8 + len(payload) + 4) + payload
     return head + struct.pack("<I", zlib.crc32(head))
@@ -145,7 +150,7 @@ CASES = [
 
 for name, args, want_status, want_text in CASES:
     status, out, err = run(*args)
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = err_lines(err)
     ok = (status == want_status and len(lines) == 1 and want_text in lines[0]
           and lines[0].startswith("hvprof: error:"))
     print(f"{'ok' if ok else 'FAIL'}: {name}: exit {status}, stderr {lines!r}")
@@ -171,7 +176,7 @@ for args, want in (
         # a short option refused inside a cluster, after a long option: the short one
         (["report", "--no-children", "-Zq"], "report: unknown option '-Z' (see")):
     status, out, err = run(*args)
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = err_lines(err)
     ok = (status == 2 and len(lines) == 1 and lines[0].startswith("hvprof: error: " + want)
           and ("did you mean" in want) == ("did you mean" in lines[0]))
     print(f"{'ok' if ok else 'FAIL'}: {' '.join(args)}: exit {status}, stderr {lines!r}")
@@ -235,7 +240,7 @@ for args in ((["diff", "--svg", work, "x.data", "y.data"], f"diff --svg: cannot 
              (["flamegraph", "-o", work, "-i", "x.data"],
               f"flamegraph: cannot create {work}: Is a directory")):
     status, out, err = run(*args[0])
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = err_lines(err)
     ok = status == 3 and lines == ["hvprof: error: " + args[1]]
     print(f"{'ok' if ok else 'FAIL'}: {' '.join(args[0][:3])}: an unwritable output first: "
           f"exit {status}, stderr {lines!r}")
@@ -272,7 +277,7 @@ for args, what in ((["flamegraph", "-i", same, "-o", same], "flamegraph"),
                      os.path.join(work, "same-link.data")], "export"),
                    (["diff", same, sampled, "--svg", same], "diff --svg")):
     status, out, err = run(*args)
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = err_lines(err)
     ok = (status == 2 and len(lines) == 1
           and lines[0].startswith(f"hvprof: error: {what}: the output ")
           and "it would be overwritten" in lines[0] and open(same, "rb").read() == HEADER)
@@ -305,7 +310,7 @@ open(empty_file, "wb").close()
 for kernel, why in ((empty_file, "is empty, not a kernel image"),
                     (work, "is a directory, not a kernel image")):
     status, out, err = run("record", "--kernel", kernel, "-o", os.path.join(work, "k.data"))
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = err_lines(err)
     ok = (status == 3 and lines == [f"hvprof: error: record: kernel {kernel}: {why}"]
           and not os.path.exists(os.path.join(work, "k.data")))
     print(f"{'ok' if ok else 'FAIL'}: record --kernel {os.path.basename(kernel)}: said first: "
@@ -341,7 +346,7 @@ os.mkdir(os.path.join(keep, "dd.data.old"))
 with open(os.path.join(keep, "dd.data"), "wb") as f:
     f.write(b"GOOD")
 status, out, err = run("record", "--kernel", empty_kernel, "-o", os.path.join(keep, "dd.data"))
-lines = [l for l in err.splitlines() if l.strip()]
+lines = err_lines(err)
 ok = (status == 3 and len(lines) == 1 and "cannot keep the previous" in lines[0]
       and "dd.data.old: Is a directory" in lines[0]
       and open(os.path.join(keep, "dd.data"), "rb").read() == b"GOOD"
