@@ -3,6 +3,7 @@
 #ifndef HVPROF_RECFILE_INTERNAL_H
 #define HVPROF_RECFILE_INTERNAL_H
 
+#include <endian.h>
 #include <stdint.h>
 #include <string.h>
 #ifdef __SSE2__
@@ -37,6 +38,12 @@
 #define RECFILE_BUILD_ID_MAX 20
 #define RECFILE_EXE_MAX 255         /* bytes of PROCESS exe (hvp_process.exe is 256 with NUL) */
 
+/*
+ * Little-endian encoders and decoders. Each goes through a local pointer and one fixed-size
+ * memcpy of the value in file byte order: a store through (*p)[i] may alias *p itself (uint8_t
+ * is a character type), so a byte loop reloads *p on every byte (about 16 instructions per
+ * u64); this form is one load or store.
+ */
 static inline void put_u8(uint8_t **p, uint8_t v)
 {
 	*(*p)++ = v;
@@ -44,23 +51,29 @@ static inline void put_u8(uint8_t **p, uint8_t v)
 
 static inline void put_u16(uint8_t **p, uint16_t v)
 {
-	(*p)[0] = (uint8_t)v;
-	(*p)[1] = (uint8_t)(v >> 8);
-	*p += 2;
+	uint8_t *d = *p;
+
+	v = htole16(v);
+	memcpy(d, &v, sizeof(v));
+	*p = d + sizeof(v);
 }
 
 static inline void put_u32(uint8_t **p, uint32_t v)
 {
-	for (int i = 0; i < 4; i++)
-		(*p)[i] = (uint8_t)(v >> (8 * i));
-	*p += 4;
+	uint8_t *d = *p;
+
+	v = htole32(v);
+	memcpy(d, &v, sizeof(v));
+	*p = d + sizeof(v);
 }
 
 static inline void put_u64(uint8_t **p, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		(*p)[i] = (uint8_t)(v >> (8 * i));
-	*p += 8;
+	uint8_t *d = *p;
+
+	v = htole64(v);
+	memcpy(d, &v, sizeof(v));
+	*p = d + sizeof(v);
 }
 
 static inline void put_bytes(uint8_t **p, const void *src, size_t len)
@@ -121,30 +134,32 @@ static inline uint8_t get_u8(const uint8_t **p)
 
 static inline uint16_t get_u16(const uint8_t **p)
 {
-	uint16_t v = (uint16_t)((*p)[0] | ((*p)[1] << 8));
+	const uint8_t *s = *p;
+	uint16_t v;
 
-	*p += 2;
-	return v;
+	memcpy(&v, s, sizeof(v));
+	*p = s + sizeof(v);
+	return le16toh(v);
 }
 
 static inline uint32_t get_u32(const uint8_t **p)
 {
-	uint32_t v = 0;
+	const uint8_t *s = *p;
+	uint32_t v;
 
-	for (int i = 0; i < 4; i++)
-		v |= (uint32_t)(*p)[i] << (8 * i);
-	*p += 4;
-	return v;
+	memcpy(&v, s, sizeof(v));
+	*p = s + sizeof(v);
+	return le32toh(v);
 }
 
 static inline uint64_t get_u64(const uint8_t **p)
 {
-	uint64_t v = 0;
+	const uint8_t *s = *p;
+	uint64_t v;
 
-	for (int i = 0; i < 8; i++)
-		v |= (uint64_t)(*p)[i] << (8 * i);
-	*p += 8;
-	return v;
+	memcpy(&v, s, sizeof(v));
+	*p = s + sizeof(v);
+	return le64toh(v);
 }
 
 _Static_assert(HVP_USER_REGS_AFTER_SAMPLE == RECFILE_SAMPLE &&
