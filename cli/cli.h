@@ -365,6 +365,9 @@ int cli_check_input_exists(const char *what, const char *path);
 /* Print an error line "hvprof: error: CMD: ..." to stderr: CMD the command running, unless the
  * message starts with its name already, and none before a command is chosen (at most 2 KiB). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Error lines printed so far (cli_error and the libraries' errors): a caller prints its own
+ * general line only when nothing more precise was said. */
+unsigned int cli_errors_printed(void);
 /* Install SIGINT/SIGTERM handlers that ask @vm to stop; restore with NULL. */
 void cli_stop_on_signals(struct vmm *vm);
 /* SIGINT/SIGTERM only noted (cli_signal_received), before there is a VM to stop: set-up that

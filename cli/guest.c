@@ -14,6 +14,7 @@
 int guest_start(const struct guest_opts *g, const struct sampler_config *scfg, int console_fd,
 		struct guest *out)
 {
+	unsigned int errors_before = cli_errors_printed();
 	struct vmm_config cfg;
 	int err;
 
@@ -65,7 +66,8 @@ int guest_start(const struct guest_opts *g, const struct sampler_config *scfg, i
 		goto fail;
 	return 0;
 fail:
-	cli_error("cannot start the guest: %s", hvp_strerror(err));
+	if (cli_errors_printed() == errors_before) /* else the line above says why */
+		cli_error("cannot start the guest: %s", hvp_strerror(err));
 	guest_stop(out);
 	return err;
 }

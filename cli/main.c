@@ -20,15 +20,29 @@ static const struct cmd commands[] = {
 	{ "kernel-info", cmd_kernel_info, "what hvprof understands of a kernel image" },
 };
 
+/* Error lines printed so far, by the libraries' sink and by cli_error. */
+static unsigned int errors_printed;
+/* The command running (set by main when it dispatches), named by every error line */
+static const char *cli_command;
+
+unsigned int cli_errors_printed(void)
+{
+	return errors_printed;
+}
+
 static void log_to_stderr(enum hvp_log_level level, const char *msg)
 {
 	static const char *const names[] = { "error", "warning", "info", "debug" };
 
+	if (level == HVP_LOG_ERR && cli_command) { /* every error line names the command */
+		errors_printed++;
+		fprintf(stderr, "hvprof: error: %s: %s\n", cli_command, msg);
+		return;
+	}
+	if (level == HVP_LOG_ERR)
+		errors_printed++;
 	fprintf(stderr, "hvprof: %s: %s\n", names[level], msg);
 }
-
-/* The command running (main: its dispatch), named by every error line that does not already */
-static const char *cli_command;
 
 void cli_error(const char *fmt, ...)
 {
@@ -41,6 +55,7 @@ void cli_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	errors_printed++;
 	if (n && !(strncmp(msg, cli_command, n) == 0 && (msg[n] == ':' || msg[n] == ' ')))
 		fprintf(stderr, "hvprof: error: %s: %s\n", cli_command, msg);
 	else

@@ -317,6 +317,20 @@ for kernel, why in ((empty_file, "is empty, not a kernel image"),
           f"exit {status}, stderr {lines!r}")
     failures += not ok
 
+# A guest that cannot start says why in one line, naming the command: without /dev/kvm the
+# VMM's line, with it the kernel loader's (a file of junk is not a bzImage)
+junk_kernel = os.path.join(work, "junk-kernel")
+with open(junk_kernel, "wb") as f:
+    f.write(b"not a kernel" * 100)
+status, out, err = run("run", "--kernel", junk_kernel)
+lines = err_lines(err)
+no_kvm = not os.access("/dev/kvm", os.R_OK | os.W_OK)
+ok = (status != 0 and len(lines) == 1 and lines[0].startswith("hvprof: error: run: ")
+      and (not no_kvm or "cannot open /dev/kvm" in lines[0]))
+print(f"{'ok' if ok else 'FAIL'}: run --kernel junk ({'no ' if no_kvm else ''}/dev/kvm): one "
+      f"error line: exit {status}, stderr {lines!r}")
+failures += not ok
+
 # hvprof help [COMMAND]
 for args, want in ((["help"], "usage: hvprof [-v|-vv|-q] COMMAND"),
                    (["help", "help"], "usage: hvprof [-v|-vv|-q] COMMAND"),
