@@ -27,6 +27,26 @@ void marks_init(struct marks *m, uint64_t timeout_ns)
 	pthread_mutex_init(&m->lock, NULL);
 	m->next_cookie = 1;
 	m->timeout_ns = timeout_ns;
+	m->cycle_min_ns = UINT64_MAX;
+}
+
+/* t_ns + timeout_ns, or UINT64_MAX past it (no mark ever times out). */
+static uint64_t due_after(const struct marks *m, uint64_t t_ns)
+{
+	uint64_t due;
+
+	return __builtin_add_overflow(t_ns, m->timeout_ns, &due) ? UINT64_MAX : due;
+}
+
+/* A mark's t_ns was set (under the lock): the timeout scan's bound and its cycle see it. */
+static void note_t_ns(struct marks *m, uint64_t t_ns)
+{
+	uint64_t due = due_after(m, t_ns);
+
+	if (t_ns < m->cycle_min_ns)
+		m->cycle_min_ns = t_ns;
+	if (due < atomic_load_explicit(&m->due_ns, memory_order_relaxed))
+		atomic_store_explicit(&m->due_ns, due, memory_order_relaxed);
 }
 
 void marks_destroy(struct marks *m)
@@ -228,6 +248,7 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 		mk->vcpu = sv->index;
 		mk->cookie = m->next_cookie++;
 		mk->t_ns = req->now_ns ? req->now_ns : vmm_now_ns();
+		note_t_ns(m, mk->t_ns);
 		mk->used = true;
 		mk->pg = *req->pg;
 		mk->pg.cache = NULL;
@@ -333,6 +354,7 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 			 * done (tearing a large mm down takes longer than the timeout), and an
 			 * expired mark would leave the rest of the stay without its walk. */
 			mk->t_ns = req->now_ns ? req->now_ns : vmm_now_ns();
+			note_t_ns(m, mk->t_ns);
 		}
 		mk->exiting |= req->exiting;
 		cookie = mk->cookie;
@@ -592,21 +614,39 @@ void marks_expire(struct svcpu *sv, uint64_t now_ns)
 	struct mark expired[MARKS_EXPIRE_PER_CALL];
 	unsigned int n = 0;
 
-	if (!atomic_load(&m->pending))
+	/* nothing pending, or nothing can be old yet: no lock, no slot touched (the common
+	 * case: a mark lives from a sample to the thread's return, far shorter than the timeout) */
+	if (!atomic_load(&m->pending) ||
+	    now_ns <= atomic_load_explicit(&m->due_ns, memory_order_relaxed))
 		return;
 	pthread_mutex_lock(&m->lock);
 	for (unsigned int k = 0; k < MARKS_EXPIRE_PER_CALL && m->n_slots; k++) {
-		/* SAFETY: scan_next is reduced modulo n_slots, 1..MARKS_MAX here: the slots in
-		 * use, each looked at once per n_slots / MARKS_EXPIRE_PER_CALL samples. */
-		struct mark *mk = &m->slot[m->scan_next++ % m->n_slots];
+		struct mark *mk;
 
+		if (m->scan_next >= m->n_slots) {
+			/* a cycle ended: every slot in use was seen, or made since (note_t_ns);
+			 * the oldest of them bounds the next timeout */
+			uint64_t due = due_after(m, m->cycle_min_ns);
+
+			atomic_store_explicit(&m->due_ns, due, memory_order_relaxed);
+			m->cycle_min_ns = UINT64_MAX;
+			m->scan_next = 0;
+			if (now_ns <= due)
+				break;
+		}
+		/* SAFETY: scan_next < n_slots <= MARKS_MAX (checked above; mark_new, release) */
+		mk = &m->slot[m->scan_next++];
+		if (!mk->used)
+			continue;
 		/* @now_ns is the caller's sample start, read before its identity and walks:
 		 * another vCPU may have made or refreshed a mark since, with a later t_ns (its
 		 * own sample's start); such a mark is not old, and the unsigned difference
 		 * would wrap to a huge age */
-		if (mk->used && now_ns > mk->t_ns && now_ns - mk->t_ns > m->timeout_ns) {
+		if (now_ns > mk->t_ns && now_ns - mk->t_ns > m->timeout_ns) {
 			expired[n++] = *mk;
 			release(sv, m, mk);
+		} else if (mk->t_ns < m->cycle_min_ns) {
+			m->cycle_min_ns = mk->t_ns;
 		}
 	}
 	pthread_mutex_unlock(&m->lock);

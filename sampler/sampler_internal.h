@@ -169,8 +169,14 @@ struct marks {
 	unsigned int n_slots;   /* every slot at or above this index is free: lookups and the
 				 * timeout scan stop there (a slot is ~1.3 KiB: 512 of them are
 				 * 170 pages to touch per sample) */
-	unsigned int scan_next; /* round-robin position of the timeout scan */
+	unsigned int scan_next; /* the timeout scan's next slot: 0 up to n_slots, a cycle */
 	atomic_uint pending;
+	/* No mark can time out at or before host time @due_ns: a lower bound of the oldest t_ns
+	 * plus timeout_ns, lowered by each mark made, raised when a cycle of the scan ends (to
+	 * @cycle_min_ns, the oldest t_ns that cycle saw or made, plus timeout_ns). marks_expire
+	 * reads it without the lock and scans only past it. */
+	_Atomic uint64_t due_ns;
+	uint64_t cycle_min_ns;
 	uint64_t next_cookie;
 	uint64_t timeout_ns;
 	void (*on_first)(struct svcpu *sv);

@@ -412,6 +412,75 @@ fini:
 }
 
 /*
+ * The timeout scan's bound (marks.due_ns): marks of 20 threads made 1 us apart, 1 ms timeout.
+ * Before the oldest is due nothing expires, and once a scan cycle has seen them the bound is the
+ * oldest's due time. Each then expires within one scan cycle (20 slots, 4 per call) of its own
+ * due time, oldest first, and no younger one with it. The bound may lag low (a cycle counts the
+ * marks it saw, also those that expired since), never high: a mark made later by another vCPU
+ * with an older sample start lowers it, and expires on time.
+ */
+static int test_expire_due(void)
+{
+	const uint64_t timeout = 1000000, n = 20;
+	struct fixture f;
+	struct mark_req req;
+	uint64_t t0, cookie[20], ca, cb;
+	struct svcpu *sv;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4) || write_pt_regs(&f, &f.entry))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	ASSERT_EQ_U64(f.s->marks.timeout_ns, timeout);
+	t0 = vmm_now_ns();
+	req = req_of(&f, FK_PID, &f.entry);
+	for (unsigned int i = 0; i < n; i++) {
+		req.task = f.fk.task_kva + 0x10000 * i; /* 20 threads: 20 marks */
+		req.pid = FK_PID + (int32_t)i;
+		req.now_ns = t0 + 1000 * i;
+		cookie[i] = marks_take(sv, &req);
+		ASSERT_TRUE(cookie[i] != 0);
+	}
+	ASSERT_EQ_U64(f.s->marks.n_slots, n);
+	for (unsigned int k = 0; k < 2 * n; k++)
+		marks_expire(sv, t0 + timeout); /* the oldest is exactly timeout old: not expired */
+	ASSERT_EQ_INT(n_recs, 0);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.due_ns), t0 + timeout);
+	for (unsigned int j = 0; j < n; j++) {
+		for (unsigned int k = 0; k < n / 4 + 1; k++)
+			marks_expire(sv, t0 + 1000 * j + timeout + 1);
+		ASSERT_EQ_INT(n_recs, (int)j + 1);
+		ASSERT_EQ_U64(recs[j].cookie, cookie[j]);
+	}
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+	/* mark A now; a scan cycle bounds the table by A's due time; vCPU 1 then marks B with
+	 * its sample's start 50 us before A's */
+	req.task = f.fk.task_kva;
+	req.pid = FK_PID;
+	req.now_ns = t0 + 100000;
+	ca = marks_take(sv, &req);
+	marks_expire(sv, t0 + 100000 + timeout); /* A is exactly timeout old: not expired */
+	marks_expire(sv, t0 + 100000 + timeout);
+	ASSERT_EQ_INT(n_recs, (int)n);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.due_ns), t0 + 100000 + timeout);
+	req.task = f.fk.task_kva + 0x10000;
+	req.pid = FK_PID + 1;
+	req.now_ns = t0 + 50000;
+	cb = marks_take(&f.s->vcpus[1], &req);
+	ASSERT_TRUE(ca != 0 && cb != 0);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.due_ns), t0 + 50000 + timeout);
+	for (unsigned int k = 0; k < 2; k++)
+		marks_expire(sv, t0 + 50000 + timeout + 1);
+	ASSERT_EQ_INT(n_recs, (int)n + 1);
+	ASSERT_EQ_U64(recs[n].cookie, cb);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 1);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+/*
  * A mark made in the entry window of execve (no entry registers known, no walk) under the old mm:
  * past the switch, neither the old program's registers (pt_regs until start_thread) nor the new
  * one's are its path, and the reader names its chain in the old address space. It ends as
@@ -629,6 +698,8 @@ static const struct test_case tests[] = {
 	{ "marks: expiry from entry registers, a reused pid is lost", test_expire_from_pt_regs },
 	{ "marks: a mark newer than the expiring sample's start is not expired",
 	  test_expire_newer_mark },
+	{ "marks: the timeout scan runs past its bound only, which new marks lower",
+	  test_expire_due },
 	{ "marks: flush from pt_regs, a thread gone", test_thread_exit_and_pt_regs },
 	{ "marks: an exiting thread keeps the walk made while its memory existed",
 	  test_exiting_thread },
