@@ -9,8 +9,10 @@
 // kernel entry as the previous (the mark exists), a user-mode sample (fp walk, DWARF stack
 // copy), and an eager kernel sample (user walk from pt_regs at once).
 //
-// usage: bench-sample [SAMPLES [fp|dwarf]]   (default 2000 per shape and mode; dwarf: the
-// default --call-graph, 8 KiB of stack per walk; fp: 64 bytes)
+// usage: bench-sample [SAMPLES [fp|dwarf [OTHER_MARKS]]]   (default 2000 per shape and mode;
+// dwarf: the default --call-graph, 8 KiB of stack per walk; fp: 64 bytes; OTHER_MARKS: marks of
+// other threads pending meanwhile, made first, as threads blocked in the kernel keep them:
+// 0..MARKS_MAX - 1, default 0)
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -133,6 +135,7 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 static enum sampler_call_graph call_graph = SAMPLER_CALL_GRAPH_DWARF;
+static unsigned int other_marks; /* marks of other threads pending during the samples */
 
 static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flushbuf)
 {
@@ -166,6 +169,16 @@ static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flush
 	cm.inner = f.fk.fm.mem;
 	cm.counting = false;
 	f.fk.fm.mem = (struct gmem){ .read = counting_read, .ctx = &cm };
+	if (other_marks) { /* pending marks of other threads, as threads blocked in the kernel keep */
+		struct mark_req req = req_of(&f, FK_PID, &f.entry);
+
+		for (unsigned int i = 1; i <= other_marks; i++) {
+			req.task = f.fk.task_kva + 0x10000 * i;
+			req.pid = FK_PID + (int32_t)i;
+			if (!marks_take(sv, &req))
+				goto out;
+		}
+	}
 	/* a first sample: the identity and the process are read and remembered once */
 	if (sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0) != 0)
 		goto out;
@@ -236,11 +249,15 @@ int main(int argc, char **argv)
 		call_graph = SAMPLER_CALL_GRAPH_FP;
 	else if (argc > 2 && strcmp(argv[2], "dwarf"))
 		n = 0;
-	if (n == 0 || n > 1000000 || argc > 3) {
-		fprintf(stderr, "usage: bench-sample [SAMPLES (1..1000000) [fp|dwarf]]\n");
+	if (argc > 3)
+		other_marks = (unsigned int)strtoul(argv[3], NULL, 10);
+	if (n == 0 || n > 1000000 || argc > 4 || other_marks >= MARKS_MAX) {
+		fprintf(stderr, "usage: bench-sample [SAMPLES (1..1000000) [fp|dwarf "
+			"[OTHER_MARKS (0..%u)]]]\n", MARKS_MAX - 1);
 		return 2;
 	}
-	printf("bench-sample: --call-graph %s\n", call_graph == SAMPLER_CALL_GRAPH_FP ? "fp" : "dwarf");
+	printf("bench-sample: --call-graph %s, %u marks of other threads pending\n",
+	       call_graph == SAMPLER_CALL_GRAPH_FP ? "fp" : "dwarf", other_marks);
 	fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	flushbuf = malloc(FLUSH_BYTES);
 	if (fd < 0 || !flushbuf || recfile_writer_open(fd, &writer) != 0) {

@@ -60,16 +60,17 @@ static struct mark *find(struct marks *m, uint64_t task, int32_t pid)
 		return NULL;
 	/* SAFETY: n_slots <= MARKS_MAX (mark_new, release). */
 	for (unsigned int i = 0; i < m->n_slots; i++)
-		if (m->slot[i].used && m->slot[i].task == task && m->slot[i].pid == pid)
+		if (m->key[i].used && m->key[i].task == task && m->key[i].pid == pid)
 			return &m->slot[i];
 	return NULL;
 }
 
 static void release(struct svcpu *sv, struct marks *m, struct mark *mk)
 {
-	mk->used = false;
+	/* SAFETY: @mk is an element of m->slot (every caller passes one) */
+	m->key[mk - m->slot].used = false;
 	m->n_used--;
-	while (m->n_slots && !m->slot[m->n_slots - 1].used)
+	while (m->n_slots && !m->key[m->n_slots - 1].used)
 		m->n_slots--;
 	atomic_store(&m->pending, m->n_used);
 	if (mk->trap && --m->n_trap == 0 && m->on_last)
@@ -241,15 +242,15 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 	for (unsigned int i = 0; i < MARKS_MAX; i++) {
 		struct mark *mk = &m->slot[i];
 
-		if (mk->used)
+		if (m->key[i].used)
 			continue;
+		m->key[i] = (struct mark_key){ .task = req->task, .pid = req->pid, .used = true };
 		mk->task = req->task;
 		mk->pid = req->pid;
 		mk->vcpu = sv->index;
 		mk->cookie = m->next_cookie++;
 		mk->t_ns = req->now_ns ? req->now_ns : vmm_now_ns();
 		note_t_ns(m, mk->t_ns);
-		mk->used = true;
 		mk->pg = *req->pg;
 		mk->pg.cache = NULL;
 		mk->mm = req->mm;
@@ -635,8 +636,8 @@ void marks_expire(struct svcpu *sv, uint64_t now_ns)
 				break;
 		}
 		/* SAFETY: scan_next < n_slots <= MARKS_MAX (checked above; mark_new, release) */
-		mk = &m->slot[m->scan_next++];
-		if (!mk->used)
+		mk = &m->slot[m->scan_next];
+		if (!m->key[m->scan_next++].used)
 			continue;
 		/* @now_ns is the caller's sample start, read before its identity and walks:
 		 * another vCPU may have made or refreshed a mark since, with a later t_ns (its
@@ -662,7 +663,7 @@ void marks_flush(struct svcpu *sv)
 		struct mark copy;
 
 		pthread_mutex_lock(&m->lock);
-		if (!m->slot[i].used) {
+		if (!m->key[i].used) {
 			pthread_mutex_unlock(&m->lock);
 			continue;
 		}
@@ -679,8 +680,10 @@ unsigned int marks_drop_all(struct marks *m)
 
 	pthread_mutex_lock(&m->lock);
 	n = m->n_used;
-	for (unsigned int i = 0; i < MARKS_MAX; i++)
-		m->slot[i].used = m->slot[i].trap = m->slot[i].flag = false;
+	for (unsigned int i = 0; i < MARKS_MAX; i++) {
+		m->key[i].used = false;
+		m->slot[i].trap = m->slot[i].flag = false;
+	}
 	m->n_used = 0;
 	m->n_slots = 0;
 	m->n_trap = m->n_flag = 0;

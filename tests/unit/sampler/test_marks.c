@@ -572,7 +572,7 @@ fini:
 static const struct mark *mark_of(struct fixture *f, uint64_t c)
 {
 	for (unsigned int i = 0; i < MARKS_MAX; i++)
-		if (f->s->marks.slot[i].used && f->s->marks.slot[i].cookie == c)
+		if (f->s->marks.key[i].used && f->s->marks.slot[i].cookie == c)
 			return &f->s->marks.slot[i];
 	return NULL;
 }
