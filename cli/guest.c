@@ -44,10 +44,13 @@ int guest_start(const struct guest_opts *g, const struct sampler_config *scfg, i
 	if (g->vmlinux) {
 		struct gi_config gc = { .vmlinux = g->vmlinux, .btf = g->btf };
 
+		unsigned int errors_before_gi = cli_errors_printed();
+
 		err = gi_open(&gc, &out->gi);
 		if (err && scfg->sample_hz) {
-			cli_error("cannot read the guest kernel %s: %s", g->vmlinux,
-				  hvp_strerror(err));
+			if (cli_errors_printed() == errors_before_gi) /* else gi_open said why */
+				cli_error("cannot read the guest kernel %s: %s", g->vmlinux,
+					  hvp_strerror(err));
 			goto fail;
 		}
 		if (err) /* only booting: the guest runs, without what needs its symbols */
@@ -61,6 +64,9 @@ int guest_start(const struct guest_opts *g, const struct sampler_config *scfg, i
 				"layouts with --btf FILE (e.g. pahole --btf_encode_detached=FILE "
 				"vmlinux)", g->vmlinux);
 	}
+	/* an error line of a step that did not stop the start (gi_open when only booting)
+	 * does not say why what follows failed */
+	errors_before = cli_errors_printed();
 	err = sampler_create(scfg, out->gi, out->vm, &out->sampler);
 	if (err)
 		goto fail;

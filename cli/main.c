@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // hvprof: the command table, global options and the log sink. Only cli/ chooses exit statuses.
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +21,14 @@ static const struct cmd commands[] = {
 	{ "kernel-info", cmd_kernel_info, "what hvprof understands of a kernel image" },
 };
 
-/* Error lines printed so far, by the libraries' sink and by cli_error. */
-static unsigned int errors_printed;
+/* Error lines printed so far, by the libraries' sink (vCPU threads too) and by cli_error. */
+static atomic_uint errors_printed;
 /* The command running (set by main when it dispatches), named by every error line */
 static const char *cli_command;
 
 unsigned int cli_errors_printed(void)
 {
-	return errors_printed;
+	return atomic_load_explicit(&errors_printed, memory_order_relaxed);
 }
 
 static void log_to_stderr(enum hvp_log_level level, const char *msg)
@@ -35,12 +36,12 @@ static void log_to_stderr(enum hvp_log_level level, const char *msg)
 	static const char *const names[] = { "error", "warning", "info", "debug" };
 
 	if (level == HVP_LOG_ERR && cli_command) { /* every error line names the command */
-		errors_printed++;
+		atomic_fetch_add_explicit(&errors_printed, 1, memory_order_relaxed);
 		fprintf(stderr, "hvprof: error: %s: %s\n", cli_command, msg);
 		return;
 	}
 	if (level == HVP_LOG_ERR)
-		errors_printed++;
+		atomic_fetch_add_explicit(&errors_printed, 1, memory_order_relaxed);
 	fprintf(stderr, "hvprof: %s: %s\n", names[level], msg);
 }
 
@@ -55,7 +56,7 @@ void cli_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	errors_printed++;
+	atomic_fetch_add_explicit(&errors_printed, 1, memory_order_relaxed);
 	if (n && !(strncmp(msg, cli_command, n) == 0 && (msg[n] == ':' || msg[n] == ' ')))
 		fprintf(stderr, "hvprof: error: %s: %s\n", cli_command, msg);
 	else
