@@ -350,7 +350,8 @@ int cli_getopt_long(int argc, char *const argv[], const char *shortopts,
 /*
  * cli_check_output_path - can the output file @path be created or written, checked before the
  * work that fills it? A file (callers turn a "-" meaning stdout into no path first): not a
- * directory; an existing file writable; else its directory exists and is writable. Prints "@what: cannot create PATH: reason" when not.
+ * directory; an existing file writable; else its directory exists and is writable. Prints
+ * "@what: cannot create PATH: reason" when not.
  * Return: 0 or -errno. (The file may still fail later: a full disk, a race.)
  */
 int cli_check_output_path(const char *what, const char *path);

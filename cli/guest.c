@@ -43,7 +43,6 @@ int guest_start(const struct guest_opts *g, const struct sampler_config *scfg, i
 	vmm_set_confined(out->vm, !g->no_seccomp);
 	if (g->vmlinux) {
 		struct gi_config gc = { .vmlinux = g->vmlinux, .btf = g->btf };
-
 		unsigned int errors_before_gi = cli_errors_printed();
 
 		err = gi_open(&gc, &out->gi);

@@ -120,8 +120,11 @@ int record_output_commit(struct record_output *o)
 	}
 	if (rename(o->tmp, o->path) != 0) {
 		err = -errno;
-		if (moved && rename(old, o->path) != 0) { /* put the previous one back */ }
 		cli_error("cannot create recording %s: %s", o->path, hvp_strerror(err));
+		/* put the previous one back; if even that fails, say where it is */
+		if (moved && rename(old, o->path) != 0)
+			cli_error("the previous %s stays as %s: %s", o->path, old,
+				  hvp_strerror(-errno));
 		return err;
 	}
 	o->tmp[0] = '\0';

@@ -425,6 +425,7 @@ static int test_expire_due(void)
 	struct fixture f;
 	struct mark_req req;
 	uint64_t t0, cookie[20], ca, cb;
+	unsigned int scan;
 	struct svcpu *sv;
 	int ret = TEST_FAIL;
 
@@ -446,6 +447,11 @@ static int test_expire_due(void)
 		marks_expire(sv, t0 + timeout); /* the oldest is exactly timeout old: not expired */
 	ASSERT_EQ_INT(n_recs, 0);
 	ASSERT_EQ_U64(atomic_load(&f.s->marks.due_ns), t0 + timeout);
+	/* before the bound the scan does not run: its position stays where it is */
+	scan = f.s->marks.scan_next;
+	for (unsigned int k = 0; k < 2 * n; k++)
+		marks_expire(sv, t0 + timeout - k);
+	ASSERT_EQ_U64(f.s->marks.scan_next, scan);
 	for (unsigned int j = 0; j < n; j++) {
 		for (unsigned int k = 0; k < n / 4 + 1; k++)
 			marks_expire(sv, t0 + 1000 * j + timeout + 1);
