@@ -55,49 +55,100 @@ static unsigned int pgwalk_maxphyaddr(const struct gi_paging *pg)
 	return pg->maxphyaddr ? pg->maxphyaddr : 52;
 }
 
-/* The translation cache (struct pgwalk_cache): direct-mapped by GVA page. @access: wanted too
- * (then only a translation of this epoch answers: a kept one's permissions may have changed). */
+/* The set of @c that holds the translations of @gva's page. */
+static struct pgwalk_cache_slot *cache_set(struct pgwalk_cache *c, uint64_t gva)
+{
+	/* SAFETY: the set index is reduced modulo PGWALK_CACHE_SETS. */
+	return c->slot[(gva >> 12) % PGWALK_CACHE_SETS];
+}
+
+/* A translation of this epoch (walked since the last invalidation)? */
+static bool slot_now(const struct pgwalk_cache *c, const struct pgwalk_cache_slot *e)
+{
+	return e->epoch == c->epoch;
+}
+
+/* A kept translation still valid (not flushed since)? */
+static bool slot_kept(const struct pgwalk_cache *c, const struct pgwalk_cache_slot *e)
+{
+	return e->kept && e->gen == c->gen;
+}
+
+/* The translation cache (struct pgwalk_cache). @access: wanted too (then only a translation of
+ * this epoch answers: a kept one's permissions may have changed). */
 static bool cache_lookup(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uint64_t gva,
 			 uint64_t *gpa, uint64_t *page_size, uint8_t *access)
 {
-	/* SAFETY: the slot index is reduced modulo PGWALK_CACHE_SLOTS. */
-	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
-	bool now = c->slot[i].epoch == c->epoch && c->slot[i].cr3 == cr3;
-	/* kept: the direct map, the same under every process's root (struct pgwalk_cache) */
-	bool kept = !access && c->slot[i].kept && c->slot[i].gen == c->gen;
+	struct pgwalk_cache_slot *set = cache_set(c, gva);
 
-	if ((now || kept) && c->slot[i].cr4 == cr4 && c->slot[i].gva_page == (gva & ~0xfffull)) {
+	for (unsigned int w = 0; w < PGWALK_CACHE_WAYS; w++) {
+		const struct pgwalk_cache_slot *e = &set[w];
+		bool now = slot_now(c, e) && e->cr3 == cr3;
+		/* kept: the direct map, the same under every process's root (struct pgwalk_cache) */
+		bool kept = !access && slot_kept(c, e);
+
+		if (!(now || kept) || e->cr4 != cr4 || e->gva_page != (gva & ~0xfffull))
+			continue;
 		c->hits++;
 		if (!now)
 			c->kept_hits++;
-		*gpa = c->slot[i].gpa_page | (gva & 0xfff);
+		*gpa = e->gpa_page | (gva & 0xfff);
 		if (page_size)
-			*page_size = c->slot[i].page_size;
+			*page_size = e->page_size;
 		if (access)
-			*access = c->slot[i].access;
+			*access = e->access;
 		return true;
 	}
 	c->misses++;
 	return false;
 }
 
+/* Where a translation of @gva goes in @set: a way that holds @gva's page already (of another
+ * root, or stale), else a free one (neither of this epoch nor kept), else @seed: NULL (a seed
+ * evicts nothing), else a way of this epoch that is not kept (a kept translation serves every
+ * later exit, one of this exit only this one), else the last way. */
+static struct pgwalk_cache_slot *cache_victim(const struct pgwalk_cache *c,
+					      struct pgwalk_cache_slot *set, uint64_t gva,
+					      bool seed)
+{
+	struct pgwalk_cache_slot *unkept = NULL;
+
+	for (unsigned int w = 0; w < PGWALK_CACHE_WAYS; w++)
+		if (set[w].gva_page == (gva & ~0xfffull) && (slot_now(c, &set[w]) ||
+							       slot_kept(c, &set[w])))
+			return seed ? NULL : &set[w];
+	for (unsigned int w = 0; w < PGWALK_CACHE_WAYS; w++) {
+		if (!slot_now(c, &set[w]) && !slot_kept(c, &set[w]))
+			return &set[w];
+		if (!unkept && !slot_kept(c, &set[w]))
+			unkept = &set[w];
+	}
+	if (seed)
+		return NULL;
+	return unkept ? unkept : &set[PGWALK_CACHE_WAYS - 1];
+}
+
+static void cache_fill(const struct pgwalk_cache *c, struct pgwalk_cache_slot *e, uint64_t cr3,
+		       uint64_t cr4, uint64_t gva, uint64_t gpa, uint64_t size, uint8_t access)
+{
+	e->epoch = c->epoch;
+	e->gen = c->gen;
+	/* kept only where the caller says the translation is fixed: its linear range, upper half */
+	e->kept = c->keep && (gva >> 63) &&
+		  (gva & ~0xfffull) - (gpa & ~0xfffull) == c->keep_delta;
+	e->cr3 = cr3;
+	e->cr4 = cr4;
+	e->gva_page = gva & ~0xfffull;
+	e->gpa_page = gpa & ~0xfffull;
+	e->page_size = size;
+	e->access = access;
+}
+
 static void cache_store(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uint64_t gva,
 			uint64_t gpa, uint64_t size, uint8_t access)
 {
-	/* SAFETY: the slot index is reduced modulo PGWALK_CACHE_SLOTS. */
-	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
-
-	c->slot[i].epoch = c->epoch;
-	c->slot[i].gen = c->gen;
-	/* kept only where the caller says the translation is fixed: its linear range, upper half */
-	c->slot[i].kept = c->keep && (gva >> 63) &&
-			  (gva & ~0xfffull) - (gpa & ~0xfffull) == c->keep_delta;
-	c->slot[i].cr3 = cr3;
-	c->slot[i].cr4 = cr4;
-	c->slot[i].gva_page = gva & ~0xfffull;
-	c->slot[i].gpa_page = gpa & ~0xfffull;
-	c->slot[i].page_size = size;
-	c->slot[i].access = access;
+	cache_fill(c, cache_victim(c, cache_set(c, gva), gva, false), cr3, cr4, gva, gpa, size,
+		   access);
 }
 
 /* The root table a walk of @gva starts from: each half through its own tables when they differ
@@ -112,34 +163,38 @@ static uint64_t walk_cr3(const struct gi_paging *pg, uint64_t gva)
 bool pgwalk_cache_seed(const struct gi_paging *pg, uint64_t gva, uint64_t gpa, uint8_t access)
 {
 	struct pgwalk_cache *c;
-	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
+	struct pgwalk_cache_slot *e;
 
 	if (!pg || !pg->cache || !pg->cache->epoch || !(gva >> 63) || !(gpa & ~0xfffull))
 		return false;
 	c = pg->cache;
-	/* SAFETY: i < PGWALK_CACHE_SLOTS (reduced above). */
-	if (c->slot[i].epoch == c->epoch || (c->slot[i].kept && c->slot[i].gen == c->gen))
-		return false; /* in use this sample, or kept: not evicted for a seed */
-	cache_store(c, walk_cr3(pg, gva) & ~0xfffull, pg->cr4, gva, gpa, 4096,
-		    (uint8_t)(access & ~PGWALK_ACC_USER));
+	/* a set whose ways are all of this exit or kept: not evicted for a seed */
+	e = cache_victim(c, cache_set(c, gva), gva, true);
+	if (!e)
+		return false;
+	cache_fill(c, e, walk_cr3(pg, gva) & ~0xfffull, pg->cr4, gva, gpa, 4096,
+		   (uint8_t)(access & ~PGWALK_ACC_USER));
 	return true;
 }
 
 bool pgwalk_cache_peek(const struct gi_paging *pg, uint64_t gva, uint64_t *gpa, uint8_t *access)
 {
-	const struct pgwalk_cache *c;
-	unsigned int i = (unsigned int)((gva >> 12) % PGWALK_CACHE_SLOTS);
+	struct pgwalk_cache_slot *set;
 
 	if (!pg || !pg->cache || !pg->cache->epoch || !gpa || !access)
 		return false;
-	c = pg->cache;
-	/* SAFETY: i < PGWALK_CACHE_SLOTS (reduced above). */
-	if (c->slot[i].epoch != c->epoch || c->slot[i].cr3 != (walk_cr3(pg, gva) & ~0xfffull) ||
-	    c->slot[i].cr4 != pg->cr4 || c->slot[i].gva_page != (gva & ~0xfffull))
-		return false;
-	*gpa = c->slot[i].gpa_page | (gva & 0xfff);
-	*access = c->slot[i].access;
-	return true;
+	set = cache_set(pg->cache, gva);
+	for (unsigned int w = 0; w < PGWALK_CACHE_WAYS; w++) {
+		const struct pgwalk_cache_slot *e = &set[w];
+
+		if (!slot_now(pg->cache, e) || e->cr3 != (walk_cr3(pg, gva) & ~0xfffull) ||
+		    e->cr4 != pg->cr4 || e->gva_page != (gva & ~0xfffull))
+			continue;
+		*gpa = e->gpa_page | (gva & 0xfff);
+		*access = e->access;
+		return true;
+	}
+	return false;
 }
 
 static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,

@@ -46,10 +46,26 @@ struct gi_paging {
 	struct pgwalk_cache *cache;
 };
 
-#define PGWALK_CACHE_SLOTS 64
+#define PGWALK_CACHE_SETS 64 /* sets, indexed by GVA page number modulo this */
+#define PGWALK_CACHE_WAYS 2  /* translations per set */
+
+/* One translation of a struct pgwalk_cache (64 bytes: a set is two cache lines). */
+struct pgwalk_cache_slot {
+	uint64_t epoch; /* valid when equal to the cache's epoch (which starts at 1) */
+	uint64_t gen;   /* or, when @kept, when equal to the cache's gen */
+	uint64_t cr3;
+	uint64_t cr4;
+	uint64_t gva_page;
+	uint64_t gpa_page;
+	uint64_t page_size;
+	bool kept;
+	uint8_t access; /* PGWALK_ACC_* of the walk that filled it */
+};
 
 /**
- * struct pgwalk_cache - GVA->GPA translations of 4 KiB slices, direct-mapped, keyed by the root
+ * struct pgwalk_cache - GVA->GPA translations of 4 KiB slices, two-way set-associative (a
+ * translation of one exit does not evict a kept one of the same set, nor the reverse, unless
+ * the set is full), keyed by the root
  * table (CR3 without its PCID bits 11:0; not for kept entries, below) and CR4, valid for one
  * epoch. Callers invalidate it
  * whenever the guest may have changed its page tables (hvprof: at every sample, since the vCPU
@@ -76,17 +92,7 @@ struct pgwalk_cache {
 	uint64_t hits;
 	uint64_t misses;
 	uint64_t kept_hits;
-	struct {
-		uint64_t epoch; /* valid when equal to the cache's epoch (which starts at 1) */
-		uint64_t gen;   /* or, when @kept, when equal to the cache's gen */
-		bool kept;
-		uint64_t cr3;
-		uint64_t cr4;
-		uint64_t gva_page;
-		uint64_t gpa_page;
-		uint64_t page_size;
-		uint8_t access; /* PGWALK_ACC_* of the walk that filled it */
-	} slot[PGWALK_CACHE_SLOTS];
+	struct pgwalk_cache_slot slot[PGWALK_CACHE_SETS][PGWALK_CACHE_WAYS];
 };
 
 /* What every level of a walk allowed (SDM vol. 3A, 4.6): gi_gva_to_gpa_access. */

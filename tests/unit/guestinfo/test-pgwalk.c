@@ -446,6 +446,65 @@ out_free:
 }
 
 /*
+ * The cache's sets have two ways: a translation of one exit does not evict a kept one of the
+ * same set while the other way can take it (with one way per set, every user page that shared a
+ * set with a kept direct-map page cost a four-level walk at the next exit), and the next one of
+ * that set replaces the exit's translation, never the kept one.
+ */
+static int test_cache_sets(void)
+{
+	const uint64_t delta = 0xffff888000000000ull, kgva = delta + 0x40000;
+	/* pages 0x40, 0x400, 0x440 and 0x480: one set */
+	const uint64_t u1 = 0x400000, u2 = 0x440000, u3 = 0x480000;
+	struct pgwalk_cache *cache = calloc(1, sizeof(*cache));
+	struct fakemem fm;
+	uint64_t gpa = 0;
+	int ret = TEST_FAIL;
+
+	if (!cache || fakemem_init(&fm, 0))
+		goto out_free;
+	if (fakemem_map(&fm, kgva, 0x40000, SZ_4K, 0) || fakemem_map(&fm, u1, 0x200000, SZ_4K, 0) ||
+	    fakemem_map(&fm, u2, 0x210000, SZ_4K, 0) || fakemem_map(&fm, u3, 0x220000, SZ_4K, 0))
+		goto out;
+	fm.pg.cache = cache;
+	pgwalk_cache_keep_linear(cache, delta);
+	pgwalk_cache_invalidate(cache);
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, kgva, &gpa, NULL, NULL) || gpa != 0x40000)
+		goto out;
+	/* the next exit: a user page of the same set, then the kept page still answers */
+	pgwalk_cache_invalidate(cache);
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, u1 + 8, &gpa, NULL, NULL) || gpa != 0x200008 ||
+	    cache->misses != 2)
+		goto out;
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, kgva + 16, &gpa, NULL, NULL) || gpa != 0x40010 ||
+	    cache->kept_hits != 1 || cache->misses != 2)
+		goto out;
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, u1, &gpa, NULL, NULL) || cache->hits != 2)
+		goto out;
+	/* a second user page of the set replaces the first, not the kept one */
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, u2, &gpa, NULL, NULL) || gpa != 0x210000 ||
+	    cache->misses != 3)
+		goto out;
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, kgva, &gpa, NULL, NULL) || cache->kept_hits != 2 ||
+	    gi_gva_to_gpa(&fm.mem, &fm.pg, u2, &gpa, NULL, NULL) || cache->hits != 4)
+		goto out;
+	/* a flush forgets the kept one: two pages of this exit fill the set */
+	pgwalk_cache_flush(cache);
+	if (gi_gva_to_gpa(&fm.mem, &fm.pg, u2, &gpa, NULL, NULL) ||
+	    gi_gva_to_gpa(&fm.mem, &fm.pg, u3, &gpa, NULL, NULL) || cache->misses != 5 ||
+	    gi_gva_to_gpa(&fm.mem, &fm.pg, u2, &gpa, NULL, NULL) ||
+	    gi_gva_to_gpa(&fm.mem, &fm.pg, u3, &gpa, NULL, NULL) || cache->hits != 6 ||
+	    gpa != 0x220000)
+		goto out;
+	ret = TEST_OK;
+out:
+	fakemem_fini(&fm);
+out_free:
+	free(cache);
+	return ret;
+}
+
+/*
  * Page-table isolation: a PGD pair as Linux allocates it (kernel PGD at an 8 KiB-aligned GPA,
  * user PGD 4 KiB above). The user PGD maps user memory only; the kernel PGD maps the kernel
  * and (NX, as PTI's kernel copy does) the same user page elsewhere.
@@ -519,6 +578,7 @@ static const struct test_case tests[] = {
 	{ "gi_read_gva across 4K pages", test_read_gva_cross_page },
 	{ "gi_read_gva across 2M pages", test_read_gva_large_pages },
 	{ "translation cache", test_cache },
+	{ "pgwalk: two ways per set: a kept translation outlives the exits' pages", test_cache_sets },
 };
 
 TEST_MAIN(tests)

@@ -425,9 +425,10 @@ static int test_stack_translations(void)
 }
 
 /*
- * The seed never evicts: a slot holding a translation of this sample or a kept one stays (a
- * seed of another page there is dropped); a user address or GPA 0 is never seeded, and a seeded
- * kernel page never answers that user mode may access it.
+ * The seed never evicts: a set whose two ways hold translations of this sample or kept ones
+ * stays as it is (a seed of another page there is dropped), a page already there is not
+ * seeded again; a user address or GPA 0 is never seeded, and a seeded kernel page never answers
+ * that user mode may access it.
  */
 static int test_seed_slots(void)
 {
@@ -435,25 +436,31 @@ static int test_seed_slots(void)
 	struct pgwalk_cache tc;
 	struct gi_task_cache c;
 	struct gi_paging pg;
-	uint64_t gpa, slot_mate = FK_STACK + 4096ull * PGWALK_CACHE_SLOTS;
+	const uint64_t set_stride = 4096ull * PGWALK_CACHE_SETS; /* the next page of the same set */
+	uint64_t gpa, task_kva;
 	uint8_t acc;
 
 	if (setup_kept(&fk, &tc, &c, &pg))
 		return TEST_FAIL;
+	task_kva = fk_kva(FK_TASK_GPA);
 	ASSERT_TRUE(!pgwalk_cache_seed(&pg, FK_USER_STACK, FK_USER_STACK_GPA, PGWALK_ACC_USER));
 	ASSERT_TRUE(!pgwalk_cache_seed(&pg, FK_STACK, 0, 0));
 	ASSERT_TRUE(pgwalk_cache_seed(&pg, FK_STACK, FK_STACK_GPA, PGWALK_ACC_USER));
 	ASSERT_TRUE(pgwalk_cache_peek(&pg, FK_STACK + 8, &gpa, &acc));
 	ASSERT_TRUE(gpa == FK_STACK_GPA + 8 && !(acc & PGWALK_ACC_USER));
-	/* the same slot, this sample: kept as it is */
-	ASSERT_TRUE(!pgwalk_cache_seed(&pg, slot_mate, FK_IRQ_STACK_GPA, 0));
+	/* the same page again: not replaced; the same set: its second way, then full */
+	ASSERT_TRUE(!pgwalk_cache_seed(&pg, FK_STACK, FK_IRQ_STACK_GPA, 0));
+	ASSERT_TRUE(pgwalk_cache_seed(&pg, FK_STACK + set_stride, FK_IRQ_STACK_GPA, 0));
+	ASSERT_TRUE(!pgwalk_cache_seed(&pg, FK_STACK + 2 * set_stride, FK_IRQ_STACK_GPA, 0));
 	ASSERT_TRUE(pgwalk_cache_peek(&pg, FK_STACK, &gpa, &acc) && gpa == FK_STACK_GPA);
-	/* a kept direct-map translation in the slot of a stack page: not evicted */
-	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk_kva(FK_TASK_GPA), &gpa, NULL, NULL), 0);
+	ASSERT_TRUE(pgwalk_cache_peek(&pg, FK_STACK + set_stride, &gpa, &acc) &&
+		    gpa == FK_IRQ_STACK_GPA);
+	/* a kept direct-map translation in a set: a seed takes the other way, never its way */
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, task_kva, &gpa, NULL, NULL), 0);
 	pgwalk_cache_invalidate(&tc);
-	ASSERT_TRUE(!pgwalk_cache_seed(&pg, fk_kva(FK_TASK_GPA) + 4096ull * PGWALK_CACHE_SLOTS,
-				       FK_STACK_GPA, 0));
-	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, fk_kva(FK_TASK_GPA), &gpa, NULL, NULL), 0);
+	ASSERT_TRUE(pgwalk_cache_seed(&pg, task_kva + set_stride, FK_STACK_GPA, 0));
+	ASSERT_TRUE(!pgwalk_cache_seed(&pg, task_kva + 2 * set_stride, FK_STACK_GPA, 0));
+	ASSERT_EQ_INT(gi_gva_to_gpa(&fk.fm.mem, &pg, task_kva, &gpa, NULL, NULL), 0);
 	ASSERT_TRUE(gpa == FK_TASK_GPA && tc.kept_hits == 1);
 	fakekernel_fini(&fk);
 	return TEST_OK;
