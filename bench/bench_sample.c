@@ -7,7 +7,10 @@
 // "warm": samples back to back. Shapes: a kernel sample of a user thread whose mark is new
 // (the mark is resolved between samples, as at the thread's return to user), one in the same
 // kernel entry as the previous (the mark exists), a user-mode sample (fp walk, DWARF stack
-// copy), and an eager kernel sample (user walk from pt_regs at once).
+// copy), and an eager kernel sample (user walk from pt_regs at once). With the new-mark shape,
+// the return that resolves each mark is timed and counted too, as its own line: the exit-work
+// loop's trap exit of the flag strategy (trap_loop_resolve: identity, pt_regs, the user walk,
+// the USER_STACK record), cold like the sample (the guest ran before it).
 //
 // usage: bench-sample [SAMPLES [fp|dwarf [OTHER_MARKS]]]   (default 2000 per shape and mode;
 // dwarf: the default --call-graph, 8 KiB of stack per walk; fp: 64 bytes; OTHER_MARKS: marks of
@@ -134,6 +137,42 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Start counting the guest reads of one exit (sample or return). */
+static void count_start(struct counting_mem *cm, bool counting, bool trace)
+{
+	cm->counting = counting;
+	cm->trace = trace;
+	cm->reads = cm->bytes = 0;
+	cm->n_lines = cm->n_pages = 0;
+	cm->epoch++;
+}
+
+/* Guest reads of the counted exits: sums over COUNTED exits. */
+struct read_sums {
+	uint64_t reads, bytes, lines, pages;
+};
+
+static void count_add(struct read_sums *sum, const struct counting_mem *cm)
+{
+	sum->reads += cm->reads;
+	sum->bytes += cm->bytes;
+	sum->lines += cm->n_lines;
+	sum->pages += cm->n_pages;
+}
+
+static void print_line(const char *what, bool cold, uint64_t *ns, unsigned int n,
+		       const struct read_sums *sum)
+{
+	qsort(ns, n, sizeof(*ns), cmp_u64);
+	printf("bench-sample: %-18s %-4s median %6llu ns  p90 %6llu ns | guest reads %5.1f  bytes "
+	       "%6.0f  lines %5.1f  pages %4.1f per %s\n",
+	       what, cold ? "cold" : "warm", (unsigned long long)ns[n / 2],
+	       (unsigned long long)ns[n * 9 / 10], (double)sum->reads / COUNTED,
+	       (double)sum->bytes / COUNTED, (double)sum->lines / COUNTED,
+	       (double)sum->pages / COUNTED, strncmp(what, "return", 6) ? "sample" : "return");
+}
+
+
 static enum sampler_call_graph call_graph = SAMPLER_CALL_GRAPH_DWARF;
 static unsigned int other_marks; /* marks of other threads pending during the samples */
 
@@ -145,15 +184,18 @@ static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flush
 	struct fixture f;
 	struct kvm_regs regs;
 	struct kvm_sregs sregs;
-	uint64_t *ns, reads = 0, bytes = 0, lines = 0, pages = 0;
+	uint64_t *ns, *ret_ns;
+	struct read_sums sum = { 0 }, ret_sum = { 0 };
 	uint8_t cpl = shape == USER ? 3 : 0;
 	struct sampler_counters c0, c1 = { 0 };
 	struct svcpu *sv;
 	int err = -1;
 
 	ns = calloc(n, sizeof(*ns));
-	if (!ns || fixture_init_cg(&f, mode, 4, call_graph, HVP_USER_STACK_DEFAULT)) {
+	ret_ns = calloc(n, sizeof(*ret_ns));
+	if (!ns || !ret_ns || fixture_init_cg(&f, mode, 4, call_graph, HVP_USER_STACK_DEFAULT)) {
 		free(ns);
+		free(ret_ns);
 		return -1;
 	}
 	sv = &f.s->vcpus[0];
@@ -166,6 +208,8 @@ static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flush
 	 * kernel has no MSR_LSTAR to decide it with, and each kernel sample would look again (a
 	 * fifth of a warm sample's time): this vCPU is told it is decided, as on a real guest. */
 	sv->kaslr_decided = true;
+	/* every stay marks (the stay rule would walk one-sample stays at once: the eager shape) */
+	f.s->stay_adaptive = false;
 	cm.inner = f.fk.fm.mem;
 	cm.counting = false;
 	f.fk.fm.mem = (struct gmem){ .read = counting_read, .ctx = &cm };
@@ -186,32 +230,44 @@ static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flush
 	if (getenv("BENCH_SAMPLE_TRACE"))
 		fprintf(stderr, "%s, %s:\n", shape_names[shape], cold ? "cold" : "warm");
 	for (unsigned int i = 0; i < n + COUNTED; i++) {
+		bool counted = i >= n, trace = i == n && getenv("BENCH_SAMPLE_TRACE");
 		uint64_t t0;
 
-		if (shape == NEW_MARK) /* the thread returned to user: its mark is resolved */
-			marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva,
-						&f.fk.fm.pg, &f.entry);
+		if (shape == NEW_MARK) {
+			/* the thread returns to user: the exit-work loop's trap resolves its mark */
+			struct gi_paging pg;
+			uint64_t resolved = sv->c.resolved_at_return;
+
+			if (cold)
+				flush(flushbuf);
+			count_start(&cm, counted, trace);
+			t0 = vmm_now_ns();
+			pg = sampler_exit_paging(sv, &sregs);
+			trap_loop_resolve(sv, &regs, &sregs, &pg);
+			if (i < n)
+				ret_ns[i] = vmm_now_ns() - t0;
+			else
+				count_add(&ret_sum, &cm);
+			if (i && sv->c.resolved_at_return != resolved + 1) {
+				fprintf(stderr, "bench-sample: return %u resolved no mark\n", i);
+				goto out;
+			}
+		}
 		if (cold)
 			flush(flushbuf);
 		/* the last COUNTED samples count what they read, untimed (counting costs) */
-		cm.counting = i >= n;
-		cm.trace = i == n && getenv("BENCH_SAMPLE_TRACE");
-		cm.reads = cm.bytes = 0;
-		cm.n_lines = cm.n_pages = 0;
-		cm.epoch++;
+		count_start(&cm, counted, trace);
 		t0 = vmm_now_ns();
 		if (sample_from_regs(sv, &regs, &sregs, 1000000, t0, stage_now(&f.s->clock)) != 0)
 			goto out;
+		cm.counting = false;
 		if (i < n) {
 			ns[i] = vmm_now_ns() - t0;
 			if (i == n - 1)
 				c1 = sv->c;
 			continue;
 		}
-		reads += cm.reads;
-		bytes += cm.bytes;
-		lines += cm.n_lines;
-		pages += cm.n_pages;
+		count_add(&sum, &cm);
 	}
 	if (sv->c.samples != n + COUNTED + 1 || sv->c.samples_sink_errors) {
 		fprintf(stderr, "bench-sample: %s: %llu samples, %llu sink errors\n",
@@ -219,23 +275,21 @@ static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flush
 			(unsigned long long)sv->c.samples_sink_errors);
 		goto out;
 	}
-	qsort(ns, n, sizeof(*ns), cmp_u64);
-	printf("bench-sample: %-18s %-4s median %6llu ns  p90 %6llu ns | guest reads %5.1f  bytes "
-	       "%6.0f  lines %5.1f  pages %4.1f per sample\n",
-	       shape_names[shape], cold ? "cold" : "warm", (unsigned long long)ns[n / 2],
-	       (unsigned long long)ns[n * 9 / 10], (double)reads / COUNTED, (double)bytes / COUNTED,
-	       (double)lines / COUNTED, (double)pages / COUNTED);
+	print_line(shape_names[shape], cold, ns, n, &sum);
 	printf("bench-sample: %-18s %-4s stages (means, ns): identity %llu, kernel unwind %llu, "
 	       "user part and marks %llu, write %llu\n", "", "",
 	       (unsigned long long)((c1.sample_ns_identity - c0.sample_ns_identity) / n),
 	       (unsigned long long)((c1.sample_ns_kernel_unwind - c0.sample_ns_kernel_unwind) / n),
 	       (unsigned long long)((c1.sample_ns_user - c0.sample_ns_user) / n),
 	       (unsigned long long)((c1.sample_ns_write - c0.sample_ns_write) / n));
+	if (shape == NEW_MARK)
+		print_line("return, flag loop", cold, ret_ns, n, &ret_sum);
 	err = 0;
 out:
 	f.fk.fm.mem = cm.inner;
 	fixture_fini(&f);
 	free(ns);
+	free(ret_ns);
 	return err;
 }
 

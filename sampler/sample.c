@@ -157,19 +157,17 @@ static void regs_of(struct svcpu *sv, const struct kvm_regs *regs, const struct 
 	gr->rbp = regs->rbp;
 	gr->cpl = cpl;
 	gr->gs_base = sregs->gs.base;
-	gr->pg = sampler_paging(sv->s, sregs);
+	gr->pg = sampler_exit_paging(sv, sregs);
 	gr->kernel_gs_base = kernel_gs_base(sv, &gr->pg, sregs, cpl);
 	gr->r10 = regs->r10; /* where ORC may find the caller's stack (entry code, alignment) */
 	gr->r13 = regs->r13;
 	gr->rdx = regs->rdx;
 	gr->rdi = regs->rdi;
 	gr->have_scratch = true;
-	/* The vCPU is stopped while its sample is taken: its page tables' translations hold for
-	 * the whole sample (other vCPUs' changes within these microseconds are not seen). Between
-	 * samples only the direct map's are kept (learn_direct_map): everything else, vmalloc'ed
-	 * task stacks (VMAP_STACK) and per-CPU chunks, module and user pages, is walked again. */
-	pgwalk_cache_invalidate(&sv->tcache);
-	gr->pg.cache = &sv->tcache;
+	/* gr->pg walks through the vCPU's translation cache (sampler_exit_paging). Between exits
+	 * only the direct map's translations are kept (learn_direct_map): everything else,
+	 * vmalloc'ed task stacks (VMAP_STACK) and per-CPU chunks, module and user pages, is
+	 * walked again. */
 }
 
 #define GIB (1ull << 30)

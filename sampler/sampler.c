@@ -36,6 +36,15 @@ struct gi_paging sampler_paging(const struct sampler *s, const struct kvm_sregs 
 	return pg;
 }
 
+struct gi_paging sampler_exit_paging(struct svcpu *sv, const struct kvm_sregs *sregs)
+{
+	struct gi_paging pg = sampler_paging(sv->s, sregs);
+
+	pgwalk_cache_invalidate(&sv->tcache);
+	pg.cache = &sv->tcache;
+	return pg;
+}
+
 void sampler_fail(struct sampler *s, const char *what)
 {
 	if (s->vm)

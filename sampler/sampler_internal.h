@@ -286,6 +286,15 @@ static inline unsigned int traps_mask(const struct sampler *s);
 void traps_place(struct sampler *s);
 /* The VMM's debug hook. */
 int trap_debug_hook(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool repeat);
+/*
+ * The exit-work loop's hit of a flagged thread on @sv while marks are pending: the thread
+ * running there (its identity through @sv's task cache) returns to user with the registers in
+ * its pt_regs: resolve its mark with them, or count traps_no_mark when it has none or cannot be
+ * read. @regs, @sregs: the vCPU's, stopped at the loop's clear; @pg: this exit's paging
+ * (sampler_exit_paging). Bounded: an identity check, one pt_regs read and one user walk.
+ */
+void trap_loop_resolve(struct svcpu *sv, const struct kvm_regs *regs,
+		       const struct kvm_sregs *sregs, const struct gi_paging *pg);
 
 /* What to do at a trap hit, decided from the registers (pure: unit-tested). */
 enum trap_action {
@@ -429,6 +438,16 @@ static inline struct svcpu *svcpu_of(struct sampler *s, struct vmm_vcpu *v)
  * executable), whichever of the two the vCPU is on.
  */
 struct gi_paging sampler_paging(const struct sampler *s, const struct kvm_sregs *sregs);
+
+/*
+ * sampler_paging() for the exit being handled on @sv's thread, through @sv's translation cache:
+ * the vCPU is stopped for the whole exit, so a translation walked once answers again for the
+ * rest of it (other vCPUs' page-table changes within these microseconds are not seen); the
+ * cache is invalidated first, keeping only the direct map's translations (sample.c:
+ * learn_direct_map), which never change. The returned paging is for this exit only: it must
+ * not be stored (a mark copies it with the cache cleared).
+ */
+struct gi_paging sampler_exit_paging(struct svcpu *sv, const struct kvm_sregs *sregs);
 
 /* The end of the run with an error (no-op without a VM: unit tests). */
 void sampler_fail(struct sampler *s, const char *what);

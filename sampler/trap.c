@@ -206,8 +206,27 @@ static void resolve(struct svcpu *sv, const struct kvm_sregs *sregs, const struc
 	struct hvp_thread t;
 	uint64_t task;
 
-	if (gi_current_thread(s->gi, s->mem, &gr, &task, &t, &st) == 0)
+	if (gi_current_thread_cached(s->gi, s->mem, &gr, &sv->tasks, &task, &t, &st) == 0)
 		marks_resolve_at_return(sv, task, t.pid, st.mm, pg, ur);
+	else
+		sv->c.traps_no_mark++;
+}
+
+void trap_loop_resolve(struct svcpu *sv, const struct kvm_regs *regs,
+		       const struct kvm_sregs *sregs, const struct gi_paging *pg)
+{
+	struct sampler *s = sv->s;
+	struct gi_regs gr = { .rip = regs->rip, .rsp = regs->rsp, .rbp = regs->rbp, .cpl = 0,
+			      .gs_base = sregs->gs.base, .kernel_gs_base = sv->percpu_base,
+			      .pg = *pg };
+	struct gi_thread_state st;
+	struct gi_user_regs ur;
+	struct hvp_thread t;
+	uint64_t task;
+
+	if (gi_current_thread_cached(s->gi, s->mem, &gr, &sv->tasks, &task, &t, &st) == 0 &&
+	    gi_task_user_regs(s->gi, s->mem, pg, task, &ur) == 0)
+		marks_resolve_at_return(sv, task, t.pid, st.mm, pg, &ur);
 	else
 		sv->c.traps_no_mark++;
 }
@@ -230,7 +249,7 @@ static int trap_hit(struct svcpu *sv, bool is_sysret, bool repeat)
 	/* Under PTI, CR3 is already the user one here (not at an iretq back to the kernel, where
 	 * the probe decides nothing). */
 	kwatch_user(sv, sregs);
-	pg = sampler_paging(s, sregs);
+	pg = sampler_exit_paging(sv, sregs);
 	if (!is_sysret) {
 		err = gi_read_gva(s->mem, &pg, regs->rsp, frame, sizeof(frame));
 		if (err)
@@ -331,17 +350,14 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 	struct kvm_regs *regs;
 	struct kvm_sregs *sregs;
 	struct gi_paging pg;
-	struct gi_user_regs ur;
-	uint64_t task, k0 = stage_now(&s->clock);
-	struct gi_thread_state st;
-	struct hvp_thread t;
+	uint64_t k0 = stage_now(&s->clock);
 	uint8_t b[sizeof(w->clear_bytes)];
 	int err;
 
 	err = vmm_vcpu_regs_rw(sv->v, &regs, &sregs);
 	if (err)
 		goto fail;
-	pg = sampler_paging(s, sregs);
+	pg = sampler_exit_paging(sv, sregs);
 	if (!s->traps.loop_verified) {
 		size_t n = (size_t)(w->clear_end - w->clear);
 
@@ -360,10 +376,6 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 		s->traps.loop_verified = true;
 	}
 	if (!repeat) {
-		struct gi_regs gr = { .rip = regs->rip, .rsp = regs->rsp, .rbp = regs->rbp,
-				      .cpl = 0, .gs_base = sregs->gs.base,
-				      .kernel_gs_base = sv->percpu_base, .pg = pg };
-
 		uint64_t no_mark = sv->c.traps_no_mark;
 		bool pending = atomic_load(&s->marks.pending) != 0;
 
@@ -372,11 +384,8 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 		/* the loop stays armed across marks: with none pending, the kernel's own flag */
 		if (!pending)
 			sv->c.traps_no_mark++;
-		else if (gi_current_thread(s->gi, s->mem, &gr, &task, &t, &st) == 0 &&
-		    gi_task_user_regs(s->gi, s->mem, &pg, task, &ur) == 0)
-			marks_resolve_at_return(sv, task, t.pid, st.mm, &pg, &ur);
 		else
-			sv->c.traps_no_mark++;
+			trap_loop_resolve(sv, regs, sregs, &pg);
 		if (sv->c.traps_no_mark != no_mark) {
 			if (!pending)
 				sv->c.loop_hits_idle++;

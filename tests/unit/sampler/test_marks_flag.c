@@ -235,11 +235,98 @@ fini:
 	return ret;
 }
 
+/* Guest reads through a gmem, and those of page-table entries (the fake's tables, 1 MiB up). */
+struct counting_gmem {
+	struct gmem inner;
+	uint64_t table_end;
+	unsigned int reads, table_reads;
+};
+
+static int counting_gmem_read(void *ctx, uint64_t gpa, void *dst, size_t len)
+{
+	struct counting_gmem *cg = ctx;
+
+	cg->reads++;
+	cg->table_reads += gpa >= 0x100000 && gpa < cg->table_end && len == 8;
+	return gmem_read(&cg->inner, gpa, dst, len);
+}
+
+/*
+ * The exit-work loop's hit (trap_loop_resolve) resolves the thread's mark from pt_regs through
+ * the exit's translation cache (sampler_exit_paging): the same USER_STACK as without the cache,
+ * with each page walked once in the exit instead of once per read (before this, the traps walked
+ * every read: the return address of each frame and its stack slot, the identity's fields), and
+ * the identity checked through the vCPU's task cache the sample filled.
+ */
+static int test_flag_loop_resolve_cached(void)
+{
+	struct fixture f;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct gi_paging pg;
+	struct counting_gmem cg = { 0 };
+	struct svcpu *sv;
+	unsigned int uncached_reads, uncached_tables;
+	uint64_t c1, c2;
+	int ret = TEST_FAIL;
+
+	if (flag_fixture_init(&f))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	sv->kaslr_decided = true; /* the fake kernel has no MSR_LSTAR to decide the KASLR check */
+	f.s->stay_adaptive = false; /* every stay marks */
+	fixture_process(&f.fk, 0x400000);
+	ASSERT_TRUE(write_pt_regs(&f, &f.entry) == 0);
+	ASSERT_TRUE(fixture_vcpu_regs(&f, 0, &regs, &sregs) == 0);
+	cg.inner = f.fk.fm.mem;
+	cg.table_end = f.fk.fm.next_table_gpa;
+	f.fk.fm.mem = (struct gmem){ .read = counting_gmem_read, .ctx = &cg };
+
+	/* a kernel sample marks the thread; its return resolves the mark, walking every read */
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 1000, 0), 0);
+	c1 = sv->sample.cookie;
+	ASSERT_TRUE(c1 != 0);
+	cg.reads = cg.table_reads = 0;
+	pg = sampler_paging(f.s, &sregs);
+	trap_loop_resolve(sv, &regs, &sregs, &pg);
+	uncached_reads = cg.reads;
+	uncached_tables = cg.table_reads;
+	ASSERT_EQ_INT(n_recs, 1);
+	ASSERT_EQ_INT(check_good_walk(&recs[0], c1), TEST_OK);
+
+	/* the next stay, resolved through the exit's cache: the same walk, each page walked once */
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 2000, 0), 0);
+	c2 = sv->sample.cookie;
+	ASSERT_TRUE(c2 != 0 && c2 != c1);
+	cg.reads = cg.table_reads = 0;
+	pg = sampler_exit_paging(sv, &sregs);
+	trap_loop_resolve(sv, &regs, &sregs, &pg);
+	ASSERT_EQ_INT(n_recs, 2);
+	ASSERT_EQ_INT(check_good_walk(&recs[1], c2), TEST_OK);
+	ASSERT_EQ_U64(sv->c.resolved_at_return, 2);
+	ASSERT_EQ_U64(sv->c.traps_no_mark, 0);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+	/* four pages outside the direct map, each walked once (4 levels): pt_regs' kernel stack
+	 * page, the user stack's two (its top, copied for the sample regs, and the frames) and the
+	 * user text page of the return addresses; the identity's reads are kept translations */
+	ASSERT_TRUE(uncached_tables >= 40);
+	ASSERT_TRUE(cg.table_reads <= 4 * 4);
+	ASSERT_TRUE(cg.reads * 2 <= uncached_reads);
+	ret = TEST_OK;
+fini:
+	if (cg.inner.read)
+		f.fk.fm.mem = cg.inner;
+	fixture_fini(&f);
+	return ret;
+}
+
 static const struct test_case tests[] = {
 	{ "flag marks: the loop stays armed across marks, off when idle", test_flag_loop_stays_armed },
 	{ "flag marks in the exit tail: no flag, no trap, resolved by the sample", test_flag_exit_tail },
 	{ "deferred, exit tail, no mark yet: walked into the sample, no mark",
 	  test_flag_exit_tail_inline },
+	{ "flag marks: the loop's hit resolves through the exit's translation and task caches",
+	  test_flag_loop_resolve_cached },
 };
 
 TEST_MAIN(tests)
