@@ -78,6 +78,25 @@ static int counting_read(void *ctx, uint64_t gpa, void *dst, size_t len)
 	return gmem_read(&cm->inner, gpa, dst, len);
 }
 
+/* Reads in place (the VMM's ram_map: the DWARF stack copy, prefetches) count as reads too. */
+static const void *counting_map(void *ctx, uint64_t gpa, size_t len)
+{
+	struct counting_mem *cm = ctx;
+	const void *p = gmem_map(&cm->inner, gpa, len);
+
+	if (p && cm->counting) {
+		if (cm->trace)
+			fprintf(stderr, "  map gpa 0x%llx len %zu\n", (unsigned long long)gpa, len);
+		cm->reads++;
+		cm->bytes += len;
+		for (uint64_t a = gpa & ~(uint64_t)(LINE - 1); len && a < gpa + len; a += LINE)
+			seen(cm->lines, cm->epoch, &cm->n_lines, a);
+		for (uint64_t a = gpa & ~(uint64_t)(PAGE - 1); len && a < gpa + len; a += PAGE)
+			seen(cm->pages, cm->epoch, &cm->n_pages, a);
+	}
+	return p;
+}
+
 static struct recfile_writer *writer;
 
 static int w_sample(void *ctx, const struct hvp_sample *s, const struct hvp_user_regs *r)
@@ -212,7 +231,7 @@ static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flush
 	f.s->stay_adaptive = false;
 	cm.inner = f.fk.fm.mem;
 	cm.counting = false;
-	f.fk.fm.mem = (struct gmem){ .read = counting_read, .ctx = &cm };
+	f.fk.fm.mem = (struct gmem){ .read = counting_read, .map = counting_map, .ctx = &cm };
 	if (other_marks) { /* pending marks of other threads, as threads blocked in the kernel keep */
 		struct mark_req req = req_of(&f, FK_PID, &f.entry);
 
