@@ -103,8 +103,8 @@ static bool cache_lookup(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uin
 	return false;
 }
 
-/* Where a translation of @gva goes in @set: a way that holds @gva's page already (of another
- * root, or stale), else a free one (neither of this epoch nor kept), else @seed: NULL (a seed
+/* Where a translation of @gva goes in @set: a way that holds @gva's page already (this exit's,
+ * perhaps of another root, or a kept one), else a free one (neither of this epoch nor kept), else @seed: NULL (a seed
  * evicts nothing), else a way of this epoch that is not kept (a kept translation serves every
  * later exit, one of this exit only this one), else the last way. */
 static struct pgwalk_cache_slot *cache_victim(const struct pgwalk_cache *c,

@@ -372,8 +372,8 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 
 	if (gi_current_thread_cached(s->gi, s->mem, &gr, &sv->tasks, &task, &thr, &st) == 0) {
 		st.cached ? sv->c.ident_cache_hits++ : sv->c.ident_cache_misses++;
-		if (!st.cached)
-			learn_direct_map(sv, &gr.pg, task, thr.pid);
+		/* also on a cached identity: a return trap may have filled the task cache first */
+		learn_direct_map(sv, &gr.pg, task, thr.pid);
 		smp->task = task;
 		smp->pid = thr.pid;
 		smp->tgid = thr.tgid;

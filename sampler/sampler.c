@@ -101,6 +101,7 @@ static void hook_vcpu_stop(void *ctx, struct vmm_vcpu *v)
 	counter_close_vcpu(sv);
 	sv->c.tcache_hits = sv->tcache.hits;
 	sv->c.tcache_misses = sv->tcache.misses;
+	sv->c.tcache_kept_hits = sv->tcache.kept_hits; /* the traps' after the last sample too */
 }
 
 static int hook_overflow(void *ctx, struct vmm_vcpu *v)

@@ -92,9 +92,10 @@ struct svcpu {
 	struct sampler_counters c;
 	struct hvp_sample sample;     /* scratch for building a sample */
 	struct hvp_user_stack ustack; /* scratch for a USER_STACK record */
-	struct pgwalk_cache tcache;   /* this vCPU's translations, invalidated at each sample but
+	struct pgwalk_cache tcache;   /* this vCPU's translations, invalidated at each exit but
 				       * the direct map's (kept: sample.c, learn_direct_map) */
-	struct gi_task_cache tasks;   /* identities of the tasks this vCPU sampled (sample.c) */
+	struct gi_task_cache tasks;   /* identities of the tasks this vCPU sampled or saw return
+				       * to user (sample.c, trap.c) */
 	/* the identity this vCPU's previous sample noted, when that left nothing to do for the
 	 * same one again while s->ident_gen stays @gen (identity.c: note_identity) */
 	struct ident_last ident_last;

@@ -49,15 +49,15 @@ struct gi_paging {
 #define PGWALK_CACHE_SETS 64 /* sets, indexed by GVA page number modulo this */
 #define PGWALK_CACHE_WAYS 2  /* translations per set */
 
-/* One translation of a struct pgwalk_cache (64 bytes: a set is two cache lines). */
+/* One translation of a struct pgwalk_cache (64 bytes; a set is 128 bytes). */
 struct pgwalk_cache_slot {
 	uint64_t epoch; /* valid when equal to the cache's epoch (which starts at 1) */
 	uint64_t gen;   /* or, when @kept, when equal to the cache's gen */
-	uint64_t cr3;
+	uint64_t cr3;       /* the root table's GPA (CR3 bits 11:0 cleared) */
 	uint64_t cr4;
-	uint64_t gva_page;
-	uint64_t gpa_page;
-	uint64_t page_size;
+	uint64_t gva_page;  /* GVA & ~0xfff */
+	uint64_t gpa_page;  /* GPA & ~0xfff */
+	uint64_t page_size; /* bytes of the page that maps it: 4 KiB, 2 MiB or 1 GiB */
 	bool kept;
 	uint8_t access; /* PGWALK_ACC_* of the walk that filled it */
 };
@@ -68,8 +68,8 @@ struct pgwalk_cache_slot {
  * the set is full), keyed by the root
  * table (CR3 without its PCID bits 11:0; not for kept entries, below) and CR4, valid for one
  * epoch. Callers invalidate it
- * whenever the guest may have changed its page tables (hvprof: at every sample, since the vCPU
- * is stopped while a sample is taken). Zero-initialise before use.
+ * whenever the guest may have changed its page tables (hvprof: at every exit that reads guest
+ * memory, a sample or a return trap, since the vCPU is stopped for the whole exit). Zero-initialise before use.
  *
  * Kept translations: after pgwalk_cache_keep_linear(@c, delta), a translation of the upper
  * half with gva - gpa == delta outlives pgwalk_cache_invalidate() (until

@@ -190,7 +190,7 @@ struct sampler_config {
 	X(sample_ns_total)      /* host ns spent building samples (regs to sink) */             \
 	X(sample_ns_regs) X(sample_ns_identity) X(sample_ns_kernel_unwind) X(sample_ns_user)   \
 	X(sample_ns_write)                                                                      \
-	X(tcache_hits)          /* GVA->GPA translations answered by the per-sample cache */    \
+	X(tcache_hits)          /* GVA->GPA translations answered by the per-exit cache */      \
 	X(tcache_misses)        /* ... and walked */                                            \
 	X(mapping_snapshots)    /* address spaces recorded (a process first seen, or changed) */ \
 	X(mappings)             /* MAPPING records written */                                   \

@@ -256,7 +256,8 @@ static int counting_gmem_read(void *ctx, uint64_t gpa, void *dst, size_t len)
  * the exit's translation cache (sampler_exit_paging): the same USER_STACK as without the cache,
  * with each page walked once in the exit instead of once per read (before this, the traps walked
  * every read: the return address of each frame and its stack slot, the identity's fields), and
- * the identity checked through the vCPU's task cache the sample filled.
+ * the identity checked through the vCPU's task cache the sample filled. (That loop_hit and
+ * trap_hit build their paging with sampler_exit_paging needs a VM to test: the kvm suite.)
  */
 static int test_flag_loop_resolve_cached(void)
 {
@@ -267,7 +268,7 @@ static int test_flag_loop_resolve_cached(void)
 	struct counting_gmem cg = { 0 };
 	struct svcpu *sv;
 	unsigned int uncached_reads, uncached_tables;
-	uint64_t c1, c2;
+	uint64_t c1, c2, task_hits;
 	int ret = TEST_FAIL;
 
 	if (flag_fixture_init(&f))
@@ -299,8 +300,10 @@ static int test_flag_loop_resolve_cached(void)
 	c2 = sv->sample.cookie;
 	ASSERT_TRUE(c2 != 0 && c2 != c1);
 	cg.reads = cg.table_reads = 0;
+	task_hits = sv->tasks.hits;
 	pg = sampler_exit_paging(sv, &sregs);
 	trap_loop_resolve(sv, &regs, &sregs, &pg);
+	ASSERT_EQ_U64(sv->tasks.hits, task_hits + 1); /* the identity the sample cached */
 	ASSERT_EQ_INT(n_recs, 2);
 	ASSERT_EQ_INT(check_good_walk(&recs[1], c2), TEST_OK);
 	ASSERT_EQ_U64(sv->c.resolved_at_return, 2);
