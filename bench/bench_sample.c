@@ -61,39 +61,36 @@ static void seen(struct seen_slot *set, uint64_t epoch, unsigned int *n, uint64_
 	}
 }
 
-static int counting_read(void *ctx, uint64_t gpa, void *dst, size_t len)
+/* Count one read of [@gpa, @gpa+@len) (@how: "read" or "map", for the trace). */
+static void count_read(struct counting_mem *cm, const char *how, uint64_t gpa, size_t len)
 {
-	struct counting_mem *cm = ctx;
-
-	if (!cm->counting)
-		return gmem_read(&cm->inner, gpa, dst, len);
 	if (cm->trace)
-		fprintf(stderr, "  read gpa 0x%llx len %zu\n", (unsigned long long)gpa, len);
+		fprintf(stderr, "  %s gpa 0x%llx len %zu\n", how, (unsigned long long)gpa, len);
 	cm->reads++;
 	cm->bytes += len;
 	for (uint64_t a = gpa & ~(uint64_t)(LINE - 1); len && a < gpa + len; a += LINE)
 		seen(cm->lines, cm->epoch, &cm->n_lines, a);
 	for (uint64_t a = gpa & ~(uint64_t)(PAGE - 1); len && a < gpa + len; a += PAGE)
 		seen(cm->pages, cm->epoch, &cm->n_pages, a);
+}
+
+static int counting_read(void *ctx, uint64_t gpa, void *dst, size_t len)
+{
+	struct counting_mem *cm = ctx;
+
+	if (cm->counting)
+		count_read(cm, "read", gpa, len);
 	return gmem_read(&cm->inner, gpa, dst, len);
 }
 
-/* Reads in place (the VMM's ram_map: the DWARF stack copy, prefetches) count as reads too. */
+/* Reads in place (the VMM's ram_map: the DWARF stack copy) count as reads too. */
 static const void *counting_map(void *ctx, uint64_t gpa, size_t len)
 {
 	struct counting_mem *cm = ctx;
 	const void *p = gmem_map(&cm->inner, gpa, len);
 
-	if (p && cm->counting) {
-		if (cm->trace)
-			fprintf(stderr, "  map gpa 0x%llx len %zu\n", (unsigned long long)gpa, len);
-		cm->reads++;
-		cm->bytes += len;
-		for (uint64_t a = gpa & ~(uint64_t)(LINE - 1); len && a < gpa + len; a += LINE)
-			seen(cm->lines, cm->epoch, &cm->n_lines, a);
-		for (uint64_t a = gpa & ~(uint64_t)(PAGE - 1); len && a < gpa + len; a += PAGE)
-			seen(cm->pages, cm->epoch, &cm->n_pages, a);
-	}
+	if (p && cm->counting)
+		count_read(cm, "map", gpa, len);
 	return p;
 }
 

@@ -194,7 +194,8 @@ static void count_hit_in_workload(struct svcpu *sv, uint64_t no_mark)
 	sv->c.traps_no_mark_in_workload += sv->c.traps_no_mark != no_mark;
 }
 
-/* The thread returning to user on @sv: resolve its mark with @ur. */
+/* The thread returning to user on @sv: resolve its mark with @ur, or (NULL) with the user
+ * registers in its pt_regs. No thread, no pt_regs: traps_no_mark. */
 static void resolve(struct svcpu *sv, const struct kvm_sregs *sregs, const struct kvm_regs *regs,
 		    const struct gi_paging *pg, const struct gi_user_regs *ur)
 {
@@ -203,32 +204,22 @@ static void resolve(struct svcpu *sv, const struct kvm_sregs *sregs, const struc
 			      .gs_base = sregs->gs.base, .kernel_gs_base = sv->percpu_base,
 			      .pg = *pg };
 	struct gi_thread_state st;
+	struct gi_user_regs pt;
 	struct hvp_thread t;
 	uint64_t task;
 
-	if (gi_current_thread_cached(s->gi, s->mem, &gr, &sv->tasks, &task, &t, &st) == 0)
-		marks_resolve_at_return(sv, task, t.pid, st.mm, pg, ur);
-	else
+	if (gi_current_thread_cached(s->gi, s->mem, &gr, &sv->tasks, &task, &t, &st) != 0 ||
+	    (!ur && gi_task_user_regs(s->gi, s->mem, pg, task, &pt) != 0)) {
 		sv->c.traps_no_mark++;
+		return;
+	}
+	marks_resolve_at_return(sv, task, t.pid, st.mm, pg, ur ? ur : &pt);
 }
 
 void trap_loop_resolve(struct svcpu *sv, const struct kvm_regs *regs,
 		       const struct kvm_sregs *sregs, const struct gi_paging *pg)
 {
-	struct sampler *s = sv->s;
-	struct gi_regs gr = { .rip = regs->rip, .rsp = regs->rsp, .rbp = regs->rbp, .cpl = 0,
-			      .gs_base = sregs->gs.base, .kernel_gs_base = sv->percpu_base,
-			      .pg = *pg };
-	struct gi_thread_state st;
-	struct gi_user_regs ur;
-	struct hvp_thread t;
-	uint64_t task;
-
-	if (gi_current_thread_cached(s->gi, s->mem, &gr, &sv->tasks, &task, &t, &st) == 0 &&
-	    gi_task_user_regs(s->gi, s->mem, pg, task, &ur) == 0)
-		marks_resolve_at_return(sv, task, t.pid, st.mm, pg, &ur);
-	else
-		sv->c.traps_no_mark++;
+	resolve(sv, sregs, regs, pg, NULL);
 }
 
 static int trap_hit(struct svcpu *sv, bool is_sysret, bool repeat)
