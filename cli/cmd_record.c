@@ -409,6 +409,12 @@ static void print_summary(const struct guest *gs, const struct vmm_result *res,
 		(unsigned long long)cnt->samples_user, (unsigned long long)cnt->samples_kernel,
 		(unsigned long long)cnt->samples_no_task, secs,
 		sampler_counter_name(sampler_counter_kind(gs->sampler)), a->freq, boot, a->output);
+	if (cnt->bp_never_fired)
+		fprintf(stderr,
+			"hvprof: warning: this host delivered none of hvprof's guest breakpoints "
+			"(%llu returns to user passed unseen): deferred user callchains were given up "
+			"for walks at the sample (eager) from then on\n",
+			(unsigned long long)cnt->returns_unseen);
 }
 
 int cmd_record(int argc, char **argv)

@@ -193,6 +193,7 @@ static void add_rate(struct facts *f, const struct profile *p, const char *count
 
 int profile_facts(const struct profile *p, struct facts *f)
 {
+	uint64_t never = 0, unseen = 0;
 	const struct profile_stats *st = &p->stats;
 	const char *counter = profile_meta(p, "counter");
 	const char *freq = profile_meta(p, "frequency_hz");
@@ -266,7 +267,11 @@ int profile_facts(const struct profile *p, struct facts *f)
 		  freq ? freq : "", freq ? " Hz" : "", period ? ", period " : "",
 		  period ? period : "", period ? " ns" : "");
 	add_rate(f, p, counter, freq);
-	if (mode)
+	if (mode && profile_counter(p, "bp_never_fired", &never) == 0 && never)
+		facts_add(f, "Callchains: %s, then eager: no breakpoint fired before %" PRIu64
+			  " returns to user passed unseen (the host does not deliver them)", mode,
+			  profile_counter(p, "returns_unseen", &unseen) == 0 ? unseen : 0);
+	else if (mode)
 		facts_add(f, "Callchains: %s", mode);
 	if (kernel || kver)
 		facts_add(f, "Kernel: %s%s%s%s%s%s", kernel ? kernel : "",

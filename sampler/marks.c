@@ -282,6 +282,25 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 }
 
 /*
+ * A mark outlived a return to user that no breakpoint saw: its thread, in the same mm, was
+ * sampled in a later kernel entry. Rare while breakpoints fire (a return taken before the flag
+ * or the trap was armed); if BP_DEAD_UNSEEN such returns come before any breakpoint hit, the
+ * host does not deliver them, and kernel samples are walked at once from then on
+ * (user_part_of_kernel_sample), counted once in bp_never_fired.
+ */
+static void note_unseen_return(struct svcpu *sv)
+{
+	struct sampler *s = sv->s;
+
+	sv->c.returns_unseen++;
+	if (atomic_load_explicit(&s->bp_fired, memory_order_relaxed))
+		return;
+	if (atomic_fetch_add(&s->returns_unseen, 1) + 1 >= BP_DEAD_UNSEEN &&
+	    !atomic_exchange(&s->bp_dead, true))
+		sv->c.bp_never_fired++;
+}
+
+/*
  * Sampling is off (a detach switched it off; under the marks lock): a vCPU still building a
  * sample the detach stopped waiting for must not make a mark after marks_drop_all, or mark_new
  * would arm the return-to-user breakpoints again after the detach disarmed them, with nothing
@@ -338,6 +357,8 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		pthread_mutex_unlock(&m->lock);
 		emit_saved_entry_walk(sv, &old, req->entry, req->pg, req->mm);
 		sv->c.resolved_stale++;
+		if (old.mm == req->mm)
+			note_unseen_return(sv);
 		pthread_mutex_lock(&m->lock);
 		mk = NULL;
 	}

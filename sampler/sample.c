@@ -80,6 +80,9 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 				.entry_known = true, .exiting = exiting, .mm = mm, .execve = execve,
 				.exit_tail = s->traps.flag && in_exit_tail(s, smp),
 				.now_ns = smp->time_ns + sampler_start_ns(s) };
+	/* deferred unless the host never delivered a breakpoint (marks.c, note_unseen_return) */
+	bool defer = s->callchain != SAMPLER_CALLCHAIN_EAGER &&
+		     !atomic_load_explicit(&s->bp_dead, memory_order_relaxed);
 	enum hvp_walk_stop why;
 	unsigned int n = 0;
 
@@ -95,7 +98,8 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	} else if (gi_in_entry_window(s->gi, smp->rip)) {
 		req.entry_known = false;
 	}
-	if (req.entry_known && !execve && !exiting && s->callchain == SAMPLER_CALLCHAIN_DEFERRED &&
+	if (defer && req.entry_known && !execve && !exiting &&
+	    s->callchain == SAMPLER_CALLCHAIN_DEFERRED &&
 	    (req.exit_tail || stay_walk_now(sv, &ur, &req.explore)) &&
 	    !marks_has(sv, task, smp->pid)) {
 		/* No mark of this stay, and either past its last read of the flags (the exit
@@ -109,7 +113,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 			sv->c.tail_walked_inline++;
 		else
 			sv->c.stay_walked_inline++;
-	} else if (s->callchain != SAMPLER_CALLCHAIN_EAGER) {
+	} else if (defer) {
 		smp->cookie = marks_take(sv, &req);
 		if (!smp->cookie && !atomic_load(&s->sampling_start))
 			return; /* sampling stopped (a detach): this sample goes nowhere */

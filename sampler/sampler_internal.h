@@ -128,6 +128,13 @@ struct svcpu {
  * All samples of one stay in the kernel share its cookie.
  */
 #define MARKS_MAX 512
+/*
+ * Marks that outlived a return to user before the first breakpoint hit, after which deferred
+ * marks give way to walks at the sample: the host does not deliver the guest-debug breakpoints
+ * (seen with QEMU 7.2's emulated SVM, whose VMRUN loads DR7 without arming it). With working
+ * breakpoints the first hit comes at the first flagged or trapped return, long before this.
+ */
+#define BP_DEAD_UNSEEN 32
 
 struct mark {
 	uint64_t task;
@@ -406,6 +413,12 @@ struct sampler {
 	/* bumped (under ident_lock) at every change of the identity caches: a vCPU's ident_last
 	 * holds only while it is unchanged (identity.c) */
 	atomic_uint_fast64_t ident_gen;
+	/* whether breakpoints are delivered (marks.c, sampler_note_unseen_return): any trap or
+	 * loop hit so far; marks that outlived a return no breakpoint saw; and, once
+	 * BP_DEAD_UNSEEN of those came before any hit, walks at the sample from then on */
+	atomic_bool bp_fired;
+	atomic_uint returns_unseen;
+	atomic_bool bp_dead;
 };
 
 /*

@@ -184,6 +184,10 @@ struct sampler_config {
 				 * the kernel's own TIF_NOTIFY_RESUME (in traps_no_mark) */     \
 	X(traps_in_workload)    /* traps_hit between the guest's WORKLOAD_START and END */      \
 	X(traps_no_mark_in_workload) /* ... and traps_no_mark */                               \
+	X(returns_unseen)       /* marks that outlived a return to user no breakpoint saw (a  \
+				 * later kernel entry of the same thread and mm was sampled) */ \
+	X(bp_never_fired)       /* 1: BP_DEAD_UNSEEN returns went unseen before any breakpoint \
+				 * hit, and later kernel samples were walked at once (eager) */ \
 	X(flag_set_failed)      /* the task's flags could not be written: trapped instead */     \
 	X(trap_ns_total)        /* host ns spent in trap handling */                            \
 	X(user_regs_unreadable) /* kernel samples of user threads without pt_regs */            \

@@ -80,8 +80,10 @@ per = float(m.group(1)) if m else 0.0
 check("summary: samples per vCPU-second sampled equal -F within 10%", 900 <= per <= 1100,
       f"{per:.0f} (period_total {cnt.get('period_total', 0) / 1e9:.2f} s, "
       f"vcpu_cpu_ns {cnt.get('vcpu_cpu_ns', 0) / 1e9:.2f} s)")
-check("period_total: the vCPU time sampled, well below the vCPU threads' CPU time",
-      0 < cnt.get("period_total", 0) < cnt.get("vcpu_cpu_ns", 0) / 2,
+# Below, not "well below": the boot before sampling is most of the CPU time where kernel code is
+# emulated (PVM), a small part where it runs natively (VMX/SVM, or QEMU's emulated SVM: 80%).
+check("period_total: the vCPU time sampled, below the vCPU threads' CPU time",
+      0 < cnt.get("period_total", 0) < cnt.get("vcpu_cpu_ns", 0),
       f"{cnt.get('period_total')} / {cnt.get('vcpu_cpu_ns')}")
 
 # The demo's share of the samples inside the two workload windows: between them the guest's

@@ -2,7 +2,8 @@
 // Unit tests of guest-visible marks (sampler/marks.c with flag hooks, sampler/sample.c's exit
 // tail) without /dev/kvm: the exit-work loop's breakpoint stays armed across marks; a mark in the
 // exit tail sets no flag and is resolved by its sample; in deferred mode an exit-tail sample with
-// no mark of its stay is walked into the sample itself.
+// no mark of its stay is walked into the sample itself; a host that never delivers the
+// breakpoints turns marks into walks at the sample.
 #include <string.h>
 
 #include "gi_internal.h"
@@ -323,6 +324,74 @@ fini:
 	return ret;
 }
 
+/* @k kernel samples of the fixture's thread in the kernel body, each in a new kernel entry (its
+ * user registers alternate between two), with no return seen between them: the last sample. */
+static void unseen_returns(struct fixture *f, struct svcpu *sv, int k, struct hvp_sample *smp)
+{
+	struct gi_user_regs other = { 0x400200, U + 0x80, U + 0x3000 };
+
+	for (int i = 0; i < k; i++) {
+		tail_sample(smp, FK_STEXT + 0x400);
+		user_part_of_kernel_sample(sv, smp, f->fk.task_kva, &f->fk.fm.pg,
+					   i % 2 ? &other : &f->entry, false, f->fk.mm_kva, false);
+	}
+}
+
+/*
+ * A host that never delivers the guest-debug breakpoints (QEMU 7.2's emulated SVM): every flagged
+ * mark outlives its return, and the thread's next sample in a later kernel entry finds it. After
+ * BP_DEAD_UNSEEN such returns with no breakpoint hit, kernel samples are walked at once (no mark,
+ * their own user path), counted once. One hit before that keeps the marks, however many
+ * returns a race lets pass.
+ */
+static int test_breakpoints_never_fire(void)
+{
+	struct fixture f;
+	struct hvp_sample smp;
+	struct svcpu *sv;
+	int ret = TEST_FAIL;
+
+	if (flag_fixture_init(&f))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	f.s->traps.flag = true;
+	f.s->stay_adaptive = false; /* every sample marks: the rule is not what is tested */
+	unseen_returns(&f, sv, BP_DEAD_UNSEEN, &smp);
+	ASSERT_TRUE(smp.cookie != 0); /* BP_DEAD_UNSEEN - 1 unseen: still marking */
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_U64(sv->c.returns_unseen, BP_DEAD_UNSEEN - 1);
+	ASSERT_EQ_U64(sv->c.bp_never_fired, 0);
+	unseen_returns(&f, sv, 2, &smp); /* the last mark's return unseen, then walked at once */
+	ASSERT_EQ_U64(sv->c.returns_unseen, BP_DEAD_UNSEEN);
+	ASSERT_EQ_U64(sv->c.bp_never_fired, 1);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_TRUE(smp.n_user >= 1);
+	ASSERT_EQ_U64(smp.user_ips[0], 0x400200); /* its own entry's registers (the other pair) */
+	ASSERT_EQ_U64(sv->c.marks, BP_DEAD_UNSEEN + 1);
+	ASSERT_EQ_INT(n_flag_set, BP_DEAD_UNSEEN + 1);
+	unseen_returns(&f, sv, 4, &smp); /* no mark, no flag, counted once */
+	ASSERT_EQ_U64(sv->c.marks, BP_DEAD_UNSEEN + 1);
+	ASSERT_EQ_INT(n_flag_set, BP_DEAD_UNSEEN + 1);
+	ASSERT_EQ_U64(sv->c.bp_never_fired, 1);
+	fixture_fini(&f);
+
+	/* a breakpoint fired (trap.c, note_bp_fired): unseen returns are counted, marks stay */
+	if (flag_fixture_init(&f))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	f.s->traps.flag = true;
+	f.s->stay_adaptive = false;
+	atomic_store(&f.s->bp_fired, true);
+	unseen_returns(&f, sv, 2 * BP_DEAD_UNSEEN, &smp);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_U64(sv->c.returns_unseen, 2 * BP_DEAD_UNSEEN - 1);
+	ASSERT_EQ_U64(sv->c.bp_never_fired, 0);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
 static const struct test_case tests[] = {
 	{ "flag marks: the loop stays armed across marks, off when idle", test_flag_loop_stays_armed },
 	{ "flag marks in the exit tail: no flag, no trap, resolved by the sample", test_flag_exit_tail },
@@ -330,6 +399,8 @@ static const struct test_case tests[] = {
 	  test_flag_exit_tail_inline },
 	{ "flag marks: the loop's hit resolves through the exit's translation and task caches",
 	  test_flag_loop_resolve_cached },
+	{ "breakpoints that never fire: walks at the sample after BP_DEAD_UNSEEN unseen returns",
+	  test_breakpoints_never_fire },
 };
 
 TEST_MAIN(tests)
