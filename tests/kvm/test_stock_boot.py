@@ -59,12 +59,26 @@ first = {}
 err_lines = []
 
 
+seen_lock = threading.Lock()
+
+
+def stop_when_seen():
+    """SIGINT once both the console line and the slide's confirmation came: where kernel code
+    runs natively (VMX/SVM) trap_init sets MSR_LSTAR before the serial console prints the
+    buffered banner, so the confirmation alone would stop the guest before its first line."""
+    with seen_lock:
+        if "t" in first and "confirmed_t" in first and "stopped" not in first:
+            first["stopped"] = True
+            proc.send_signal(signal.SIGINT)  # seen all we came for
+
+
 def read_console():
     for raw in proc.stdout:
         line = raw.decode(errors="replace").rstrip()
         if "Linux version" in line and "t" not in first:
             first["t"] = time.monotonic() - t0
             first["line"] = line
+            stop_when_seen()
         print(line, flush=True)
 
 
@@ -74,7 +88,7 @@ def read_log():
         err_lines.append(line)
         if "confirms the KASLR slide" in line:
             first["confirmed_t"] = time.monotonic() - t0
-            proc.send_signal(signal.SIGINT)  # seen all we came for
+            stop_when_seen()
 
 
 readers = [threading.Thread(target=read_console), threading.Thread(target=read_log)]
