@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Run a command where /dev/kvm exists, on a host that has none: inside a QEMU guest under TCG
+# (software emulation) whose CPU emulates AMD SVM, so that its own KVM (kvm_amd, nested paging)
+# gives /dev/kvm. That guest (L1) mounts the host's / read-only over virtio-9p, /work and the
+# hvprof cache read-write, runs COMMAND from the repository's top as root, and powers off.
+#
+#   scripts/nested-svm.sh [-c CPUS] [-m MEM] COMMAND...
+#   scripts/nested-svm.sh python3 -u tests/kvm/test_record.py build/cli/hvprof build/tests/kvm/mybench
+#
+# Output: COMMAND's, then "nested-svm: exit status N" (the script exits with N; 125: L1 did not
+# report one). L1's kernel is built once from the image's cached linux-source tree (x86_64
+# defconfig + kvm_guest.config + KVM_AMD, 9p: ~15 min on 2 cores) into $cache/l1-kernel.
+#
+# What it is good for: every path of a VMX/SVM host (kernel code runs at CPL0 natively, no
+# PVM emulation), boots in seconds. What it cannot test: QEMU 7.2's VMRUN loads the guest's
+# DR7 without arming TCG's breakpoints, so hvprof's guest-debug breakpoints never fire in L2 and
+# deferred callchains fall back to walks at the sample (counter bp_never_fired): the deferred
+# tests' checks of marks resolved at the return fail there, by the emulator, not by hvprof.
+# Timings are TCG's, not a host's.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cache=${HVPROF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvprof}
+cpus=2 mem=8G
+while getopts c:m: o; do
+	case $o in
+	c) cpus=$OPTARG ;;
+	m) mem=$OPTARG ;;
+	*) echo "usage: $0 [-c CPUS] [-m MEM] COMMAND..." >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# -gt 0 ] || { echo "usage: $0 [-c CPUS] [-m MEM] COMMAND..." >&2; exit 2; }
+case $top in /work/*) ;; *) echo "nested-svm: the repository must be under /work (shared with L1 as /work)" >&2; exit 2 ;; esac
+command -v qemu-system-x86_64 >/dev/null || apt-get install -y qemu-system-x86 >/dev/null
+
+l1k=$cache/l1-kernel
+if [ ! -f "$l1k/arch/x86/boot/bzImage" ]; then
+	tree=$(ls -d "$cache"/src/linux-6.1-* 2>/dev/null | head -1)
+	[ -n "$tree" ] || { echo "nested-svm: no kernel tree in $cache/src (run images/build-image.sh)" >&2; exit 2; }
+	echo "nested-svm: building L1's kernel from $tree into $l1k" >&2
+	mkdir -p "$l1k"
+	make -s -C "$tree" O="$l1k" x86_64_defconfig kvm_guest.config >/dev/null
+	"$tree/scripts/config" --file "$l1k/.config" -e VIRTUALIZATION -e KVM -e KVM_AMD \
+		-e NET_9P -e NET_9P_VIRTIO -e 9P_FS -e VIRTIO_PCI -e DEVTMPFS -e DEVTMPFS_MOUNT \
+		-e PERF_EVENTS -e TMPFS -e DEBUG_INFO_NONE
+	make -s -C "$l1k" olddefconfig >/dev/null
+	nice make -s -C "$l1k" -j"$(nproc)" bzImage >/dev/null
+fi
+
+run=$(mktemp -d /work/.nested-svm.XXXXXX)
+trap 'rm -rf "$run"' EXIT
+printf '%q ' "$@" > "$run/cmd"
+cat > "$run/init" <<EOF
+#!/bin/bash
+mount -t proc proc /proc; mount -t sysfs sys /sys
+mountpoint -q /dev || mount -t devtmpfs dev /dev
+mkdir -p /dev/shm; mount -t tmpfs shm /dev/shm; mount -t tmpfs tmp /tmp; mount -t tmpfs run /run
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=mmap work /work
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 cache "$cache"
+export HOME=$HOME PATH=$PATH
+cd "$top" && bash "$run/cmd" 2>&1 | tee "$run/out"
+echo "\${PIPESTATUS[0]}" > "$run/status"
+sync; echo o > /proc/sysrq-trigger
+EOF
+chmod +x "$run/init"
+# shellcheck disable=SC2094 # L1's console goes to a log; COMMAND's output comes from $run/out
+qemu-system-x86_64 -accel tcg,thread=multi,tb-size=1024 -cpu max -smp "$cpus" -m "$mem" \
+	-nographic -no-reboot -nodefaults -serial file:"$run/console" \
+	-kernel "$l1k/arch/x86/boot/bzImage" \
+	-append "console=ttyS0 root=host rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose ro init=$run/init panic=-1 quiet" \
+	-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
+	-device virtio-9p-pci,fsdev=root,mount_tag=host \
+	-fsdev local,id=work,path=/work,security_model=none -device virtio-9p-pci,fsdev=work,mount_tag=work \
+	-fsdev local,id=cache,path="$cache",security_model=none -device virtio-9p-pci,fsdev=cache,mount_tag=cache \
+	>/dev/null
+[ -f "$run/out" ] && cat "$run/out"
+status=$(cat "$run/status" 2>/dev/null || echo 125)
+echo "nested-svm: exit status $status"
+exit "$status"
