@@ -169,7 +169,9 @@ if os.path.exists(data):
         deep += int(count) * (len(frames) >= 3)
     print(f"ORC: {ended}/{len(ks)} kernel walks ended at the outermost frame; "
           f"{rooted}/{total} samples rooted at {'/'.join(roots)}; {deep} with >= 3 frames")
-    if not ks or ended < 0.95 * len(ks) or total < 1000 or rooted < 0.9 * total \
+    # 100 samples at least: the run lasts until the slide is confirmed, 40-60 s of emulated
+    # boot on PVM (~10 000 samples) but ~1 s where kernel code runs natively (~200)
+    if not ks or ended < 0.95 * len(ks) or total < 100 or rooted < 0.9 * total \
             or deep < 0.7 * total:
         print("FAIL: kernel callchains of the stock kernel (ORC) do not reach its roots")
         failures += 1
