@@ -413,7 +413,7 @@ struct sampler {
 	/* bumped (under ident_lock) at every change of the identity caches: a vCPU's ident_last
 	 * holds only while it is unchanged (identity.c) */
 	atomic_uint_fast64_t ident_gen;
-	/* whether breakpoints are delivered (marks.c, sampler_note_unseen_return): any trap or
+	/* whether breakpoints are delivered (marks.c, note_unseen_return): any trap or
 	 * loop hit so far; marks that outlived a return no breakpoint saw; and, once
 	 * BP_DEAD_UNSEEN of those came before any hit, walks at the sample from then on */
 	atomic_bool bp_fired;
