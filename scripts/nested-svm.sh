@@ -56,6 +56,7 @@ cat > "$run/init" <<EOF
 mount -t proc proc /proc; mount -t sysfs sys /sys
 mountpoint -q /dev || mount -t devtmpfs dev /dev
 mkdir -p /dev/shm; mount -t tmpfs shm /dev/shm; mount -t tmpfs tmp /tmp; mount -t tmpfs run /run
+mount -t tmpfs vartmp /var/tmp
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=mmap work /work
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 cache "$cache"
 export HOME=$HOME PATH=$PATH

@@ -144,8 +144,10 @@ for name in runs:
 for name in runs:
     early = sum(c for s, c in runs[name][2] if "[early boot]_[k]" in s)
     if name == "guest-kaslr":
-        check(f"{name}: the guest's decompressor ran and is shown as [early boot] (> 1000 "
-              f"samples)", early > 1000, f"{early} samples")
+        # > 100: PVM emulates the decompressor for seconds (> 1000 samples), natively run
+        # kernel code (VMX/SVM, QEMU's emulated SVM) decompresses in ~0.4 s (389 seen)
+        check(f"{name}: the guest's decompressor ran and is shown as [early boot] (> 100 "
+              f"samples)", early > 100, f"{early} samples")
     else:
         check(f"{name}: no decompressor ran (< 50 [early boot] samples)", early < 50,
               f"{early} samples")
