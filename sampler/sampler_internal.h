@@ -413,9 +413,10 @@ struct sampler {
 	/* bumped (under ident_lock) at every change of the identity caches: a vCPU's ident_last
 	 * holds only while it is unchanged (identity.c) */
 	atomic_uint_fast64_t ident_gen;
-	/* whether breakpoints are delivered (marks.c, note_unseen_return): any trap or
-	 * loop hit so far; marks that outlived a return no breakpoint saw; and, once
-	 * BP_DEAD_UNSEEN of those came before any hit, walks at the sample from then on */
+	/* whether breakpoints are delivered (marks.c, note_unseen_return): a return to user
+	 * caught by a trap or the loop with marks pending (trap.c, resolve); marks that
+	 * outlived a return no breakpoint saw; and, once BP_DEAD_UNSEEN of those came before
+	 * any catch, walks at the sample from then on */
 	atomic_bool bp_fired;
 	atomic_uint returns_unseen;
 	atomic_bool bp_dead;

@@ -194,13 +194,6 @@ static void count_hit_in_workload(struct svcpu *sv, uint64_t no_mark)
 	sv->c.traps_no_mark_in_workload += sv->c.traps_no_mark != no_mark;
 }
 
-/* A breakpoint fired: the host delivers them (sampler_internal.h, BP_DEAD_UNSEEN). */
-static void note_bp_fired(struct sampler *s)
-{
-	if (!atomic_load_explicit(&s->bp_fired, memory_order_relaxed))
-		atomic_store(&s->bp_fired, true);
-}
-
 /* The thread returning to user on @sv: resolve its mark with @ur, or (NULL) with the user
  * registers in its pt_regs. No thread, no pt_regs: traps_no_mark. */
 static void resolve(struct svcpu *sv, const struct kvm_sregs *sregs, const struct kvm_regs *regs,
@@ -215,6 +208,10 @@ static void resolve(struct svcpu *sv, const struct kvm_sregs *sregs, const struc
 	struct hvp_thread t;
 	uint64_t task;
 
+	/* a breakpoint caught a return: the host delivers them (sampler_internal.h,
+	 * BP_DEAD_UNSEEN); one relaxed load once it is known */
+	if (!atomic_load_explicit(&s->bp_fired, memory_order_relaxed))
+		atomic_store(&s->bp_fired, true);
 	if (gi_current_thread_cached(s->gi, s->mem, &gr, &sv->tasks, &task, &t, &st) != 0 ||
 	    (!ur && gi_task_user_regs(s->gi, s->mem, pg, task, &pt) != 0)) {
 		sv->c.traps_no_mark++;
@@ -239,10 +236,8 @@ static int trap_hit(struct svcpu *sv, bool is_sysret, bool repeat)
 	uint64_t frame[5] = { 0 }, k0 = stage_now(&s->clock), no_mark = sv->c.traps_no_mark;
 	int err;
 
-	if (!repeat) { /* a repeat was counted at its first exit */
+	if (!repeat) /* a repeat was counted at its first exit */
 		sv->c.traps_hit++;
-		note_bp_fired(s);
-	}
 	err = vmm_vcpu_regs_rw(sv->v, &regs, &sregs);
 	if (err)
 		goto fail;
@@ -381,7 +376,6 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 
 		sv->c.traps_hit++;
 		sv->c.loop_hits++;
-		note_bp_fired(s);
 		/* the loop stays armed across marks: with none pending, the kernel's own flag */
 		if (!pending)
 			sv->c.traps_no_mark++;

@@ -65,7 +65,6 @@ echo "\${PIPESTATUS[0]}" > "$run/status"
 sync; echo o > /proc/sysrq-trigger
 EOF
 chmod +x "$run/init"
-# shellcheck disable=SC2094 # L1's console goes to a log; COMMAND's output comes from $run/out
 qemu-system-x86_64 -accel tcg,thread=multi,tb-size=1024 -cpu max -smp "$cpus" -m "$mem" \
 	-nographic -no-reboot -nodefaults -serial file:"$run/console" \
 	-kernel "$l1k/arch/x86/boot/bzImage" \
@@ -77,5 +76,7 @@ qemu-system-x86_64 -accel tcg,thread=multi,tb-size=1024 -cpu max -smp "$cpus" -m
 	>/dev/null
 [ -f "$run/out" ] && cat "$run/out"
 status=$(cat "$run/status" 2>/dev/null || echo 125)
+# no status: L1 did not run COMMAND to its end (no boot, a panic): its console says why
+[ "$status" = 125 ] && tail -20 "$run/console" >&2
 echo "nested-svm: exit status $status"
 exit "$status"

@@ -347,6 +347,9 @@ static void unseen_returns(struct fixture *f, struct svcpu *sv, int k, struct hv
 static int test_breakpoints_never_fire(void)
 {
 	struct fixture f;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct gi_paging pg;
 	struct hvp_sample smp;
 	struct svcpu *sv;
 	int ret = TEST_FAIL;
@@ -375,13 +378,22 @@ static int test_breakpoints_never_fire(void)
 	ASSERT_EQ_U64(sv->c.bp_never_fired, 1);
 	fixture_fini(&f);
 
-	/* a breakpoint fired (trap.c, note_bp_fired): unseen returns are counted, marks stay */
+	/* the loop's breakpoint caught one return (trap_loop_resolve, as loop_hit calls it):
+	 * unseen returns after it are counted, and the marks stay */
 	if (flag_fixture_init(&f))
 		goto fini;
 	sv = &f.s->vcpus[0];
+	sv->kaslr_decided = true; /* the fake kernel has no MSR_LSTAR to decide the KASLR check */
 	f.s->traps.flag = true;
 	f.s->stay_adaptive = false;
-	atomic_store(&f.s->bp_fired, true);
+	fixture_process(&f.fk, 0x400000);
+	ASSERT_TRUE(write_pt_regs(&f, &f.entry) == 0);
+	ASSERT_TRUE(fixture_vcpu_regs(&f, 0, &regs, &sregs) == 0);
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 1000, 0), 0);
+	ASSERT_TRUE(sv->sample.cookie != 0);
+	pg = sampler_exit_paging(sv, &sregs);
+	trap_loop_resolve(sv, &regs, &sregs, &pg);
+	ASSERT_EQ_U64(sv->c.resolved_at_return, 1);
 	unseen_returns(&f, sv, 2 * BP_DEAD_UNSEEN, &smp);
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_U64(sv->c.returns_unseen, 2 * BP_DEAD_UNSEEN - 1);
