@@ -49,6 +49,14 @@ static void gi_find_exit_paths(struct gi *gi)
 		gi->exit2_start = a;
 		gi->exit2_end = b + 2; /* iretq is 48 cf */
 	}
+	/* the calls after which the user registers are saved below the iret frame */
+	for (size_t i = 0; i < ARRAY_SIZE(gi->save_regs_kva); i++) {
+		static const char *const name[] = { "error_entry", "paranoid_entry",
+						    "xen_error_entry" };
+
+		if (symtab_find(gi->st, name[i], &a) == 0)
+			gi->save_regs_kva[i] = a;
+	}
 	if (symtab_find(gi->st, "asm_exc_page_fault", &a) == 0) {
 		gi->pf_entry_kva = a;
 		gi->idt_pf_kva = a;

@@ -67,6 +67,9 @@ struct gi {
 	bool placed;            /* gi_kaslr_placed() was called */
 	uint64_t placed_slide;
 	uint64_t idt_pf_kva;    /* asm_exc_page_fault for the IDT witness, 0 if none */
+	/* error_entry, paranoid_entry, xen_error_entry: the entry code's calls that save the user
+	 * registers below the iret frame (link-time; 0 when absent) */
+	uint64_t save_regs_kva[3];
 	struct gi_exit_work exit_work; /* link-time; head 0 when not found (exitwork.c) */
 	uint64_t exit_callers[4][2];   /* [start, end) of its callers, link-time; 0/0 unknown: from
 					* their call of it on, or whole when they do not call it */
@@ -81,6 +84,27 @@ struct gi {
 	uint64_t tail_lo, tail_hi;
 };
 
+/**
+ * struct gi_orc_entry_frame - the first interrupt or exception frame an ORC walk meets (the
+ * entry a sample is in): @regs GVA of its struct pt_regs (for an iret frame alone, where one
+ * would start: the frame is at @regs + 128); @full: the whole pt_regs is saved there (ORC
+ * REGS), else only the iret frame (REGS_PARTIAL); @first: it is the sampled instruction's own
+ * frame (no call frame between); @user: its CS has RPL 3 (the entry came from user mode).
+ */
+struct gi_orc_entry_frame {
+	uint64_t regs;
+	bool full, first, user;
+};
+
+/*
+ * gi_orc_entry_frame - walk from @regs (CPL 0) with ORC, through call frames only (at most 8),
+ * to the first pt_regs or iret frame. Return: 0 and *@out; -ENOTSUP no ORC tables; -EAGAIN the
+ * stack is not described there yet (an undefined or end entry: the SYSCALL entry before its
+ * frame is built); -ELOOP no such frame within 8; -EFAULT a read failed; -EBADMSG a hostile
+ * step (call frame not above the previous one, return address outside kernel text).
+ */
+int gi_orc_entry_frame(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
+		       struct gi_orc_entry_frame *out) __must_check;
 
 /* The slide, read atomically (see struct gi). */
 static inline uint64_t gi_slide(const struct gi *gi)

@@ -39,22 +39,14 @@ int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct 
 	return err ?: gi_stack_user_regs(gi, mem, pg, stack, out);
 }
 
-int gi_stack_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
-		       uint64_t stack_kva, struct gi_user_regs *out)
+/* The user registers of the pt_regs at kernel GVA @regs_kva (whole, as the entry saved it). */
+static int read_user_pt_regs(const struct gi_layout *l, const struct gmem *mem,
+			     const struct gi_paging *pg, uint64_t regs_kva, struct gi_user_regs *out)
 {
-	const struct gi_layout *l;
-	uint64_t regs_kva, cs;
+	uint64_t cs;
 	uint8_t buf[PT_REGS_MAX];
 	int err;
 
-	if (!gi || !mem || !pg || !out)
-		return -EINVAL;
-	l = &gi->layout;
-	if (!have_pt_regs(l))
-		return -ENODATA;
-	if (!gi_is_kernel_gva(pg, stack_kva) || (stack_kva & (GI_THREAD_SIZE - 1)))
-		return -EBADMSG;
-	regs_kva = stack_kva + GI_THREAD_SIZE - l->pt_regs_size;
 	/* SAFETY: pt_regs_size <= sizeof(buf) and every field offset + 8 <= pt_regs_size. */
 	err = gi_read_gva(mem, pg, regs_kva, buf, l->pt_regs_size);
 	if (err)
@@ -84,6 +76,99 @@ int gi_stack_user_regs(const struct gi *gi, const struct gmem *mem, const struct
 		memcpy(&out->orig_ax, buf + l->pt_regs_orig_ax, 8);
 		out->entry_known = true;
 	}
+	return 0;
+}
+
+int gi_stack_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		       uint64_t stack_kva, struct gi_user_regs *out)
+{
+	if (!gi || !mem || !pg || !out)
+		return -EINVAL;
+	if (!have_pt_regs(&gi->layout))
+		return -ENODATA;
+	if (!gi_is_kernel_gva(pg, stack_kva) || (stack_kva & (GI_THREAD_SIZE - 1)))
+		return -EBADMSG;
+	return read_user_pt_regs(&gi->layout, mem, pg,
+				 stack_kva + GI_THREAD_SIZE - gi->layout.pt_regs_size, out);
+}
+
+static int running_slide(const struct gi *gi, uint64_t *slide);
+
+/*
+ * Whether @rip (a running GVA) directly follows a call of one of the entry code's functions that
+ * save the user registers (error_entry and its kind): "e8 rel32" in the 5 bytes before it,
+ * aimed at one of them. Such a call has returned, with the registers saved below the iret
+ * frame and the vCPU's own cleared.
+ */
+static bool after_save_call(const struct gi *gi, const struct gmem *mem,
+			    const struct gi_paging *pg, uint64_t rip, uint64_t slide)
+{
+	uint8_t insn[5];
+	int32_t rel;
+
+	if (gi_read_gva(mem, pg, rip - sizeof(insn), insn, sizeof(insn)) != 0 || insn[0] != 0xe8)
+		return false;
+	memcpy(&rel, insn + 1, sizeof(rel));
+	for (size_t i = 0; i < ARRAY_SIZE(gi->save_regs_kva); i++)
+		if (gi->save_regs_kva[i] && rip + (uint64_t)(int64_t)rel == gi->save_regs_kva[i] + slide)
+			return true;
+	return false;
+}
+
+#define IRET_FRAME_IP 128 /* struct pt_regs: ip, cs, flags, sp, ss from here (x86-64) */
+#define USER_CS_64 0x33   /* __USER_CS (arch/x86/include/asm/segment.h) */
+
+int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
+		       const struct gi_user_regs *live, struct gi_user_regs *out)
+{
+	const struct gi_layout *l;
+	struct gi_orc_entry_frame f;
+	uint64_t frame[4], slide; /* ip, cs, flags, sp */
+	int err;
+
+	if (!gi || !mem || !regs || !live || !out)
+		return -EINVAL;
+	l = &gi->layout;
+	if (!have_pt_regs(l) || l->pt_regs_ip != IRET_FRAME_IP)
+		return -ENODATA;
+	err = running_slide(gi, &slide);
+	if (err)
+		return -ENOTSUP;
+	if (gi->entry_kva && regs->rip == gi->entry_kva + slide) {
+		/* SYSCALL's entry, at its first instruction: nothing saved or changed yet; the
+		 * instruction put the return address in RCX and RFLAGS in R11 (SDM, SYSCALL) */
+		*out = *live;
+		out->ip = live->cx;
+		out->cs = USER_CS_64;
+		out->orig_ax = live->ax; /* the system call's number, as the entry saves it */
+		out->entry_known = true;
+		return 0;
+	}
+	err = gi_orc_entry_frame(gi, mem, regs, &f);
+	if (err)
+		return err;
+	if (!f.user)
+		return -ENOENT; /* it interrupted the kernel: the task's pt_regs are its last entry's */
+	if (!gi_is_kernel_gva(&regs->pg, f.regs) || (f.regs & 7))
+		return -EBADMSG;
+	if (f.full)
+		return read_user_pt_regs(l, mem, &regs->pg, f.regs, out);
+	if (!f.first)
+		return -EAGAIN; /* inside the call that saves them: which are saved is not known */
+	if (after_save_call(gi, mem, &regs->pg, regs->rip, slide))
+		return read_user_pt_regs(l, mem, &regs->pg, f.regs, out);
+	/* Nothing saved yet: the iret frame the CPU pushed, and the vCPU's registers, which the
+	 * entry code does not change before it saves them (but for scratch ones on some paths). */
+	err = gi_read_gva(mem, &regs->pg, f.regs + IRET_FRAME_IP, frame, sizeof(frame));
+	if (err)
+		return err;
+	*out = *live;
+	out->ip = frame[0];
+	out->cs = frame[1];
+	out->sp = frame[3];
+	out->bp = live->bp;
+	out->orig_ax = UINT64_MAX; /* -1: an interrupt or exception, not a system call */
+	out->entry_known = true;
 	return 0;
 }
 

@@ -356,6 +356,72 @@ static int orc_frame_bp(const struct gmem *mem, const struct gi_paging *pg, stru
 	}
 }
 
+#define ENTRY_FRAME_MAX_CALLS 8 /* call frames between a sample and its entry's frame */
+
+int gi_orc_entry_frame(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
+		       struct gi_orc_entry_frame *out)
+{
+	struct orc_state st;
+	const struct gi_paging *pg;
+
+	if (!gi || !mem || !regs || !out)
+		return -EINVAL;
+	if (!gi->orc || __atomic_load_n(&gi->slide_state, __ATOMIC_ACQUIRE) == GI_SLIDE_UNKNOWN)
+		return -ENOTSUP;
+	pg = &regs->pg;
+	memset(&st, 0, sizeof(st));
+	st.ip = regs->rip;
+	st.sp = regs->rsp;
+	st.bp = regs->rbp;
+	st.signal = true;
+	st.vcpu = regs;
+	for (unsigned int i = 0; i <= ENTRY_FRAME_MAX_CALLS; i++) {
+		struct gi_orc_entry e;
+		uint64_t sp, cs;
+		int step;
+
+		if (gi_orc_find(gi->orc, (st.signal ? st.ip : st.ip - 1) - gi_slide(gi), &e) != 0)
+			return -EBADMSG;
+		if (e.type == GI_ORC_END || e.type == GI_ORC_UNDEFINED ||
+		    e.sp_reg == REG_UNDEFINED)
+			return -EAGAIN;
+		step = orc_frame_sp(mem, pg, &st, &e, &sp);
+		if (step != ORC_GO_ON)
+			return step == HVP_WALK_FAULT ? -EFAULT : -EBADMSG;
+		st.vcpu = NULL;
+		switch (e.type) {
+		case GI_ORC_REGS:
+			if (!orc_read(mem, pg, sp + PTREGS_CS, &cs))
+				return -EFAULT;
+			*out = (struct gi_orc_entry_frame){ .regs = sp, .full = true, .first = i == 0,
+							    .user = (cs & 3) == 3 };
+			return 0;
+		case GI_ORC_REGS_PARTIAL:
+			if (!orc_read(mem, pg, sp + 8, &cs))
+				return -EFAULT;
+			*out = (struct gi_orc_entry_frame){ .regs = sp - PTREGS_IP, .full = false,
+							    .first = i == 0,
+							    .user = (cs & 3) == 3 };
+			return 0;
+		case GI_ORC_CALL:
+			break;
+		default:
+			return -EBADMSG;
+		}
+		if (!orc_read(mem, pg, sp - 8, &st.ip))
+			return -EFAULT;
+		if (sp <= st.sp || !gi_in_kernel_text(gi, st.ip))
+			return -EBADMSG;
+		st.sp = sp;
+		st.signal = false;
+		/* the caller's bp, where the next frame may find its sp (REG_BP) */
+		step = orc_frame_bp(mem, pg, &st, &e, sp);
+		if (step != ORC_GO_ON)
+			return step == HVP_WALK_FAULT ? -EFAULT : -EBADMSG;
+	}
+	return -ELOOP;
+}
+
 enum hvp_walk_stop gi_unwind_kernel_orc(const struct gi *gi, const struct gmem *mem,
 					const struct gi_regs *regs, uint64_t *ips,
 					unsigned int max, unsigned int *n)

@@ -63,6 +63,34 @@ static bool in_exit_tail(const struct sampler *s, const struct hvp_sample *smp)
 }
 
 /*
+ * The user registers of a kernel sample in the entry window, walked now (no mark): pt_regs
+ * (@ur as read) may still be the previous entry's, whose walk would be a wrong chain that
+ * looks right. They come from the entry's own frame (gi_entry_user_regs); when the entry
+ * interrupted kernel mode, @ur is the task's last user entry's and stands. False: not known
+ * (counted), the user part is lost.
+ */
+static bool entry_user_regs(struct svcpu *sv, struct gi_user_regs *ur)
+{
+	struct gi_user_regs live, built;
+	int err = -ENOTSUP;
+
+	if (sv->sample_vcpu_regs && sv->sample_gi_regs) {
+		user_regs_from_vcpu(sv->sample_vcpu_regs, sv->sample_vcpu_regs->rip,
+				    sv->sample_vcpu_regs->rsp, &live);
+		err = gi_entry_user_regs(sv->s->gi, sv->s->mem, sv->sample_gi_regs, &live, &built);
+	}
+	if (err == -ENOENT)
+		return true;
+	if (err) {
+		sv->c.user_regs_entry_unsaved++;
+		return false;
+	}
+	*ur = built;
+	sv->c.user_regs_entry_found++;
+	return true;
+}
+
+/*
  * The user part of a kernel-mode sample of a user thread. Deferred: mark the thread and leave
  * the walk to its return to user (the sample carries the mark's cookie); eager, or when no mark
  * is free: walk now. @entry: the user registers of the kernel entry if already known (SYSCALL
@@ -140,6 +168,11 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		smp->user_stop = HVP_WALK_EXECVE;
 		smp->n_user = 0;
 		sv->c.user_execve++;
+		return;
+	}
+	if (!req.entry_known && !entry_user_regs(sv, &ur)) {
+		smp->user_stop = HVP_WALK_LOST;
+		smp->n_user = 0;
 		return;
 	}
 	why = gi_unwind_user(s->mem, pg, ur.ip, ur.sp, ur.bp, smp->user_ips, HVP_MAX_CALLCHAIN, &n);
@@ -277,9 +310,14 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 		count_walk_stop(sv, why, false);
 		sv->c.samples_kernel++;
 		sv->c.sample_ns_kernel_unwind += stage_ns(&s->clock, stage_now(&s->clock) - k_now);
-		if (user_thread)
+		if (user_thread) {
+			sv->sample_vcpu_regs = regs;
+			sv->sample_gi_regs = gr;
 			user_part_of_kernel_sample(sv, smp, task, &gr->pg, NULL, exiting, mm,
 						   execve);
+			sv->sample_vcpu_regs = NULL;
+			sv->sample_gi_regs = NULL;
+		}
 	}
 }
 

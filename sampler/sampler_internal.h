@@ -110,6 +110,10 @@ struct svcpu {
 	/* task->stack (a KVA) of the task sample_kstack_task as read and checked this sample
 	 * (gi_task_stack_seed; 0: not read): the pt_regs read uses it for that task only */
 	uint64_t sample_kstack_kva, sample_kstack_task;
+	/* the vCPU's registers of the kernel sample being built (callchains(); NULL outside it):
+	 * a sample in the entry window finds its user registers from them (gi_entry_user_regs) */
+	const struct kvm_regs *sample_vcpu_regs;
+	const struct gi_regs *sample_gi_regs;
 
 	/* ---- the sample's period (period.c, counter.c: counter_period) */
 	struct period_base period_base; /* the counter's count at the last sample or enable */

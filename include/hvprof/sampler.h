@@ -191,6 +191,10 @@ struct sampler_config {
 	X(flag_set_failed)      /* the task's flags could not be written: trapped instead */     \
 	X(trap_ns_total)        /* host ns spent in trap handling */                            \
 	X(user_regs_unreadable) /* kernel samples of user threads without pt_regs */            \
+	X(user_regs_entry_found) /* walked now in the entry window (pt_regs maybe stale): the \
+				 * user registers taken from the entry's own frame */            \
+	X(user_regs_entry_unsaved) /* ... not found there (the entry part-way through saving \
+				 * them, or no ORC): user part lost */                           \
 	X(sample_ns_total)      /* host ns spent building samples (regs to sink) */             \
 	X(sample_ns_regs) X(sample_ns_identity) X(sample_ns_kernel_unwind) X(sample_ns_user)   \
 	X(sample_ns_write)                                                                      \
