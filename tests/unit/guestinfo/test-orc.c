@@ -179,10 +179,172 @@ static int test_walks(void)
 	return TEST_OK;
 }
 
+/*
+ * gi_entry_user_regs: the user registers of an entry still being made, from its own frame. A
+ * fake entry text: an exception stub S (iret frame + error code at SP + 8) whose call of a
+ * save function R returns at S + 0x20; R itself ({CALL, SP, 8} at its first instruction, then
+ * {CALL, SP, 24} while it pushes, then {REGS, SP, 8}: the whole pt_regs saved); SYSCALL's
+ * entry Y, undescribed (ORC END) at its first instructions.
+ */
+#define FN_S (TEXT + 0x6000)
+#define FN_R (TEXT + 0x7000)
+#define FN_Y (TEXT + 0x8000)
+#define ETEXT2 (TEXT + 0x9000)
+#define TEXT_GPA 0x300000ull
+#define UIP 0x401234ull
+#define USP 0x7ffd0000ull
+#define STALE 0x5a5a5a5aull
+
+enum entry_case { AT_STUB, AFTER_SAVE, IN_SAVE_PUSHES, SAVED_FULL, FROM_KERNEL, SYSCALL_FIRST,
+		  SYSCALL_LATER, STACK_UNMAPPED, NO_LAYOUT };
+
+struct entry_want {
+	const char *name;
+	enum entry_case c;
+	int err;
+	uint64_t ip, sp, bx; /* when err == 0 */
+};
+
+static const struct entry_want entry_cases[] = {
+	{ "the stub, nothing saved: iret frame + the vCPU's registers", AT_STUB, 0, UIP, USP, 0xb0 },
+	{ "the stub after the save call: the pt_regs below the frame", AFTER_SAVE, 0, UIP, USP,
+	  0xb1 },
+	{ "the save function part-way through its pushes", IN_SAVE_PUSHES, -EAGAIN, 0, 0, 0 },
+	{ "the save function after its pushes: the whole pt_regs", SAVED_FULL, 0, UIP, USP, 0xb1 },
+	{ "an interrupt of kernel mode", FROM_KERNEL, -ENOENT, 0, 0, 0 },
+	{ "SYSCALL's first instruction: RCX and RSP", SYSCALL_FIRST, 0, UIP + 2, USP, 0xb0 },
+	{ "SYSCALL's entry further on (not described)", SYSCALL_LATER, -EAGAIN, 0, 0, 0 },
+	{ "the entry stack is not mapped", STACK_UNMAPPED, -EFAULT, 0, 0, 0 },
+	{ "no pt_regs layout", NO_LAYOUT, -ENODATA, 0, 0, 0 },
+};
+
+static void entry_layout(struct gi_layout *l)
+{
+	memset(l, 0xff, sizeof(*l));
+	*l = (struct gi_layout){ .pt_regs_size = 168, .pt_regs_ip = 128, .pt_regs_sp = 152,
+				 .pt_regs_bp = 32, .pt_regs_cs = 136, .pt_regs_orig_ax = 120,
+				 .pt_regs_r15 = 0, .pt_regs_r14 = 8, .pt_regs_r13 = 16,
+				 .pt_regs_r12 = 24, .pt_regs_bx = 40, .pt_regs_r11 = 48,
+				 .pt_regs_r10 = 56, .pt_regs_r9 = 64, .pt_regs_r8 = 72,
+				 .pt_regs_ax = 80, .pt_regs_cx = 88, .pt_regs_dx = 96,
+				 .pt_regs_si = 104, .pt_regs_di = 112 };
+}
+
+/* One case: the stack at STACK + 0x100 upwards, as the entry has built it so far. */
+static int entry_case(const struct entry_want *w)
+{
+	static const uint64_t ips[] = { FN_S, FN_S + 0x20, FN_R, FN_R + 0x4, FN_R + 0x40, FN_Y,
+					ETEXT2 };
+	const struct gi_orc_entry ent[] = {
+		E(GI_ORC_REGS_PARTIAL, 5, 8), E(GI_ORC_REGS_PARTIAL, 5, 8), E(GI_ORC_CALL, 5, 8),
+		E(GI_ORC_CALL, 5, 24), E(GI_ORC_REGS, 5, 8), E(GI_ORC_END, 0, 0),
+		E(GI_ORC_UNDEFINED, 0, 0),
+	};
+	const uint64_t frame = STACK + 0x200; /* the iret frame: pt_regs at frame - 128 */
+	uint8_t call[5] = { 0xe8 };
+	struct gi_user_regs live = { .ip = 0, .sp = 0, .bp = 0xbb, .bx = 0xb0, .cx = UIP + 2,
+				     .ax = 39 }, out;
+	struct gi_layout l;
+	struct gi_regs r;
+	struct fakemem fm;
+	struct gi *gi = NULL;
+	int32_t rel = (int32_t)(FN_R - (FN_S + 0x20));
+	int err;
+
+	printf("# %s\n", w->name);
+	entry_layout(&l);
+	if (w->c == NO_LAYOUT)
+		l.pt_regs_size = UINT32_MAX;
+	ASSERT_EQ_INT(gi_new_raw(&l, TEXT, ETEXT2, 0, &gi), 0);
+	ASSERT_EQ_INT(gi_orc_new(ips, ent, ARRAY_SIZE(ips), &gi->orc), 0);
+	gi->entry_kva = FN_Y;
+	gi->save_regs_kva[0] = FN_R;
+	ASSERT_EQ_INT(fakemem_init(&fm, 0), 0);
+	if (w->c != STACK_UNMAPPED)
+		ASSERT_EQ_INT(fakemem_map(&fm, STACK, STACK_GPA, 4096, FPTE_NX), 0);
+	ASSERT_EQ_INT(fakemem_map(&fm, FN_S, TEXT_GPA, 4096, 0), 0);
+	memcpy(call + 1, &rel, sizeof(rel));
+	fakemem_wbytes(&fm, TEXT_GPA + 0x20 - sizeof(call), call, sizeof(call)); /* call R */
+	/* the iret frame the CPU pushed: ip, cs, flags, sp, ss */
+	fakemem_w64(&fm, STACK_GPA + 0x200, UIP);
+	fakemem_w64(&fm, STACK_GPA + 0x208, w->c == FROM_KERNEL ? 0x10 : 0x33);
+	fakemem_w64(&fm, STACK_GPA + 0x210, 0x246);
+	fakemem_w64(&fm, STACK_GPA + 0x218, USP);
+	fakemem_w64(&fm, STACK_GPA + 0x220, 0x2b);
+	/* below it, where the save function puts the other registers: stale until it has (the
+	 * previous entry's), this entry's after */
+	for (unsigned int off = 0; off < 128; off += 8)
+		fakemem_w64(&fm, STACK_GPA + 0x200 - 128 + off, STALE);
+	if (w->c == AFTER_SAVE || w->c == SAVED_FULL)
+		fakemem_w64(&fm, STACK_GPA + 0x200 - 128 + 40, 0xb1); /* bx */
+	memset(&r, 0, sizeof(r));
+	r.pg = fm.pg;
+	r.have_scratch = true;
+	switch (w->c) {
+	case AT_STUB: case FROM_KERNEL: case STACK_UNMAPPED: case NO_LAYOUT:
+		r.rip = FN_S + 0x4; /* the error code is at SP */
+		r.rsp = frame - 8;
+		break;
+	case AFTER_SAVE:
+		r.rip = FN_S + 0x20;
+		r.rsp = frame - 8;
+		break;
+	case IN_SAVE_PUSHES: /* R's return address at SP + 16, into S + 0x20 */
+		r.rip = FN_R + 0x8;
+		r.rsp = frame - 8 - 8 - 16;
+		fakemem_w64(&fm, STACK_GPA + 0x200 - 8 - 8, FN_S + 0x20);
+		break;
+	case SAVED_FULL: /* pt_regs at SP + 8 (below it R's return address) */
+		r.rip = FN_R + 0x40;
+		r.rsp = frame - 128 - 8;
+		break;
+	case SYSCALL_FIRST:
+		r.rip = FN_Y;
+		r.rsp = USP;
+		break;
+	case SYSCALL_LATER:
+		r.rip = FN_Y + 0x10;
+		r.rsp = USP;
+		break;
+	}
+	live.ip = r.rip;
+	live.sp = r.rsp;
+	memset(&out, 0x77, sizeof(out));
+	err = gi_entry_user_regs(gi, &fm.mem, &r, &live, &out);
+	ASSERT_EQ_INT(err, w->err);
+	if (!err) {
+		ASSERT_EQ_U64(out.ip, w->ip);
+		ASSERT_EQ_U64(out.sp, w->sp);
+		ASSERT_EQ_U64(out.cs, 0x33);
+		ASSERT_EQ_U64(out.bx, w->bx);
+		ASSERT_TRUE(out.entry_known);
+		if (w->c == SYSCALL_FIRST)
+			ASSERT_EQ_U64(out.orig_ax, 39);
+		if (w->c == AT_STUB)
+			ASSERT_EQ_U64(out.bp, 0xbb); /* the vCPU's: not saved yet */
+		else
+			ASSERT_TRUE(out.bp != 0x77777777777777ull);
+		if (w->c == AFTER_SAVE || w->c == SAVED_FULL)
+			ASSERT_EQ_U64(out.r12, STALE); /* as the fake stack holds it: read, not made */
+	}
+	fakemem_fini(&fm);
+	gi_close(gi);
+	return TEST_OK;
+}
+
+static int test_entry_regs(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(entry_cases); i++)
+		if (entry_case(&entry_cases[i]) != TEST_OK)
+			return TEST_FAIL;
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "Debian 6.1's ORC tables", test_debian_61 },
 	{ "Debian 6.12's ORC tables", test_debian_newer },
 	{ "ORC walks over a fake stack", test_walks },
+	{ "the user registers of an entry being made", test_entry_regs },
 };
 
 TEST_MAIN(tests)

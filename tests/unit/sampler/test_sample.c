@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gi_internal.h"
 #include "sampler_fixture.h"
 #include "test.h"
 
@@ -219,6 +220,60 @@ static int sample_bad_states(struct fixture *f)
 	return TEST_OK;
 }
 
+/*
+ * Eager, a sample in the entry window: pt_regs still holds the previous entry's registers (here
+ * a stale good-looking chain), so they are not walked. Where the entry's own registers cannot
+ * be found (this kernel has no ORC tables) the user part is lost and counted; at SYSCALL's first
+ * instruction they are the vCPU's (ip = RCX), and the walk is theirs.
+ */
+static int sample_entry_window(struct fixture *f)
+{
+	struct svcpu *sv = &f->s->vcpus[0];
+	struct gi_user_regs stale = f->entry;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct gi *gi = f->s->gi;
+
+	stale.ip = f->entry.ip + 0x99;
+	ASSERT_EQ_INT(write_pt_regs(f, &stale), 0);
+	ASSERT_EQ_INT(fixture_vcpu_regs(f, 0, &regs, &sregs), 0);
+	gi->entry_text_start = regs.rip - 0x40;
+	gi->entry_text_end = regs.rip + 0x40;
+	ASSERT_TRUE(gi_in_entry_window(gi, regs.rip));
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
+	ASSERT_EQ_INT(n_got, 1);
+	ASSERT_EQ_INT(got[0].user_stop, HVP_WALK_LOST);
+	ASSERT_EQ_INT(got[0].n_user, 0);
+	ASSERT_TRUE(!got_regs[0]);
+	ASSERT_EQ_U64(sv->c.user_regs_entry_unsaved, 1);
+	ASSERT_EQ_U64(sv->c.user_regs_entry_found, 0);
+
+	/* SYSCALL's first instruction: the user's RSP and RBP still live, the return in RCX */
+	gi->entry_kva = regs.rip;
+	regs.rcx = f->entry.ip;
+	regs.rsp = f->entry.sp;
+	regs.rbp = f->entry.bp;
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
+	ASSERT_EQ_INT(n_got, 2);
+	ASSERT_EQ_INT(got[1].user_stop, HVP_WALK_END);
+	ASSERT_EQ_INT(got[1].n_user, 4);
+	ASSERT_EQ_U64(got[1].user_ips[0], f->entry.ip);
+	ASSERT_EQ_U64(got[1].user_ips[3], URET(3));
+	ASSERT_TRUE(got_regs[1]);
+	ASSERT_EQ_U64(sv->c.user_regs_entry_found, 1);
+	ASSERT_EQ_U64(sv->c.user_regs_entry_unsaved, 1);
+
+	/* outside the window, pt_regs is the entry's and is walked */
+	gi->entry_text_end = gi->entry_text_start;
+	ASSERT_EQ_INT(write_pt_regs(f, &f->entry), 0);
+	ASSERT_EQ_INT(fixture_vcpu_regs(f, 0, &regs, &sregs), 0);
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
+	ASSERT_EQ_INT(n_got, 3);
+	ASSERT_EQ_INT(got[2].n_user, 4);
+	ASSERT_EQ_U64(got[2].user_ips[0], f->entry.ip);
+	return TEST_OK;
+}
+
 /* The workload histogram: each bound belongs to its own bucket, one more ns to the next. */
 static int workload_buckets(struct fixture *f)
 {
@@ -307,6 +362,11 @@ static int test_sample_eager(void)
 	return with_fixture(SAMPLER_CALLCHAIN_EAGER, sample_eager);
 }
 
+static int test_sample_entry_window(void)
+{
+	return with_fixture(SAMPLER_CALLCHAIN_EAGER, sample_entry_window);
+}
+
 static int test_sample_bad_states(void)
 {
 	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_bad_states);
@@ -387,6 +447,8 @@ static const struct test_case tests[] = {
 	{ "sample: deferred kernel samples share a mark, a user sample walks in place",
 	  test_sample_deferred },
 	{ "sample: eager kernel sample walks pt_regs' user stack", test_sample_eager },
+	{ "sample: eager in the entry window: not the stale pt_regs (lost, or SYSCALL's registers)",
+	  test_sample_entry_window },
 	{ "sample: a bad current task, a vCPU not in long mode", test_sample_bad_states },
 	{ "sample: the workload's VMM time histogram, bounds inclusive", test_workload_buckets },
 	{ "sample: MSR_LSTAR looks while the KASLR check is pending, limited when placed",
