@@ -104,6 +104,20 @@ static uint8_t symtab_rank(unsigned int type, unsigned int bind)
 	return r;
 }
 
+/*
+ * Among aliases of one kind and binding, the name with fewer leading underscores (at most 3
+ * counted) wins, as perf's choose_best_symbol() picks: irq_entries_start rather than the
+ * section marker __irqentry_text_start at the same address. @rank: symtab_rank or ksym_rank.
+ */
+static uint8_t rank_with_name(uint8_t rank, const char *name)
+{
+	uint8_t n = 0;
+
+	while (n < 3 && name[n] == '_')
+		n++;
+	return (uint8_t)(rank * 4 + n);
+}
+
 static int symtab_add_name(struct symtab *st, size_t *cap, const char *name, uint32_t *off)
 {
 	size_t len = strlen(name) + 1;
@@ -187,7 +201,7 @@ static int symtab_load_syms(struct symtab *st, Elf *elf, Elf_Scn *scn, const GEl
 		 * code. Data objects are kept for symtab_find (per-CPU variables) only.
 		 */
 		s->is_code = type == STT_FUNC || type == STT_GNU_IFUNC || (type == STT_NOTYPE && sec);
-		s->rank = symtab_rank(type, bind);
+		s->rank = rank_with_name(symtab_rank(type, bind), name);
 		err = symtab_add_name(st, &cap_names, name, &s->name_off);
 		if (err)
 			return err;
@@ -642,7 +656,7 @@ int symtab_from_entries(const struct ksym_entry *e, size_t n, struct symtab **ou
 		s->addr = e[i].addr;
 		s->is_code = e[i].type == 't' || e[i].type == 'T' ||
 			     ((e[i].type == 'w' || e[i].type == 'W') && in_text);
-		s->rank = ksym_rank(e[i].type);
+		s->rank = rank_with_name(ksym_rank(e[i].type), e[i].name);
 		err = symtab_add_name(st, &cap_names, e[i].name, &s->name_off);
 		if (err)
 			goto err_free;

@@ -5,9 +5,11 @@
 /*
  * Hand-laid code so that every boundary is known:
  *   fx_sized:   FUNC, size 16, then 16 bytes that belong to no symbol;
- *   fx_label:   NOTYPE global label without size (like entry_SYSCALL_64), 8 bytes,
+ *   fx_label:   NOTYPE global label without size (like entry_SYSCALL_64), 8 bytes, with a
+ *               NOTYPE global alias __fx_label_start (a section marker: the name loses),
  *   fx_inner:   NOTYPE local label without size, 8 bytes, up to
- *   fx_tail:    FUNC, size 4.
+ *   fx_tail:    FUNC, size 4, with a FUNC alias __fx_tail_start declared after it (whichever
+ *               order the symbol table has, the name with fewer underscores wins).
  */
 __asm__(".text\n"
 	".balign 64\n"
@@ -18,6 +20,8 @@ __asm__(".text\n"
 	"ret\n"
 	".size fx_sized, 16\n"
 	".fill 16, 1, 0xcc\n"
+	".globl __fx_label_start\n"
+	"__fx_label_start:\n"
 	".globl fx_label\n"
 	"fx_label:\n"
 	".fill 8, 1, 0x90\n"
@@ -26,6 +30,9 @@ __asm__(".text\n"
 	".globl fx_tail\n"
 	".type fx_tail, @function\n"
 	"fx_tail:\n"
+	".globl __fx_tail_start\n"
+	".type __fx_tail_start, @function\n"
+	"__fx_tail_start:\n"
 	".fill 3, 1, 0x90\n"
 	"ret\n"
 	".size fx_tail, 4\n"
