@@ -166,7 +166,6 @@ int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct
 	out->ip = frame[0];
 	out->cs = frame[1];
 	out->sp = frame[3];
-	out->bp = live->bp;
 	out->orig_ax = UINT64_MAX; /* -1: an interrupt or exception, not a system call */
 	out->entry_known = true;
 	return 0;

@@ -66,10 +66,11 @@ static bool in_exit_tail(const struct sampler *s, const struct hvp_sample *smp)
  * The user registers of a kernel sample in the entry window, walked now (no mark): pt_regs
  * (@ur as read) may still be the previous entry's, whose walk would be a wrong chain that
  * looks right. They come from the entry's own frame (gi_entry_user_regs); when the entry
- * interrupted kernel mode, @ur is the task's last user entry's and stands. False: not known
- * (counted), the user part is lost.
+ * interrupted kernel mode, @ur is the task's last user entry's and stands. False: not known;
+ * with @lost_if_not the user part is lost (counted), else (the cross-check of "both" mode) the
+ * deferred walk alone stands.
  */
-static bool entry_user_regs(struct svcpu *sv, struct gi_user_regs *ur)
+static bool entry_user_regs(struct svcpu *sv, struct gi_user_regs *ur, bool lost_if_not)
 {
 	struct gi_user_regs live, built;
 	int err = -ENOTSUP;
@@ -82,7 +83,8 @@ static bool entry_user_regs(struct svcpu *sv, struct gi_user_regs *ur)
 	if (err == -ENOENT)
 		return true;
 	if (err) {
-		sv->c.user_regs_entry_unsaved++;
+		if (lost_if_not)
+			sv->c.user_regs_entry_unsaved++;
 		return false;
 	}
 	*ur = built;
@@ -111,6 +113,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	/* deferred unless the host never delivered a breakpoint (marks.c, note_unseen_return) */
 	bool defer = s->callchain != SAMPLER_CALLCHAIN_EAGER &&
 		     !atomic_load_explicit(&s->bp_dead, memory_order_relaxed);
+	bool from_entry = false; /* @ur is the entry's own (entry_user_regs), not a stale pt_regs */
 	enum hvp_walk_stop why;
 	unsigned int n = 0;
 
@@ -152,7 +155,11 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 			marks_resolve_at_return(sv, task, smp->pid, mm, pg, &ur);
 			sv->c.marks_resolved_in_tail++;
 		}
-		if (smp->cookie && (!req.entry_known || execve ||
+		if (smp->cookie && !req.entry_known && !execve &&
+		    s->callchain == SAMPLER_CALLCHAIN_BOTH)
+			/* both: the cross-check's registers from the entry's own frame, if found */
+			from_entry = entry_user_regs(sv, &ur, false);
+		if (smp->cookie && ((!req.entry_known && !from_entry) || execve ||
 				    s->callchain == SAMPLER_CALLCHAIN_DEFERRED)) {
 			/* not known: the eager walk would read a stale pt_regs, only the return tells */
 			smp->user_stop = HVP_WALK_DEFERRED;
@@ -170,7 +177,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		sv->c.user_execve++;
 		return;
 	}
-	if (!req.entry_known && !entry_user_regs(sv, &ur)) {
+	if (!req.entry_known && !from_entry && !entry_user_regs(sv, &ur, true)) {
 		smp->user_stop = HVP_WALK_LOST;
 		smp->n_user = 0;
 		return;

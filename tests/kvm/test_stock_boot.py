@@ -8,8 +8,11 @@ console line ("Linux version 6.1...") within 60 s, and MSR_LSTAR must confirm th
 guest is then stopped (SIGINT; --duration 150 at most). The recording's kernel callchains,
 unwound with the image's ORC tables (the stock kernel has no frame pointers), must end at the
 kernel's outermost frames. On VMX/SVM hosts it also boots the stock kernel
-with the default image's initramfs to /init; on PVM hosts that part skips with the reason
-(kernel code is emulated at ~0.7 us per instruction: the stock kernel does not reach /init).
+with the default image's initramfs to /init, recorded with --callchain-mode both, where kernel
+samples in the entry window (pt_regs maybe the previous entry's) are walked at once from the
+entry's own frame: their registers must be the ones their thread returns to user with (the
+deferred walk beside them). On PVM hosts that part skips with the reason (kernel code is emulated
+at ~0.7 us per instruction: the stock kernel does not reach /init).
 
 usage: test_stock_boot.py HVPROF
 Exit: 0 passed, 1 failed (2: no console line at all), 77 skipped (no /dev/kvm or no stock kernel).
@@ -38,6 +41,67 @@ def skip(why):
 def cache_dir():
     return os.environ.get("HVPROF_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hvprof")
+
+
+# The kernel's entry code before the C handler (gi_in_entry_window), by symbol: there pt_regs may
+# still be the previous entry's, and an eager walk takes the entry's own frame instead.
+ENTRY_SYMS = re.compile(r"(entry_SYSCALL_64|irq_entries_start|spurious_entries_start|asm_exc_|"
+                        r"asm_sysvec_|asm_common_interrupt|asm_spurious_interrupt|error_entry|"
+                        r"paranoid_entry)")
+# USER_REGS regs[] (DWARF numbering): what a return to user must give back as it was at the entry
+# (rbx 3, rbp 6, rsp 7, r12-r15 12-15, rip 16); rax, rcx, r11 and the other scratch ones may not.
+KEPT = (3, 6, 7, 12, 13, 14, 15, 16)
+
+
+def entry_window_truth(path):
+    """Ground truth for kernel samples in the entry window, walked at once from the entry's own
+    frame (ORC: the iret frame or pt_regs wherever the entry saved them; SYSCALL's first
+    instruction: the vCPU's): with --callchain-mode both each has its thread's registers at the
+    return to user beside them (the deferred walk, same cookie). They must agree on >= 99%
+    (a signal delivered at the return changes them). Returns the number of failures."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import hvprec  # noqa: E402
+    rec = hvprec.read(path)
+    c = rec["counters"]
+    found = c.get("user_regs_entry_found", 0)
+    print(f"entry window: user_regs_entry_found {found}, user_regs_entry_unsaved "
+          f"{c.get('user_regs_entry_unsaved', 0)}, bp_never_fired {c.get('bp_never_fired', 0)}")
+    if c.get("bp_never_fired"):
+        print("SKIP (this check only): this host delivered no breakpoint, so no deferred walk "
+              "stands beside the entry-window ones to check them against")
+        return 0
+    r = subprocess.run([HVPROF, "export", "--format", "perf-script", "-i", path],
+                       capture_output=True, text=True, timeout=600)
+    entry_ips = set()
+    for block in r.stdout.split("\n\n"):
+        lines = block.strip("\n").splitlines()
+        m = re.match(r"\s*([0-9a-f]+) (\S+)", lines[1]) if len(lines) > 1 else None
+        if m and ENTRY_SYMS.match(m.group(2)):
+            entry_ips.add(int(m.group(1), 16))
+    deferred = {u["cookie"]: u["regs"] for u in rec["user_regs"] if u["follows"] == 5}
+    same = total = 0
+    bad = []
+    for u in rec["user_regs"]:
+        smp = u["prev"]
+        if u["follows"] != 2 or not smp or smp["rip"] not in entry_ips or not u["cookie"]:
+            continue
+        d = deferred.get(u["cookie"])
+        if d is None:
+            continue
+        total += 1
+        if all(u["regs"][i] == d[i] for i in KEPT):
+            same += 1
+        elif len(bad) < 3:
+            bad.append(f"rip {smp['rip']:#x}: eager ip/sp {u['regs'][16]:#x}/{u['regs'][7]:#x}"
+                       f" vs return {d[16]:#x}/{d[7]:#x}")
+    if total == 0:
+        print(f"SKIP (this check only): no kernel sample of this run fell in the entry window "
+              f"with a deferred walk beside it (user_regs_entry_found {found})")
+        return 0
+    ok = same >= 0.99 * total
+    print(f"{'ok' if ok else 'FAIL'}: entry-window samples walked from the entry's own frame "
+          f"have the registers their thread returned with: {same} of {total} {bad}")
+    return 0 if ok else 1
 
 
 vmlinuz = os.path.join(cache_dir(), "stock-kernel", "6.1", "vmlinuz")
@@ -187,7 +251,9 @@ else:
     if not os.path.isfile(os.path.join(image, "manifest")):
         print(f"skip (part 2): no default image at {image} for the /init run")
     else:
-        cmd = [HVPROF, "run", "--image", image, "--kernel", vmlinuz, "--duration", "240"]
+        data2 = os.path.join(os.path.dirname(data), "init.data")
+        cmd = [HVPROF, "record", "-F", "1000", "-o", data2, "--image", image, "--kernel",
+               vmlinuz, "--duration", "240", "--callchain-mode", "both"]
         print("running:", " ".join(cmd), flush=True)
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
         print(r.stdout[-4000:])
@@ -195,4 +261,6 @@ else:
         if "Run /init" not in r.stdout and "hvprof-demo" not in r.stdout:
             print("FAIL: the stock kernel did not reach /init with the default initramfs")
             failures += 1
+        else:
+            failures += entry_window_truth(data2)
 sys.exit(1 if failures else 0)

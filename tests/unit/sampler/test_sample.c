@@ -274,6 +274,49 @@ static int sample_entry_window(struct fixture *f)
 	return TEST_OK;
 }
 
+/*
+ * Both, in the entry window: the mark is made either way; the eager cross-check is walked only
+ * from the entry's own registers (here SYSCALL's first instruction), never from the stale
+ * pt_regs, and its absence is no loss (the deferred walk stands).
+ */
+static int sample_entry_window_both(struct fixture *f)
+{
+	struct svcpu *sv = &f->s->vcpus[0];
+	struct gi_user_regs stale = f->entry;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct gi *gi = f->s->gi;
+
+	stale.ip = f->entry.ip + 0x99;
+	ASSERT_EQ_INT(write_pt_regs(f, &stale), 0);
+	ASSERT_EQ_INT(fixture_vcpu_regs(f, 0, &regs, &sregs), 0);
+	gi->entry_text_start = regs.rip - 0x40;
+	gi->entry_text_end = regs.rip + 0x40;
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
+	ASSERT_EQ_INT(n_got, 1);
+	ASSERT_TRUE(got[0].cookie != 0);
+	ASSERT_EQ_INT(got[0].user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_INT(got[0].n_user, 0);
+	ASSERT_TRUE(!got_regs[0]);
+	ASSERT_EQ_U64(sv->c.user_regs_entry_unsaved, 0);
+
+	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
+	gi->entry_kva = regs.rip;
+	regs.rcx = f->entry.ip;
+	regs.rsp = f->entry.sp;
+	regs.rbp = f->entry.bp;
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
+	ASSERT_EQ_INT(n_got, 2);
+	ASSERT_TRUE(got[1].cookie != 0 && got[1].cookie != got[0].cookie);
+	ASSERT_EQ_INT(got[1].user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_INT(got[1].n_user, 4);
+	ASSERT_EQ_U64(got[1].user_ips[0], f->entry.ip);
+	ASSERT_TRUE(got_regs[1]);
+	ASSERT_EQ_U64(sv->c.user_regs_entry_found, 1);
+	ASSERT_EQ_U64(sv->c.user_regs_entry_unsaved, 0);
+	return TEST_OK;
+}
+
 /* The workload histogram: each bound belongs to its own bucket, one more ns to the next. */
 static int workload_buckets(struct fixture *f)
 {
@@ -367,6 +410,11 @@ static int test_sample_entry_window(void)
 	return with_fixture(SAMPLER_CALLCHAIN_EAGER, sample_entry_window);
 }
 
+static int test_sample_entry_window_both(void)
+{
+	return with_fixture(SAMPLER_CALLCHAIN_BOTH, sample_entry_window_both);
+}
+
 static int test_sample_bad_states(void)
 {
 	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_bad_states);
@@ -449,6 +497,8 @@ static const struct test_case tests[] = {
 	{ "sample: eager kernel sample walks pt_regs' user stack", test_sample_eager },
 	{ "sample: eager in the entry window: not the stale pt_regs (lost, or SYSCALL's registers)",
 	  test_sample_entry_window },
+	{ "sample: both, in the entry window: the cross-check only from the entry's registers",
+	  test_sample_entry_window_both },
 	{ "sample: a bad current task, a vCPU not in long mode", test_sample_bad_states },
 	{ "sample: the workload's VMM time histogram, bounds inclusive", test_workload_buckets },
 	{ "sample: MSR_LSTAR looks while the KASLR check is pending, limited when placed",
