@@ -409,11 +409,6 @@ static void print_summary(const struct guest *gs, const struct vmm_result *res,
 		(unsigned long long)cnt->samples_user, (unsigned long long)cnt->samples_kernel,
 		(unsigned long long)cnt->samples_no_task, secs,
 		sampler_counter_name(sampler_counter_kind(gs->sampler)), a->freq, boot, a->output);
-	if (cnt->bp_int3 && !cnt->bp_never_fired)
-		fprintf(stderr,
-			"hvprof: note: this host's debug-register breakpoints never fired: INT3 bytes "
-			"written into the guest's kernel text took over as return-to-user breakpoints, "
-			"and were put back at the end\n");
 	if (cnt->bp_never_fired)
 		fprintf(stderr,
 			"hvprof: warning: this host delivered none of hvprof's guest breakpoints "

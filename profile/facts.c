@@ -271,9 +271,6 @@ int profile_facts(const struct profile *p, struct facts *f)
 		facts_add(f, "Callchains: %s, then eager: no breakpoint fired before %" PRIu64
 			  " returns to user passed unseen (the host does not deliver them)", mode,
 			  profile_counter(p, "returns_unseen", &unseen) == 0 ? unseen : 0);
-	else if (mode && profile_counter(p, "bp_int3", &never) == 0 && never)
-		facts_add(f, "Callchains: %s, by INT3 breakpoints in guest RAM (the debug registers' "
-			  "never fired on this host)", mode);
 	else if (mode)
 		facts_add(f, "Callchains: %s", mode);
 	if (kernel || kver)

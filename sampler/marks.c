@@ -285,33 +285,17 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
  * A mark outlived a return to user that no breakpoint saw: its thread, in the same mm, was
  * sampled in a later kernel entry. Rare while breakpoints fire (a return taken before the flag
  * or the trap was armed); if BP_DEAD_UNSEEN such returns come before any breakpoint hit, the
- * host does not deliver the debug registers' breakpoints: INT3 bytes take over (bp_int3); if
- * as many pass unseen again (or INT3 cannot be used), kernel samples are walked at once from
- * then on (user_part_of_kernel_sample), counted once in bp_never_fired.
+ * host does not deliver them, and kernel samples are walked at once from then on
+ * (user_part_of_kernel_sample), counted once in bp_never_fired.
  */
-static void note_unseen_return(struct svcpu *sv, const struct gi_paging *pg)
+static void note_unseen_return(struct svcpu *sv)
 {
 	struct sampler *s = sv->s;
-	int state = BP_DEBUG_REGS;
 
 	sv->c.returns_unseen++;
 	if (atomic_load_explicit(&s->bp_fired, memory_order_relaxed))
 		return;
-	if (atomic_load(&s->bp_state) == BP_INT3) {
-		if (atomic_fetch_add(&s->returns_unseen_int3, 1) + 1 < BP_DEAD_UNSEEN)
-			return;
-		state = BP_INT3; /* INT3 bytes never fired either */
-	} else if (atomic_fetch_add(&s->returns_unseen, 1) + 1 < BP_DEAD_UNSEEN ||
-		   !atomic_compare_exchange_strong(&s->bp_state, &state, BP_SWITCHING)) {
-		return; /* not yet, or another vCPU decides */
-	} else if (traps_use_int3(sv, pg) == 0) {
-		atomic_store(&s->bp_state, BP_INT3);
-		sv->c.bp_int3++;
-		return;
-	} else {
-		state = BP_SWITCHING;
-	}
-	if (atomic_compare_exchange_strong(&s->bp_state, &state, BP_NONE) &&
+	if (atomic_fetch_add(&s->returns_unseen, 1) + 1 >= BP_DEAD_UNSEEN &&
 	    !atomic_exchange(&s->bp_dead, true))
 		sv->c.bp_never_fired++;
 }
@@ -374,7 +358,7 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		emit_saved_entry_walk(sv, &old, req->entry, req->pg, req->mm);
 		sv->c.resolved_stale++;
 		if (old.mm == req->mm)
-			note_unseen_return(sv, req->pg);
+			note_unseen_return(sv);
 		pthread_mutex_lock(&m->lock);
 		mk = NULL;
 	}

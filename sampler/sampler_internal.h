@@ -133,11 +133,10 @@ struct svcpu {
  */
 #define MARKS_MAX 512
 /*
- * Marks that outlived a return to user before the first breakpoint hit, after which the host is
- * taken not to deliver the guest-debug breakpoints (seen with QEMU 7.2's emulated SVM, whose
- * VMRUN loads DR7 without arming it): INT3 bytes take over, and if as many pass unseen again,
- * deferred marks give way to walks at the sample. With working breakpoints the first hit comes
- * at the first flagged or trapped return, long before this.
+ * Marks that outlived a return to user before the first breakpoint hit, after which deferred
+ * marks give way to walks at the sample: the host does not deliver the guest-debug breakpoints
+ * (seen with QEMU 7.2's emulated SVM, whose VMRUN loads DR7 without arming it). With working
+ * breakpoints the first hit comes at the first flagged or trapped return, long before this.
  */
 #define BP_DEAD_UNSEEN 32
 
@@ -297,13 +296,6 @@ static inline unsigned int traps_mask(const struct sampler *s);
 
 /* Set the slid sites on the breakpoint slots once the slide is known (kwatch.c calls it). */
 void traps_place(struct sampler *s);
-/*
- * traps_use_int3 - the return-to-user breakpoints become INT3 bytes in guest RAM (the debug
- * registers' never fired on this host): the GPAs of their sites through @pg (the kernel text's
- * mapping, the same in every address space), vmm_bp_use_int3. Return: 0; -ENOTSUP no VM or
- * traps not placed; errors of the translation or of vmm_bp_use_int3 (PVM: -ENOTSUP).
- */
-int traps_use_int3(struct svcpu *sv, const struct gi_paging *pg);
 /* The VMM's debug hook. */
 int trap_debug_hook(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool repeat);
 /*
@@ -432,18 +424,6 @@ struct sampler {
 	atomic_bool bp_fired;
 	atomic_uint returns_unseen;
 	atomic_bool bp_dead;
-	/* the debug registers' breakpoints never fired: INT3 bytes instead (trap.c,
-	 * traps_use_int3; enum bp_state), and the unseen returns counted again from 0 */
-	atomic_int bp_state;
-	atomic_uint returns_unseen_int3;
-};
-
-/* How the return-to-user breakpoints are delivered (sampler.bp_state). */
-enum bp_state {
-	BP_DEBUG_REGS = 0, /* DR0-DR3 (KVM_GUESTDBG_USE_HW_BP) */
-	BP_SWITCHING = 1,  /* BP_DEAD_UNSEEN returns passed unseen: one vCPU switches to INT3 */
-	BP_INT3 = 2,       /* INT3 bytes in guest RAM (vmm_bp_use_int3) */
-	BP_NONE = 3,       /* neither fired: walks at the sample (bp_dead) */
 };
 
 /*

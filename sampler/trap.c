@@ -41,25 +41,6 @@ void traps_place(struct sampler *s)
 	atomic_store(&s->traps.ready, true);
 }
 
-int traps_use_int3(struct svcpu *sv, const struct gi_paging *pg)
-{
-	struct sampler *s = sv->s;
-	uint64_t gpa[VMM_BP_SLOTS] = { 0 };
-	int err;
-
-	if (!s->vm || !s->traps.available || !atomic_load(&s->traps.ready))
-		return -ENOTSUP;
-	err = gi_gva_to_gpa(s->mem, pg, s->traps.sites.sysret, &gpa[s->traps.slot_sysret], NULL,
-			    NULL);
-	if (!err)
-		err = gi_gva_to_gpa(s->mem, pg, s->traps.sites.iret, &gpa[s->traps.slot_iret],
-				    NULL, NULL);
-	if (!err && s->traps.flag)
-		err = gi_gva_to_gpa(s->mem, pg, s->traps.ew.clear, &gpa[s->traps.slot_loop], NULL,
-				    NULL);
-	return err ? err : vmm_bp_use_int3(s->vm, gpa);
-}
-
 /* Check once, in guest memory, that the sites hold sysretq (48 0f 07) and iretq (48 cf). */
 static bool sites_verified(const struct sampler *s, const struct gi_paging *pg)
 {

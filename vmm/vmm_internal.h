@@ -187,8 +187,6 @@ struct vmm_vcpu {
 	bool debug_armed;
 	unsigned int bp_mask_applied; /* slots armed in KVM_SET_GUEST_DEBUG */
 	unsigned int bp_gen_applied;  /* vm->bp_gen when applied */
-	bool int3_applied;            /* KVM_GUESTDBG_USE_SW_BP set (vm->bp_int3) */
-	bool inject_bp;               /* the guest's own #BP, to give back at the next KVM_RUN */
 	uint64_t rf_probe_pc;    /* a breakpoint hit resumed with RF set, to see if RF works */
 	uint64_t rf_probe_rsp;
 	struct vmm_counters c;  /* this vCPU's counters, summed at the end */
@@ -248,12 +246,6 @@ struct vmm {
 	atomic_uint bp_gen;     /* bumped at every address change */
 	unsigned int bp_used;   /* slots handed out (bit per slot) */
 	atomic_int rf;          /* enum vmm_rf */
-	/* software breakpoints (debug.c, vmm_bp_use_int3): once set, slots 1.. are INT3 bytes in
-	 * guest RAM at bp_gpa (bp_orig: the byte under each), armed and disarmed under bp_lock */
-	atomic_bool bp_int3;
-	uint64_t bp_gpa[VMM_BP_SLOTS];
-	uint8_t bp_orig[VMM_BP_SLOTS];
-	pthread_mutex_t bp_lock;
 	atomic_uint_fast64_t t_start_ns; /* 0 until vmm_run starts; read by other threads */
 	atomic_bool running;
 

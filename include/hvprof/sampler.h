@@ -188,8 +188,6 @@ struct sampler_config {
 				 * later kernel entry of the same thread and mm was sampled) */ \
 	X(bp_never_fired)       /* 1: BP_DEAD_UNSEEN returns went unseen before any breakpoint \
 				 * hit, and later kernel samples were walked at once (eager) */ \
-	X(bp_int3)              /* 1: ... before any debug-register breakpoint hit, and INT3 \
-				 * bytes in guest RAM took over (vmm_bp_use_int3) */           \
 	X(flag_set_failed)      /* the task's flags could not be written: trapped instead */     \
 	X(trap_ns_total)        /* host ns spent in trap handling */                            \
 	X(user_regs_unreadable) /* kernel samples of user threads without pt_regs */            \

@@ -132,8 +132,6 @@ struct vmm_result {
 	X(io_unhandled)                                                                    \
 	X(mmio_unhandled)                                                                  \
 	X(traps_armed_at_end) /* vCPUs with a breakpoint still armed after the run (0) */  \
-	X(int3_guest)         /* the guest's own #BPs given back to it (INT3 breakpoints) */ \
-	X(int3_stale)         /* hits of an INT3 disarmed since the vCPU fetched it */     \
 	X(regs_writes)        /* KVM_SET_REGS/SREGS ioctls (registers a rider changed) */  \
 	X(regs_write_ns)      /* ... their time (each a vcpu_load: costly on nested hosts) */ \
 	X(regs_sync_writes)   /* registers written through the sync-regs area instead */   \
@@ -423,28 +421,9 @@ void vmm_bp_arm(struct vmm *vm, unsigned int mask, bool armed, const struct vmm_
 unsigned int vmm_bp_armed(const struct vmm *vm);
 
 /**
- * vmm_bp_use_int3 - from now on slots 1.. are software breakpoints, for hosts whose debug
- * registers never fire (the rider finds that out): arming a slot writes INT3 (0xcc) over the
- * first byte of its instruction in guest RAM, at @gpa[slot] (the GPA of the slot's GVA: the
- * rider knows the guest's page tables), disarming puts the byte back; every vCPU intercepts #BP
- * (KVM_GUESTDBG_USE_SW_BP, Documentation/virt/kvm/api.rst) and gives the guest its own ones back
- * (KVM_GUESTDBG_INJECT_BP). Slots armed now get their INT3 at once. A hit goes to the rider's
- * debug hook, which completes the instruction (vmm_bp_step returns -ENOTSUP). Slot addresses
- * are fixed from then on. Every byte is put back at the end of the run (counted in
- * traps_armed_at_end if one could not be) and whenever its slot is disarmed (a detach).
- * Return: 0; -ENOTSUP PVM (INT3 at CPL0 is not emulated there); -EALREADY; -EFAULT a slot's GPA
- * is not in guest RAM; -EBADMSG an INT3 is there already; -EINVAL.
- */
-int vmm_bp_use_int3(struct vmm *vm, const uint64_t gpa[VMM_BP_SLOTS]) __must_check;
-
-/** vmm_bp_int3 - vmm_bp_use_int3() was done: breakpoints are INT3 bytes. Any thread. */
-bool vmm_bp_int3(const struct vmm *vm);
-
-/**
  * vmm_bp_step - resume @v past the breakpoint it stopped at with RFLAGS.RF (SDM vol. 3B, 18.3.1.1),
  * unless this host is known to ignore RF. Whether RF worked is seen at @v's next exit.
- * Return: 0 RF set; -ENOTSUP RF is ignored here (PVM), or the breakpoint is an INT3: the caller
- * completes the instruction.
+ * Return: 0 RF set; -ENOTSUP RF is ignored here (PVM): the caller completes the instruction.
  */
 int vmm_bp_step(struct vmm_vcpu *v) __must_check;
 
