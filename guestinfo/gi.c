@@ -30,6 +30,7 @@ int gi_new_raw(const struct gi_layout *layout, uint64_t stext_kva, uint64_t etex
 	gi->current_task_off = current_task_off;
 	gi->have_layout = true;
 	gi->slide_state = GI_SLIDE_KNOWN; /* the addresses given are the running guest's */
+	gi->tss_off = UINT64_MAX;
 	*out = gi;
 	return 0;
 }
@@ -224,6 +225,8 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 		}
 		gi->current_task_off = hot + gi->layout.pcpu_hot_current_task;
 	}
+	if (symtab_find(gi->st, "cpu_tss_rw", &gi->tss_off) != 0)
+		gi->tss_off = UINT64_MAX;
 	if (symtab_find(gi->st, "entry_SYSCALL_64", &gi->entry_kva) == 0 &&
 	    gi_kimage_read_kva(img, gi->entry_kva, gi->entry_bytes, sizeof(gi->entry_bytes)) != 0)
 		gi->entry_kva = 0;
@@ -449,17 +452,9 @@ void gi_kernel_text(const struct gi *gi, uint64_t *start, uint64_t *end)
 		*end = gi ? gi->etext_kva + gi_slide(gi) : 0;
 }
 
-int gi_current_task(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
-		    uint64_t *task)
+int gi_percpu_base(const struct gi_regs *regs, uint64_t *base)
 {
 	bool gs_ok, kgs_ok;
-	uint64_t base, var_kva, value;
-	int err;
-
-	if (!gi || !mem || !regs || !task)
-		return -EINVAL;
-	if (gi->no_current_task)
-		return -ENODATA;
 
 	/*
 	 * x86-64 keeps the per-CPU base in GS_BASE while in the kernel and in KERNEL_GS_BASE
@@ -471,14 +466,29 @@ int gi_current_task(const struct gi *gi, const struct gmem *mem, const struct gi
 	gs_ok = gi_is_kernel_gva(&regs->pg, regs->gs_base);
 	kgs_ok = gi_is_kernel_gva(&regs->pg, regs->kernel_gs_base);
 	if (gs_ok && kgs_ok)
-		base = regs->cpl == 0 ? regs->gs_base : regs->kernel_gs_base;
+		*base = regs->cpl == 0 ? regs->gs_base : regs->kernel_gs_base;
 	else if (gs_ok)
-		base = regs->gs_base;
+		*base = regs->gs_base;
 	else if (kgs_ok)
-		base = regs->kernel_gs_base;
+		*base = regs->kernel_gs_base;
 	else
 		return -ENOENT;
+	return 0;
+}
 
+int gi_current_task(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
+		    uint64_t *task)
+{
+	uint64_t base, var_kva, value;
+	int err;
+
+	if (!gi || !mem || !regs || !task)
+		return -EINVAL;
+	if (gi->no_current_task)
+		return -ENODATA;
+	err = gi_percpu_base(regs, &base);
+	if (err)
+		return err;
 	/* current_task's symbol value is its offset in the zero-based per-CPU section. */
 	if (__builtin_add_overflow(base, gi->current_task_off, &var_kva))
 		return -ERANGE;

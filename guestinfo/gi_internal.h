@@ -70,6 +70,7 @@ struct gi {
 	/* error_entry, paranoid_entry, xen_error_entry: the entry code's calls that save the user
 	 * registers below the iret frame (link-time; 0 when absent) */
 	uint64_t save_regs_kva[3];
+	uint64_t tss_off;       /* cpu_tss_rw's per-CPU offset (TSS.sp0 at +4); UINT64_MAX: none */
 	struct gi_exit_work exit_work; /* link-time; head 0 when not found (exitwork.c) */
 	uint64_t exit_callers[4][2];   /* [start, end) of its callers, link-time; 0/0 unknown: from
 					* their call of it on, or whole when they do not call it */
@@ -105,6 +106,29 @@ struct gi_orc_entry_frame {
  */
 int gi_orc_entry_frame(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
 		       struct gi_orc_entry_frame *out) __must_check;
+
+/*
+ * gi_percpu_base - the per-CPU base of @regs: GS_BASE in the kernel, KERNEL_GS_BASE in user
+ * mode, whichever is a kernel address around SWAPGS (gi_current_task). Return: 0; -ENOENT
+ * neither is.
+ */
+int gi_percpu_base(const struct gi_regs *regs, uint64_t *base) __must_check;
+
+/* gi_running_slide - the slide the running guest's addresses are at (0 when the image did not
+ * match: link-time addresses are the best guess). Return: 0; -EAGAIN not known yet. */
+int gi_running_slide(const struct gi *gi, uint64_t *slide) __must_check;
+
+/* gi_have_pt_regs - the layout has what reading pt_regs needs (size, ip/sp/bp/cs within it). */
+bool gi_have_pt_regs(const struct gi_layout *l);
+
+/*
+ * gi_read_user_pt_regs - the user registers of the struct pt_regs at kernel GVA @regs_kva, as an
+ * entry saved it whole (gi_have_pt_regs(@l) must hold). Return: 0; -ENOENT its CS is not a
+ * user one; read errors.
+ */
+int gi_read_user_pt_regs(const struct gi_layout *l, const struct gmem *mem,
+			 const struct gi_paging *pg, uint64_t regs_kva,
+			 struct gi_user_regs *out) __must_check;
 
 /* The slide, read atomically (see struct gi). */
 static inline uint64_t gi_slide(const struct gi *gi)

@@ -14,8 +14,7 @@
 
 #define PT_REGS_MAX 512 /* bytes: x86-64 pt_regs is 168 */
 
-/* Does the layout have what reading pt_regs needs (its size, ip/sp/bp/cs within it)? */
-static bool have_pt_regs(const struct gi_layout *l)
+bool gi_have_pt_regs(const struct gi_layout *l)
 {
 	return l->pt_regs_size != UINT32_MAX && l->pt_regs_size != 0 &&
 	       l->pt_regs_size <= PT_REGS_MAX && l->pt_regs_ip + 8 <= l->pt_regs_size &&
@@ -31,7 +30,7 @@ int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct 
 
 	if (!gi || !mem || !pg || !out)
 		return -EINVAL;
-	if (!have_pt_regs(&gi->layout) || gi->layout.task_stack == UINT32_MAX)
+	if (!gi_have_pt_regs(&gi->layout) || gi->layout.task_stack == UINT32_MAX)
 		return -ENODATA;
 	if (__builtin_add_overflow(task, (uint64_t)gi->layout.task_stack, &stack_gva))
 		return -ERANGE;
@@ -39,8 +38,7 @@ int gi_task_user_regs(const struct gi *gi, const struct gmem *mem, const struct 
 	return err ?: gi_stack_user_regs(gi, mem, pg, stack, out);
 }
 
-/* The user registers of the pt_regs at kernel GVA @regs_kva (whole, as the entry saved it). */
-static int read_user_pt_regs(const struct gi_layout *l, const struct gmem *mem,
+int gi_read_user_pt_regs(const struct gi_layout *l, const struct gmem *mem,
 			     const struct gi_paging *pg, uint64_t regs_kva, struct gi_user_regs *out)
 {
 	uint64_t cs;
@@ -84,91 +82,12 @@ int gi_stack_user_regs(const struct gi *gi, const struct gmem *mem, const struct
 {
 	if (!gi || !mem || !pg || !out)
 		return -EINVAL;
-	if (!have_pt_regs(&gi->layout))
+	if (!gi_have_pt_regs(&gi->layout))
 		return -ENODATA;
 	if (!gi_is_kernel_gva(pg, stack_kva) || (stack_kva & (GI_THREAD_SIZE - 1)))
 		return -EBADMSG;
-	return read_user_pt_regs(&gi->layout, mem, pg,
-				 stack_kva + GI_THREAD_SIZE - gi->layout.pt_regs_size, out);
-}
-
-static int running_slide(const struct gi *gi, uint64_t *slide);
-
-/*
- * Whether @rip (a running GVA) directly follows a call of one of the entry code's functions that
- * save the user registers (error_entry and its kind): "e8 rel32" in the 5 bytes before it,
- * aimed at one of them. Such a call has returned, with the registers saved below the iret
- * frame and the vCPU's own cleared.
- */
-static bool after_save_call(const struct gi *gi, const struct gmem *mem,
-			    const struct gi_paging *pg, uint64_t rip, uint64_t slide)
-{
-	uint8_t insn[5];
-	int32_t rel;
-
-	if (gi_read_gva(mem, pg, rip - sizeof(insn), insn, sizeof(insn)) != 0 || insn[0] != 0xe8)
-		return false;
-	memcpy(&rel, insn + 1, sizeof(rel));
-	for (size_t i = 0; i < ARRAY_SIZE(gi->save_regs_kva); i++)
-		if (gi->save_regs_kva[i] && rip + (uint64_t)(int64_t)rel == gi->save_regs_kva[i] + slide)
-			return true;
-	return false;
-}
-
-#define IRET_FRAME_IP 128 /* struct pt_regs: ip, cs, flags, sp, ss from here (x86-64) */
-#define USER_CS_64 0x33   /* __USER_CS (arch/x86/include/asm/segment.h) */
-
-int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
-		       const struct gi_user_regs *live, struct gi_user_regs *out)
-{
-	const struct gi_layout *l;
-	struct gi_orc_entry_frame f;
-	uint64_t frame[4], slide; /* ip, cs, flags, sp */
-	int err;
-
-	if (!gi || !mem || !regs || !live || !out)
-		return -EINVAL;
-	l = &gi->layout;
-	if (!have_pt_regs(l) || l->pt_regs_ip != IRET_FRAME_IP)
-		return -ENODATA;
-	err = running_slide(gi, &slide);
-	if (err)
-		return -ENOTSUP;
-	if (gi->entry_kva && regs->rip == gi->entry_kva + slide) {
-		/* SYSCALL's entry, at its first instruction: nothing saved or changed yet; the
-		 * instruction put the return address in RCX and RFLAGS in R11 (SDM, SYSCALL) */
-		*out = *live;
-		out->ip = live->cx;
-		out->cs = USER_CS_64;
-		out->orig_ax = live->ax; /* the system call's number, as the entry saves it */
-		out->entry_known = true;
-		return 0;
-	}
-	err = gi_orc_entry_frame(gi, mem, regs, &f);
-	if (err)
-		return err;
-	if (!f.user)
-		return -ENOENT; /* it interrupted the kernel: the task's pt_regs are its last entry's */
-	if (!gi_is_kernel_gva(&regs->pg, f.regs) || (f.regs & 7))
-		return -EBADMSG;
-	if (f.full)
-		return read_user_pt_regs(l, mem, &regs->pg, f.regs, out);
-	if (!f.first)
-		return -EAGAIN; /* inside the call that saves them: which are saved is not known */
-	if (after_save_call(gi, mem, &regs->pg, regs->rip, slide))
-		return read_user_pt_regs(l, mem, &regs->pg, f.regs, out);
-	/* Nothing saved yet: the iret frame the CPU pushed, and the vCPU's registers, which the
-	 * entry code does not change before it saves them (but for scratch ones on some paths). */
-	err = gi_read_gva(mem, &regs->pg, f.regs + IRET_FRAME_IP, frame, sizeof(frame));
-	if (err)
-		return err;
-	*out = *live;
-	out->ip = frame[0];
-	out->cs = frame[1];
-	out->sp = frame[3];
-	out->orig_ax = UINT64_MAX; /* -1: an interrupt or exception, not a system call */
-	out->entry_known = true;
-	return 0;
+	return gi_read_user_pt_regs(&gi->layout, mem, pg,
+				    stack_kva + GI_THREAD_SIZE - gi->layout.pt_regs_size, out);
 }
 
 int gi_current_thread_cached(const struct gi *gi, const struct gmem *mem,
@@ -203,8 +122,7 @@ int gi_current_thread(const struct gi *gi, const struct gmem *mem, const struct 
 	return gi_current_thread_cached(gi, mem, regs, NULL, task, out, st);
 }
 
-/* The slide the running guest's addresses are at, or -EAGAIN while it is not known. */
-static int running_slide(const struct gi *gi, uint64_t *slide)
+int gi_running_slide(const struct gi *gi, uint64_t *slide)
 {
 	switch (gi_kaslr_state(gi)) {
 	case GI_SLIDE_KNOWN:
@@ -237,7 +155,7 @@ int gi_return_sites(const struct gi *gi, struct gi_return_sites *out)
 	}
 	if (!sysret || !iret)
 		return -ENOENT;
-	err = running_slide(gi, &slide);
+	err = gi_running_slide(gi, &slide);
 	if (err)
 		return err;
 	out->sysret = sysret + slide;
@@ -254,7 +172,7 @@ int gi_pf_entry(const struct gi *gi, uint64_t *gva)
 		return -EINVAL;
 	if (!gi->pf_entry_kva)
 		return -ENOENT;
-	err = running_slide(gi, &slide);
+	err = gi_running_slide(gi, &slide);
 	if (err)
 		return err;
 	*gva = gi->pf_entry_kva + slide;
@@ -265,7 +183,7 @@ bool gi_in_entry_window(const struct gi *gi, uint64_t rip)
 {
 	uint64_t slide;
 
-	if (!gi || !gi->entry_text_end || running_slide(gi, &slide) != 0)
+	if (!gi || !gi->entry_text_end || gi_running_slide(gi, &slide) != 0)
 		return false;
 	rip -= slide; /* link-time from here on */
 	if (rip < gi->entry_text_start || rip >= gi->entry_text_end)
@@ -286,7 +204,7 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work *out)
 		return -EINVAL;
 	if (!gi->exit_work.head || !gi->have_layout || gi->layout.task_ti_flags == UINT32_MAX)
 		return -ENOENT;
-	err = running_slide(gi, &slide);
+	err = gi_running_slide(gi, &slide);
 	if (err)
 		return err;
 	*out = gi->exit_work;
@@ -329,7 +247,7 @@ bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *ca
 {
 	uint64_t slide;
 
-	if (!gi || !gi->exit_work.head || running_slide(gi, &slide) != 0)
+	if (!gi || !gi->exit_work.head || gi_running_slide(gi, &slide) != 0)
 		return false;
 	if (in_tail(gi, rip - slide))
 		return true;

@@ -70,7 +70,8 @@ static bool in_exit_tail(const struct sampler *s, const struct hvp_sample *smp)
  * with @lost_if_not the user part is lost (counted), else (the cross-check of "both" mode) the
  * deferred walk alone stands.
  */
-static bool entry_user_regs(struct svcpu *sv, struct gi_user_regs *ur, bool lost_if_not)
+static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs *ur,
+			    bool lost_if_not)
 {
 	struct gi_user_regs live, built;
 	int err = -ENOTSUP;
@@ -78,7 +79,8 @@ static bool entry_user_regs(struct svcpu *sv, struct gi_user_regs *ur, bool lost
 	if (sv->sample_vcpu_regs && sv->sample_gi_regs) {
 		user_regs_from_vcpu(sv->sample_vcpu_regs, sv->sample_vcpu_regs->rip,
 				    sv->sample_vcpu_regs->rsp, &live);
-		err = gi_entry_user_regs(sv->s->gi, sv->s->mem, sv->sample_gi_regs, &live, &built);
+		err = gi_entry_user_regs(sv->s->gi, sv->s->mem, sv->sample_gi_regs, task, &live,
+					 &built);
 	}
 	if (err == -ENOENT)
 		return true;
@@ -158,7 +160,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		if (smp->cookie && !req.entry_known && !execve &&
 		    s->callchain == SAMPLER_CALLCHAIN_BOTH)
 			/* both: the cross-check's registers from the entry's own frame, if found */
-			from_entry = entry_user_regs(sv, &ur, false);
+			from_entry = entry_user_regs(sv, task, &ur, false);
 		if (smp->cookie && ((!req.entry_known && !from_entry) || execve ||
 				    s->callchain == SAMPLER_CALLCHAIN_DEFERRED)) {
 			/* not known: the eager walk would read a stale pt_regs, only the return tells */
@@ -177,7 +179,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		sv->c.user_execve++;
 		return;
 	}
-	if (!req.entry_known && !from_entry && !entry_user_regs(sv, &ur, true)) {
+	if (!req.entry_known && !from_entry && !entry_user_regs(sv, task, &ur, true)) {
 		smp->user_stop = HVP_WALK_LOST;
 		smp->n_user = 0;
 		return;

@@ -425,22 +425,23 @@ bool gi_in_entry_window(const struct gi *gi, uint64_t rip);
 
 /**
  * gi_entry_user_regs - the user registers of the kernel entry a sample in the entry window is
- * in (pt_regs at the task stack's top may be the previous entry's). At the SYSCALL entry's
- * first instruction they are @live (the vCPU's registers as user registers, ip and sp the
- * vCPU's own) with ip = RCX. Elsewhere they are found as the kernel's ORC unwinder finds them
- * (arch/x86/kernel/unwind_orc.c): the walk from @regs (the vCPU's, CPL 0) to the entry's
- * frame. A whole pt_regs there (the entry stack's before sync_regs() copies it, or the task
- * stack's) is read; an iret frame alone at the sampled instruction's own frame gives ip, cs and
- * sp, and the other registers are @live's (the entry code changes no callee-saved one before
- * it saves it). @out: caller-owned.
- * Return: 0 and *@out (orig_ax -1 for an iret frame alone); -ENOENT the entry interrupted
+ * in (pt_regs at the task stack's top may be the previous entry's), from where the entry is
+ * putting them (guestinfo/entryregs.c; arch/x86/entry/entry_64.S): in SYSCALL's entry, @live
+ * (the vCPU's registers as user registers) with ip = RCX while RSP is the user's or pt_regs is
+ * being pushed, or pt_regs whole; elsewhere the entry's frame as the kernel's ORC unwinder finds
+ * it (unwind_orc.c), or without ORC by how far the entry has pushed on the CPU's entry stack
+ * (TSS.sp0): the iret frame's ip, cs and sp with @live's other registers (the entry code changes
+ * no callee-saved one before it saves it), or the pt_regs it has saved. @regs: the vCPU's
+ * (CPL 0); @task: the sampled task (its kernel stack), 0 if unknown; @out: caller-owned.
+ * Return: 0 and *@out (orig_ax -1 for an interrupt or exception); -ENOENT the entry interrupted
  * kernel mode (the task's pt_regs are its last user entry's); -EAGAIN the entry is part-way
- * through saving them, or its frame is not described yet (SYSCALL before its frame is built);
- * -ENOTSUP no ORC tables, or the slide is not known; -ENODATA no pt_regs layout; -EBADMSG,
- * -ELOOP, read errors: a stack that does not check out.
+ * where its registers cannot be told (an IST stack, CR3 held in RSP); -ENOTSUP the slide is
+ * not known; -ENODATA no pt_regs layout; -EBADMSG, -ELOOP, read errors: a stack that does not
+ * check out.
  */
 int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
-		       const struct gi_user_regs *live, struct gi_user_regs *out) __must_check;
+		       uint64_t task, const struct gi_user_regs *live,
+		       struct gi_user_regs *out) __must_check;
 
 /**
  * struct gi_exit_work - the exit-work loop of the generic entry code (exitwork.c), link-time

@@ -221,25 +221,47 @@ static int sample_bad_states(struct fixture *f)
 }
 
 /*
- * Eager, a sample in the entry window: pt_regs still holds the previous entry's registers (here
- * a stale good-looking chain), so they are not walked. Where the entry's own registers cannot
- * be found (this kernel has no ORC tables) the user part is lost and counted; at SYSCALL's first
- * instruction they are the vCPU's (ip = RCX), and the walk is theirs.
+ * A kernel sample's registers in the entry window: pt_regs still holds the previous entry's
+ * registers (a good-looking chain one frame off: ip + 0x99), the window put around the vCPU's
+ * RIP. at_syscall_entry: that RIP is SYSCALL's entry, at its first instruction: the user's
+ * RSP and RBP still live, the return address in RCX.
+ */
+static int in_entry_window(struct fixture *f, struct kvm_regs *regs, struct kvm_sregs *sregs)
+{
+	struct gi_user_regs stale = f->entry;
+	struct gi *gi = f->s->gi;
+
+	stale.ip = f->entry.ip + 0x99;
+	if (write_pt_regs(f, &stale) || fixture_vcpu_regs(f, 0, regs, sregs))
+		return -1;
+	gi->entry_text_start = regs->rip - 0x40;
+	gi->entry_text_end = regs->rip + 0x40;
+	return gi_in_entry_window(gi, regs->rip) ? 0 : -1;
+}
+
+static void at_syscall_entry(struct fixture *f, struct kvm_regs *regs)
+{
+	f->s->gi->entry_kva = regs->rip;
+	f->s->gi->exit1_start = regs->rip + 0x40; /* its exit path, past the window's end */
+	regs->rcx = f->entry.ip;
+	regs->rsp = f->entry.sp;
+	regs->rbp = f->entry.bp;
+}
+
+/*
+ * Eager, a sample in the entry window: pt_regs may be the previous entry's, so they are not
+ * walked. Where the entry's own registers cannot be found (this kernel has no ORC tables, and
+ * no cpu_tss_rw to find its entry stack by) the user part is lost and counted; at SYSCALL's first instruction they are the vCPU's (ip = RCX),
+ * and the walk is theirs.
  */
 static int sample_entry_window(struct fixture *f)
 {
 	struct svcpu *sv = &f->s->vcpus[0];
-	struct gi_user_regs stale = f->entry;
 	struct kvm_regs regs;
 	struct kvm_sregs sregs;
 	struct gi *gi = f->s->gi;
 
-	stale.ip = f->entry.ip + 0x99;
-	ASSERT_EQ_INT(write_pt_regs(f, &stale), 0);
-	ASSERT_EQ_INT(fixture_vcpu_regs(f, 0, &regs, &sregs), 0);
-	gi->entry_text_start = regs.rip - 0x40;
-	gi->entry_text_end = regs.rip + 0x40;
-	ASSERT_TRUE(gi_in_entry_window(gi, regs.rip));
+	ASSERT_EQ_INT(in_entry_window(f, &regs, &sregs), 0);
 	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
 	ASSERT_EQ_INT(n_got, 1);
 	ASSERT_EQ_INT(got[0].user_stop, HVP_WALK_LOST);
@@ -248,11 +270,7 @@ static int sample_entry_window(struct fixture *f)
 	ASSERT_EQ_U64(sv->c.user_regs_entry_unsaved, 1);
 	ASSERT_EQ_U64(sv->c.user_regs_entry_found, 0);
 
-	/* SYSCALL's first instruction: the user's RSP and RBP still live, the return in RCX */
-	gi->entry_kva = regs.rip;
-	regs.rcx = f->entry.ip;
-	regs.rsp = f->entry.sp;
-	regs.rbp = f->entry.bp;
+	at_syscall_entry(f, &regs);
 	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
 	ASSERT_EQ_INT(n_got, 2);
 	ASSERT_EQ_INT(got[1].user_stop, HVP_WALK_END);
@@ -282,16 +300,10 @@ static int sample_entry_window(struct fixture *f)
 static int sample_entry_window_both(struct fixture *f)
 {
 	struct svcpu *sv = &f->s->vcpus[0];
-	struct gi_user_regs stale = f->entry;
 	struct kvm_regs regs;
 	struct kvm_sregs sregs;
-	struct gi *gi = f->s->gi;
 
-	stale.ip = f->entry.ip + 0x99;
-	ASSERT_EQ_INT(write_pt_regs(f, &stale), 0);
-	ASSERT_EQ_INT(fixture_vcpu_regs(f, 0, &regs, &sregs), 0);
-	gi->entry_text_start = regs.rip - 0x40;
-	gi->entry_text_end = regs.rip + 0x40;
+	ASSERT_EQ_INT(in_entry_window(f, &regs, &sregs), 0);
 	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
 	ASSERT_EQ_INT(n_got, 1);
 	ASSERT_TRUE(got[0].cookie != 0);
@@ -301,10 +313,7 @@ static int sample_entry_window_both(struct fixture *f)
 	ASSERT_EQ_U64(sv->c.user_regs_entry_unsaved, 0);
 
 	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
-	gi->entry_kva = regs.rip;
-	regs.rcx = f->entry.ip;
-	regs.rsp = f->entry.sp;
-	regs.rbp = f->entry.bp;
+	at_syscall_entry(f, &regs);
 	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
 	ASSERT_EQ_INT(n_got, 2);
 	ASSERT_TRUE(got[1].cookie != 0 && got[1].cookie != got[0].cookie);
