@@ -103,7 +103,8 @@ for s in rec_data["samples"]:
             pairs += 1
             same += agree
 print(f"cross-check over all kernel samples with both walks: {all_same}/{all_pairs} identical")
-check("deferred and eager user stacks agree on >= 99.9% of the workload's syscall samples",
+checks.check_bp("deferred and eager user stacks agree on >= 99.9% of the workload's syscall "
+                "samples",
       pairs >= 100 and same >= 0.999 * pairs, f"{same}/{pairs} identical")
 kthread_user = sum(1 for s in rec_data["samples"] if s["flags"] & 2 and (s["uips"] or s["cookie"]))
 kthread_total = sum(1 for s in rec_data["samples"] if s["flags"] & 2)
@@ -112,11 +113,12 @@ check("kernel threads never get a user stack or a cookie", kthread_total > 0 and
 c = rec_data["counters"]
 print("counters:", {k: v for k, v in c.items() if v and not k.startswith("exits_")})
 check("no breakpoint armed after the run", c.get("traps_armed_at_end", 1) == 0)
+checks.check_bp_delivery(c)
 ended = sum(c.get(k, 0) for k in ("resolved_at_return", "resolved_from_ptregs", "resolved_stale",
                                     "resolved_exiting", "dropped_exited", "dropped_no_regs"))
 check("every mark is resolved or dropped, none silently", c.get("marks", 0) > 0
       and ended == c.get("marks"), f"marks {c.get('marks')} vs accounted {ended}")
-check("most marks resolve at the return to user (>= 90%)",
+checks.check_bp("most marks resolve at the return to user (>= 90%)",
       c.get("resolved_at_return", 0) >= 0.9 * max(1, c.get("marks", 0)),
       f"{c.get('resolved_at_return')} of {c.get('marks')}")
 if c.get("loop_hits"):
@@ -159,15 +161,16 @@ if c.get("loop_hits"):
 # with every entry walked at the mark, 4 688 of 8 301: the rest are marks made in the entry
 # window, which have no registers to walk yet). A mark whose return showed other registers
 # and no signal frame loses its user part instead (0 and 2 in the CI runs that set this bound).
-check("system-call marks are walked by their return, not at the mark (< 30% walked at the mark)",
+checks.check_bp("system-call marks are walked by their return, not at the mark (< 30% walked "
+                "at the mark)",
       0 < c.get("marks_walked_at_mark", 0) < 0.3 * c.get("marks", 0),
       f"{c.get('marks_walked_at_mark')} of {c.get('marks')} marks")
-check("marks that lost their walk are rare (<= 0.5%)",
+checks.check_bp("marks that lost their walk are rare (<= 0.5%)",
       c.get("marks_walk_lost", 0) <= 0.005 * c.get("marks", 0),
       f"{c.get('marks_walk_lost', 0)} of {c.get('marks')} marks")
 # the workload (hvprof-paths: getppid loops) makes most of the run's marks, and its hits are
 # counted apart from the boot's
-check("the workload's trap hits are counted apart, most of the run's",
+checks.check_bp("the workload's trap hits are counted apart, most of the run's",
       c.get("traps_no_mark_in_workload", 0) <= c.get("traps_in_workload", 0)
       < c.get("traps_hit", 0) and c.get("traps_in_workload", 0) >= 0.5 * c.get("traps_hit", 0),
       f"{c.get('traps_no_mark_in_workload')} no-mark of {c.get('traps_in_workload')} in the "

@@ -174,10 +174,11 @@ for name in ("kaslr", "guest-kaslr"):
     lv1 = stats[name][2]
     top1 = sorted(lv1, key=lambda f: -lv1[f])[:5]
     print(f"workload kernel leaves, {name}:", [(f, round(lv1[f], 1)) for f in top1])
-    check(f"{name}: the workload's top kernel functions without KASLR are there (>= 1% each)",
+    checks.check_timing(f"{name}: the workload's top kernel functions without KASLR are there "
+                        "(>= 1% each)",
           len(top0) >= 3 and all(lv1.get(f, 0) >= 1.0 for f in top0),
           str([(f, round(lv1.get(f, 0), 1)) for f in top0]))
-    check(f"{name}: and the other way round",
+    checks.check_timing(f"{name}: and the other way round",
           len(top1) >= 3 and all(lv0.get(f, 0) >= 1.0 for f in top1),
           str([(f, round(lv0.get(f, 0), 1)) for f in top1]))
 for name in runs:
@@ -205,10 +206,10 @@ for name in runs:
             if us and us["stop"] != 6 and us["uips"]:
                 pairs += 1
                 same += tuple(s["uips"]) == tuple(us["uips"])
-    check(f"{name}: deferred = eager user stacks (>= 99.5% of kernel samples with both)",
+    checks.check_bp(f"{name}: deferred = eager user stacks (>= 99.5% of kernel samples with both)",
           pairs >= 100 and same >= 0.995 * pairs, f"{same}/{pairs}")
     c = rec["counters"]
-    check(f"{name}: return-to-user traps were hit, none armed at the end",
+    checks.check_bp(f"{name}: return-to-user traps were hit, none armed at the end",
           c.get("traps_hit", 0) > 100 and c.get("traps_armed_at_end", 1) == 0,
           f"hits {c.get('traps_hit')}, armed {c.get('traps_armed_at_end')}")
 

@@ -154,7 +154,7 @@ ur = raw["user_regs"]
 after = {2: [r for r in ur if r["prev_type"] == 2], 5: [r for r in ur if r["prev_type"] == 5]}
 check("META call_graph is dwarf,8192", raw["meta"].get("call_graph") == "dwarf,8192",
       raw["meta"].get("call_graph"))
-check("USER_REGS records follow both SAMPLE and USER_STACK records",
+checks.check_bp("USER_REGS records follow both SAMPLE and USER_STACK records",
       len(after[2]) >= 100 and len(after[5]) >= 100, f"{len(after[2])} / {len(after[5])}")
 check("every USER_REGS directly follows the record it names (follows, time, pid, cookie)",
       all(r["prev"] is not None and r["follows"] == r["prev_type"] and r["t"] == r["prev"]["t"]
@@ -198,7 +198,8 @@ demo_tids = {p for p, t in raw["threads"].items() if t["comm"] == "hvprof-demo"}
 inline = [s for s in raw["samples"] if s["cpl"] == 0 and s["cookie"] == 0 and s["uips"]
           and s["pid"] in demo_tids]
 deep = sum(1 for s in inline if len(s["uips"]) >= 3)
-check("samples walked into the sample with no mark, in the exit tail (tail_walked_inline) and "
+checks.check_bp("samples walked into the sample with no mark, in the exit tail "
+                "(tail_walked_inline) and "
       "of short stays (stay_walked_inline), with the demo's user path",
       cnt.get("tail_walked_inline", 0) > 0 and cnt.get("stay_walked_inline", 0) > 0 and inline
       and deep >= 0.95 * len(inline),

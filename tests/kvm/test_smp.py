@@ -98,14 +98,14 @@ walked_on = user_stack_vcpus(data)
 deferred = [s for s in r["samples"] if s["tgid"] == demo and s["cookie"] and
             s["cookie"] in walked_on]
 crossed = sum(1 for s in deferred if walked_on[s["cookie"]] != s["vcpu"])
-check("deferred user stacks of the demo resolved at return", len(deferred) >= 50,
+checks.check_bp("deferred user stacks of the demo resolved at return", len(deferred) >= 50,
       f"{len(deferred)} samples")
-check("a thread marked on one vCPU and returning on the other was caught", crossed >= 1,
+checks.check_bp("a thread marked on one vCPU and returning on the other was caught", crossed >= 1,
       f"{crossed} of {len(deferred)} deferred samples walked on the other vCPU")
 c = r["counters"]
 if r["meta"].get("counter") == "cpu-clock" and c.get("vcpu_cpu_ns"):
     rate = c["samples"] / (c["vcpu_cpu_ns"] / 1e9)
-    check("samples per vCPU-second equal -F 1000 within 3 %", 970 <= rate <= 1030,
+    checks.check_timing("samples per vCPU-second equal -F 1000 within 3 %", 970 <= rate <= 1030,
           f"{rate:.1f}/s ({c['samples']} samples, {c['vcpu_cpu_ns'] / 1e9:.1f} vCPU-s, "
           f"{c.get('exits_intr')} interruptions, {c.get('exits_overflow')} overflows)")
     check("every interruption that was not an overflow was a kick, not a sample",
