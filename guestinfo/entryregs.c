@@ -84,9 +84,9 @@ static int task_stack_top(const struct gi *gi, const struct gmem *mem, const str
 	err = gi_read_gva(mem, pg, task + gi->layout.task_stack, &stack, sizeof(stack));
 	if (err)
 		return err;
-	if (!gi_is_kernel_gva(pg, stack) || (stack & (GI_THREAD_SIZE - 1)))
+	if (!gi_is_kernel_gva(pg, stack) || (stack & (GI_THREAD_SIZE - 1)) ||
+	    __builtin_add_overflow(stack, (uint64_t)GI_THREAD_SIZE, top))
 		return -EBADMSG;
-	*top = stack + GI_THREAD_SIZE;
 	return 0;
 }
 
@@ -151,17 +151,18 @@ static int entry_stack_regs(const struct gi *gi, const struct gmem *mem,
 {
 	const struct gi_layout *l = &gi->layout;
 	const struct gi_paging *pg = &regs->pg;
-	uint64_t base, sp0, top, rsp = regs->rsp, words;
+	uint64_t base, sp0_kva, sp0, top, rsp = regs->rsp, words;
 	int err;
 
 	if (gi->tss_off == UINT64_MAX)
 		return -ENOTSUP;
-	if (gi_percpu_base(regs, &base) != 0)
+	if (gi_percpu_base(regs, &base) != 0 ||
+	    __builtin_add_overflow(base, gi->tss_off + TSS_SP0, &sp0_kva))
 		return -EAGAIN;
-	err = gi_read_gva(mem, pg, base + gi->tss_off + TSS_SP0, &sp0, sizeof(sp0));
+	err = gi_read_gva(mem, pg, sp0_kva, &sp0, sizeof(sp0));
 	if (err)
 		return err == -ENOENT ? -EFAULT : err;
-	if (!gi_is_kernel_gva(pg, sp0) || (sp0 & 7))
+	if (!gi_is_kernel_gva(pg, sp0) || (sp0 & 7) || sp0 < ENTRY_STACK_SIZE)
 		return -EBADMSG;
 	if (rsp < sp0 && rsp >= sp0 - ENTRY_STACK_SIZE) {
 		words = (sp0 - rsp) / 8;
