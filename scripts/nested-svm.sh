@@ -18,9 +18,9 @@
 # deferred callchains fall back to walks at the sample (counter bp_never_fired); INT3 is no way
 # round (TCG does not give it to the #BP intercept). L1 gets HVPROF_HOST=nested-tcg, with which
 # the kvm tests' checks that need breakpoints or a host's timing say SKIP (tests/kvm/hvtest.py).
-# Timings are TCG's, not a host's. Keep L1 runs short (a few tests each): L1 has been seen to
-# stop making progress, about one boot in three with several hvprof runs (see the timeout).
-# Do not rebuild what a running L1 executes (its /work is the host's, over 9p).
+# Timings are TCG's, not a host's. L1 runs on single-threaded TCG (see the qemu line); keep
+# its runs to a few tests, and do not rebuild what a running L1 executes (its /work is the
+# host's, over 9p).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cache=${HVPROF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvprof}
@@ -62,6 +62,7 @@ mkdir -p /dev/shm; mount -t tmpfs shm /dev/shm; mount -t tmpfs tmp /tmp; mount -
 mount -t tmpfs vartmp /var/tmp
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=mmap work /work
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 cache "$cache"
+echo 0 > /proc/sys/kernel/kptr_restrict; cat /proc/kallsyms > "$run/kallsyms"
 export HOME=$HOME PATH=$PATH
 # QEMU's emulated SVM (TCG) delivers no guest-debug breakpoint and emulates the CPU clock
 # (README "Hosts"): the kvm tests' checks that need either say SKIP here (tests/kvm/hvtest.py)
@@ -71,7 +72,11 @@ echo "\${PIPESTATUS[0]}" > "$run/status"
 sync; echo o > /proc/sysrq-trigger
 EOF
 chmod +x "$run/init"
-qemu-system-x86_64 -accel tcg,thread=multi,tb-size=1024 -cpu max -smp "$cpus" -m "$mem" \
+# thread=single: with multi-threaded TCG, L1 stopped for good every few hvprof runs, one vCPU
+# looping at asm_exc_int3 (IF=0) while the other waited in __schedule: L1's KVM flips static
+# keys as VMs come and go, the kernel patches them with INT3 (text_poke_bp), and TCG's
+# cross-vCPU code invalidation lost that race
+qemu-system-x86_64 -accel tcg,thread=single,tb-size=1024 -cpu max -smp "$cpus" -m "$mem" \
 	-nographic -no-reboot -nodefaults -serial file:"$run/console" \
 	-monitor unix:"$run/monitor",server,nowait \
 	-kernel "$l1k/arch/x86/boot/bzImage" \
@@ -82,10 +87,9 @@ qemu-system-x86_64 -accel tcg,thread=multi,tb-size=1024 -cpu max -smp "$cpus" -m
 	-fsdev local,id=cache,path="$cache",security_model=none -device virtio-9p-pci,fsdev=cache,mount_tag=cache \
 	>/dev/null &
 qemu=$!
-# L1 under TCG has been seen to stop making progress (its own timers never fire again, ~1 boot
-# in 3 with several hvprof runs; cause not known): after NESTED_SVM_TIMEOUT seconds (default
-# 1800) its vCPUs' registers are shown (QEMU's monitor: in L1's kernel, or in the L2 guest) and
-# it is stopped, status 124.
+# An L1 that stops making progress (its own timers never fire again; seen with multi-threaded
+# TCG) is stopped after NESTED_SVM_TIMEOUT seconds (default 1800), status 124, with its vCPUs'
+# registers from QEMU's monitor, named from L1's /proc/kallsyms (an RIP not there: L2's).
 waited=0
 while kill -0 "$qemu" 2>/dev/null && [ "$waited" -lt "${NESTED_SVM_TIMEOUT:-1800}" ]; do
 	sleep 2
@@ -93,7 +97,7 @@ while kill -0 "$qemu" 2>/dev/null && [ "$waited" -lt "${NESTED_SVM_TIMEOUT:-1800
 done
 if kill -0 "$qemu" 2>/dev/null; then
 	echo "nested-svm: L1 still running after ${NESTED_SVM_TIMEOUT:-1800} s: its vCPUs, then stopped" >&2
-	python3 - "$run/monitor" >&2 <<'PY' || true
+	python3 - "$run/monitor" "$run/kallsyms" >&2 <<'PY' || true
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
@@ -110,8 +114,26 @@ try:
         out += d
 except OSError:
     pass
-print("\n".join(l for l in out.decode(errors="replace").splitlines()
-                if any(k in l for k in ("CPU", "RIP", "CS =", "HLT", "thread"))))
+syms = []
+try:  # L1's own symbols, saved at its boot: an RIP there is L1's kernel, else the L2 guest's
+    for line in open(sys.argv[2]):
+        a, t, name = line.split()[:3]
+        if t in "tT":
+            syms.append((int(a, 16), name))
+    syms.sort()
+except (OSError, ValueError):
+    pass
+import bisect, re
+for l in out.decode(errors="replace").splitlines():
+    if not any(k in l for k in ("CPU", "RIP", "CS =", "HLT", "thread")):
+        continue
+    m = re.search(r"RIP=([0-9a-f]+)", l)
+    if m and syms:
+        rip = int(m.group(1), 16)
+        i = bisect.bisect_right(syms, (rip, "~")) - 1
+        if i >= 0 and rip - syms[i][0] < 0x10000:
+            l += f"  (L1: {syms[i][1]}+{rip - syms[i][0]:#x})"
+    print(l)
 PY
 	kill "$qemu"
 	wait "$qemu" 2>/dev/null
