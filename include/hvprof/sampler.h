@@ -193,8 +193,8 @@ struct sampler_config {
 	X(user_regs_unreadable) /* kernel samples of user threads without pt_regs */            \
 	X(user_regs_entry_found) /* walked now in the entry window (pt_regs maybe stale): the \
 				 * user registers taken from the entry's own frame */            \
-	X(user_regs_entry_unsaved) /* ... not found there (the entry part-way through saving \
-				 * them, or no ORC): user part lost */                           \
+	X(user_regs_entry_unsaved) /* ... not to be told there (an IST stack, CR3 in RSP, \
+				 * the first pushes of SYSCALL's): user part lost */             \
 	X(sample_ns_total)      /* host ns spent building samples (regs to sink) */             \
 	X(sample_ns_regs) X(sample_ns_identity) X(sample_ns_kernel_unwind) X(sample_ns_user)   \
 	X(sample_ns_write)                                                                      \
