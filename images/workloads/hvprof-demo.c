@@ -8,6 +8,10 @@
 //   hvprof-truth: cpu burn_a=P burn_b=Q
 // Phase 2 (system calls): syscall_phase() -> ask_kernel_path_one() -> getppid() in a loop, so
 // kernel samples of that phase have a distinctive user call path; it prints the call count.
+// With HVPROF_DEMO_MIGRATE=1 in its environment, the syscall phase moves itself to the next
+// online CPU after each 64 calls (sched_setaffinity), whatever its affinity before, and restores
+// that affinity at the end: a thread that often returns to user mode on another CPU than the one
+// it entered the kernel on (tests/kvm/test_smp.py).
 // Usage: hvprof-demo [CPU_SECONDS [SYSCALL_SECONDS]]   (defaults 4 and 2)
 //        hvprof-demo --work UNITS CALLS [SCALE_A]
 // The first form bounds each phase by wall-clock time; the second by work: UNITS rounds of the CPU
@@ -15,6 +19,8 @@
 // SCALE_A (default 1; 1.1 makes burn_a 10% slower, the rest unchanged). Fixed work is what a
 // regression gate measures: a loaded host stretches a wall-clock phase's time, not its samples,
 // and a slower function then shows in the samples as it would on a quiet host (docs/diff.md).
+#define _GNU_SOURCE
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,17 +76,36 @@ __attribute__((noinline)) long ask_kernel_path_one(void)
 	return ret;
 }
 
-/* Wall-clock bound (seconds > 0) or work bound (max_calls, rounded up to 64). */
+/* Pins the calling thread to the online CPU after the one it runs on (round robin over 0..n-1). */
+static void move_to_next_cpu(long n)
+{
+	cpu_set_t one;
+
+	CPU_ZERO(&one);
+	CPU_SET((sched_getcpu() + 1) % n, &one);
+	sched_setaffinity(0, sizeof(one), &one);
+}
+
+/* Wall-clock bound (seconds > 0) or work bound (max_calls, rounded up to 64); with @migrate,
+ * a move to the next online CPU after each 64 calls. */
 __attribute__((noinline)) void syscall_phase(double seconds, unsigned long max_calls,
-					     unsigned long *calls)
+					     unsigned long *calls, bool migrate)
 {
 	double end = now_s(CLOCK_MONOTONIC) + seconds;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t allowed;
 
+	if (ncpu < 2 || ncpu > CPU_SETSIZE || sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+		migrate = false;
 	while (seconds > 0 ? now_s(CLOCK_MONOTONIC) < end : *calls < max_calls) {
 		for (int i = 0; i < 64; i++)
 			sink += (uint64_t)ask_kernel_path_one();
 		*calls += 64;
+		if (migrate)
+			move_to_next_cpu(ncpu);
 	}
+	if (migrate)
+		sched_setaffinity(0, sizeof(allowed), &allowed);
 }
 
 /* Wall-clock bound (seconds > 0) or work bound (max_units); burn_a does scale_a times its work. */
@@ -144,7 +169,8 @@ int main(int argc, char **argv)
 		       100 * t_b / (t_a + t_b));
 	fflush(stdout);
 	if (!work || max_calls)
-		syscall_phase(sys_s, max_calls, &calls);
+		syscall_phase(sys_s, max_calls, &calls, getenv("HVPROF_DEMO_MIGRATE") != NULL &&
+								strcmp(getenv("HVPROF_DEMO_MIGRATE"), "1") == 0);
 	printf("hvprof-truth: syscalls getppid=%lu\n", calls);
 	return 0;
 }

@@ -61,7 +61,7 @@ def records(data):
 def read(path):
     data = open(path, "rb").read()
     out = {"samples": [], "user_stacks": {}, "counters": {}, "meta": {}, "threads": {},
-           "mappings": [], "user_regs": [], "events": []}
+           "mappings": [], "user_regs": [], "events": [], "thread_history": {}}
     prev = None  # (type, record dict) of the record before, for USER_REGS
     try:
         recs = list(records(data))
@@ -85,6 +85,7 @@ def read(path):
             t, task, pid, tgid, kthread = struct.unpack_from("<QQiiB", data, p)
             comm = data[p + 28:p + 44].split(b"\0")[0].decode(errors="replace")
             out["threads"][pid] = dict(kthread=kthread, comm=comm, tgid=tgid)
+            out["thread_history"].setdefault(pid, []).append((t, comm))
         elif rtype == 5:
             t, cookie, pid, vcpu, stop, nu = struct.unpack_from("<QQiIBxH", data, p)
             ips = struct.unpack_from(f"<{nu}Q", data, p + 32)
@@ -121,6 +122,21 @@ def read(path):
             out["counters"][data[p + 12:p + 12 + nl].decode()] = value
         prev = (rtype, cur)
     return out
+
+
+def comm_at(rec, pid, t):
+    """The comm of thread pid at time t (ns): that of its last THREAD record up to t, or its
+    first record's (a THREAD record follows the first sample that shows the thread). A forked
+    child keeps its parent's comm until it execs: out["threads"] holds only the last one."""
+    hist = rec["thread_history"].get(pid)
+    if not hist:
+        return None
+    comm = hist[0][1]
+    for ht, hc in hist:
+        if ht > t:
+            break
+        comm = hc
+    return comm
 
 
 EVENT_INIT, EVENT_WORKLOAD_START, EVENT_WORKLOAD_END, EVENT_SAMPLING_START = 1, 2, 3, 256

@@ -195,8 +195,14 @@ if ur:
 # the syscall phase has many of both. Those of the demo carry its user path (libc's syscall
 # wrapper, ask_kernel_path_one, syscall_phase, main: >= 3 frames), as a USER_STACK would.
 demo_tids = {p for p, t in raw["threads"].items() if t["comm"] == "hvprof-demo"}
+# Not counted: the demo's pid before its exec (a forked shell: page faults in busybox's code, no
+# frame pointers) and the demo's first 0.5 s (glibc's start-up code, built without frame
+# pointers: the walk at the sample has one frame there; the offline DWARF unwind has the rest).
+exec_t = {p: min((t for t, c in raw["thread_history"][p] if c == "hvprof-demo"), default=0)
+          for p in demo_tids}
 inline = [s for s in raw["samples"] if s["cpl"] == 0 and s["cookie"] == 0 and s["uips"]
-          and s["pid"] in demo_tids]
+          and s["pid"] in demo_tids and hvprec.comm_at(raw, s["pid"], s["t"]) == "hvprof-demo"
+          and s["t"] >= exec_t[s["pid"]] + 500_000_000]
 deep = sum(1 for s in inline if len(s["uips"]) >= 3)
 checks.check_bp("samples walked into the sample with no mark, in the exit tail "
                 "(tail_walked_inline) and "

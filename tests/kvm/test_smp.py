@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Integration test of SMP guests (issue 4, item 5), one boot of the default image with 2 vCPUs:
 the guest brings up its AP (the image's `nolapic` becomes `nolapic_timer`, docs/smp-on-pvm.md),
-hvprof-demo starts pinned to CPU 0 and is moved to CPU 1 with taskset while it runs, and the
-recording shows:
+hvprof-demo starts pinned to CPU 0 and is moved to CPU 1 with taskset while it runs, then
+moves itself between the CPUs in its syscall phase, and the recording shows:
 - both vCPUs sampled, the demo sampled on each of them;
 - the demo's functions by name (burn_a, burn_b, ask_kernel_path_one under syscall_phase);
 - deferred user stacks of the demo walked on another vCPU than the kernel sample's (the thread
@@ -39,8 +39,12 @@ data = os.path.join(work, "smp.data")
 # The demo starts pinned to CPU 0 and is moved to CPU 1 once, a little later (each process the
 # shell starts costs a second or two of emulated kernel time on PVM hosts, so one sleep and one
 # taskset land within the demo's ~5 s). Its start alone may migrate it: the shell may fork it
-# on CPU 1, and taskset's sched_setaffinity then moves it while it is in the kernel.
-run = "taskset 1 /bin/hvprof-demo 2 2 & p=$!; sleep 1; taskset -p 2 $p >/dev/null; wait $p"
+# on CPU 1, and taskset's sched_setaffinity then moves it while it is in the kernel. In its
+# syscall phase it moves itself to the other CPU after every 64 calls (HVPROF_DEMO_MIGRATE=1):
+# one move alone, in the CPU phase, crossed with a marked stay only by chance (0 of 2 130
+# deferred samples once).
+run = ("HVPROF_DEMO_MIGRATE=1 taskset 1 /bin/hvprof-demo 2 2 & p=$!; sleep 1; "
+       "taskset -p 2 $p >/dev/null; wait $p")
 # --mark-every-stay: the demo's getppid samples would otherwise mostly be walked at the sample
 # (their stays rarely see a second one), and this test is about marks that cross vCPUs
 cmd = [HVPROF, "record", "--cpus", "2", "-F", "1000", "-o", data, "--run", run,
