@@ -240,6 +240,63 @@ int gi_syscall_tail_find(const struct symtab *st, gi_kva_read_fn read, void *ctx
 	return 0;
 }
 
+int gi_jumps_to_find(gi_kva_read_fn read, void *ctx, uint64_t lo, uint64_t hi, uint64_t target,
+		     uint64_t *out, size_t max, size_t *n)
+{
+	uint64_t addr = lo;
+	const uint8_t *p;
+	uint8_t *code;
+	size_t avail;
+	cs_insn *insn;
+	csh cs;
+	int err = 0;
+
+	if (!read || !n || (max && !out) || hi <= lo)
+		return -EINVAL;
+	if (hi - lo > 64 * 1024)
+		return -E2BIG;
+	*n = 0;
+	code = malloc(hi - lo);
+	if (!code)
+		return -ENOMEM;
+	if (read(ctx, lo, code, hi - lo) != 0) {
+		free(code);
+		return -EFAULT;
+	}
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK) {
+		free(code);
+		return -ENOMEM;
+	}
+	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
+	insn = cs_malloc(cs);
+	if (!insn) {
+		err = -ENOMEM;
+		goto out;
+	}
+	p = code;
+	avail = hi - lo;
+	while (avail) {
+		if (!cs_disasm_iter(cs, &p, &avail, &addr, insn)) {
+			p++; /* not an instruction (padding, data): resynchronise one byte on */
+			avail--;
+			addr++;
+			continue;
+		}
+		if (insn->id == X86_INS_JMP && ew_target(insn) == target) {
+			if (*n < max)
+				out[*n] = insn->address;
+			(*n)++;
+		}
+	}
+	cs_free(insn, 1);
+	if (!*n)
+		err = -ENOENT;
+out:
+	cs_close(&cs);
+	free(code);
+	return err;
+}
+
 struct ew_call {
 	uint64_t target, at;
 };

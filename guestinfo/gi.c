@@ -50,6 +50,19 @@ static void gi_find_exit_paths(struct gi *gi)
 		gi->exit2_start = a;
 		gi->exit2_end = b + 2; /* iretq is 48 cf */
 	}
+	if (symtab_find(gi->st, "error_return", &a) == 0) {
+		const char *name;
+		uint64_t off;
+
+		/* its end: the next symbol's start (a few instructions; bounded) */
+		for (b = a + 1; b < a + 256; b++)
+			if (symtab_lookup(gi->st, b, &name, &off) == 0 && off == 0 &&
+			    strcmp(name, "error_return") != 0) {
+				gi->exc_ret_start = a;
+				gi->exc_ret_end = b;
+				break;
+			}
+	}
 	/* the calls after which the user registers are saved below the iret frame */
 	for (size_t i = 0; i < ARRAY_SIZE(gi->save_regs_kva); i++) {
 		static const char *const name[] = { "error_entry", "paranoid_entry",
@@ -198,6 +211,16 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 	    symtab_find(gi->st, "__entry_text_end", &gi->entry_text_end))
 		gi->entry_text_start = gi->entry_text_end = 0;
 	gi_find_exit_paths(gi);
+	if (gi->exc_ret_end && gi->entry_text_end) {
+		size_t njmp = 0;
+
+		/* optional: without them, only error_return itself counts (kentry.c) */
+		if (gi_jumps_to_find(gi_read_image, img, gi->entry_text_start, gi->entry_text_end,
+				     gi->exc_ret_start, gi->exc_ret_jmps, GI_MAX_EXC_RET_JMPS,
+				     &njmp) == 0)
+			gi->n_exc_ret_jmps =
+			    njmp < GI_MAX_EXC_RET_JMPS ? (unsigned int)njmp : GI_MAX_EXC_RET_JMPS;
+	}
 	err = gi_open_btf(gi, cfg, img);
 	if (err == -ENODATA && !cfg->btf) {
 		/* A kernel built without CONFIG_DEBUG_INFO_BTF: symbols, but no structure

@@ -12,6 +12,7 @@
 
 /* x86-64 Linux 6.1 without KASAN: THREAD_SIZE = PAGE_SIZE << 2 (arch/x86/include/asm/page_64_types.h). */
 #define GI_THREAD_SIZE (16u * 1024)
+#define GI_MAX_EXC_RET_JMPS 256 /* 6.1 x86-64: ~70 idtentry stubs */
 /* include/linux/sched.h */
 #define GI_PF_KTHREAD 0x00200000u
 #define GI_PF_EXITING 0x00000004u
@@ -57,6 +58,13 @@ struct gi {
 	 * exit (syscall_return_via_sysret..entry_SYSRETQ_end) and the interrupt return
 	 * (swapgs_restore_regs_and_return_to_usermode..native_irq_return_iret + 2) */
 	uint64_t exit1_start, exit1_end, exit2_start, exit2_end;
+	/* error_return, link-time (0/0 when absent): where exceptions and interrupts go after their
+	 * C handler, whose irqentry_exit already ran the exit work of a return to user */
+	uint64_t exc_ret_start, exc_ret_end;
+	/* the idtentry stubs' `jmp error_return` after their call of the C handler (link-time,
+	 * ascending; gi_jumps_to_find over the entry text) */
+	uint64_t exc_ret_jmps[GI_MAX_EXC_RET_JMPS];
+	unsigned int n_exc_ret_jmps;
 	bool have_layout;       /* @layout came from BTF (false: every offset is UINT32_MAX) */
 	bool no_current_task;   /* no way to find the current task (6.2+ without BTF) */
 	uint64_t pf_entry_kva; /* asm_exc_page_fault (page_fault before 5.8), link-time; 0 if none */

@@ -179,6 +179,27 @@ int gi_pf_entry(const struct gi *gi, uint64_t *gva)
 	return 0;
 }
 
+/* @rip (link-time) past an exception's or interrupt's C handler: error_return, or a stub's jump
+ * to it (gi->exc_ret_jmps, ascending). */
+static bool in_exc_return(const struct gi *gi, uint64_t rip)
+{
+	unsigned int lo = 0, hi = gi->n_exc_ret_jmps;
+
+	if (rip >= gi->exc_ret_start && rip < gi->exc_ret_end)
+		return true;
+	while (lo < hi) {
+		unsigned int mid = lo + (hi - lo) / 2;
+
+		if (gi->exc_ret_jmps[mid] == rip)
+			return true;
+		if (gi->exc_ret_jmps[mid] < rip)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
 bool gi_in_entry_window(const struct gi *gi, uint64_t rip)
 {
 	uint64_t slide;
@@ -192,7 +213,21 @@ bool gi_in_entry_window(const struct gi *gi, uint64_t rip)
 		return false;
 	if (rip >= gi->exit2_start && rip < gi->exit2_end)
 		return false;
+	if (in_exc_return(gi, rip))
+		return false; /* after the C handler: pt_regs complete */
 	return true;
+}
+
+bool gi_at_user_exception_return(const struct gi *gi, uint64_t rip, uint64_t rsp,
+				 uint64_t stack_kva)
+{
+	uint64_t slide;
+
+	if (!gi || !gi->exc_ret_end || !stack_kva || !gi->have_layout ||
+	    !gi_have_pt_regs(&gi->layout) || gi_running_slide(gi, &slide) != 0)
+		return false;
+	return in_exc_return(gi, rip - slide) &&
+	       rsp == stack_kva + GI_THREAD_SIZE - gi->layout.pt_regs_size;
 }
 
 int gi_exit_work(const struct gi *gi, struct gi_exit_work *out)

@@ -56,10 +56,17 @@ void count_walk_stop(struct svcpu *sv, enum hvp_walk_stop why, bool user)
  * its call instruction) tells where it stands; a sample in schedule() called from the exit-work
  * loop before the loop clears the flag is one (the issue's "flagged again inside the loop").
  */
-static bool in_exit_tail(const struct sampler *s, const struct hvp_sample *smp)
+static bool in_exit_tail(const struct svcpu *sv, const struct hvp_sample *smp, uint64_t task)
 {
-	return gi_chain_in_exit_tail(s->gi, smp->rip, smp->kernel_ips + 1,
-				     smp->n_kernel > 1 ? smp->n_kernel - 1u : 0u);
+	const struct sampler *s = sv->s;
+
+	if (gi_chain_in_exit_tail(s->gi, smp->rip, smp->kernel_ips + 1,
+				  smp->n_kernel > 1 ? smp->n_kernel - 1u : 0u))
+		return true;
+	/* error_return on its way to user mode: irqentry_exit did the exit work already */
+	return sv->sample_gi_regs && sv->sample_kstack_task == task &&
+	       gi_at_user_exception_return(s->gi, smp->rip, sv->sample_gi_regs->rsp,
+					   sv->sample_kstack_kva);
 }
 
 /*
@@ -110,7 +117,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	struct gi_user_regs ur;
 	struct mark_req req = { .task = task, .pid = smp->pid, .pg = pg, .entry = &ur,
 				.entry_known = true, .exiting = exiting, .mm = mm, .execve = execve,
-				.exit_tail = s->traps.flag && in_exit_tail(s, smp),
+				.exit_tail = s->traps.flag && in_exit_tail(sv, smp, task),
 				.now_ns = smp->time_ns + sampler_start_ns(s) };
 	/* deferred unless the host never delivered a breakpoint (marks.c, note_unseen_return) */
 	bool defer = s->callchain != SAMPLER_CALLCHAIN_EAGER &&

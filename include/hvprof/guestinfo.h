@@ -424,6 +424,21 @@ int gi_pf_entry(const struct gi *gi, uint64_t *gva) __must_check;
 bool gi_in_entry_window(const struct gi *gi, uint64_t rip);
 
 /**
+ * gi_at_user_exception_return - is a kernel sample at @rip (GVA, slid) with stack pointer @rsp
+ * (GVA) in the exit of an exception or interrupt that returns to user mode, past the thread's
+ * last read of its work flags? That is error_return (arch/x86/entry/entry_64.S, where every
+ * idtentry stub jumps after its C handler, whose irqentry_exit ran the exit work) or a stub's
+ * `jmp error_return` itself (found with capstone in the entry text at gi_open), with RSP at
+ * the task's outermost pt_regs: the top of its kernel stack @stack_kva (task->stack, GVA) less
+ * sizeof(struct pt_regs) — an entry from user mode; an exception taken in kernel mode returns
+ * from lower on the stack. A flag set there acts only at the thread's next kernel exit, and
+ * pt_regs hold the registers it returns with. False while the slide is not known, without the
+ * symbol, @stack_kva 0 or the pt_regs layout.
+ */
+bool gi_at_user_exception_return(const struct gi *gi, uint64_t rip, uint64_t rsp,
+				 uint64_t stack_kva);
+
+/**
  * gi_entry_user_regs - the user registers of the kernel entry a sample in the entry window is
  * in (pt_regs at the task stack's top may be the previous entry's), from where the entry is
  * putting them (guestinfo/entryregs.c; arch/x86/entry/entry_64.S): in SYSCALL's entry, @live
@@ -483,6 +498,17 @@ int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
  * the thread has read its work flags for the last time there (link-time kvas).
  * Return: 0; -ENOENT symbols or call missing; -EFAULT; -ENOMEM; -EINVAL.
  */
+/**
+ * gi_jumps_to_find - the direct jumps to @target (link-time KVA) in the code [@lo, @hi) read
+ * through @read, decoded with capstone from @lo on (a byte that does not decode is stepped
+ * over): e.g. every idtentry stub's `jmp error_return` after its C handler. Fills @out (KVAs
+ * of the jump instructions, ascending) with at most @max, *@n the count found (> @max: the
+ * rest were not stored). Return: 0; -ENOENT none; -E2BIG [@lo, @hi) over 64 KiB; -EFAULT
+ * unreadable; -ENOMEM; -EINVAL.
+ */
+int gi_jumps_to_find(gi_kva_read_fn read, void *ctx, uint64_t lo, uint64_t hi, uint64_t target,
+		     uint64_t *out, size_t max, size_t *n) __must_check;
+
 int gi_syscall_tail_find(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t *start,
 			 uint64_t *end) __must_check;
 

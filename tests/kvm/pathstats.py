@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Ground-truth statistics of the hvprof-paths workload (images/workloads/hvprof-paths.c) from a
 recording's folded stacks, shared by the integration tests that boot it."""
+import bisect
 import subprocess
 
 
@@ -38,3 +39,32 @@ def threads(stacks):
     mine = sum(c for s, c in stacks if (s[0] == "paths-alpha" and "path_alpha" in s)
                or (s[0] == "paths-beta" and "path_beta" in s))
     return wrong, mine
+
+
+def kernel_symbols(system_map):
+    """A System.map's text symbols: (sorted start addresses, names)."""
+    syms = sorted((int(a, 16), n) for a, t, n in (l.split()[:3] for l in open(system_map))
+                  if t in "Tt")
+    return [a for a, _ in syms], [n for _, n in syms]
+
+
+def cross_check(rec, system_map):
+    """--callchain-mode both: each kernel sample whose deferred walk was made (USER_STACK not
+    lost) beside its eager one, as (sample, same user stack?, made from a system call?) — a
+    system call's user stack cannot change between the sample and the return (a page fault's
+    may: the fault maps the memory the walk reads)."""
+    starts, names = kernel_symbols(system_map)
+
+    def kname(addr):
+        i = bisect.bisect_right(starts, addr) - 1
+        return names[i] if i >= 0 else ""
+
+    out = []
+    for s in rec["samples"]:
+        if s["ustop"] == 5 and s["cookie"] and s["uips"]:
+            us = rec["user_stacks"].get(s["cookie"])
+            if us is None or us["stop"] == 6 or not us["uips"]:
+                continue
+            out.append((s, tuple(s["uips"]) == tuple(us["uips"]),
+                        any(kname(a) == "do_syscall_64" for a in s["kips"])))
+    return out

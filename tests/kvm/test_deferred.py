@@ -77,31 +77,12 @@ rec_data = hvprec.read(data)
 # Cross-check, on the workload's system-call samples (kernel callchain through do_syscall_64):
 # there the user stack cannot change between the sample and the return. Page-fault entries are
 # reported but not held to the bound: the fault itself maps the memory the walk reads.
-smap = os.path.join(image_dir(), "System.map")
-ksyms = sorted((int(a, 16), n) for a, t, n in (l.split()[:3] for l in open(smap)) if t in "Tt")
-starts = [a for a, _ in ksyms]
-
-
-def kname(addr):
-    import bisect
-    i = bisect.bisect_right(starts, addr) - 1
-    return ksyms[i][1] if i >= 0 else ""
-
-
 workload = {"hvprof-paths", "paths-alpha", "paths-beta"}
-pairs = same = all_pairs = all_same = 0
-for s in rec_data["samples"]:
-    if s["ustop"] == 5 and s["cookie"] and s["uips"]:
-        us = rec_data["user_stacks"].get(s["cookie"])
-        if us is None or us["stop"] == 6 or not us["uips"]:
-            continue
-        agree = tuple(s["uips"]) == tuple(us["uips"])
-        all_pairs += 1
-        all_same += agree
-        comm = rec_data["threads"].get(s["pid"], {}).get("comm", "")
-        if comm in workload and any(kname(a) == "do_syscall_64" for a in s["kips"]):
-            pairs += 1
-            same += agree
+both = pathstats.cross_check(rec_data, os.path.join(image_dir(), "System.map"))
+all_pairs, all_same = len(both), sum(agree for _, agree, _ in both)
+mine = [agree for s, agree, sysc in both
+        if sysc and rec_data["threads"].get(s["pid"], {}).get("comm", "") in workload]
+pairs, same = len(mine), sum(mine)
 print(f"cross-check over all kernel samples with both walks: {all_same}/{all_pairs} identical")
 checks.check_bp("deferred and eager user stacks agree on >= 99.9% of the workload's syscall "
                 "samples",

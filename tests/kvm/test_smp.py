@@ -3,11 +3,15 @@
 """Integration test of SMP guests (issue 4, item 5), one boot of the default image with 2 vCPUs:
 the guest brings up its AP (the image's `nolapic` becomes `nolapic_timer`, docs/smp-on-pvm.md),
 hvprof-demo starts pinned to CPU 0 and is moved to CPU 1 with taskset while it runs, then
-moves itself between the CPUs in its syscall phase, and the recording shows:
+moves itself between the CPUs in its syscall phase; then hvprof-paths runs two threads with one
+call path each. Recorded with --callchain-mode both; the recording shows:
 - both vCPUs sampled, the demo sampled on each of them;
 - the demo's functions by name (burn_a, burn_b, ask_kernel_path_one under syscall_phase);
 - deferred user stacks of the demo walked on another vCPU than the kernel sample's (the thread
   was marked on one vCPU and returned to user on the other), and nothing left armed;
+- the deferred-callchain ground truth on 2 vCPUs: deferred and eager user stacks identical on
+  >= 99.9% of system-call samples and on all of those walked on the other vCPU; no sample of
+  one thread with the other thread's path;
 - with the cpu-clock counter, samples per second of vCPU CPU time equal -F within 3 %: the kicks
   that make the other vCPUs arm their breakpoints are no samples (issue 12).
 
@@ -23,6 +27,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hvprec  # noqa: E402
 import hvtest  # noqa: E402
+import pathstats  # noqa: E402
 
 HVPROF = sys.argv[1]
 
@@ -33,6 +38,7 @@ def user_stack_vcpus(path):
 
 
 hvtest.require_vm()
+WORKLOAD = {"hvprof-demo", "paths-alpha", "paths-beta", "hvprof-paths"}
 
 work = tempfile.mkdtemp(prefix="hvprof-smp-")
 data = os.path.join(work, "smp.data")
@@ -43,12 +49,15 @@ data = os.path.join(work, "smp.data")
 # syscall phase it moves itself to the other CPU after every 64 calls (HVPROF_DEMO_MIGRATE=1):
 # one move alone, in the CPU phase, crossed with a marked stay only by chance (0 of 2 130
 # deferred samples once).
+# Then hvprof-paths' two threads, one call path each, on the two vCPUs.
 run = ("HVPROF_DEMO_MIGRATE=1 taskset 1 /bin/hvprof-demo 2 2 & p=$!; sleep 1; "
-       "taskset -p 2 $p >/dev/null; wait $p")
+       "taskset -p 2 $p >/dev/null; wait $p; /bin/hvprof-paths threads 2")
 # --mark-every-stay: the demo's getppid samples would otherwise mostly be walked at the sample
 # (their stays rarely see a second one), and this test is about marks that cross vCPUs
+# --callchain-mode both: the eager walk kept beside the deferred one, the ground truth of
+# deferred walks made on the other vCPU
 cmd = [HVPROF, "record", "--cpus", "2", "-F", "1000", "-o", data, "--run", run,
-       "--duration", "300", "--mark-every-stay"]
+       "--duration", "300", "--mark-every-stay", "--callchain-mode", "both"]
 print("running:", " ".join(cmd), flush=True)
 rec = subprocess.run(cmd, capture_output=True, text=True, timeout=500)
 console, summary = rec.stdout, rec.stderr
@@ -106,6 +115,21 @@ checks.check_bp("deferred user stacks of the demo resolved at return", len(defer
       f"{len(deferred)} samples")
 checks.check_bp("a thread marked on one vCPU and returning on the other was caught", crossed >= 1,
       f"{crossed} of {len(deferred)} deferred samples walked on the other vCPU")
+# The ground truth on 2 vCPUs: on system-call samples (whose user stack cannot change before
+# the return) the deferred walk equals the eager one, those walked on the other vCPU included;
+# no sample of one thread shows the other thread's path.
+both = pathstats.cross_check(r, os.path.join(hvtest.image_dir(), "System.map"))
+sysc = [(s, agree) for s, agree, is_sys in both
+        if is_sys and hvprec.comm_at(r, s["pid"], s["t"]) in WORKLOAD]
+same = sum(agree for _, agree in sysc)
+other = [agree for s, agree in sysc if walked_on.get(s["cookie"], s["vcpu"]) != s["vcpu"]]
+checks.check_bp("deferred and eager user stacks agree on >= 99.9% of the system-call samples, "
+                "every one walked on the other vCPU",
+                len(sysc) >= 100 and same >= 0.999 * len(sysc) and other and all(other),
+                f"{same}/{len(sysc)} identical, {sum(other)}/{len(other)} on the other vCPU")
+wrong, mine = pathstats.threads(stacks)
+check("threads on 2 vCPUs: no sample carries the other thread's path", wrong == 0 and mine > 50,
+      f"{wrong} wrong, {mine} right")
 c = r["counters"]
 if r["meta"].get("counter") == "cpu-clock" and c.get("vcpu_cpu_ns"):
     rate = c["samples"] / (c["vcpu_cpu_ns"] / 1e9)

@@ -15,6 +15,7 @@
 
 #define SLIDE 0x4000000ull /* 64 MiB: a multiple of CONFIG_PHYSICAL_ALIGN (2 MiB) */
 #define PAGE_GPA 0x200000ull
+#define STACK 0xffffc90000124000ull /* a task's kernel stack (task->stack: 16 KiB aligned) */
 
 static int image_path(const char *name, char *path, size_t size)
 {
@@ -262,7 +263,10 @@ static int test_exit_tail(void)
 	struct gi_config cfg = { 0 };
 	struct gi *gi = NULL;
 	struct gi_exit_work w;
-	uint64_t caller, sched, sysret, iret, callers[3], after_call, dosys_after;
+	uint64_t caller, sched, sysret, iret, callers[3], after_call, dosys_after, err_ret, pf_jmp;
+	uint64_t et_lo, et_hi, jmps[256];
+	size_t n = 0;
+	int found = 0;
 
 	if (image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
@@ -282,11 +286,58 @@ static int test_exit_tail(void)
 		ASSERT_EQ_INT(gi_tail_after_call(gi_symtab(gi), read_image, img, "do_syscall_64",
 						 "syscall_exit_to_user_mode", &dosys_after, &end),
 			      0);
+		/* asm_exc_page_fault's `jmp error_return` after its call of exc_page_fault */
+		ASSERT_EQ_INT(gi_tail_after_call(gi_symtab(gi), read_image, img, "asm_exc_page_fault",
+						 "error_return", &pf_jmp, &end), 0);
+		ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "error_return", &err_ret), 0);
+		ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "__entry_text_start", &et_lo), 0);
+		ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "__entry_text_end", &et_hi), 0);
+		/* every stub's jump, ascending, in the entry text; that one among them */
+		ASSERT_EQ_INT(gi_jumps_to_find(read_image, img, et_lo, et_hi, err_ret, jmps, 256, &n),
+			      0);
+		ASSERT_TRUE(n >= 20 && n <= 256);
+		for (size_t i = 0; i < n; i++) {
+			ASSERT_TRUE(jmps[i] >= et_lo && jmps[i] < et_hi);
+			ASSERT_TRUE(i == 0 || jmps[i] > jmps[i - 1]);
+			found += jmps[i] == pf_jmp;
+		}
+		ASSERT_EQ_INT(found, 1);
+		ASSERT_EQ_INT(gi_jumps_to_find(read_image, img, et_lo, et_hi, err_ret + 1, jmps, 256,
+					       &n), -ENOENT);
+		ASSERT_EQ_INT(gi_jumps_to_find(read_image, img, et_lo, et_lo + 65537, err_ret, jmps,
+					       256, &n), -E2BIG);
+		ASSERT_EQ_INT(gi_jumps_to_find(read_image, img, et_hi, et_lo, err_ret, jmps, 256, &n),
+			      -EINVAL);
+		ASSERT_EQ_INT(gi_jumps_to_find(read_image, img, et_lo, et_hi, err_ret, jmps, 2, &n), 0);
+		ASSERT_TRUE(n >= 20); /* the count found, two stored */
 		gi_kimage_free(img);
 	}
 	/* slide not known yet */
 	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, caller + 1 + SLIDE, NULL, 0));
+	ASSERT_TRUE(!gi_at_user_exception_return(gi, err_ret + 4 + SLIDE, STACK + 16384 - 168,
+						 STACK));
 	gi_kaslr_placed(gi, SLIDE);
+	/* error_return (every idtentry stub's jump after its C handler) with RSP at the task's
+	 * outermost pt_regs (168 bytes below the top of its 16 KiB stack): an exit to user mode
+	 * past irqentry_exit's exit work; lower on the stack, an exception taken in kernel mode */
+	ASSERT_TRUE(gi_at_user_exception_return(gi, err_ret + SLIDE, STACK + 16384 - 168, STACK));
+	ASSERT_TRUE(gi_at_user_exception_return(gi, err_ret + 4 + SLIDE, STACK + 16384 - 168,
+						STACK));
+	ASSERT_TRUE(!gi_at_user_exception_return(gi, err_ret + 4 + SLIDE, STACK + 16384 - 176,
+						 STACK));
+	ASSERT_TRUE(!gi_at_user_exception_return(gi, err_ret + 4 + SLIDE, STACK + 16384 - 168, 0));
+	ASSERT_TRUE(!gi_at_user_exception_return(gi, err_ret + 4, STACK + 16384 - 168, STACK));
+	ASSERT_TRUE(!gi_at_user_exception_return(gi, err_ret - 1 + SLIDE, STACK + 16384 - 168,
+						 STACK));
+	ASSERT_TRUE(!gi_at_user_exception_return(gi, sched + SLIDE, STACK + 16384 - 168, STACK));
+	/* ... and a stub's jump to it, not the call before it */
+	ASSERT_TRUE(gi_at_user_exception_return(gi, pf_jmp + SLIDE, STACK + 16384 - 168, STACK));
+	ASSERT_TRUE(!gi_at_user_exception_return(gi, pf_jmp - 1 + SLIDE, STACK + 16384 - 168,
+						 STACK));
+	/* ... and not the entry window: pt_regs are complete there; the stub's start is */
+	ASSERT_TRUE(!gi_in_entry_window(gi, err_ret + 4 + SLIDE));
+	ASSERT_TRUE(!gi_in_entry_window(gi, pf_jmp + SLIDE));
+	ASSERT_TRUE(gi_in_entry_window(gi, pf_jmp - 1 + SLIDE));
 	ASSERT_EQ_INT(gi_exit_work(gi, &w), 0);
 	ASSERT_TRUE(w.func_start < w.head && w.head < w.loop_end && w.loop_end <= w.func_end);
 
