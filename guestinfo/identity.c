@@ -368,6 +368,26 @@ int gi_dentry_path(const struct gi *gi, const struct gmem *mem, const struct gi_
 	return 0;
 }
 
+int gi_mm_user_root(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		    uint64_t mm, uint64_t *root)
+{
+	uint64_t pgd, kva, page_size;
+	int err;
+
+	if (!gi || !mem || !pg || !root || !mm)
+		return -EINVAL;
+	if (!gi->have_layout || gi->layout.mm_pgd == UINT32_MAX)
+		return -ENODATA;
+	if (__builtin_add_overflow(mm, (uint64_t)gi->layout.mm_pgd, &kva))
+		return -ERANGE;
+	err = gi_read_gva(mem, pg, kva, &pgd, sizeof(pgd));
+	if (err)
+		return err;
+	if ((pgd & 0xfff) || !gi_is_kernel_gva(pg, pgd))
+		return -EBADMSG;
+	return gi_gva_to_gpa(mem, pg, pgd, root, &page_size, NULL);
+}
+
 int gi_process_info(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
 		    uint64_t mm, struct hvp_process *out)
 {

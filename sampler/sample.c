@@ -115,6 +115,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 {
 	struct sampler *s = sv->s;
 	struct gi_user_regs ur;
+	struct gi_paging upg;
 	struct mark_req req = { .task = task, .pid = smp->pid, .pg = pg, .entry = &ur,
 				.entry_known = true, .exiting = exiting, .mm = mm, .execve = execve,
 				.exit_tail = s->traps.flag && in_exit_tail(sv, smp, task),
@@ -126,6 +127,22 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	enum hvp_walk_stop why;
 	unsigned int n = 0;
 
+	/* Between switch_mm's CR3 write and switch_to's update of current, CR3 is already the next
+	 * task's: this task's user memory is read through its own mm->pgd */
+	if (mm && !entry) {
+		uint64_t root, cur = pg->user_cr3 ? pg->user_cr3 : pg->cr3;
+
+		if (atomic_load_explicit(&s->pti, memory_order_relaxed) == GI_PTI_ON)
+			cur &= ~GI_PTI_USER_BIT;
+		if (gi_mm_user_root(s->gi, s->mem, pg, mm, &root) == 0 &&
+		    root != (cur & 0x000ffffffffff000ull)) {
+			upg = *pg;
+			upg.user_cr3 = root;
+			pg = &upg;
+			req.pg = pg;
+			sv->c.user_root_switched++;
+		}
+	}
 	if (entry)
 		ur = *entry;
 	else if ((sv->sample_kstack_kva && sv->sample_kstack_task == task

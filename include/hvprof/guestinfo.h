@@ -51,6 +51,7 @@ struct gi_layout {
 	uint32_t mm_start_code;  /* mm_struct.start_code */
 	uint32_t mm_end_code;    /* mm_struct.end_code */
 	uint32_t mm_exe_file;    /* mm_struct.exe_file (struct file *) */
+	uint32_t mm_pgd;         /* mm_struct.pgd (pgd_t *: a direct-map KVA of its root table) */
 	uint32_t file_f_path;    /* file.f_path (struct path) */
 	uint32_t path_dentry;    /* path.dentry */
 	uint32_t dentry_d_parent;/* dentry.d_parent */
@@ -240,6 +241,16 @@ int gi_current_task(const struct gi *gi, const struct gmem *mem, const struct gi
  */
 int gi_task_identity(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
 		     uint64_t task, struct hvp_thread *out, uint64_t *mm) __must_check;
+
+/**
+ * gi_mm_user_root - GPA of the root page table of the address space @mm (struct mm_struct GVA):
+ * mm->pgd translated through the kernel half of @pg (every root maps it alike). With PTI that is
+ * the kernel's PGD, which maps the user half too. Return: 0 and *@root (4 KiB aligned); -ENODATA
+ * no mm_struct.pgd in the layout; -EBADMSG pgd not a page-aligned kernel address; -EFAULT or a
+ * page walk's error; -EINVAL.
+ */
+int gi_mm_user_root(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		    uint64_t mm, uint64_t *root) __must_check;
 
 /**
  * gi_process_info - executable path (mm->exe_file dentry chain, at most 16 components, each

@@ -18,6 +18,7 @@ static const struct gi_layout fk_layout = {
 	.mm_start_code = 0x110,
 	.mm_end_code = 0x118,
 	.mm_exe_file = 0x388,
+	.mm_pgd = 0x48,
 	.file_f_path = 16,
 	.path_dentry = 8,
 	.dentry_d_parent = 24,

@@ -7,6 +7,7 @@
 #include <hvprof/guestinfo.h>
 
 #include "fakekernel.h"
+#include "gi_internal.h"
 #include "test.h"
 
 /* ---------------------------------------------------------------- current task */
@@ -470,7 +471,47 @@ static int test_bad_args(void)
 	return TEST_OK;
 }
 
+/*
+ * The root table of an mm (mm->pgd, a direct-map KVA) as a GPA, for user walks inside
+ * switch_mm where CR3 is already the next task's; hostile pgd values refused.
+ */
+static int test_mm_user_root(void)
+{
+	struct fakekernel fk;
+	struct gi *nopgd = NULL;
+	struct gi_layout l;
+	uint64_t root = 0, pgd_slot;
+
+	if (fakekernel_init(&fk, 4))
+		return TEST_FAIL;
+	pgd_slot = fk.mm_kva + fk.layout.mm_pgd;
+	ASSERT_EQ_INT(fk_w64(&fk, pgd_slot, fk_kva(fk.fm.pg.cr3 & ~0xfffull)), 0);
+	ASSERT_EQ_INT(gi_mm_user_root(fk.gi, &fk.fm.mem, &fk.fm.pg, fk.mm_kva, &root), 0);
+	ASSERT_EQ_U64(root, fk.fm.pg.cr3 & ~0xfffull);
+	ASSERT_EQ_INT(fk_w64(&fk, pgd_slot, fk_kva(0x123000)), 0); /* another mm's root */
+	ASSERT_EQ_INT(gi_mm_user_root(fk.gi, &fk.fm.mem, &fk.fm.pg, fk.mm_kva, &root), 0);
+	ASSERT_EQ_U64(root, 0x123000);
+	ASSERT_EQ_INT(fk_w64(&fk, pgd_slot, fk_kva(0x123008)), 0); /* not page aligned */
+	ASSERT_EQ_INT(gi_mm_user_root(fk.gi, &fk.fm.mem, &fk.fm.pg, fk.mm_kva, &root), -EBADMSG);
+	ASSERT_EQ_INT(fk_w64(&fk, pgd_slot, 0x7fff00000000ull), 0); /* a user address */
+	ASSERT_EQ_INT(gi_mm_user_root(fk.gi, &fk.fm.mem, &fk.fm.pg, fk.mm_kva, &root), -EBADMSG);
+	ASSERT_EQ_INT(fk_w64(&fk, pgd_slot, 0xffffc90000800000ull), 0); /* unmapped */
+	ASSERT_TRUE(gi_mm_user_root(fk.gi, &fk.fm.mem, &fk.fm.pg, fk.mm_kva, &root) < 0);
+	ASSERT_TRUE(gi_mm_user_root(fk.gi, &fk.fm.mem, &fk.fm.pg, 0xffffc90000800000ull, &root) <
+		    0); /* the mm itself unmapped */
+	ASSERT_EQ_INT(gi_mm_user_root(fk.gi, &fk.fm.mem, &fk.fm.pg, 0, &root), -EINVAL);
+	/* a kernel whose BTF has no mm_struct.pgd */
+	l = fk.layout;
+	l.mm_pgd = UINT32_MAX;
+	ASSERT_EQ_INT(gi_new_raw(&l, FK_STEXT, FK_ETEXT, FK_CURRENT_TASK_OFF, &nopgd), 0);
+	ASSERT_EQ_INT(gi_mm_user_root(nopgd, &fk.fm.mem, &fk.fm.pg, fk.mm_kva, &root), -ENODATA);
+	gi_close(nopgd);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
+	{ "root table of an mm (mm->pgd)", test_mm_user_root },
 	{ "current task from the per-CPU base", test_current_task },
 	{ "task identity, good and hostile", test_task_identity },
 	{ "process info: path and code range", test_process_info },
