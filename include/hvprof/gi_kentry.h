@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel's entry and exit paths as guestinfo knows them (included by <hvprof/guestinfo.h>,
+ * after struct gi_regs and struct gi_user_regs): where threads return to user mode, the entry
+ * window where pt_regs may still be the previous entry's, the exit-work loop that guest-visible
+ * marks use and the exit tail past its last read of the work flags (kentry.c, entryregs.c,
+ * exitwork.c; arch/x86/entry/entry_64.S and kernel/entry/common.c of the guest's kernel).
+ */
+#ifndef HVPROF_GI_KENTRY_H
+#define HVPROF_GI_KENTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hvprof/compiler.h>
+#include <hvprof/gmem.h>
+#include <hvprof/kimage.h>
+#include <hvprof/pgwalk.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gi;
+struct gi_regs;
+struct gi_user_regs;
+
+/**
+ * struct gi_return_sites - where the running guest returns to user mode (slid GVAs), from the
+ * sites gi_exit_sites() found at gi_open: @sysret the sysretq of the 64-bit system call exit,
+ * @iret the iretq of the interrupt/exception return (native_irq_return_iret where named).
+ */
+struct gi_return_sites {
+	uint64_t sysret;
+	uint64_t iret;
+};
+
+/**
+ * gi_return_sites - fill @out. Return: 0; -ENOENT the kernel has no such pair of sites;
+ * -EAGAIN the KASLR slide is not known yet (ask again once gi_kaslr_state() is not UNKNOWN; a
+ * slide that could not be found counts as 0); -EINVAL.
+ */
+int gi_return_sites(const struct gi *gi, struct gi_return_sites *out) __must_check;
+
+/**
+ * gi_pf_entry - GVA of the kernel's page-fault entry (asm_exc_page_fault; page_fault before
+ * 5.8) in the running guest. Return: 0; -ENOENT no such symbol; -EAGAIN slide not known yet.
+ */
+int gi_pf_entry(const struct gi *gi, uint64_t *gva) __must_check;
+
+/**
+ * gi_in_entry_window - @rip is in the kernel entry code before the C handler, where pt_regs at
+ * the top of the task stack may still hold the previous entry's user registers
+ * ([__entry_text_start, __entry_text_end) less the two exit paths, which read a complete
+ * pt_regs). False while the slide is not known, or without those symbols.
+ */
+bool gi_in_entry_window(const struct gi *gi, uint64_t rip);
+
+/**
+ * gi_at_user_exception_return - is a kernel sample at @rip (GVA, slid) with stack pointer @rsp
+ * (GVA) in the exit of an exception or interrupt that returns to user mode, past the thread's
+ * last read of its work flags? That is error_return (arch/x86/entry/entry_64.S, where every
+ * idtentry stub jumps after its C handler, whose irqentry_exit ran the exit work) or a stub's
+ * `jmp error_return` itself (found with capstone in the entry text at gi_open), with RSP at
+ * the task's outermost pt_regs: the top of its kernel stack @stack_kva (task->stack, GVA) less
+ * sizeof(struct pt_regs) — an entry from user mode; an exception taken in kernel mode returns
+ * from lower on the stack. A flag set there acts only at the thread's next kernel exit, and
+ * pt_regs hold the registers it returns with. False while the slide is not known, without the
+ * symbol, @stack_kva 0 or the pt_regs layout.
+ */
+bool gi_at_user_exception_return(const struct gi *gi, uint64_t rip, uint64_t rsp,
+				 uint64_t stack_kva);
+
+/**
+ * gi_entry_user_regs - the user registers of the kernel entry a sample in the entry window is
+ * in (pt_regs at the task stack's top may be the previous entry's), from where the entry is
+ * putting them (guestinfo/entryregs.c; arch/x86/entry/entry_64.S): in SYSCALL's entry, @live
+ * (the vCPU's registers as user registers) with ip = RCX while RSP is the user's or pt_regs is
+ * being pushed, or pt_regs whole; elsewhere the entry's frame as the kernel's ORC unwinder finds
+ * it (unwind_orc.c), or without ORC by how far the entry has pushed on the CPU's entry stack
+ * (TSS.sp0): the iret frame's ip, cs and sp with @live's other registers (the entry code changes
+ * no callee-saved one before it saves it), or the pt_regs it has saved. @regs: the vCPU's
+ * (CPL 0); @task: the sampled task (its kernel stack), 0 if unknown; @out: caller-owned.
+ * Return: 0 and *@out (orig_ax -1 for an interrupt or exception); -ENOENT the entry interrupted
+ * kernel mode (the task's pt_regs are its last user entry's); -EAGAIN the entry is part-way
+ * where its registers cannot be told (an IST stack, CR3 held in RSP); -ENOTSUP the slide is
+ * not known; -ENODATA no pt_regs layout; -EBADMSG, -ELOOP, read errors: a stack that does not
+ * check out.
+ */
+int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
+		       uint64_t task, const struct gi_user_regs *live,
+		       struct gi_user_regs *out) __must_check;
+
+/**
+ * struct gi_exit_work - the exit-work loop of the generic entry code (exitwork.c), link-time
+ * kvas from the image or slid ones from gi_exit_work(): @head the loop's first instruction
+ * (`sti`: local_irq_enable_exit_to_user); [@head, @loop_end) the loop; @clear the instruction
+ * that clears TIF_NOTIFY_RESUME (reached only by a thread with the flag set, once per pass that
+ * sees it; [@clear, @clear_end), its bytes @clear_bytes); when it is `[lock] and [base + disp],
+ * imm` on a byte or a qword, @clear_base (the base register's x86 encoding number + 1: 1 rax,
+ * 2 rcx, 3 rdx, 4 rbx, 5 rsp, 6 rbp, 7 rsi, 8 rdi, 9..16 r8..r15; 0 when not), @clear_disp,
+ * @clear_size (bytes) and @clear_imm (sign-extended) say how to complete it; [@func_start, @func_end) the function holding the loop;
+ * @notify_bit the bit of TIF_NOTIFY_RESUME in thread_info.flags.
+ */
+struct gi_exit_work {
+	uint64_t func_start, func_end, head, loop_end, clear, clear_end;
+	/* the loop body's last cli (local_irq_disable_exit_to_user): from there to loop_end the
+	 * pass reads the flags for the loop's test, so a sample there may be past the last read
+	 * (0: none found) */
+	uint64_t loop_cli;
+	uint8_t clear_bytes[16];
+	int clear_base;
+	int64_t clear_disp;
+	unsigned int clear_size;
+	uint64_t clear_imm;
+	unsigned int notify_bit;
+};
+
+/**
+ * gi_exit_work_find - find the loop with capstone (exit_to_user_mode_loop, or
+ * exit_to_user_mode_prepare into which 6.1 inlines it) through @read. Return: 0 and *@out;
+ * -ENOENT no such function, or no loop headed by sti that clears TIF_NOTIFY_RESUME (a
+ * paravirt-patched or pre-5.8 kernel); -EFAULT unreadable; -ENOMEM; -EINVAL.
+ */
+int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+		      struct gi_exit_work *out) __must_check;
+
+/**
+ * gi_syscall_tail_find - [*@start, *@end): the 64-bit system call entry's code after its C
+ * handler returns (after the last call in entry_SYSCALL_64) up to syscall_return_via_sysret:
+ * the thread has read its work flags for the last time there (link-time kvas).
+ * Return: 0; -ENOENT symbols or call missing; -EFAULT; -ENOMEM; -EINVAL.
+ */
+/**
+ * gi_jumps_to_find - the direct jumps to @target (link-time KVA) in the code [@lo, @hi) read
+ * through @read, decoded with capstone from @lo on (a byte that does not decode is stepped
+ * over): e.g. every idtentry stub's `jmp error_return` after its C handler. Fills @out (KVAs
+ * of the jump instructions, ascending) with at most @max, *@n the count found (> @max: the
+ * rest were not stored). Return: 0; -ENOENT none; -E2BIG [@lo, @hi) over 64 KiB; -EFAULT
+ * unreadable; -ENOMEM; -EINVAL.
+ */
+int gi_jumps_to_find(gi_kva_read_fn read, void *ctx, uint64_t lo, uint64_t hi, uint64_t target,
+		     uint64_t *out, size_t max, size_t *n) __must_check;
+
+int gi_syscall_tail_find(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t *start,
+			 uint64_t *end) __must_check;
+
+/**
+ * gi_tail_after_call - [*@start, *@end): the code of function @func from its first direct call
+ * (or jump) to @callee (the call instruction included: a caller frame whose return address
+ * follows it is inside @callee) up to the next symbol: e.g. do_syscall_64 from its call of
+ * syscall_exit_to_user_mode, where the thread reads its work flags for the last time.
+ * Return: 0; -ENOENT a symbol or the call missing; -EFAULT; -ENOMEM; -EINVAL.
+ */
+int gi_tail_after_call(const struct symtab *st, gi_kva_read_fn read, void *ctx, const char *func,
+		       const char *callee, uint64_t *start, uint64_t *end) __must_check;
+
+/**
+ * gi_exit_work - the running guest's loop (slid). Return: 0; -ENOENT the kernel has none (or
+ * no BTF offset of thread_info.flags); -EAGAIN the KASLR slide is not known yet; -EINVAL.
+ */
+int gi_exit_work(const struct gi *gi, struct gi_exit_work *out) __must_check;
+
+/**
+ * gi_chain_in_exit_tail - is a kernel callchain where a thread may already have read its work
+ * flags for the last time before returning to user? The leaf @rip (slid) and the @n return
+ * addresses @callers (slid; each tested at its address - 1, inside the call instruction, which
+ * tells where the caller stands; @callers may be NULL when @n is 0) are looked at from the leaf
+ * out. In the tail: the exit-work function outside its loop, and the loop's bottom from its last
+ * cli (gi_exit_work.loop_cli) for the leaf; its callers (syscall_exit_to_user_mode[_work],
+ * irqentry_exit_to_user_mode, exit_to_user_mode) from their first call of it on, or whole when
+ * they do not call it; the C entry points after they called those (do_syscall_64,
+ * irqentry_exit, ...); in the entry text the system call's tail and the two exit paths (not the
+ * entry code: its thread has all its exit still ahead). Before the read, which ends the look
+ * with false whatever the outer frames (all in the tail): the loop's body (schedule(), signal
+ * delivery, task work called from it return to another read of the flags) and those callers
+ * before their call. A flag set in the tail may only act at the thread's next kernel exit.
+ * Conservative otherwise (a leaf in the exit-work function before its first read counts). One
+ * slide read for the chain; false while the slide is not known.
+ */
+bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *callers,
+			   unsigned int n);
+
+/**
+ * gi_task_flags_gpa - GPA of @task's thread_info.flags (8 bytes, 8-aligned, inside one page),
+ * for an atomic update of guest memory. Return: 0; -ENODATA no BTF offset; -EINVAL misaligned;
+ * translation errors.
+ */
+int gi_task_flags_gpa(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
+		      uint64_t task, uint64_t *gpa) __must_check;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HVPROF_GI_KENTRY_H */
