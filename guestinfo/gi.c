@@ -35,6 +35,22 @@ int gi_new_raw(const struct gi_layout *layout, uint64_t stext_kva, uint64_t etex
 	return 0;
 }
 
+/* The end of symbol @name at @start: the next address another symbol starts at, looked for up
+ * to @max bytes on. Return: 0 and *@end; -ENOENT none within @max. */
+static int sym_end(const struct symtab *st, const char *name, uint64_t start, uint64_t max,
+		   uint64_t *end)
+{
+	const char *at;
+	uint64_t off;
+
+	for (uint64_t e = start + 1; e < start + max; e++)
+		if (symtab_lookup(st, e, &at, &off) == 0 && off == 0 && strcmp(at, name) != 0) {
+			*end = e;
+			return 0;
+		}
+	return -ENOENT;
+}
+
 /* The exit paths inside the entry text, and the #PF entry (see struct gi). */
 static void gi_find_exit_paths(struct gi *gi)
 {
@@ -50,18 +66,10 @@ static void gi_find_exit_paths(struct gi *gi)
 		gi->exit2_start = a;
 		gi->exit2_end = b + 2; /* iretq is 48 cf */
 	}
-	if (symtab_find(gi->st, "error_return", &a) == 0) {
-		const char *name;
-		uint64_t off;
-
-		/* its end: the next symbol's start (a few instructions; bounded) */
-		for (b = a + 1; b < a + 256; b++)
-			if (symtab_lookup(gi->st, b, &name, &off) == 0 && off == 0 &&
-			    strcmp(name, "error_return") != 0) {
-				gi->exc_ret_start = a;
-				gi->exc_ret_end = b;
-				break;
-			}
+	if (symtab_find(gi->st, "error_return", &a) == 0 &&
+	    sym_end(gi->st, "error_return", a, 256, &b) == 0) {
+		gi->exc_ret_start = a;
+		gi->exc_ret_end = b;
 	}
 	/* the calls after which the user registers are saved below the iret frame */
 	for (size_t i = 0; i < ARRAY_SIZE(gi->save_regs_kva); i++) {
@@ -285,8 +293,7 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 		    ew_off != 0)
 			ew_name = NULL;
 		for (size_t i = 0; i < 4; i++) {
-			uint64_t a, off;
-			const char *name;
+			uint64_t a, e;
 
 			if (symtab_find(gi->st, callers[i], &a) != 0)
 				continue;
@@ -301,14 +308,10 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 				gi->exit_before[i][1] = gi->exit_callers[i][0];
 				continue;
 			}
-			/* its end: the next code address another symbol starts at (bounded) */
-			for (uint64_t e = a + 1; e < a + 4096; e++)
-				if (symtab_lookup(gi->st, e, &name, &off) == 0 && off == 0 &&
-				    strcmp(name, callers[i]) != 0) {
-					gi->exit_callers[i][0] = a;
-					gi->exit_callers[i][1] = e;
-					break;
-				}
+			if (sym_end(gi->st, callers[i], a, 4096, &e) == 0) {
+				gi->exit_callers[i][0] = a;
+				gi->exit_callers[i][1] = e;
+			}
 		}
 		static const char *const tails[4][2] = {
 			{ "do_syscall_64", "syscall_exit_to_user_mode" },
