@@ -128,19 +128,26 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	unsigned int n = 0;
 
 	/* Between switch_mm's CR3 write and switch_to's update of current, CR3 is already the next
-	 * task's: this task's user memory is read through its own mm->pgd */
+	 * task's: this task's user memory is read through its own mm->pgd. An mm's pgd is set at
+	 * its creation and kept for its life, so a CR3 that is the root last read for this mm
+	 * needs no read (the common case: one compare). */
 	if (mm && !entry) {
 		uint64_t root, cur = pg->user_cr3 ? pg->user_cr3 : pg->cr3;
 
 		if (atomic_load_explicit(&s->pti, memory_order_relaxed) == GI_PTI_ON)
 			cur &= ~GI_PTI_USER_BIT;
-		if (gi_mm_user_root(s->gi, s->mem, pg, mm, &root) == 0 &&
-		    root != (cur & 0x000ffffffffff000ull)) {
-			upg = *pg;
-			upg.user_cr3 = root;
-			pg = &upg;
-			req.pg = pg;
-			sv->c.user_root_switched++;
+		cur &= 0x000ffffffffff000ull;
+		if ((mm != sv->root_mm || cur != sv->root_gpa) &&
+		    gi_mm_user_root(s->gi, s->mem, pg, mm, &root) == 0) {
+			sv->root_mm = mm;
+			sv->root_gpa = root;
+			if (root != cur) {
+				upg = *pg;
+				upg.user_cr3 = root;
+				pg = &upg;
+				req.pg = pg;
+				sv->c.user_root_switched++;
+			}
 		}
 	}
 	if (entry)

@@ -110,6 +110,9 @@ struct svcpu {
 	/* task->stack (a KVA) of the task sample_kstack_task as read and checked this sample
 	 * (gi_task_stack_seed; 0: not read): the pt_regs read uses it for that task only */
 	uint64_t sample_kstack_kva, sample_kstack_task;
+	/* the last mm whose mm->pgd this vCPU read, and that root table's GPA: a sample whose CR3
+	 * is that root needs no read (user_part_of_kernel_sample) */
+	uint64_t root_mm, root_gpa;
 	/* the vCPU's registers of the kernel sample being built (callchains(); NULL outside it):
 	 * a sample in the entry window finds its user registers from them (gi_entry_user_regs) */
 	const struct kvm_regs *sample_vcpu_regs;
