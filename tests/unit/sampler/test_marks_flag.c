@@ -236,6 +236,62 @@ fini:
 	return ret;
 }
 
+/*
+ * An exception or interrupt returning to user mode (error_return, after irqentry_exit's exit
+ * work): with RSP at the task's outermost pt_regs it is the exit tail (walked into the sample, no
+ * flag set that would act only at the next exit); lower on the stack (an exception taken in
+ * kernel mode) it is not, and the sample flags a mark.
+ */
+static int test_flag_exception_return(void)
+{
+	const uint64_t tail = FK_STEXT + 0x100, err_ret = FK_STEXT + 0x800;
+	struct fixture f;
+	struct hvp_sample smp;
+	struct gi_regs gr;
+	struct svcpu *sv;
+	int ret = TEST_FAIL;
+
+	if (flag_fixture_init(&f))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	f.s->traps.flag = true;
+	fake_exit_tail(&f, tail, tail + 0x100); /* error_return is outside the chain's ranges */
+	f.fk.gi->exc_ret_start = err_ret;
+	f.fk.gi->exc_ret_end = err_ret + 0x10;
+	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, err_ret + 4, NULL, 0));
+	ASSERT_EQ_INT(write_pt_regs(&f, &f.entry), 0);
+	gr = f.fk.regs;
+	gr.rsp = FK_STACK + 16384 - f.fk.layout.pt_regs_size;
+	sv->sample_gi_regs = &gr;
+	sv->sample_kstack_kva = FK_STACK;
+	sv->sample_kstack_task = f.fk.task_kva;
+
+	tail_sample(&smp, err_ret + 4);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_INT(smp.n_user, 4);
+	ASSERT_EQ_U64(smp.user_ips[0], f.entry.ip);
+	ASSERT_EQ_U64(sv->c.tail_walked_inline, 1);
+	ASSERT_EQ_INT(n_flag_set, 0);
+
+	/* an exception taken in kernel mode returns from lower on the stack: not the tail */
+	gr.rsp -= 8;
+	tail_sample(&smp, err_ret + 4);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_U64(sv->c.tail_walked_inline, 1);
+	ASSERT_EQ_INT(n_flag_set, 1);
+	ret = TEST_OK;
+fini:
+	if (f.s)
+		f.s->vcpus[0].sample_gi_regs = NULL;
+	fixture_fini(&f);
+	return ret;
+}
+
 /* Guest reads through a gmem, and those of page-table entries (the fake's tables, 1 MiB up). */
 struct counting_gmem {
 	struct gmem inner;
@@ -409,6 +465,8 @@ static const struct test_case tests[] = {
 	{ "flag marks in the exit tail: no flag, no trap, resolved by the sample", test_flag_exit_tail },
 	{ "deferred, exit tail, no mark yet: walked into the sample, no mark",
 	  test_flag_exit_tail_inline },
+	{ "deferred, an exception's return to user (error_return) is the exit tail",
+	  test_flag_exception_return },
 	{ "flag marks: the loop's hit resolves through the exit's translation and task caches",
 	  test_flag_loop_resolve_cached },
 	{ "breakpoints that never fire: walks at the sample after BP_DEAD_UNSEEN unseen returns",
