@@ -70,15 +70,13 @@ static bool in_exit_tail(const struct svcpu *sv, const struct hvp_sample *smp, u
 }
 
 /*
- * The user registers of a kernel sample in the entry window, walked now (no mark): pt_regs
- * (@ur as read) may still be the previous entry's, whose walk would be a wrong chain that
- * looks right. They come from the entry's own frame (gi_entry_user_regs); when the entry
- * interrupted kernel mode, @ur is the task's last user entry's and stands. False: not known;
- * with @lost_if_not the user part is lost (counted), else (the cross-check of "both" mode) the
- * deferred walk alone stands.
+ * The user registers of a kernel sample in the entry window: pt_regs (@ur as read) may still
+ * be the previous entry's, whose walk would be a wrong chain that looks right. They come from
+ * the entry's own frame (gi_entry_user_regs); when the entry interrupted kernel mode, @ur is
+ * the task's last user entry's and stands. False: not known (a mark is then resolved by the
+ * thread's return alone; a walk now loses the user part, counted).
  */
-static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs *ur,
-			    bool lost_if_not)
+static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs *ur)
 {
 	struct gi_user_regs live, built;
 	int err = -ENOTSUP;
@@ -91,11 +89,8 @@ static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs
 	}
 	if (err == -ENOENT)
 		return true;
-	if (err) {
-		if (lost_if_not)
-			sv->c.user_regs_entry_unsaved++;
+	if (err)
 		return false;
-	}
 	*ur = built;
 	sv->c.user_regs_entry_found++;
 	return true;
@@ -123,7 +118,6 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	/* deferred unless the host never delivered a breakpoint (marks.c, note_unseen_return) */
 	bool defer = s->callchain != SAMPLER_CALLCHAIN_EAGER &&
 		     !atomic_load_explicit(&s->bp_dead, memory_order_relaxed);
-	bool from_entry = false; /* @ur is the entry's own (entry_user_regs), not a stale pt_regs */
 	enum hvp_walk_stop why;
 	unsigned int n = 0;
 
@@ -160,7 +154,10 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 			smp->user_stop = HVP_WALK_LOST;
 		return;
 	} else if (gi_in_entry_window(s->gi, smp->rip)) {
-		req.entry_known = false;
+		/* pt_regs may still be the previous entry's: the entry's own frame tells (in
+		 * every mode: a deferred mark needs the system call's number too, walk_at_mark,
+		 * or an rt_sigreturn's would be resolved with the restored context) */
+		req.entry_known = entry_user_regs(sv, task, &ur);
 	}
 	if (defer && req.entry_known && !execve && !exiting &&
 	    s->callchain == SAMPLER_CALLCHAIN_DEFERRED &&
@@ -188,11 +185,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 			marks_resolve_at_return(sv, task, smp->pid, mm, pg, &ur);
 			sv->c.marks_resolved_in_tail++;
 		}
-		if (smp->cookie && !req.entry_known && !execve &&
-		    s->callchain == SAMPLER_CALLCHAIN_BOTH)
-			/* both: the cross-check's registers from the entry's own frame, if found */
-			from_entry = entry_user_regs(sv, task, &ur, false);
-		if (smp->cookie && ((!req.entry_known && !from_entry) || execve ||
+		if (smp->cookie && (!req.entry_known || execve ||
 				    s->callchain == SAMPLER_CALLCHAIN_DEFERRED)) {
 			/* not known: the eager walk would read a stale pt_regs, only the return tells */
 			smp->user_stop = HVP_WALK_DEFERRED;
@@ -210,7 +203,8 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		sv->c.user_execve++;
 		return;
 	}
-	if (!req.entry_known && !from_entry && !entry_user_regs(sv, task, &ur, true)) {
+	if (!req.entry_known) {
+		sv->c.user_regs_entry_unsaved++;
 		smp->user_stop = HVP_WALK_LOST;
 		smp->n_user = 0;
 		return;

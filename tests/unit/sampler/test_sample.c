@@ -326,6 +326,54 @@ static int sample_entry_window_both(struct fixture *f)
 	return TEST_OK;
 }
 
+/*
+ * Deferred, in SYSCALL's entry window of rt_sigreturn (RAX 15 at the entry's first
+ * instruction): the mark takes the entry's own registers and walks at once (its return restores
+ * another context, whose walk would be a believable wrong chain); the return, with the
+ * restored registers, emits the entry's walk. An entry-window mark whose registers cannot be
+ * told is resolved by its return alone.
+ */
+static int sample_entry_window_deferred(struct fixture *f)
+{
+	struct svcpu *sv = &f->s->vcpus[0];
+	struct gi_user_regs restored = f->entry;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+
+	ASSERT_EQ_INT(in_entry_window(f, &regs, &sregs), 0);
+	at_syscall_entry(f, &regs);
+	regs.rax = 15; /* __NR_rt_sigreturn */
+	n_recs = 0;
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
+	ASSERT_EQ_INT(n_got, 1);
+	ASSERT_TRUE(got[0].cookie != 0);
+	ASSERT_EQ_INT(got[0].user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_U64(sv->c.user_regs_entry_found, 1);
+	ASSERT_EQ_U64(sv->c.marks_walked_at_mark, 1);
+	/* the handler's context restored: another ip, sp and frame chain */
+	restored.ip = f->entry.ip + 0x99;
+	restored.sp = f->entry.sp + 0x40;
+	restored.bp = 0;
+	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &restored);
+	ASSERT_EQ_INT(n_recs, 1);
+	ASSERT_EQ_U64(recs[0].cookie, got[0].cookie);
+	ASSERT_EQ_INT(recs[0].n, 4);
+	ASSERT_EQ_U64(recs[0].ips[0], f->entry.ip);
+	ASSERT_EQ_U64(recs[0].ips[3], URET(3));
+
+	/* not at SYSCALL's entry, no ORC, no entry stack: not known, the mark has no registers
+	 * and no walk (its return tells) */
+	f->s->gi->entry_kva = 0;
+	ASSERT_EQ_INT(fixture_vcpu_regs(f, 0, &regs, &sregs), 0);
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
+	ASSERT_EQ_INT(n_got, 2);
+	ASSERT_TRUE(got[1].cookie != 0 && got[1].cookie != got[0].cookie);
+	ASSERT_EQ_INT(got[1].user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_U64(sv->c.marks_walked_at_mark, 1);
+	ASSERT_EQ_U64(sv->c.user_regs_entry_found, 1);
+	return TEST_OK;
+}
+
 /* The workload histogram: each bound belongs to its own bucket, one more ns to the next. */
 static int workload_buckets(struct fixture *f)
 {
@@ -419,6 +467,11 @@ static int test_sample_entry_window(void)
 	return with_fixture(SAMPLER_CALLCHAIN_EAGER, sample_entry_window);
 }
 
+static int test_sample_entry_window_deferred(void)
+{
+	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_entry_window_deferred);
+}
+
 static int test_sample_entry_window_both(void)
 {
 	return with_fixture(SAMPLER_CALLCHAIN_BOTH, sample_entry_window_both);
@@ -508,6 +561,9 @@ static const struct test_case tests[] = {
 	  test_sample_entry_window },
 	{ "sample: both, in the entry window: the cross-check only from the entry's registers",
 	  test_sample_entry_window_both },
+	{ "sample: deferred, rt_sigreturn's entry window: the mark walks the entry's registers, "
+	  "not the restored context's",
+	  test_sample_entry_window_deferred },
 	{ "sample: a bad current task, a vCPU not in long mode", test_sample_bad_states },
 	{ "sample: the workload's VMM time histogram, bounds inclusive", test_workload_buckets },
 	{ "sample: MSR_LSTAR looks while the KASLR check is pending, limited when placed",
