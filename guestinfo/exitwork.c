@@ -22,7 +22,7 @@
 #include <hvprof/kimage.h>
 #include <hvprof/log.h>
 
-#define EW_MAX_BYTES 2048 /* bytes of the function decoded at most */
+#define EW_MAX_BYTES 8192 /* bytes of the function decoded at most (begin_new_exec: ~2 KiB) */
 #define EW_TIF_NOTIFY_RESUME 1 /* arch/x86/include/asm/thread_info.h */
 
 /* The function that holds the loop, and where the next symbol starts (its end). */
@@ -298,7 +298,7 @@ out:
 }
 
 struct ew_call {
-	uint64_t target, at;
+	uint64_t target, at, after;
 };
 
 static void ew_call_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
@@ -308,21 +308,23 @@ static void ew_call_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 	/* the first call: with several (a fast and a slow path), code after any of them may be
 	 * past the read, so the range starts at the earliest (conservative) */
 	if ((insn->id == X86_INS_CALL || insn->id == X86_INS_JMP) && ew_target(insn) == c->target &&
-	    !c->at)
+	    !c->at) {
 		c->at = insn->address; /* the call itself: a caller frame returning after it is
 					* inside the callee (whose frame a leaf without one hides
 					* from the frame-pointer walk) */
+		c->after = insn->address + insn->size;
+	}
 }
 
-int gi_tail_after_call(const struct symtab *st, gi_kva_read_fn read, void *ctx, const char *func,
-		       const char *callee, uint64_t *start, uint64_t *end)
+int gi_call_site(const struct symtab *st, gi_kva_read_fn read, void *ctx, const char *func,
+		 const char *callee, uint64_t *at, uint64_t *after, uint64_t *end)
 {
-	struct ew_call c = { 0, 0 };
+	struct ew_call c = { 0, 0, 0 };
 	struct ew_fn *f;
 	uint64_t a;
 	int err;
 
-	if (!st || !read || !func || !callee || !start || !end)
+	if (!st || !read || !func || !callee || !at || !after || !end)
 		return -EINVAL;
 	if (symtab_find(st, func, &a) || symtab_find(st, callee, &c.target))
 		return -ENOENT;
@@ -333,9 +335,20 @@ int gi_tail_after_call(const struct symtab *st, gi_kva_read_fn read, void *ctx, 
 	if (!err && !c.at)
 		err = -ENOENT;
 	if (!err) {
-		*start = c.at;
+		*at = c.at;
+		*after = c.after;
 		*end = f->end;
 	}
 	free(f);
 	return err;
+}
+
+int gi_tail_after_call(const struct symtab *st, gi_kva_read_fn read, void *ctx, const char *func,
+		       const char *callee, uint64_t *start, uint64_t *end)
+{
+	uint64_t after;
+
+	if (!start)
+		return -EINVAL;
+	return gi_call_site(st, read, ctx, func, callee, start, &after, end);
 }

@@ -331,6 +331,7 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 		memset(&gi->exit_work, 0, sizeof(gi->exit_work));
 	}
 	exit_tail_ranges(gi);
+	gi_find_exec_points(gi, gi_read_image, img);
 	if (gi_exit_sites(gi->st, gi_read_image, img, NULL, 0, 0, gi->sites, GI_MAX_EXIT_SITES,
 			  &n) == 0)
 		gi->n_sites = n < GI_MAX_EXIT_SITES ? n : GI_MAX_EXIT_SITES;

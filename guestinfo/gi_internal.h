@@ -38,6 +38,7 @@
 /* the exit tail's ranges: the exit-work function before and after its loop, 4 callers, the
  * system call's tail, 4 call tails, the two exit paths */
 #define GI_TAIL_RANGES 13
+#define GI_EXEC_RANGES 8 /* execpoint.c: begin_new_exec (1-2) and the binary loaders (4) */
 struct gi {
 	struct symtab *st;
 	struct gi_layout layout;
@@ -91,7 +92,17 @@ struct gi {
 	uint64_t tail[GI_TAIL_RANGES][2];
 	unsigned int n_tail;
 	uint64_t tail_lo, tail_hi;
+	/* [start, end) of the code past execve's point of no return, link-time (execpoint.c) */
+	uint64_t exec_past[GI_EXEC_RANGES][2];
+	unsigned int n_exec_past;
 };
+
+/*
+ * gi_find_exec_points - fill gi->exec_past from the image read through @read (execpoint.c):
+ * the code from begin_new_exec's switch of the task's mm on, and the binary loaders' code after
+ * their call of begin_new_exec. None found: n_exec_past 0 (nothing is ever past).
+ */
+void gi_find_exec_points(struct gi *gi, gi_kva_read_fn read, void *ctx);
 
 /**
  * struct gi_orc_entry_frame - the first interrupt or exception frame an ORC walk meets (the

@@ -344,6 +344,14 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 		count_walk_stop(sv, why, false);
 		sv->c.samples_kernel++;
 		sv->c.sample_ns_kernel_unwind += stage_ns(&s->clock, stage_now(&s->clock) - k_now);
+		if (user_thread && !execve &&
+		    gi_chain_past_exec_switch(s->gi, smp->rip, smp->kernel_ips + 1,
+					      smp->n_kernel > 1 ? smp->n_kernel - 1u : 0u)) {
+			/* a task never sampled before its execve's switch of mm (note_identity
+			 * had no old mm to compare with): pt_regs are the old program's */
+			execve = true;
+			sv->c.execve_past_switch++;
+		}
 		if (user_thread) {
 			sv->sample_vcpu_regs = regs;
 			sv->sample_gi_regs = gr;

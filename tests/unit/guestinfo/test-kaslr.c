@@ -397,10 +397,94 @@ static int test_exit_tail(void)
 	return TEST_OK;
 }
 
+/*
+ * execve's point of no return in the real kernel: begin_new_exec from its call of switch_mm
+ * (exec_mmap inlined: tsk->mm is the new mm there) and load_elf_binary after its call of
+ * begin_new_exec, until start_thread has returned, are past it, as sampled instructions or as callers' return addresses; code
+ * before them, and a return address that means begin_new_exec is still running, are not.
+ */
+static int test_exec_point(void)
+{
+	char vmlinux[4096], btf[4096];
+	struct gi_config cfg = { 0 };
+	struct gi *gi = NULL;
+	struct gi_kimage *img = NULL;
+	uint64_t sw_at, sw_after, bne_end, ld_at, ld_after, ld_end, st_at, st_after, sched;
+	uint64_t callers[3];
+	int err;
+
+	if (image_config(vmlinux, btf, &cfg))
+		return TEST_SKIP;
+	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
+	ASSERT_EQ_INT(gi_kimage_open(vmlinux, &img), 0);
+	err = gi_call_site(gi_symtab(gi), read_image, img, "begin_new_exec", "switch_mm", &sw_at,
+			   &sw_after, &bne_end);
+	if (err == -ENOENT)
+		err = gi_call_site(gi_symtab(gi), read_image, img, "begin_new_exec",
+				   "switch_mm_irqs_off", &sw_at, &sw_after, &bne_end);
+	ASSERT_EQ_INT(err, 0);
+	ASSERT_EQ_INT(gi_call_site(gi_symtab(gi), read_image, img, "load_elf_binary",
+				   "begin_new_exec", &ld_at, &ld_after, &ld_end),
+		      0);
+	ASSERT_EQ_INT(gi_call_site(gi_symtab(gi), read_image, img, "load_elf_binary", "no_such_fn",
+				   &ld_at, &ld_after, &ld_end),
+		      -ENOENT);
+	ASSERT_EQ_INT(gi_call_site(gi_symtab(gi), read_image, img, "load_elf_binary",
+				   "begin_new_exec", &ld_at, &ld_after, &ld_end),
+		      0);
+	ASSERT_EQ_INT(gi_call_site(gi_symtab(gi), read_image, img, "load_elf_binary",
+				   "start_thread", &st_at, &st_after, &ld_end),
+		      0);
+	gi_kimage_free(img);
+	ASSERT_TRUE(st_after > ld_after && st_after < ld_end);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "schedule", &sched), 0);
+	ASSERT_TRUE(sw_after == sw_at + 5 && bne_end > sw_after && ld_after == ld_at + 5 &&
+		    ld_end > ld_after + 0x100);
+
+	/* slide not known yet */
+	ASSERT_TRUE(!gi_chain_past_exec_switch(gi, sw_after + SLIDE, NULL, 0));
+	gi_kaslr_placed(gi, SLIDE);
+	ASSERT_TRUE(gi_chain_past_exec_switch(gi, sw_at + SLIDE, NULL, 0));
+	ASSERT_TRUE(gi_chain_past_exec_switch(gi, bne_end - 1 + SLIDE, NULL, 0));
+	ASSERT_TRUE(!gi_chain_past_exec_switch(gi, sw_at - 1 + SLIDE, NULL, 0));
+	ASSERT_TRUE(!gi_chain_past_exec_switch(gi, bne_end + SLIDE, NULL, 0));
+	ASSERT_TRUE(!gi_chain_past_exec_switch(gi, sw_at, NULL, 0)); /* link-time: not the guest's */
+	/* inside switch_mm, called from begin_new_exec: past (tsk->mm set before the call) */
+	callers[0] = sw_after + SLIDE;
+	ASSERT_TRUE(gi_chain_past_exec_switch(gi, sched + 4 + SLIDE, callers, 1));
+	/* a sample in load_elf_binary after begin_new_exec returned (arch_randomize_brk's call) */
+	ASSERT_TRUE(gi_chain_past_exec_switch(gi, ld_after + SLIDE, NULL, 0));
+	ASSERT_TRUE(!gi_chain_past_exec_switch(gi, ld_at + SLIDE, NULL, 0));
+	callers[0] = ld_after + 0x40 + SLIDE;
+	ASSERT_TRUE(gi_chain_past_exec_switch(gi, sched + 4 + SLIDE, callers, 1));
+	/* inside start_thread: not yet the new registers; after it returned: they are */
+	callers[0] = st_after + SLIDE;
+	ASSERT_TRUE(gi_chain_past_exec_switch(gi, sched + 4 + SLIDE, callers, 1));
+	ASSERT_TRUE(!gi_chain_past_exec_switch(gi, st_after + SLIDE, NULL, 0));
+	callers[0] = st_after + 1 + SLIDE;
+	ASSERT_TRUE(!gi_chain_past_exec_switch(gi, sched + 4 + SLIDE, callers, 1));
+	/* begin_new_exec still running (its loader frame returns right after the call), before
+	 * its switch: not past; the frame inside it decides */
+	callers[0] = sw_at - 0x10 + SLIDE;
+	callers[1] = ld_after + SLIDE;
+	ASSERT_TRUE(!gi_chain_past_exec_switch(gi, sched + 4 + SLIDE, callers, 2));
+	callers[0] = sw_after + SLIDE;
+	ASSERT_TRUE(gi_chain_past_exec_switch(gi, sched + 4 + SLIDE, callers, 2));
+	callers[0] = 0;
+	callers[1] = UINT64_MAX;
+	callers[2] = sched + SLIDE;
+	ASSERT_TRUE(!gi_chain_past_exec_switch(gi, sched + 4 + SLIDE, callers, 3));
+	ASSERT_TRUE(!gi_chain_past_exec_switch(NULL, sw_at + SLIDE, NULL, 0));
+	gi_close(gi);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "KASLR slide from MSR_LSTAR", test_slide },
 	{ "KASLR decision once per guest, slid sites and entry window", test_decision },
 	{ "exit tail of a slid guest and of a callchain", test_exit_tail },
+	{ "execve's point of no return: begin_new_exec's switch of mm, the loader after it",
+	  test_exec_point },
 };
 
 TEST_MAIN(tests)

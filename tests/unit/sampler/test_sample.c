@@ -374,6 +374,39 @@ static int sample_entry_window_deferred(struct fixture *f)
 	return TEST_OK;
 }
 
+/*
+ * A kernel sample of a task never sampled before, in execve past its switch of mm (a caller's
+ * return address in the range gi_find_exec_points gives begin_new_exec): pt_regs are the old
+ * program's, the page tables the new one's; no mark, no walk: the user part is lost with its
+ * reason. The same chain before the switch is marked as usual.
+ */
+static int sample_past_exec_switch(struct fixture *f)
+{
+	struct svcpu *sv = &f->s->vcpus[0];
+	struct gi *gi = f->s->gi;
+
+	gi->exec_past[0][0] = KRET(2) - 0x10; /* the second caller's call is past the switch */
+	gi->exec_past[0][1] = KRET(2) + 0x10;
+	gi->n_exec_past = 1;
+	ASSERT_EQ_INT(sample_at(f, 0, 1000000, 0), 0);
+	ASSERT_EQ_INT(n_got, 1);
+	ASSERT_EQ_INT(check_kernel_sample(&got[0], f->fk.task_kva), TEST_OK);
+	ASSERT_EQ_U64(got[0].cookie, 0);
+	ASSERT_EQ_INT(got[0].user_stop, HVP_WALK_EXECVE);
+	ASSERT_EQ_INT(got[0].n_user, 0);
+	ASSERT_TRUE(!got_regs[0]);
+	ASSERT_EQ_U64(sv->c.execve_past_switch, 1);
+	ASSERT_EQ_U64(sv->c.marks, 0);
+
+	gi->exec_past[0][0] = KRET(2); /* that call is before the switch: begin_new_exec runs */
+	ASSERT_EQ_INT(sample_at(f, 0, 1000000, 0), 0);
+	ASSERT_EQ_INT(n_got, 2);
+	ASSERT_TRUE(got[1].cookie != 0);
+	ASSERT_EQ_INT(got[1].user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_U64(sv->c.execve_past_switch, 1);
+	return TEST_OK;
+}
+
 /* The workload histogram: each bound belongs to its own bucket, one more ns to the next. */
 static int workload_buckets(struct fixture *f)
 {
@@ -472,6 +505,11 @@ static int test_sample_entry_window_deferred(void)
 	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_entry_window_deferred);
 }
 
+static int test_sample_past_exec_switch(void)
+{
+	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_past_exec_switch);
+}
+
 static int test_sample_entry_window_both(void)
 {
 	return with_fixture(SAMPLER_CALLCHAIN_BOTH, sample_entry_window_both);
@@ -564,6 +602,8 @@ static const struct test_case tests[] = {
 	{ "sample: deferred, rt_sigreturn's entry window: the mark walks the entry's registers, "
 	  "not the restored context's",
 	  test_sample_entry_window_deferred },
+	{ "sample: a chain past execve's switch of mm: no mark, the user part lost as execve",
+	  test_sample_past_exec_switch },
 	{ "sample: a bad current task, a vCPU not in long mode", test_sample_bad_states },
 	{ "sample: the workload's VMM time histogram, bounds inclusive", test_workload_buckets },
 	{ "sample: MSR_LSTAR looks while the KASLR check is pending, limited when placed",
