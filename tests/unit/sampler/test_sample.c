@@ -407,6 +407,51 @@ static int sample_past_exec_switch(struct fixture *f)
 	return TEST_OK;
 }
 
+/*
+ * A kernel sample inside switch_mm: CR3 is already the next task's root (the kernel half shared,
+ * nothing of this task's user memory mapped) while current is still this task. Its user walk
+ * goes through the task's own mm->pgd (user_root_switched), and a second sample under that
+ * root reads nothing again (the per-vCPU memo); a hostile pgd leaves the walk under CR3.
+ */
+static int sample_other_root(struct fixture *f)
+{
+	struct svcpu *sv = &f->s->vcpus[0];
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	uint64_t own = f->fk.fm.pg.cr3 & ~0xfffull, next = fakemem_alloc_table(&f->fk.fm);
+	uint64_t pgd_slot = f->fk.mm_kva + f->fk.layout.mm_pgd;
+
+	ASSERT_TRUE(next != 0);
+	for (unsigned int i = 256; i < 512; i++) /* the kernel half, as every mm has it */
+		fakemem_w64(&f->fk.fm, next + 8 * i, fakemem_r64(&f->fk.fm, own + 8 * i));
+	ASSERT_EQ_INT(fk_w64(&f->fk, pgd_slot, fk_kva(own)), 0);
+	ASSERT_EQ_INT(fixture_vcpu_regs(f, 0, &regs, &sregs), 0);
+	sregs.cr3 = next;
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
+	ASSERT_EQ_INT(n_got, 1);
+	ASSERT_EQ_INT(check_kernel_sample(&got[0], f->fk.task_kva), TEST_OK);
+	ASSERT_EQ_INT(got[0].n_user, 4);
+	ASSERT_EQ_U64(got[0].user_ips[0], f->entry.ip);
+	ASSERT_EQ_U64(got[0].user_ips[3], URET(3));
+	ASSERT_EQ_U64(sv->c.user_root_switched, 1);
+
+	/* the task's own root: no switch */
+	ASSERT_EQ_INT(sample_at(f, 0, 1000000, 0), 0);
+	ASSERT_EQ_INT(got[1].n_user, 4);
+	ASSERT_EQ_U64(sv->c.user_root_switched, 1);
+
+	/* a pgd that is not page-aligned: refused, CR3 stands, and its walk finds no user stack
+	 * mapped */
+	ASSERT_EQ_INT(fk_w64(&f->fk, pgd_slot, fk_kva(own) + 8), 0);
+	sv->root_mm = 0;
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
+	ASSERT_EQ_INT(n_got, 3);
+	ASSERT_EQ_INT(got[2].n_user, 1); /* the sampled ip; its frame is not mapped under CR3 */
+	ASSERT_EQ_INT(got[2].user_stop, HVP_WALK_FAULT);
+	ASSERT_EQ_U64(sv->c.user_root_switched, 1);
+	return TEST_OK;
+}
+
 /* The workload histogram: each bound belongs to its own bucket, one more ns to the next. */
 static int workload_buckets(struct fixture *f)
 {
@@ -510,6 +555,11 @@ static int test_sample_past_exec_switch(void)
 	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_past_exec_switch);
 }
 
+static int test_sample_other_root(void)
+{
+	return with_fixture(SAMPLER_CALLCHAIN_EAGER, sample_other_root);
+}
+
 static int test_sample_entry_window_both(void)
 {
 	return with_fixture(SAMPLER_CALLCHAIN_BOTH, sample_entry_window_both);
@@ -604,6 +654,8 @@ static const struct test_case tests[] = {
 	  test_sample_entry_window_deferred },
 	{ "sample: a chain past execve's switch of mm: no mark, the user part lost as execve",
 	  test_sample_past_exec_switch },
+	{ "sample: CR3 another mm's (inside switch_mm): the user walk through the task's mm->pgd",
+	  test_sample_other_root },
 	{ "sample: a bad current task, a vCPU not in long mode", test_sample_bad_states },
 	{ "sample: the workload's VMM time histogram, bounds inclusive", test_workload_buckets },
 	{ "sample: MSR_LSTAR looks while the KASLR check is pending, limited when placed",
