@@ -206,15 +206,23 @@ int pvm_fixup_hit(struct vmm_vcpu *vcpu)
 	err = vcpu_read_gva(vcpu, sregs, regs->rsp, frame, sizeof(frame));
 	if (err == 0 && frame[0] == PF_ERR_SYSCALL_QUIRK && frame[2] == USER_CS &&
 	    frame[5] == USER_SS && frame[1] == sregs->cr2) {
-		uint64_t star, lstar, sfmask;
-
-		err = read_syscall_msrs(vcpu, &star, &lstar, &sfmask);
-		if (err)
-			goto fail;
+		/* The kernel writes the three together, once per CPU (syscall_init): kept, and
+		 * read again (a vCPU ioctl: ~10 us on a nested host) only for a SYSCALL that did
+		 * not land on the LSTAR kept. */
+		if (!vcpu->sc_msrs_valid || frame[1] != vcpu->sc_lstar) {
+			err = read_syscall_msrs(vcpu, &vcpu->sc_star, &vcpu->sc_lstar,
+						&vcpu->sc_sfmask);
+			vcpu->sc_msrs_valid = err == 0;
+			if (err)
+				goto fail;
+			vcpu->c.syscall_msr_reads++;
+		}
 		/* A real SYSCALL masked RFLAGS with SFMASK (so IF=0); a user jump to LSTAR did not,
 		 * and must get its SIGSEGV. */
-		if (frame[1] == lstar && !(frame[3] & sfmask & ~RFLAGS_RF)) {
-			regs->rip = lstar;
+		if (frame[1] == vcpu->sc_lstar && !(frame[3] & vcpu->sc_sfmask & ~RFLAGS_RF)) {
+			uint64_t star = vcpu->sc_star;
+
+			regs->rip = vcpu->sc_lstar;
 			regs->rsp = frame[4]; /* SYSCALL does not switch stacks */
 			regs->rflags = (frame[3] & ~RFLAGS_RF) | 0x2;
 			/* RCX and R11 already hold the user RIP and RFLAGS. */

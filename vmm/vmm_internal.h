@@ -196,6 +196,9 @@ struct vmm_vcpu {
 	bool regs_valid, sregs_valid, regs_dirty, sregs_dirty;
 	bool sync_filled; /* run->s.regs holds the state of the last exit (a KVM_RUN returned) */
 	bool regs_ioctl;  /* this exit's register changes need KVM_SET_REGS (vmm_vcpu_regs_dirty) */
+	/* PVM: the guest's MSR_STAR, MSR_LSTAR and MSR_SYSCALL_MASK as last read (pvm.c) */
+	uint64_t sc_star, sc_lstar, sc_sfmask;
+	bool sc_msrs_valid;
 	/* the last exits, for post-mortems of guest failures (with sync regs only) */
 	struct {
 		uint32_t reason;

@@ -126,6 +126,8 @@ struct vmm_result {
 	X(exits_overflow)     /* ... of which the sampling counter's overflow signal */    \
 	X(exits_debug)                                                                     \
 	X(syscall_fixups)     /* PVM: SYSCALLs completed by the VMM */                     \
+	X(syscall_msr_reads)  /* ... KVM_GET_MSRS of STAR/LSTAR/SFMASK for them (kept per   \
+			       * vCPU until a SYSCALL to another LSTAR) */                  \
 	X(pf_steps)           /* PVM: other page faults stepped past the breakpoint */     \
 	X(emulation_int3)                                                                  \
 	X(emulation_fwait)                                                                 \
