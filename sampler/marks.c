@@ -183,6 +183,7 @@ static void set_entry(struct svcpu *sv, struct mark *mk, const struct mark_req *
 	mk->pg.cache = NULL; /* the cache is the sampling vCPU's own: not for later, other threads */
 	mk->entry = *entry;
 	mk->entry_known = true;
+	mk->window = req->window;
 	mk->walked = walk_at_mark(req, entry);
 	mk->n_entry = 0;
 	mk->entry_stop = HVP_WALK_LOST;
@@ -257,6 +258,7 @@ static struct mark *mark_new(struct svcpu *sv, struct marks *m, const struct mar
 		mk->n_entry = 0;
 		mk->entry_stop = HVP_WALK_LOST;
 		mk->entry_known = false;
+		mk->window = false;
 		mk->walked = false;
 		mk->exiting = req->exiting;
 		memset(&mk->entry, 0, sizeof(mk->entry));
@@ -481,6 +483,13 @@ void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint6
 	release(sv, m, mk);
 	pthread_mutex_unlock(&m->lock);
 
+	if (copy.window && mm == copy.mm) {
+		/* the entry window's registers against those the thread returns with: they differ
+		 * only where a signal frame was set up, or where the window's were wrong */
+		sv->c.marks_window_returns++;
+		if (ur->ip != copy.entry.ip || ur->sp != copy.entry.sp)
+			sv->c.marks_window_other_regs++;
+	}
 	/* The registers about to be restored are those saved at the kernel entry we marked,
 	 * unless that entry ended unseen (another vCPU had not armed yet), a signal frame was set
 	 * up, or execve replaced the address space: then the walk made when the mark was taken

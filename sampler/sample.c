@@ -158,6 +158,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		 * every mode: a deferred mark needs the system call's number too, walk_at_mark,
 		 * or an rt_sigreturn's would be resolved with the restored context) */
 		req.entry_known = entry_user_regs(sv, task, &ur);
+		req.window = req.entry_known;
 	}
 	if (defer && req.entry_known && !execve && !exiting &&
 	    s->callchain == SAMPLER_CALLCHAIN_DEFERRED &&

@@ -152,6 +152,8 @@ struct mark {
 	uint64_t mm;         /* task->mm at the first sample: the address space of the walks */
 	struct gi_user_regs entry; /* user registers saved at kernel entry (pt_regs), the fallback */
 	bool entry_known;  /* false: marked in the kernel entry code, before pt_regs was complete */
+	bool window;       /* @entry came from the entry window (mark_req.window): its return
+			    * checks them (marks_window_returns, marks_window_other_regs) */
 	bool exiting;      /* the thread's mm is gone (exit): it never returns to user */
 	uint64_t t_ns;     /* host time of the first sample */
 	bool trap;         /* resolved by the sysretq/iretq trap (counted in marks.n_trap) */
@@ -225,6 +227,9 @@ struct mark_req {
 	const struct gi_paging *pg;
 	const struct gi_user_regs *entry; /* the user registers of the kernel entry */
 	bool entry_known; /* false: in the entry window, pt_regs may be stale */
+	bool window;      /* @entry was found by a sample in the entry window
+			   * (gi_entry_user_regs: the entry's own frame, or pt_regs where the
+			   * entry came from kernel mode) */
 	bool exiting;     /* the thread's mm is gone */
 	uint64_t mm;      /* task->mm at the sample */
 	bool execve;      /* @mm is one execve is building: @entry is the old program's

@@ -169,6 +169,10 @@ struct sampler_config {
 	X(marks_resolved_in_tail) /* flag marks resolved at a sample in the exit tail, where    \
 				 * the thread may have read its flags for the last time: from \
 				 * pt_regs, as its return would (in resolved_at_return/_stale) */ \
+	X(marks_window_returns) /* marks whose entry registers came from the entry window    \
+				 * (gi_entry_user_regs), resolved at their return in the same mm */ \
+	X(marks_window_other_regs) /* ... whose thread returned with another ip or sp (a     \
+				 * signal frame, or wrong entry-window registers): ground truth */ \
 	X(execve_past_switch)   /* kernel samples whose chain was past execve's point of no   \
 				 * return (gi_chain_past_exec_switch): no user walk of pt_regs */ \
 	X(user_root_switched)   /* kernel samples whose CR3 was not their task's mm (inside   \

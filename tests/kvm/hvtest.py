@@ -83,6 +83,20 @@ class Checks:
             self.check("guest-debug breakpoints fired (bp_never_fired 0)", never == 0,
                        f"bp_never_fired {never}, returns_unseen {counters.get('returns_unseen')}")
 
+    def check_window_truth(self, counters):
+        """Ground truth for entry-window registers (gi_entry_user_regs) in deferred mode: a mark
+        whose entry registers a sample found in the entry window is checked at its return against
+        the registers the thread returns with (marks_window_returns, marks_window_other_regs).
+        They differ only where a signal frame was set up: >= 99% must agree."""
+        n = counters.get("marks_window_returns", 0)
+        other = counters.get("marks_window_other_regs", 0)
+        if n == 0:
+            print("SKIP (this check only): no mark of this run took its registers in the entry "
+                  "window", flush=True)
+            return
+        self.check_bp("entry-window registers equal those the thread returned with (>= 99%)",
+                      other <= max(1, 0.01 * n), f"{n - other} of {n}")
+
     def finish(self):
         print(f"{self.failures} check(s) failed" if self.failures else "all checks passed")
         sys.exit(1 if self.failures else 0)

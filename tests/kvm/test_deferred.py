@@ -93,6 +93,7 @@ check("kernel threads never get a user stack or a cookie", kthread_total > 0 and
       f"{kthread_user} of {kthread_total}")
 c = rec_data["counters"]
 print("counters:", {k: v for k, v in c.items() if v and not k.startswith("exits_")})
+checks.check_window_truth(c)
 check("no breakpoint armed after the run", c.get("traps_armed_at_end", 1) == 0)
 checks.check_bp_delivery(c)
 ended = sum(c.get(k, 0) for k in ("resolved_at_return", "resolved_from_ptregs", "resolved_stale",

@@ -141,6 +141,7 @@ if r["meta"].get("counter") == "cpu-clock" and c.get("vcpu_cpu_ns"):
           f"overflows {c.get('exits_overflow')}, samples {c['samples']}")
 else:
     print("skip rate check: the counter is not cpu-clock", flush=True)
+checks.check_window_truth(r["counters"])
 check("no breakpoint armed after the run", r["counters"].get("traps_armed_at_end", 0) == 0,
       str(r["counters"].get("traps_armed_at_end")))
 
