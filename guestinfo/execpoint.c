@@ -72,10 +72,14 @@ void gi_find_exec_points(struct gi *gi, gi_kva_read_fn read, void *ctx)
 		if (gi_call_site(gi->st, read, ctx, loaders[i], "begin_new_exec", &at, &after,
 				 &end) != 0)
 			continue;
-		/* begin_new_exec returned; until start_thread has written the new program's
-		 * registers into pt_regs (inside it: not yet) */
-		if (gi_call_site(gi->st, read, ctx, loaders[i], "start_thread", &st_at, &st_after,
-				 &st_end) == 0 && st_after > after)
+		/* begin_new_exec returned; until start_thread (compat_start_thread in the compat
+		 * loader) has written the new program's registers into pt_regs (inside it: not
+		 * yet). Without it, to the loader's end: lost rather than wrong. */
+		if ((gi_call_site(gi->st, read, ctx, loaders[i], "start_thread", &st_at, &st_after,
+				  &st_end) == 0 ||
+		     gi_call_site(gi->st, read, ctx, loaders[i], "compat_start_thread", &st_at,
+				  &st_after, &st_end) == 0) &&
+		    st_after > after)
 			end = st_after;
 		add_range(gi, after, end);
 	}

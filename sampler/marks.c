@@ -183,7 +183,8 @@ static void set_entry(struct svcpu *sv, struct mark *mk, const struct mark_req *
 	mk->pg.cache = NULL; /* the cache is the sampling vCPU's own: not for later, other threads */
 	mk->entry = *entry;
 	mk->entry_known = true;
-	mk->window = req->window;
+	/* rt_sigreturn returns to the context it restores: nothing to check its registers by */
+	mk->window = req->window && entry->orig_ax != NR_RT_SIGRETURN;
 	mk->walked = walk_at_mark(req, entry);
 	mk->n_entry = 0;
 	mk->entry_stop = HVP_WALK_LOST;

@@ -73,10 +73,11 @@ static bool in_exit_tail(const struct svcpu *sv, const struct hvp_sample *smp, u
  * The user registers of a kernel sample in the entry window: pt_regs (@ur as read) may still
  * be the previous entry's, whose walk would be a wrong chain that looks right. They come from
  * the entry's own frame (gi_entry_user_regs); when the entry interrupted kernel mode, @ur is
- * the task's last user entry's and stands. False: not known (a mark is then resolved by the
- * thread's return alone; a walk now loses the user part, counted).
+ * the task's last user entry's and stands. *@own: @ur is the entry's own frame's. False: not
+ * known (a mark is then resolved by the thread's return alone; a walk now loses the user part,
+ * counted).
  */
-static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs *ur)
+static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs *ur, bool *own)
 {
 	struct gi_user_regs live, built;
 	int err = -ENOTSUP;
@@ -87,11 +88,13 @@ static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs
 		err = gi_entry_user_regs(sv->s->gi, sv->s->mem, sv->sample_gi_regs, task, &live,
 					 &built);
 	}
+	*own = false;
 	if (err == -ENOENT)
 		return true;
 	if (err)
 		return false;
 	*ur = built;
+	*own = true;
 	sv->c.user_regs_entry_found++;
 	return true;
 }
@@ -157,8 +160,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		/* pt_regs may still be the previous entry's: the entry's own frame tells (in
 		 * every mode: a deferred mark needs the system call's number too, walk_at_mark,
 		 * or an rt_sigreturn's would be resolved with the restored context) */
-		req.entry_known = entry_user_regs(sv, task, &ur);
-		req.window = req.entry_known;
+		req.entry_known = entry_user_regs(sv, task, &ur, &req.window);
 	}
 	if (defer && req.entry_known && !execve && !exiting &&
 	    s->callchain == SAMPLER_CALLCHAIN_DEFERRED &&

@@ -196,7 +196,9 @@ struct vmm_vcpu {
 	bool regs_valid, sregs_valid, regs_dirty, sregs_dirty;
 	bool sync_filled; /* run->s.regs holds the state of the last exit (a KVM_RUN returned) */
 	bool regs_ioctl;  /* this exit's register changes need KVM_SET_REGS (vmm_vcpu_regs_dirty) */
-	/* PVM: the guest's MSR_STAR, MSR_LSTAR and MSR_SYSCALL_MASK as last read (pvm.c) */
+	/* PVM: the guest's MSR_STAR, MSR_LSTAR and MSR_SYSCALL_MASK as last read (pvm.c); read
+	 * again only when a SYSCALL lands elsewhere than this LSTAR (a guest that rewrote STAR or
+	 * SFMASK alone would be completed with the old ones: Linux writes the three together) */
 	uint64_t sc_star, sc_lstar, sc_sfmask;
 	bool sc_msrs_valid;
 	/* the last exits, for post-mortems of guest failures (with sync regs only) */

@@ -147,13 +147,6 @@ int gi_syscall_tail_find(const struct symtab *st, gi_kva_read_fn read, void *ctx
 			 uint64_t *end) __must_check;
 
 /**
- * gi_tail_after_call - [*@start, *@end): the code of function @func from its first direct call
- * (or jump) to @callee (the call instruction included: a caller frame whose return address
- * follows it is inside @callee) up to the next symbol: e.g. do_syscall_64 from its call of
- * syscall_exit_to_user_mode, where the thread reads its work flags for the last time.
- * Return: 0; -ENOENT a symbol or the call missing; -EFAULT; -ENOMEM; -EINVAL.
- */
-/**
  * gi_chain_past_exec_switch - a kernel chain past execve's point of no return (execpoint.c):
  * the task's mm is the new program's while pt_regs still holds the old program's registers
  * (until the loader's start_thread), so its user stack cannot be walked. @rip the sampled
@@ -166,13 +159,21 @@ bool gi_chain_past_exec_switch(const struct gi *gi, uint64_t rip, const uint64_t
 /**
  * gi_call_site - function @func's first direct call (or jump) to @callee, decoded with capstone
  * in the image read through @read: *@at the call instruction, *@after the instruction after it
- * (a frame's return address there means @callee is running), *@end where @func ends (the next
- * symbol, at most 8 KiB from its start); link-time KVAs. Return: 0; -ENOENT a symbol or the
- * call missing; -EFAULT unreadable; -ENOMEM; -EINVAL.
+ * (a frame's return address there means @callee is running), *@end where decoding stopped:
+ * the next symbol, or sooner when the function is over 8 KiB or the image could not be read
+ * that far; link-time KVAs. Return: 0; -ENOENT a symbol or the call missing; -EFAULT
+ * unreadable; -ENOMEM; -EINVAL.
  */
 int gi_call_site(const struct symtab *st, gi_kva_read_fn read, void *ctx, const char *func,
 		 const char *callee, uint64_t *at, uint64_t *after, uint64_t *end) __must_check;
 
+/**
+ * gi_tail_after_call - [*@start, *@end): the code of function @func from its first direct call
+ * (or jump) to @callee (the call instruction included: a caller frame whose return address
+ * follows it is inside @callee) up to the next symbol: e.g. do_syscall_64 from its call of
+ * syscall_exit_to_user_mode, where the thread reads its work flags for the last time.
+ * Return: 0; -ENOENT a symbol or the call missing; -EFAULT; -ENOMEM; -EINVAL.
+ */
 int gi_tail_after_call(const struct symtab *st, gi_kva_read_fn read, void *ctx, const char *func,
 		       const char *callee, uint64_t *start, uint64_t *end) __must_check;
 

@@ -172,7 +172,9 @@ struct sampler_config {
 	X(marks_window_returns) /* marks whose entry registers came from the entry window    \
 				 * (gi_entry_user_regs), resolved at their return in the same mm */ \
 	X(marks_window_other_regs) /* ... whose thread returned with another ip or sp (a     \
-				 * signal frame, or wrong entry-window registers): ground truth */ \
+				 * signal frame, or wrong entry-window registers): ground truth; \
+				 * rt_sigreturn's marks, which return elsewhere by design, and    \
+				 * entries from kernel mode (pt_regs) are in neither count */     \
 	X(execve_past_switch)   /* kernel samples whose chain was past execve's point of no   \
 				 * return (gi_chain_past_exec_switch): no user walk of pt_regs */ \
 	X(user_root_switched)   /* kernel samples whose CR3 was not their task's mm (inside   \
@@ -199,8 +201,9 @@ struct sampler_config {
 	X(flag_set_failed)      /* the task's flags could not be written: trapped instead */     \
 	X(trap_ns_total)        /* host ns spent in trap handling */                            \
 	X(user_regs_unreadable) /* kernel samples of user threads without pt_regs */            \
-	X(user_regs_entry_found) /* walked now in the entry window (pt_regs maybe stale): the \
-				 * user registers taken from the entry's own frame */            \
+	X(user_regs_entry_found) /* kernel samples in the entry window (pt_regs maybe stale) \
+				 * whose user registers were told there (the entry's own frame; \
+				 * pt_regs where it came from kernel mode): walked or marked */ \
 	X(user_regs_entry_unsaved) /* ... not to be told there (an IST stack, CR3 in RSP, \
 				 * the first pushes of SYSCALL's): user part lost */             \
 	X(sample_ns_total)      /* host ns spent building samples (regs to sink) */             \

@@ -127,7 +127,8 @@ struct vmm_result {
 	X(exits_debug)                                                                     \
 	X(syscall_fixups)     /* PVM: SYSCALLs completed by the VMM */                     \
 	X(syscall_msr_reads)  /* ... KVM_GET_MSRS of STAR/LSTAR/SFMASK for them (kept per   \
-			       * vCPU until a SYSCALL to another LSTAR) */                  \
+			       * vCPU until a SYSCALL to another LSTAR: Linux writes the    \
+			       * three together, syscall_init) */                          \
 	X(pf_steps)           /* PVM: other page faults stepped past the breakpoint */     \
 	X(emulation_int3)                                                                  \
 	X(emulation_fwait)                                                                 \
