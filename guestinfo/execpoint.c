@@ -21,16 +21,6 @@
 
 #include "gi_internal.h"
 
-/* Add [@lo, @hi) to gi's ranges, if it is one and there is room. */
-static void add_range(struct gi *gi, uint64_t lo, uint64_t hi)
-{
-	if (lo >= hi || gi->n_exec_past >= GI_EXEC_RANGES)
-		return;
-	gi->exec_past[gi->n_exec_past][0] = lo;
-	gi->exec_past[gi->n_exec_past][1] = hi;
-	gi->n_exec_past++;
-}
-
 /* The first call of x86's switch_mm (activate_mm) or switch_mm_irqs_off in @func: 0 and *@at,
  * *@end; -ENOENT none. */
 static int switch_call(struct gi *gi, gi_kva_read_fn read, void *ctx, const char *func,
@@ -52,19 +42,19 @@ void gi_find_exec_points(struct gi *gi, gi_kva_read_fn read, void *ctx)
 					       "load_elf_fdpic_binary", "load_flat_binary" };
 	uint64_t at, after, end, a;
 
-	gi->n_exec_past = 0;
+	memset(&gi->exec_past, 0, sizeof(gi->exec_past));
 	if (symtab_find(gi->st, "exec_mmap", &a) == 0) {
 		/* not inlined: begin_new_exec after exec_mmap returned, exec_mmap from the switch */
 		if (gi_call_site(gi->st, read, ctx, "begin_new_exec", "exec_mmap", &at, &after,
 				 &end) == 0)
-			add_range(gi, after, end);
+			gi_ranges_add(&gi->exec_past, after, end);
 		if (switch_call(gi, read, ctx, "exec_mmap", &at, &end) == 0)
-			add_range(gi, at, end);
+			gi_ranges_add(&gi->exec_past, at, end);
 	} else if (switch_call(gi, read, ctx, "begin_new_exec", &at, &end) == 0) {
 		/* the call itself included: inside switch_mm, tsk->mm is already the new mm */
-		add_range(gi, at, end);
+		gi_ranges_add(&gi->exec_past, at, end);
 	}
-	if (!gi->n_exec_past)
+	if (!gi->exec_past.n)
 		return; /* without the switch, a loader's frame alone would say too much */
 	for (size_t i = 0; i < ARRAY_SIZE(loaders); i++) {
 		uint64_t st_at, st_after, st_end;
@@ -81,19 +71,10 @@ void gi_find_exec_points(struct gi *gi, gi_kva_read_fn read, void *ctx)
 				  &st_after, &st_end) == 0) &&
 		    st_after > after)
 			end = st_after;
-		add_range(gi, after, end);
+		gi_ranges_add(&gi->exec_past, after, end);
 	}
-	if (gi->n_exec_past)
-		pr_debug(LOG_KSYM, "%u ranges past execve's point of no return", gi->n_exec_past);
-}
-
-/* Is link-time @kva in one of the ranges? */
-static bool in_exec_past(const struct gi *gi, uint64_t kva)
-{
-	for (unsigned int i = 0; i < gi->n_exec_past; i++)
-		if (kva >= gi->exec_past[i][0] && kva < gi->exec_past[i][1])
-			return true;
-	return false;
+	if (gi->exec_past.n)
+		pr_debug(LOG_KSYM, "%u ranges past execve's point of no return", gi->exec_past.n);
 }
 
 bool gi_chain_past_exec_switch(const struct gi *gi, uint64_t rip, const uint64_t *callers,
@@ -101,13 +82,13 @@ bool gi_chain_past_exec_switch(const struct gi *gi, uint64_t rip, const uint64_t
 {
 	uint64_t slide;
 
-	if (!gi || !gi->n_exec_past || gi_running_slide(gi, &slide) != 0)
+	if (!gi || !gi->exec_past.n || gi_running_slide(gi, &slide) != 0)
 		return false;
-	if (in_exec_past(gi, rip - slide))
+	if (gi_ranges_has(&gi->exec_past, rip - slide))
 		return true;
 	for (unsigned int i = 0; i < n; i++)
 		/* a return address - 1 is inside its call instruction (the caller's line) */
-		if (callers[i] && in_exec_past(gi, callers[i] - 1 - slide))
+		if (callers[i] && gi_ranges_has(&gi->exec_past, callers[i] - 1 - slide))
 			return true;
 	return false;
 }

@@ -87,20 +87,6 @@ static void gi_find_exit_paths(struct gi *gi)
 	}
 }
 
-/* One [start, end) of the exit tail, if known and not empty. */
-static void tail_add(struct gi *gi, uint64_t start, uint64_t end)
-{
-	if (start >= end || gi->n_tail >= GI_TAIL_RANGES)
-		return;
-	gi->tail[gi->n_tail][0] = start;
-	gi->tail[gi->n_tail][1] = end;
-	gi->n_tail++;
-	if (gi->n_tail == 1 || start < gi->tail_lo)
-		gi->tail_lo = start;
-	if (gi->n_tail == 1 || end > gi->tail_hi)
-		gi->tail_hi = end;
-}
-
 /*
  * The exit tail as one list of ranges (gi_chain_in_exit_tail), built once: the exit-work function
  * outside its loop (in the loop a thread reads its flags again), its callers, the C entry points
@@ -113,19 +99,20 @@ static void exit_tail_ranges(struct gi *gi)
 		       "room for every range added below");
 	const struct gi_exit_work *w = &gi->exit_work;
 
-	gi->n_tail = 0;
-	gi->tail_lo = gi->tail_hi = 0;
+	struct gi_ranges *t = &gi->tail;
+
+	memset(t, 0, sizeof(*t));
 	if (!w->head)
 		return;
-	tail_add(gi, w->func_start, w->head);
-	tail_add(gi, w->loop_end, w->func_end);
+	gi_ranges_add(t, w->func_start, w->head);
+	gi_ranges_add(t, w->loop_end, w->func_end);
 	for (size_t i = 0; i < sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]); i++)
-		tail_add(gi, gi->exit_callers[i][0], gi->exit_callers[i][1]);
+		gi_ranges_add(t, gi->exit_callers[i][0], gi->exit_callers[i][1]);
 	for (size_t i = 0; i < sizeof(gi->call_tails) / sizeof(gi->call_tails[0]); i++)
-		tail_add(gi, gi->call_tails[i][0], gi->call_tails[i][1]);
-	tail_add(gi, gi->syscall_tail[0], gi->syscall_tail[1]);
-	tail_add(gi, gi->exit1_start, gi->exit1_end);
-	tail_add(gi, gi->exit2_start, gi->exit2_end);
+		gi_ranges_add(t, gi->call_tails[i][0], gi->call_tails[i][1]);
+	gi_ranges_add(t, gi->syscall_tail[0], gi->syscall_tail[1]);
+	gi_ranges_add(t, gi->exit1_start, gi->exit1_end);
+	gi_ranges_add(t, gi->exit2_start, gi->exit2_end);
 }
 
 static int gi_read_image(void *ctx, uint64_t kva, void *dst, size_t len)

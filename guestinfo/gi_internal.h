@@ -38,7 +38,44 @@
 /* the exit tail's ranges: the exit-work function before and after its loop, 4 callers, the
  * system call's tail, 4 call tails, the two exit paths */
 #define GI_TAIL_RANGES 13
-#define GI_EXEC_RANGES 8 /* execpoint.c: begin_new_exec (1-2) and the binary loaders (4) */
+#define GI_EXEC_RANGES 6 /* execpoint.c: begin_new_exec (1-2) and the binary loaders (4) */
+#define GI_RANGES_MAX 16
+
+/* A set of [start, end) code ranges (link-time KVAs) and their hull [lo, hi), for a quick no. */
+struct gi_ranges {
+	uint64_t r[GI_RANGES_MAX][2];
+	unsigned int n;
+	uint64_t lo, hi;
+};
+
+_Static_assert(GI_TAIL_RANGES <= GI_RANGES_MAX && GI_EXEC_RANGES <= GI_RANGES_MAX,
+	       "struct gi_ranges holds the exit tail's and execve's ranges");
+
+/* Add [@start, @end) to @set, if not empty and there is room. */
+static inline void gi_ranges_add(struct gi_ranges *set, uint64_t start, uint64_t end)
+{
+	if (start >= end || set->n >= GI_RANGES_MAX)
+		return;
+	set->r[set->n][0] = start;
+	set->r[set->n][1] = end;
+	if (set->n == 0 || start < set->lo)
+		set->lo = start;
+	if (set->n == 0 || end > set->hi)
+		set->hi = end;
+	set->n++;
+}
+
+/* Is @kva in one of @set's ranges? */
+static inline bool gi_ranges_has(const struct gi_ranges *set, uint64_t kva)
+{
+	if (kva < set->lo || kva >= set->hi)
+		return false;
+	for (unsigned int i = 0; i < set->n; i++)
+		if (kva >= set->r[i][0] && kva < set->r[i][1])
+			return true;
+	return false;
+}
+
 struct gi {
 	struct symtab *st;
 	struct gi_layout layout;
@@ -88,19 +125,16 @@ struct gi {
 	uint64_t syscall_tail[2];      /* gi_syscall_tail_find, link-time; 0/0 unknown */
 	uint64_t call_tails[4][2];     /* gi_tail_after_call of the C entry points, link-time */
 	/* every [start, end) gi_chain_in_exit_tail tests, link-time, from the fields above (exit_tail_
-	 * ranges() in gi.c); [tail_lo, tail_hi) holds them all */
-	uint64_t tail[GI_TAIL_RANGES][2];
-	unsigned int n_tail;
-	uint64_t tail_lo, tail_hi;
-	/* [start, end) of the code past execve's point of no return, link-time (execpoint.c) */
-	uint64_t exec_past[GI_EXEC_RANGES][2];
-	unsigned int n_exec_past;
+	 * ranges() in gi.c) */
+	struct gi_ranges tail;
+	/* the code past execve's point of no return, link-time (execpoint.c) */
+	struct gi_ranges exec_past;
 };
 
 /*
  * gi_find_exec_points - fill gi->exec_past from the image read through @read (execpoint.c):
  * the code from begin_new_exec's switch of the task's mm on, and the binary loaders' code after
- * their call of begin_new_exec. None found: n_exec_past 0 (nothing is ever past).
+ * their call of begin_new_exec. None found: exec_past empty (nothing is ever past).
  */
 void gi_find_exec_points(struct gi *gi, gi_kva_read_fn read, void *ctx);
 

@@ -254,17 +254,6 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work *out)
 	return 0;
 }
 
-/* @rip (link-time) in one of the exit tail's ranges (exit_tail_ranges in gi.c). */
-static bool in_tail(const struct gi *gi, uint64_t rip)
-{
-	if (rip < gi->tail_lo || rip >= gi->tail_hi)
-		return false;
-	for (unsigned int i = 0; i < gi->n_tail; i++)
-		if (rip >= gi->tail[i][0] && rip < gi->tail[i][1])
-			return true;
-	return false;
-}
-
 /* @at (link-time) where the thread reads its work flags again after it: the exit loop's body, or
  * an exit function before it calls the loop's function (exit_before). */
 static bool before_read(const struct gi *gi, uint64_t at)
@@ -284,7 +273,7 @@ bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *ca
 
 	if (!gi || !gi->exit_work.head || gi_running_slide(gi, &slide) != 0)
 		return false;
-	if (in_tail(gi, rip - slide))
+	if (gi_ranges_has(&gi->tail, rip - slide))
 		return true;
 	/* the leaf at the loop's bottom: its last read of the flags may be done */
 	if (gi->exit_work.loop_cli && rip - slide >= gi->exit_work.loop_cli &&
@@ -301,7 +290,7 @@ bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *ca
 		 * the tail: the exit functions' callers after their call) do not decide */
 		if (before_read(gi, at))
 			return false;
-		if (in_tail(gi, at))
+		if (gi_ranges_has(&gi->tail, at))
 			return true;
 	}
 	return false;

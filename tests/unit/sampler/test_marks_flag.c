@@ -145,11 +145,8 @@ static void fake_exit_tail(struct fixture *f, uint64_t start, uint64_t end)
 	gi->exit_work.head = FK_STEXT + 0x10000;
 	gi->exit_work.loop_end = FK_STEXT + 0x10010;
 	gi->exit_work.loop_cli = 0;
-	gi->tail[0][0] = start;
-	gi->tail[0][1] = end;
-	gi->n_tail = 1;
-	gi->tail_lo = start;
-	gi->tail_hi = end;
+	memset(&gi->tail, 0, sizeof(gi->tail));
+	gi_ranges_add(&gi->tail, start, end);
 }
 
 /* A kernel sample of the fake task at @rip (one kernel frame), for user_part_of_kernel_sample. */

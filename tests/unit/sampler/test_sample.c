@@ -410,9 +410,8 @@ static int sample_past_exec_switch(struct fixture *f)
 	struct svcpu *sv = &f->s->vcpus[0];
 	struct gi *gi = f->s->gi;
 
-	gi->exec_past[0][0] = KRET(2) - 0x10; /* the second caller's call is past the switch */
-	gi->exec_past[0][1] = KRET(2) + 0x10;
-	gi->n_exec_past = 1;
+	/* the second caller's call is past the switch */
+	gi_ranges_add(&gi->exec_past, KRET(2) - 0x10, KRET(2) + 0x10);
 	ASSERT_EQ_INT(sample_at(f, 0, 1000000, 0), 0);
 	ASSERT_EQ_INT(n_got, 1);
 	ASSERT_EQ_INT(check_kernel_sample(&got[0], f->fk.task_kva), TEST_OK);
@@ -423,7 +422,9 @@ static int sample_past_exec_switch(struct fixture *f)
 	ASSERT_EQ_U64(sv->c.execve_past_switch, 1);
 	ASSERT_EQ_U64(sv->c.marks, 0);
 
-	gi->exec_past[0][0] = KRET(2); /* that call is before the switch: begin_new_exec runs */
+	/* that call is before the switch: begin_new_exec runs */
+	memset(&gi->exec_past, 0, sizeof(gi->exec_past));
+	gi_ranges_add(&gi->exec_past, KRET(2), KRET(2) + 0x10);
 	ASSERT_EQ_INT(sample_at(f, 0, 1000000, 0), 0);
 	ASSERT_EQ_INT(n_got, 2);
 	ASSERT_TRUE(got[1].cookie != 0);
