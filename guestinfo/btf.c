@@ -238,6 +238,7 @@ static int btf_fill_layout(struct btf *btf, const char *path, struct gi_layout *
 	l.mm_end_code = btf_offset(btf, "mm_struct", "end_code", NULL);
 	l.mm_exe_file = btf_offset(btf, "mm_struct", "exe_file", NULL);
 	l.mm_pgd = btf_offset(btf, "mm_struct", "pgd", NULL);
+	l.mm_start_stack = btf_offset(btf, "mm_struct", "start_stack", NULL);
 	l.file_f_path = btf_offset(btf, "file", "f_path", NULL);
 	l.path_dentry = btf_offset(btf, "path", "dentry", NULL);
 	l.dentry_d_parent = btf_offset(btf, "dentry", "d_parent", NULL);

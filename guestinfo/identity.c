@@ -276,6 +276,39 @@ void gi_task_stack_learn(const struct gi_paging *pg, struct gi_task_cache *cache
 		}
 }
 
+int gi_task_user_stack_end(const struct gi *gi, const struct gmem *mem,
+			   const struct gi_paging *pg, struct gi_task_cache *cache, uint64_t task,
+			   uint64_t mm, uint64_t *end)
+{
+	struct gi_task_cache_entry *e = task_cache_find(cache, task);
+	uint64_t v;
+	int err;
+
+	if (!gi || !mem || !pg || !end)
+		return -EINVAL;
+	if (e && e->mm != mm)
+		e = NULL; /* another address space than the identity remembered: not kept */
+	if (e && e->stack_end_mm == mm && mm) {
+		*end = e->stack_end;
+		return 0;
+	}
+	if (!gi->have_layout || gi->layout.mm_start_stack == UINT32_MAX)
+		return -ENODATA;
+	if (!gi_is_kernel_gva(pg, mm) || (mm & 7))
+		return -EBADMSG;
+	err = gi_read_u64_at(mem, pg, mm, gi->layout.mm_start_stack, &v);
+	if (err)
+		return err;
+	if (!v || !gi_is_user_gva(pg, v))
+		return -EBADMSG;
+	if (e) {
+		e->stack_end = v;
+		e->stack_end_mm = mm;
+	}
+	*end = v;
+	return 0;
+}
+
 /*
  * Read the NUL-terminated name at @gva (at most GI_NAME_MAX bytes plus the NUL) into @buf,
  * a page at a time so that a short name at the end of a mapped page is still readable.

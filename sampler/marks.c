@@ -502,7 +502,7 @@ void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint6
 		emit_execve(sv, &copy);
 		sv->c.dropped_no_regs++;
 	} else if (!copy.entry_known || (ur->ip == copy.entry.ip && ur->sp == copy.entry.sp)) {
-		emit_user_stack(sv, copy.cookie, pid, pg, ur);
+		emit_user_stack(sv, copy.cookie, pid, pg, ur, task, mm);
 		sv->c.resolved_at_return++;
 	} else {
 		emit_saved_entry_walk(sv, &copy, ur, pg, mm);
@@ -550,7 +550,7 @@ static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk,
 	if (mk->entry_known && !mk->walked && now && mm == mk->mm &&
 	    signal_frame_saved(sv, pg, now, &mk->entry)) {
 		/* the stack above the entry's RSP is intact: the walk the return would have made */
-		emit_user_stack(sv, mk->cookie, mk->pid, pg, &mk->entry);
+		emit_user_stack(sv, mk->cookie, mk->pid, pg, &mk->entry, mk->task, mk->mm);
 		sv->c.marks_walked_late++;
 		return;
 	}
@@ -571,7 +571,7 @@ static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk,
 	/* the entry's registers; its stack is gone (exit tears it down, execve replaced it) */
 	if (mk->entry_known) {
 		user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, NULL, &mk->pg, &mk->entry,
-			       false);
+			       false, 0);
 		sampler_emit_user_stack(sv, u, &sv->ustack_regs);
 	} else {
 		sampler_emit_user_stack(sv, u, NULL);
@@ -636,7 +636,7 @@ static void resolve_from_entry(struct svcpu *sv, const struct mark *mk)
 		return;
 	}
 	/* the thread is still in the kernel: pt_regs is complete now, and so is its memory */
-	emit_user_stack(sv, mk->cookie, mk->pid, &mk->pg, &entry);
+	emit_user_stack(sv, mk->cookie, mk->pid, &mk->pg, &entry, mk->task, mm);
 	sv->c.resolved_from_ptregs++;
 }
 

@@ -216,7 +216,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 	smp->n_user = (uint16_t)n;
 	smp->user_stop = (uint8_t)why;
 	count_walk_stop(sv, why, true);
-	sample_regs_take(sv, pg, &ur); /* pt_regs (or the caught SYSCALL's registers) */
+	sample_regs_take(sv, pg, &ur, task, mm); /* pt_regs (or the caught SYSCALL's) */
 	if (smp->cookie) /* both: the eager walk stays in the sample as a cross-check */
 		smp->user_stop = HVP_WALK_DEFERRED;
 }
@@ -335,7 +335,7 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 		smp->user_stop = (uint8_t)why;
 		count_walk_stop(sv, why, true);
 		user_regs_from_vcpu(regs, regs->rip, regs->rsp, &ur);
-		sample_regs_take(sv, &gr->pg, &ur);
+		sample_regs_take(sv, &gr->pg, &ur, task, mm);
 		sv->c.samples_user++;
 		if (!atomic_load(&s->first_user_ns))
 			atomic_store(&s->first_user_ns, smp->time_ns);

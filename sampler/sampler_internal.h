@@ -486,23 +486,40 @@ void sampler_fail(struct sampler *s, const char *what);
 void sampler_emit_user_stack(struct svcpu *sv, const struct hvp_user_stack *u,
 			     struct hvp_user_regs *r);
 
-/* ustack.c: walk @ur's user stack and emit a USER_STACK record for @cookie, with its USER_REGS. */
+/*
+ * ustack.c: walk @ur's user stack and emit a USER_STACK record for @cookie, with its USER_REGS.
+ * @task, @mm: the thread (task GVA) and the address space @pg walks (0: not known), for the
+ * copy's bound (ustack_end).
+ */
 void emit_user_stack(struct svcpu *sv, uint64_t cookie, int32_t pid, const struct gi_paging *pg,
-		     const struct gi_user_regs *ur);
+		     const struct gi_user_regs *ur, uint64_t task, uint64_t mm);
+/* Bytes of stack a copy keeps above the process's initial RSP (mm->start_stack: argc, then
+ * argv): no frame lies there, but an unwinder may look at the outermost frame's CFA. */
+#define SAMPLER_USTACK_END_SLACK 64u
+/*
+ * ustack.c: where a user-stack copy of @task in @mm may end: mm->start_stack (the main thread's
+ * frames end below it; gi_task_user_stack_end, remembered in the vCPU's task cache), 0 for no
+ * bound (not known, no mm). For walks of threads not in execve.
+ */
+uint64_t ustack_end(struct svcpu *sv, const struct gi_paging *pg, uint64_t task, uint64_t mm);
 /*
  * ustack.c: the USER_REGS of a user walk from @ur into @r (@buf: its stack buffer of
  * s->ustack_size bytes; @segs: HVP_USER_STACK_SEGS pieces, or NULL): the registers in DWARF
  * order and, when @copy, the stack from ur->sp through @pg (counted: copies, bytes, short,
- * refused, ns): read in place into @segs where guest memory maps (gi_map_user_stack; then the
- * pieces are valid while the vCPU is stopped, and the record must be written before it runs
- * again), else copied into @buf; without @copy, no stack (a walk saved earlier whose stack is
- * gone). time_ns, cookie, pid and follows are the caller's to set.
+ * bounded, refused, ns): read in place into @segs where guest memory maps (gi_map_user_stack;
+ * then the pieces are valid while the vCPU is stopped, and the record must be written before it
+ * runs again), else copied into @buf; without @copy, no stack (a walk saved earlier whose stack
+ * is gone). The copy is s->ustack_size bytes, or less where @stack_end (ustack_end; 0: none) is
+ * closer: up to @stack_end + SAMPLER_USTACK_END_SLACK. time_ns, cookie, pid and follows are the
+ * caller's to set.
  */
 void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
 		    struct hvp_bytes *segs, const struct gi_paging *pg,
-		    const struct gi_user_regs *ur, bool copy);
-/* The USER_REGS of the sample being built (sv->sample_regs), from @ur: user_regs_take. */
-void sample_regs_take(struct svcpu *sv, const struct gi_paging *pg, const struct gi_user_regs *ur);
+		    const struct gi_user_regs *ur, bool copy, uint64_t stack_end);
+/* The USER_REGS of the sample being built (sv->sample_regs), from @ur of @task in @mm:
+ * user_regs_take, bounded by ustack_end. */
+void sample_regs_take(struct svcpu *sv, const struct gi_paging *pg, const struct gi_user_regs *ur,
+		      uint64_t task, uint64_t mm);
 /* The user registers as the vCPU holds them (@ip, @sp: where user mode resumes). */
 void user_regs_from_vcpu(const struct kvm_regs *regs, uint64_t ip, uint64_t sp,
 			 struct gi_user_regs *ur);

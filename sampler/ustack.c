@@ -46,13 +46,38 @@ static void dwarf_regs(const struct gi_user_regs *ur, uint64_t regs[HVP_USER_NRE
 	regs[HVP_REG_RIP] = ur->ip;
 }
 
+uint64_t ustack_end(struct svcpu *sv, const struct gi_paging *pg, uint64_t task, uint64_t mm)
+{
+	uint64_t end;
+
+	if (!task || !mm ||
+	    gi_task_user_stack_end(sv->s->gi, sv->s->mem, pg, &sv->tasks, task, mm, &end) != 0)
+		return 0;
+	return end;
+}
+
+/* How many bytes from @sp a copy takes: s->ustack_size, or up to @end + the slack when closer. */
+static uint32_t copy_size(struct svcpu *sv, uint64_t sp, uint64_t end)
+{
+	uint32_t size = sv->s->ustack_size;
+
+	/* SAFETY: end - sp < size - slack <= UINT32_MAX: the sum below fits; rounded up to 8
+	 * (sp is checked 8-aligned by the copy; @end is the guest's and may not be) */
+	if (end >= sp && size > SAMPLER_USTACK_END_SLACK &&
+	    end - sp < size - SAMPLER_USTACK_END_SLACK) {
+		sv->c.user_stack_bounded++;
+		return ((uint32_t)(end - sp) + SAMPLER_USTACK_END_SLACK + 7u) & ~7u;
+	}
+	return size;
+}
+
 void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
 		    struct hvp_bytes *segs, const struct gi_paging *pg,
-		    const struct gi_user_regs *ur, bool copy)
+		    const struct gi_user_regs *ur, bool copy, uint64_t stack_end)
 {
 	struct sampler *s = sv->s;
 	unsigned int n = 0;
-	uint32_t len = 0;
+	uint32_t len = 0, size;
 	int err;
 
 	r->vcpu = sv->index;
@@ -64,14 +89,15 @@ void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
 	if (copy && buf) {
 		uint64_t k0 = stage_now(&s->clock);
 
+		size = copy_size(sv, ur->sp, stack_end);
 		/* In place where guest RAM can be (the writer copies the pages into the record
 		 * once), else into @buf. Bounded: at most ustack_size bytes, one page walk per
 		 * page. */
-		err = segs ? gi_map_user_stack(s->mem, pg, ur->sp, s->ustack_size, segs,
-					       HVP_USER_STACK_SEGS, &n, &len)
+		err = segs ? gi_map_user_stack(s->mem, pg, ur->sp, size, segs, HVP_USER_STACK_SEGS,
+					       &n, &len)
 			   : -ENOTSUP;
 		if (err == -ENOTSUP)
-			err = gi_copy_user_stack(s->mem, pg, ur->sp, buf, s->ustack_size, &len);
+			err = gi_copy_user_stack(s->mem, pg, ur->sp, buf, size, &len);
 		else if (!err && n) {
 			r->stack = NULL;
 			r->stack_segs = segs;
@@ -79,7 +105,7 @@ void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
 		}
 		if (err)
 			sv->c.user_stack_refused++;
-		else if (len < s->ustack_size)
+		else if (len < size)
 			sv->c.user_stack_short++;
 		sv->c.user_stack_copies++;
 		sv->c.user_stack_bytes += len;
@@ -90,14 +116,16 @@ void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
 	r->stack_len = len;
 }
 
-void sample_regs_take(struct svcpu *sv, const struct gi_paging *pg, const struct gi_user_regs *ur)
+void sample_regs_take(struct svcpu *sv, const struct gi_paging *pg, const struct gi_user_regs *ur,
+		      uint64_t task, uint64_t mm)
 {
-	user_regs_take(sv, &sv->sample_regs, sv->sample_stack, sv->sample_segs, pg, ur, true);
+	user_regs_take(sv, &sv->sample_regs, sv->sample_stack, sv->sample_segs, pg, ur, true,
+		       ustack_end(sv, pg, task, mm));
 	sv->sample_has_regs = true;
 }
 
 void emit_user_stack(struct svcpu *sv, uint64_t cookie, int32_t pid, const struct gi_paging *pg,
-		     const struct gi_user_regs *ur)
+		     const struct gi_user_regs *ur, uint64_t task, uint64_t mm)
 {
 	struct hvp_user_stack *u = &sv->ustack;
 	enum hvp_walk_stop why;
@@ -112,6 +140,7 @@ void emit_user_stack(struct svcpu *sv, uint64_t cookie, int32_t pid, const struc
 	u->n_user = (uint16_t)n;
 	u->stop = (uint8_t)why;
 	count_walk_stop(sv, why, true);
-	user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, sv->ustack_segs, pg, ur, true);
+	user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, sv->ustack_segs, pg, ur, true,
+		       ustack_end(sv, pg, task, mm));
 	sampler_emit_user_stack(sv, u, &sv->ustack_regs);
 }

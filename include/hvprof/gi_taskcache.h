@@ -43,6 +43,9 @@ struct gi_task_cache_entry {
 	uint64_t stack;
 	uint64_t stack_gpa[GI_TASK_STACK_PAGES];
 	uint8_t stack_access[GI_TASK_STACK_PAGES];
+	/* mm->start_stack as read for the address space @stack_end_mm (0: not read yet):
+	 * gi_task_user_stack_end */
+	uint64_t stack_end, stack_end_mm;
 };
 
 struct gi_task_cache {
@@ -84,6 +87,27 @@ unsigned int gi_task_stack_seed(const struct gi *gi, const struct gmem *mem,
  * no guest memory.
  */
 void gi_task_stack_learn(const struct gi_paging *pg, struct gi_task_cache *cache, uint64_t task);
+
+/**
+ * gi_task_user_stack_end - where the main thread's frames end in the address space @mm (struct
+ * mm_struct GVA) of @task (task GVA): mm->start_stack, the user RSP the ELF loader started the
+ * process with, the address of argc (fs/binfmt_elf.c, create_elf_tables and load_elf_binary).
+ * Every frame of the main thread lies below it; what is above (argv, envp, auxv, their strings
+ * and the random gap of arch_align_stack, up to ~8 KiB) is no frame. The value is remembered in
+ * @task's entry of @cache while its mm is @mm (the field is set once per execve; prctl
+ * PR_SET_MM can move it, which only moves the bound), so a task's samples read it once. While
+ * an execve is building the mm, the field holds the bottom of the strings (fs/exec.c,
+ * setup_arg_pages), above the final value: a bound read then is only looser, and is kept
+ * until the identity changes; callers ask for walks of threads not in execve. The value is the
+ * guest's: a caller uses it only to shorten a copy it bounds anyway.
+ * @gi, @mem, @pg: the guest (layout, RAM, the kernel half of @pg); @cache: the vCPU's task cache
+ * (NULL, or no entry of @task with mm @mm: read, not remembered).
+ * Return: 0 and *@end (a user GVA); -ENODATA no mm_struct.start_stack in the layout; -EBADMSG
+ * @mm not an aligned kernel address, or the value not a user address; read errors; -EINVAL.
+ */
+int gi_task_user_stack_end(const struct gi *gi, const struct gmem *mem,
+			   const struct gi_paging *pg, struct gi_task_cache *cache, uint64_t task,
+			   uint64_t mm, uint64_t *end) __must_check;
 
 #ifdef __cplusplus
 }

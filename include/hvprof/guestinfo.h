@@ -52,6 +52,7 @@ struct gi_layout {
 	uint32_t mm_end_code;    /* mm_struct.end_code */
 	uint32_t mm_exe_file;    /* mm_struct.exe_file (struct file *) */
 	uint32_t mm_pgd;         /* mm_struct.pgd (pgd_t *: a direct-map KVA of its root table) */
+	uint32_t mm_start_stack; /* mm_struct.start_stack: the initial user RSP (argc's address) */
 	uint32_t file_f_path;    /* file.f_path (struct path) */
 	uint32_t path_dentry;    /* path.dentry */
 	uint32_t dentry_d_parent;/* dentry.d_parent */

@@ -219,6 +219,8 @@ struct sampler_config {
 	X(user_stack_copies)    /* user stacks copied for them */                               \
 	X(user_stack_bytes)     /* ... bytes copied */                                          \
 	X(user_stack_short)     /* ... shorter than asked: the stack ended (unmapped page) */   \
+	X(user_stack_bounded)   /* ... ended at the process's initial RSP (mm->start_stack) plus \
+				 * SAMPLER_USTACK_END_SLACK: the main thread's frames end there */ \
 	X(user_stack_refused)   /* ... not copied: RSP not an aligned canonical user address */ \
 	X(user_stack_not_copied) /* walks saved at the mark (exit, exec): registers, no stack */ \
 	X(user_stack_copy_ns)   /* host ns spent copying user stacks */                         \

@@ -19,6 +19,7 @@ static const struct gi_layout fk_layout = {
 	.mm_end_code = 0x118,
 	.mm_exe_file = 0x388,
 	.mm_pgd = 0x48,
+	.mm_start_stack = 0x140,
 	.file_f_path = 16,
 	.path_dentry = 8,
 	.dentry_d_parent = 24,

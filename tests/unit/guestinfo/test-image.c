@@ -61,6 +61,8 @@ static int test_btf_layout(void)
 	ASSERT_EQ_INT(l.pt_regs_di, 112);
 	/* Every optional field exists in 6.1. */
 	ASSERT_TRUE(l.mm_start_code != UINT32_MAX && l.mm_end_code == l.mm_start_code + 8);
+	/* start_code, end_code, start_data, end_data, start_brk, brk, start_stack (6.1) */
+	ASSERT_EQ_INT(l.mm_start_stack, l.mm_start_code + 48);
 	ASSERT_TRUE(l.mm_exe_file != UINT32_MAX && l.file_f_path != UINT32_MAX);
 	ASSERT_EQ_INT(l.path_dentry, 8);
 	ASSERT_TRUE(l.dentry_d_parent != UINT32_MAX && l.dentry_d_name != UINT32_MAX);

@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "gi_internal.h"
 #include "sampler_fixture.h"
 #include "test.h"
 
@@ -137,7 +138,7 @@ static int test_user_regs_records(void)
 	/* a hostile RSP: registers, nothing copied, counted */
 	bad = f.entry;
 	bad.sp = 0xffff888000000000ull;
-	emit_user_stack(sv, 99, FK_PID, &f.fk.fm.pg, &bad);
+	emit_user_stack(sv, 99, FK_PID, &f.fk.fm.pg, &bad, 0, 0);
 	if (n_recs != 3 || !recs[2].has_regs || recs[2].regs.stack_len != 0 ||
 	    sv->c.user_stack_refused != 1)
 		goto out;
@@ -159,7 +160,7 @@ static int test_user_regs_dwarf(void)
 		return TEST_FAIL;
 	sv = &f.s->vcpus[0];
 	ur = f.entry;
-	emit_user_stack(sv, 5, FK_PID, &f.fk.fm.pg, &ur); /* 4 pages above U: all 8192 */
+	emit_user_stack(sv, 5, FK_PID, &f.fk.fm.pg, &ur, 0, 0); /* 4 pages above U: all 8192 */
 	if (n_recs != 1 || recs[0].regs.stack_size != 8192 || recs[0].regs.stack_len != 8192 ||
 	    sv->c.user_stack_short != 0)
 		goto out;
@@ -176,7 +177,7 @@ static int test_user_regs_dwarf(void)
 			goto out;
 		f.fk.fm.mem.map = NULL;
 		user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, sv->ustack_segs,
-			       &f.fk.fm.pg, &ur, true);
+			       &f.fk.fm.pg, &ur, true, 0);
 		if (sv->ustack_regs.n_stack_segs != 0 || sv->ustack_regs.stack != sv->ustack_stack ||
 		    sv->ustack_regs.stack_len != 8192 || memcmp(sv->ustack_stack, want, 8192))
 			goto out;
@@ -184,7 +185,7 @@ static int test_user_regs_dwarf(void)
 		sv->c.user_stack_bytes -= 8192;
 	}
 	ur.sp = U + 0x4000 - 0x100; /* the last 256 bytes of the stack's pages */
-	emit_user_stack(sv, 6, FK_PID, &f.fk.fm.pg, &ur);
+	emit_user_stack(sv, 6, FK_PID, &f.fk.fm.pg, &ur, 0, 0);
 	if (n_recs != 2 || recs[1].regs.stack_len != 0x100 || sv->c.user_stack_short != 1 ||
 	    sv->c.user_stack_copies != 2 || sv->c.user_stack_bytes != 8192 + 0x100)
 		goto out;
@@ -203,6 +204,84 @@ static int test_user_regs_dwarf(void)
 	}
 	ret = TEST_OK;
 out:
+	fixture_fini(&f);
+	return ret;
+}
+
+/* The copy of a stack of the main thread ends at mm->start_stack (argc) + the slack; the value is
+ * remembered per task while its identity holds; a value that is no bound changes nothing. */
+static int copy_len(struct fixture *f, struct svcpu *sv, uint64_t sp, uint64_t start_stack,
+		    uint32_t *len)
+{
+	struct gi_user_regs ur = f->entry;
+	int before = n_recs;
+
+	ur.sp = sp;
+	if (start_stack != 1 &&
+	    fk_w64(&f->fk, f->fk.mm_kva + f->fk.layout.mm_start_stack, start_stack))
+		return -1;
+	emit_user_stack(sv, 7, FK_PID, &f->fk.fm.pg, &ur, f->fk.task_kva, f->fk.mm_kva);
+	if (n_recs != before + 1)
+		return -1;
+	*len = recs[n_recs - 1].regs.stack_len;
+	return 0;
+}
+
+static int test_user_regs_bounded(void)
+{
+	struct fixture f;
+	struct svcpu *sv;
+	struct hvp_thread t;
+	uint64_t mm;
+	uint32_t len = 0;
+	int ret = TEST_FAIL;
+
+	if (fixture_init_cg(&f, SAMPLER_CALLCHAIN_EAGER, 4, SAMPLER_CALL_GRAPH_DWARF, 8192))
+		return TEST_FAIL;
+	sv = &f.s->vcpus[0];
+	/* not in the vCPU's task cache: read at each copy */
+	if (copy_len(&f, sv, U + 0x100, U + 0x300, &len) || len != 0x200 + 64 ||
+	    sv->c.user_stack_bounded != 1 || sv->c.user_stack_short != 0)
+		goto out;
+	{ /* the bytes are the guest's, the first 0x240 of the stack */
+		static uint8_t want[0x240], got[0x240];
+		uint32_t n = 0;
+
+		if (gi_copy_user_stack(&f.fk.fm.mem, &f.fk.fm.pg, U + 0x100, want, sizeof(want),
+				       &n) || n != sizeof(want) ||
+		    hvp_user_regs_stack_copy(&recs[n_recs - 1].regs, 0, got, sizeof(got)) !=
+			    sizeof(got) ||
+		    memcmp(got, want, sizeof(want)))
+			goto out;
+	}
+	if (copy_len(&f, sv, U + 0x100, U + 0x303, &len) || len != 0x248) /* rounded up to 8 */
+		goto out;
+	/* in the cache (the identity read): remembered, a new value unseen until it is forgotten */
+	if (gi_task_identity_cached(f.fk.gi, &f.fk.fm.mem, &f.fk.fm.pg, &sv->tasks, f.fk.task_kva,
+				    &t, &mm, NULL, NULL) || mm != f.fk.mm_kva ||
+	    copy_len(&f, sv, U + 0x100, U + 0x400, &len) || len != 0x300 + 64 ||
+	    copy_len(&f, sv, U + 0x100, U + 0x1000, &len) || len != 0x300 + 64)
+		goto out;
+	gi_task_cache_reset(&sv->tasks);
+	if (copy_len(&f, sv, U + 0x100, 1, &len) || len != 0xf00 + 64 ||
+	    sv->c.user_stack_bounded != 5)
+		goto out;
+	/* no bound: a kernel address, below RSP, 0, too far for the slack; the edges */
+	if (copy_len(&f, sv, U + 0x100, 0xffff888000001000ull, &len) || len != 8192 ||
+	    copy_len(&f, sv, U + 0x100, U + 0x80, &len) || len != 8192 ||
+	    copy_len(&f, sv, U + 0x100, 0, &len) || len != 8192 ||
+	    copy_len(&f, sv, U + 0x100, U + 0x100 + 8192 - 64, &len) || len != 8192 ||
+	    sv->c.user_stack_bounded != 5)
+		goto out;
+	if (copy_len(&f, sv, U + 0x100, U + 0x100 + 8192 - 72, &len) || len != 8192 - 8 ||
+	    copy_len(&f, sv, U + 0x100, U + 0x100, &len) || len != 64 ||
+	    sv->c.user_stack_bounded != 7)
+		goto out;
+	ret = TEST_OK;
+out:
+	if (ret != TEST_OK)
+		fprintf(stderr, "bounded copy: len %u, bounded %llu\n", len,
+			(unsigned long long)sv->c.user_stack_bounded);
 	fixture_fini(&f);
 	return ret;
 }
@@ -512,6 +591,7 @@ static const struct test_case tests[] = {
 	{ "trap decisions from sysretq/iretq registers", test_trap_decide },
 	{ "USER_REGS: at return, saved walk, hostile RSP", test_user_regs_records },
 	{ "USER_REGS: dwarf mode sizes, the eager part's own", test_user_regs_dwarf },
+	{ "USER_REGS: the copy ends at the process's initial RSP", test_user_regs_bounded },
 	{ "USER_REGS: bad stack sizes refused", test_user_regs_bad_size },
 	{ "attach: no mark while sampling is off, no window before the late vCPUs acknowledge",
 	  test_attach_refuses_late_marks },
