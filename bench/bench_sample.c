@@ -4,7 +4,10 @@
 // time, what the sample read of guest memory (reads, bytes, distinct 64-byte lines and 4 KiB
 // pages), which does not depend on the host. "cold": the host's caches and TLB are flushed
 // between samples (bench_sample.c: flush), as the guest's run between two exits may;
-// "warm": samples back to back. Shapes: a kernel sample of a user thread whose mark is new
+// "warm": samples back to back; "gwarm": flushed, then the guest lines the previous exit read
+// are read again, as the guest kernel itself touches its task, stack and per-CPU data between
+// two exits (on this project's PVM host, reading those lines before a sample made no
+// difference: README, "The stack copy ends"): what is cold is hvprof's own code and data. Shapes: a kernel sample of a user thread whose mark is new
 // (the mark is resolved between samples, as at the thread's return to user), one in the same
 // kernel entry as the previous (the mark exists), a user-mode sample (fp walk, DWARF stack
 // copy), and an eager kernel sample (user walk from pt_regs at once). With the new-mark shape,
@@ -36,9 +39,14 @@
 
 /* A gmem that counts what passes through it: reads, bytes, distinct lines and pages (open
  * addressing sets of GPAs, emptied per sample by a new epoch). */
+#define RECORDED_MAX 256 /* guest reads of one exit remembered for the guest-warm mode */
+
 struct counting_mem {
 	struct gmem inner;
 	bool counting, trace;
+	/* the reads of this exit, for "guest-warm": the next exit finds them in the caches */
+	unsigned int n_recorded;
+	struct { uint64_t gpa; size_t len; } recorded[RECORDED_MAX];
 	uint64_t reads, bytes, epoch;
 	unsigned int n_lines, n_pages;
 	struct seen_slot {
@@ -80,6 +88,8 @@ static int counting_read(void *ctx, uint64_t gpa, void *dst, size_t len)
 
 	if (cm->counting)
 		count_read(cm, "read", gpa, len);
+	if (cm->n_recorded < RECORDED_MAX)
+		cm->recorded[cm->n_recorded++] = (typeof(cm->recorded[0])){ gpa, len };
 	return gmem_read(&cm->inner, gpa, dst, len);
 }
 
@@ -91,6 +101,8 @@ static const void *counting_map(void *ctx, uint64_t gpa, size_t len)
 
 	if (p && cm->counting)
 		count_read(cm, "map", gpa, len);
+	if (p && cm->n_recorded < RECORDED_MAX)
+		cm->recorded[cm->n_recorded++] = (typeof(cm->recorded[0])){ gpa, len };
 	return p;
 }
 
@@ -123,11 +135,12 @@ static int w_process(void *ctx, const struct hvp_process *p)
 static const struct sampler_sink w_sink = { .sample = w_sample, .user_stack = w_user_stack,
 					    .thread = w_thread, .process = w_process };
 
+static volatile uint64_t flush_sink;
+
 enum shape { NEW_MARK, SAME_MARK, USER, EAGER };
 static const char *const shape_names[] = { "kernel, new mark", "kernel, same mark",
 					   "user mode", "kernel, eager" };
 
-static volatile uint64_t flush_sink;
 
 /*
  * Between two samples the guest runs (1 ms at 1 kHz) on the same host core, and on PVM every
@@ -135,6 +148,26 @@ static volatile uint64_t flush_sink;
  * pages than any TLB level holds) and the core's own caches (a load per line of FLUSH_L2_BYTES,
  * above L1 + L2), leaving most of the last-level cache as a small guest working set would.
  */
+enum temp { WARM, COLD, GUEST_WARM };
+static const char *const temp_names[] = { "warm", "cold", "gwarm" };
+
+/* "guest-warm": after the flush, the guest's lines of the previous exit are read again, as
+ * the guest kernel itself does between two exits (it runs in the task, on its stack and per-CPU
+ * data): what stays cold is hvprof's own code and data. */
+static void rewarm_guest(struct counting_mem *cm)
+{
+	uint64_t sum = 0;
+
+	for (unsigned int i = 0; i < cm->n_recorded; i++) {
+		const uint8_t *p = gmem_map(&cm->inner, cm->recorded[i].gpa, cm->recorded[i].len);
+
+		for (size_t o = 0; p && o < cm->recorded[i].len; o += LINE)
+			sum += p[o];
+	}
+	cm->n_recorded = 0;
+	flush_sink += sum;
+}
+
 static void flush(const uint8_t *buf)
 {
 	uint64_t sum = 0;
@@ -176,13 +209,13 @@ static void count_add(struct read_sums *sum, const struct counting_mem *cm)
 	sum->pages += cm->n_pages;
 }
 
-static void print_line(const char *what, bool cold, uint64_t *ns, unsigned int n,
+static void print_line(const char *what, enum temp t, uint64_t *ns, unsigned int n,
 		       const struct read_sums *sum)
 {
 	qsort(ns, n, sizeof(*ns), cmp_u64);
-	printf("bench-sample: %-18s %-4s median %6llu ns  p90 %6llu ns | guest reads %5.1f  bytes "
+	printf("bench-sample: %-18s %-5s median %6llu ns  p90 %6llu ns | guest reads %5.1f  bytes "
 	       "%6.0f  lines %5.1f  pages %4.1f per %s\n",
-	       what, cold ? "cold" : "warm", (unsigned long long)ns[n / 2],
+	       what, temp_names[t], (unsigned long long)ns[n / 2],
 	       (unsigned long long)ns[n * 9 / 10], (double)sum->reads / COUNTED,
 	       (double)sum->bytes / COUNTED, (double)sum->lines / COUNTED,
 	       (double)sum->pages / COUNTED, strncmp(what, "return", 6) ? "sample" : "return");
@@ -192,8 +225,9 @@ static void print_line(const char *what, bool cold, uint64_t *ns, unsigned int n
 static enum sampler_call_graph call_graph = SAMPLER_CALL_GRAPH_DWARF;
 static unsigned int other_marks; /* marks of other threads pending during the samples */
 
-static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flushbuf)
+static int run(enum shape shape, enum temp t, unsigned int n, const uint8_t *flushbuf)
 {
+	bool cold = t != WARM;
 	enum sampler_callchain_mode mode = shape == EAGER ? SAMPLER_CALLCHAIN_EAGER :
 							    SAMPLER_CALLCHAIN_DEFERRED;
 	static struct counting_mem cm;
@@ -244,7 +278,7 @@ static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flush
 		goto out;
 	c0 = sv->c;
 	if (getenv("BENCH_SAMPLE_TRACE"))
-		fprintf(stderr, "%s, %s:\n", shape_names[shape], cold ? "cold" : "warm");
+		fprintf(stderr, "%s, %s:\n", shape_names[shape], temp_names[t]);
 	for (unsigned int i = 0; i < n + COUNTED; i++) {
 		bool counted = i >= n, trace = i == n && getenv("BENCH_SAMPLE_TRACE");
 		uint64_t t0;
@@ -256,6 +290,9 @@ static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flush
 
 			if (cold)
 				flush(flushbuf);
+			if (t == GUEST_WARM)
+				rewarm_guest(&cm);
+			cm.n_recorded = 0;
 			count_start(&cm, counted, trace);
 			t0 = vmm_now_ns();
 			pg = sampler_exit_paging(sv, &sregs);
@@ -271,6 +308,9 @@ static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flush
 		}
 		if (cold)
 			flush(flushbuf);
+		if (t == GUEST_WARM)
+			rewarm_guest(&cm);
+		cm.n_recorded = 0;
 		/* the last COUNTED samples count what they read, untimed (counting costs) */
 		count_start(&cm, counted, trace);
 		t0 = vmm_now_ns();
@@ -291,7 +331,7 @@ static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flush
 			(unsigned long long)sv->c.samples_sink_errors);
 		goto out;
 	}
-	print_line(shape_names[shape], cold, ns, n, &sum);
+	print_line(shape_names[shape], t, ns, n, &sum);
 	printf("bench-sample: %-18s %-4s stages (means, ns): identity %llu, kernel unwind %llu, "
 	       "user part and marks %llu, write %llu\n", "", "",
 	       (unsigned long long)((c1.sample_ns_identity - c0.sample_ns_identity) / n),
@@ -299,7 +339,7 @@ static int run(enum shape shape, bool cold, unsigned int n, const uint8_t *flush
 	       (unsigned long long)((c1.sample_ns_user - c0.sample_ns_user) / n),
 	       (unsigned long long)((c1.sample_ns_write - c0.sample_ns_write) / n));
 	if (shape == NEW_MARK)
-		print_line("return, flag loop", cold, ret_ns, n, &ret_sum);
+		print_line("return, flag loop", t, ret_ns, n, &ret_sum);
 	err = 0;
 out:
 	f.fk.fm.mem = cm.inner;
@@ -336,8 +376,8 @@ int main(int argc, char **argv)
 	}
 	memset(flushbuf, 1, FLUSH_BYTES);
 	for (int shape = NEW_MARK; shape <= EAGER && !err; shape++)
-		for (int cold = 0; cold <= 1 && !err; cold++)
-			err = run((enum shape)shape, cold, n, flushbuf);
+		for (int t = WARM; t <= GUEST_WARM && !err; t++)
+			err = run((enum shape)shape, (enum temp)t, n, flushbuf);
 	if (recfile_writer_close(writer) != 0)
 		err = -1;
 	close(fd);

@@ -20,13 +20,28 @@ import hvtest  # noqa: E402
 HVPROF, MYBENCH = sys.argv[1], sys.argv[2]
 hvtest.require_vm()
 
+
+
+def steal_ns():
+    """The host's steal time so far, all CPUs (/proc/stat, field 8 of "cpu"): time this machine's
+    own hypervisor ran something else while a CPU wanted to run."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) * 1e9 / os.sysconf("SC_CLK_TCK") if fields[0] == "cpu" else 0
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 work = tempfile.mkdtemp(prefix="hvprof-kvm-")
 data = os.path.join(work, "demo.data")
 cmd = [HVPROF, "record", "-F", "1000", "-o", data, "--add", f"{MYBENCH}:/bin/mybench",
        "--call-graph", "dwarf",
        "--run", "/bin/hvprof-demo 4 3; /bin/mybench", "--duration", "240"]
 print("running:", " ".join(cmd), flush=True)
+steal0 = steal_ns()
 rec = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+steal = max(0, steal_ns() - steal0)
 console, summary = rec.stdout, rec.stderr
 print(console)
 print(summary)
@@ -56,12 +71,16 @@ check("1000 samples per second of vCPU time (within 10%)", 900 <= rate <= 1100, 
 # (docs/recording-format.md, SAMPLE): they add up to the vCPU time sampled (from boot: all of it,
 # but the tail after each vCPU's last sample). cpu-clock counts with the scheduler's local_clock
 # while the thread runs, CLOCK_THREAD_CPUTIME_ID with its task clock: 1.2% apart in a run here.
-# The samples plus the overflows merged into them are what -F asked of the periods' time.
+# On a machine that is itself a guest (this project's CI host), the task clock leaves out steal
+# time (CONFIG_PARAVIRT_TIME_ACCOUNTING) and local_clock does not: the periods may exceed the
+# vCPU time by the steal the vCPU thread met, at most the machine's (a run here: 5.2% over on a
+# busy moment). The samples plus the overflows merged into them are what -F asked of the
+# periods' time.
 periods = [s["period"] for s in hvprec.read(data)["samples"]] if os.path.exists(data) else []
 vcpu_ns = cnt.get("vcpu_cpu_ns", 0)
-check("sum of sample periods is the vCPU time (within 5%)",
-      periods and vcpu_ns and abs(sum(periods) - vcpu_ns) <= 0.05 * vcpu_ns,
-      f"{sum(periods)} ns of periods, {vcpu_ns} ns of vCPU time")
+check("sum of sample periods is the vCPU time (within 5%, plus the machine's steal time)",
+      periods and vcpu_ns and 0.95 * vcpu_ns <= sum(periods) <= 1.05 * vcpu_ns + steal,
+      f"{sum(periods)} ns of periods, {vcpu_ns} ns of vCPU time, {steal:.0f} ns stolen")
 check("every period is a real count: > 0, <= 1024 nominal periods, no fallback",
       periods and all(0 < p <= 1024 * 1000000 for p in periods)
       and cnt.get("period_fallbacks", -1) == 0,
@@ -73,8 +92,9 @@ check("samples + overflows merged = -F x the periods' time (within 1%)",
       asked and abs(got - asked) <= 0.01 * asked,
       f"{cnt.get('samples')} + {cnt.get('overflows_merged')} merged vs {asked:.0f} asked")
 mean = sum(periods) / len(periods) if periods else 0
-check("samples/s of vCPU time x mean period = 1e9 ns (within 5%)",
-      rate and abs(rate * mean - 1e9) <= 0.05e9, f"{rate:.0f}/s x {mean:.0f} ns")
+check("samples/s of vCPU time x mean period = 1e9 ns (within 5%, plus the steal's share)",
+      rate and vcpu_ns and 0.95e9 <= rate * mean <= (1.05 + steal / vcpu_ns) * 1e9,
+      f"{rate:.0f}/s x {mean:.0f} ns")
 
 code, folded, err = hv("flamegraph", "-i", data, "--format", "folded")
 check("folded export works", code == 0 and folded, err.strip())
