@@ -289,8 +289,9 @@ int gi_task_user_stack_end(const struct gi *gi, const struct gmem *mem,
 	if (e && e->mm != mm)
 		e = NULL; /* another address space than the identity remembered: not kept */
 	if (e && e->stack_end_mm == mm && mm) {
+		/* read before: a value that was no bound is remembered too (stack_end 0) */
 		*end = e->stack_end;
-		return 0;
+		return e->stack_end ? 0 : -EBADMSG;
 	}
 	if (!gi->have_layout || gi->layout.mm_start_stack == UINT32_MAX)
 		return -ENODATA;
@@ -300,13 +301,13 @@ int gi_task_user_stack_end(const struct gi *gi, const struct gmem *mem,
 	if (err)
 		return err;
 	if (!v || !gi_is_user_gva(pg, v))
-		return -EBADMSG;
+		v = 0;
 	if (e) {
 		e->stack_end = v;
 		e->stack_end_mm = mm;
 	}
 	*end = v;
-	return 0;
+	return v ? 0 : -EBADMSG;
 }
 
 /*

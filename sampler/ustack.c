@@ -50,24 +50,23 @@ uint64_t ustack_end(struct svcpu *sv, const struct gi_paging *pg, uint64_t task,
 {
 	uint64_t end;
 
-	if (!task || !mm ||
+	/* a copy no longer than the slack (the fp window) is never bounded: nothing to read */
+	if (!task || !mm || sv->s->ustack_size <= SAMPLER_USTACK_END_SLACK ||
 	    gi_task_user_stack_end(sv->s->gi, sv->s->mem, pg, &sv->tasks, task, mm, &end) != 0)
 		return 0;
 	return end;
 }
 
 /* How many bytes from @sp a copy takes: s->ustack_size, or up to @end + the slack when closer. */
-static uint32_t copy_size(struct svcpu *sv, uint64_t sp, uint64_t end)
+static uint32_t copy_size(const struct svcpu *sv, uint64_t sp, uint64_t end)
 {
 	uint32_t size = sv->s->ustack_size;
 
 	/* SAFETY: end - sp < size - slack <= UINT32_MAX: the sum below fits; rounded up to 8
 	 * (sp is checked 8-aligned by the copy; @end is the guest's and may not be) */
 	if (end >= sp && size > SAMPLER_USTACK_END_SLACK &&
-	    end - sp < size - SAMPLER_USTACK_END_SLACK) {
-		sv->c.user_stack_bounded++;
+	    end - sp < size - SAMPLER_USTACK_END_SLACK)
 		return ((uint32_t)(end - sp) + SAMPLER_USTACK_END_SLACK + 7u) & ~7u;
-	}
 	return size;
 }
 
@@ -107,6 +106,8 @@ void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
 			sv->c.user_stack_refused++;
 		else if (len < size)
 			sv->c.user_stack_short++;
+		if (!err && size < s->ustack_size)
+			sv->c.user_stack_bounded++; /* a copy refused is not one bounded */
 		sv->c.user_stack_copies++;
 		sv->c.user_stack_bytes += len;
 		sv->c.user_stack_copy_ns += stage_ns(&s->clock, stage_now(&s->clock) - k0);

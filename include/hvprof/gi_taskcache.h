@@ -43,8 +43,8 @@ struct gi_task_cache_entry {
 	uint64_t stack;
 	uint64_t stack_gpa[GI_TASK_STACK_PAGES];
 	uint8_t stack_access[GI_TASK_STACK_PAGES];
-	/* mm->start_stack as read for the address space @stack_end_mm (0: not read yet):
-	 * gi_task_user_stack_end */
+	/* mm->start_stack as read for the address space @stack_end_mm (0: not read yet; with
+	 * @stack_end 0, read and no user address): gi_task_user_stack_end */
 	uint64_t stack_end, stack_end_mm;
 };
 
@@ -95,7 +95,8 @@ void gi_task_stack_learn(const struct gi_paging *pg, struct gi_task_cache *cache
  * Every frame of the main thread lies below it; what is above (argv, envp, auxv, their strings
  * and the random gap of arch_align_stack, up to ~8 KiB) is no frame. The value is remembered in
  * @task's entry of @cache while its mm is @mm (the field is set once per execve; prctl
- * PR_SET_MM can move it, which only moves the bound), so a task's samples read it once. While
+ * PR_SET_MM can move it, which only moves the bound), so a task's samples read it once (a
+ * value that is not a user address too: -EBADMSG again without a read). While
  * an execve is building the mm, the field holds the bottom of the strings (fs/exec.c,
  * setup_arg_pages), above the final value: a bound read then is only looser, and is kept
  * until the identity changes; callers ask for walks of threads not in execve. The value is the

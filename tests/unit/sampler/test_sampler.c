@@ -277,6 +277,19 @@ static int test_user_regs_bounded(void)
 	    copy_len(&f, sv, U + 0x100, U + 0x100, &len) || len != 64 ||
 	    sv->c.user_stack_bounded != 7)
 		goto out;
+	/* in the cache, a value that is no bound is remembered as such: not read again */
+	if (gi_task_identity_cached(f.fk.gi, &f.fk.fm.mem, &f.fk.fm.pg, &sv->tasks, f.fk.task_kva,
+				    &t, &mm, NULL, NULL) ||
+	    copy_len(&f, sv, U + 0x100, 0xffff888000001000ull, &len) || len != 8192 ||
+	    copy_len(&f, sv, U + 0x100, U + 0x300, &len) || len != 8192 ||
+	    sv->c.user_stack_bounded != 7)
+		goto out;
+	gi_task_cache_reset(&sv->tasks);
+	/* a copy refused (RSP not 8-aligned) is not counted as bounded */
+	if (copy_len(&f, sv, U + 0x104, 1, &len) || len != 0 || sv->c.user_stack_bounded != 7 ||
+	    copy_len(&f, sv, U + 0x100, 1, &len) || len != 0x200 + 64 ||
+	    sv->c.user_stack_bounded != 8)
+		goto out;
 	ret = TEST_OK;
 out:
 	if (ret != TEST_OK)
