@@ -16,7 +16,8 @@
 // the USER_STACK record), cold like the sample (the guest ran before it).
 //
 // usage: bench-sample [SAMPLES [fp|dwarf [OTHER_MARKS]]]   (default 2000 per shape and mode;
-// dwarf: the default --call-graph, 8 KiB of stack per walk; fp: 64 bytes; OTHER_MARKS: marks of
+// dwarf: the default --call-graph, 720 bytes of stack per walk (a main thread's, cut at
+// mm->start_stack); fp: 64 bytes; OTHER_MARKS: marks of
 // other threads pending meanwhile, made first, as threads blocked in the kernel keep them:
 // 0..MARKS_MAX - 1, default 0)
 #include <errno.h>
@@ -36,6 +37,7 @@
 #define FLUSH_BYTES (64u << 20)   /* TLB eviction: 16 384 pages */
 #define FLUSH_L2_BYTES (2u << 20) /* L1 + L2 eviction */
 #define COUNTED 10 /* samples whose guest reads are counted, after the timed ones */
+#define USTACK_COPY 720u /* bytes of the DWARF stack copy, as in the boots of issue 17 */
 
 /* A gmem that counts what passes through it: reads, bytes, distinct lines and pages (open
  * addressing sets of GPAs, emptied per sample by a new epoch). */
@@ -250,6 +252,14 @@ static int run(enum shape shape, enum temp t, unsigned int n, const uint8_t *flu
 	}
 	sv = &f.s->vcpus[0];
 	fixture_process(&f.fk, 0x400000);
+	/* A main thread's stack as the boots measure it (README, "The stack copy ends"): its frames
+	 * within a few hundred bytes of RSP, mm->start_stack above them, so that the DWARF copy is
+	 * USTACK_COPY bytes, not the fixture's 8 KiB */
+	f.entry = (struct gi_user_regs){ 0x400100, U + 0x100, U + 0x180 };
+	if (fk_uchain(&f.fk, U + 0x180, 3))
+		goto out;
+	fakemem_w64(&f.fk.fm, FK_MM_GPA + f.fk.layout.mm_start_stack,
+		    U + 0x100 + USTACK_COPY - SAMPLER_USTACK_END_SLACK);
 	if (write_pt_regs(&f, &f.entry) || fixture_vcpu_regs(&f, cpl, &regs, &sregs))
 		goto out;
 	f.s->cfg.sink = &w_sink;
@@ -258,6 +268,9 @@ static int run(enum shape shape, enum temp t, unsigned int n, const uint8_t *flu
 	 * kernel has no MSR_LSTAR to decide it with, and each kernel sample would look again (a
 	 * fifth of a warm sample's time): this vCPU is told it is decided, as on a real guest. */
 	sv->kaslr_decided = true;
+	/* ... and knows its per-CPU base (a real one asks MSR_KERNEL_GS_BASE in user mode, which
+	 * the fixture has not: a user-mode sample would find no task) */
+	sv->percpu_base = f.fk.regs.gs_base;
 	/* every stay marks (the stay rule would walk one-sample stays at once: the eager shape) */
 	f.s->stay_adaptive = false;
 	cm.inner = f.fk.fm.mem;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <hvprof/guestinfo.h>
 #include <hvprof/log.h>
@@ -166,9 +167,45 @@ static bool is_executable(const struct gmem *mem, const struct gi_paging *pg, ui
 	return !(access & PGWALK_ACC_NX);
 }
 
+/* The frame at @fp from @copy when all its bytes are there (false: read it from the guest). */
+static bool frame_from_copy(const struct gi_stack_copy *copy, uint64_t fp, uint64_t frame[2])
+{
+	uint8_t *out = (uint8_t *)frame;
+	uint64_t off, want = 2 * sizeof(uint64_t);
+
+	if (!copy || fp < copy->sp || fp - copy->sp > copy->len ||
+	    copy->len - (fp - copy->sp) < want)
+		return false;
+	off = fp - copy->sp;
+	/* SAFETY: [off, off + want) lies in [0, len), and the pieces add up to len (their
+	 * producer, gi_map_user_stack or the copy, says so): each memcpy stays in its piece. */
+	for (unsigned int i = 0; i < copy->n_segs && want; i++) {
+		uint64_t len = copy->segs[i].len, c;
+
+		if (off >= len) {
+			off -= len;
+			continue;
+		}
+		c = len - off < want ? len - off : want;
+		memcpy(out, copy->segs[i].p + off, c);
+		out += c;
+		want -= c;
+		off = 0;
+	}
+	return want == 0;
+}
+
 enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging *pg, uint64_t rip,
 				  uint64_t rsp, uint64_t rbp, uint64_t *ips, unsigned int max,
 				  unsigned int *n)
+{
+	return gi_unwind_user_copy(mem, pg, rip, rsp, rbp, NULL, ips, max, n);
+}
+
+enum hvp_walk_stop gi_unwind_user_copy(const struct gmem *mem, const struct gi_paging *pg,
+				       uint64_t rip, uint64_t rsp, uint64_t rbp,
+				       const struct gi_stack_copy *copy, uint64_t *ips,
+				       unsigned int max, unsigned int *n)
 {
 	uint64_t fp = rbp, prev_fp = 0, stack_hi;
 
@@ -194,7 +231,8 @@ enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging
 		/* Frames live at or above RSP and within the stack span above it. */
 		if (fp < rsp || fp >= stack_hi - GI_FRAME_SIZE)
 			return HVP_WALK_END;
-		err = gi_read_gva(mem, pg, fp, frame, sizeof(frame));
+		err = frame_from_copy(copy, fp, frame) ? 0
+							: gi_read_gva(mem, pg, fp, frame, sizeof(frame));
 		if (err)
 			return gi_fault_stop(err);
 		if (frame[1] == 0)

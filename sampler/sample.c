@@ -212,11 +212,10 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		smp->n_user = 0;
 		return;
 	}
-	why = gi_unwind_user(s->mem, pg, ur.ip, ur.sp, ur.bp, smp->user_ips, HVP_MAX_CALLCHAIN, &n);
+	sample_regs_take(sv, pg, &ur, task, mm); /* pt_regs (or the caught SYSCALL's) */
+	why = user_walk(sv, pg, &ur, &sv->sample_regs, smp->user_ips, &n);
 	smp->n_user = (uint16_t)n;
 	smp->user_stop = (uint8_t)why;
-	count_walk_stop(sv, why, true);
-	sample_regs_take(sv, pg, &ur, task, mm); /* pt_regs (or the caught SYSCALL's) */
 	if (smp->cookie) /* both: the eager walk stays in the sample as a cross-check */
 		smp->user_stop = HVP_WALK_DEFERRED;
 }
@@ -329,13 +328,11 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 	} else if (smp->cpl == 3) {
 		struct gi_user_regs ur;
 
-		why = gi_unwind_user(s->mem, &gr->pg, regs->rip, regs->rsp, regs->rbp,
-				     smp->user_ips, HVP_MAX_CALLCHAIN, &n);
-		smp->n_user = (uint16_t)n;
-		smp->user_stop = (uint8_t)why;
-		count_walk_stop(sv, why, true);
 		user_regs_from_vcpu(regs, regs->rip, regs->rsp, &ur);
 		sample_regs_take(sv, &gr->pg, &ur, task, mm);
+		why = user_walk(sv, &gr->pg, &ur, &sv->sample_regs, smp->user_ips, &n);
+		smp->n_user = (uint16_t)n;
+		smp->user_stop = (uint8_t)why;
 		sv->c.samples_user++;
 		if (!atomic_load(&s->first_user_ns))
 			atomic_store(&s->first_user_ns, smp->time_ns);

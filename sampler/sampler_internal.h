@@ -520,6 +520,15 @@ void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
  * user_regs_take, bounded by ustack_end. */
 void sample_regs_take(struct svcpu *sv, const struct gi_paging *pg, const struct gi_user_regs *ur,
 		      uint64_t task, uint64_t mm);
+/*
+ * ustack.c: the frame-pointer walk of @ur (gi_unwind_user) into @ips (HVP_MAX_CALLCHAIN), its
+ * frames read from the stack @r already holds (user_regs_take of the same @ur, this exit) where
+ * they lie in it, the rest from the guest; the stop counted (count_walk_stop). Return: the
+ * stop; *@n frames.
+ */
+enum hvp_walk_stop user_walk(struct svcpu *sv, const struct gi_paging *pg,
+			     const struct gi_user_regs *ur, const struct hvp_user_regs *r,
+			     uint64_t *ips, unsigned int *n);
 /* The user registers as the vCPU holds them (@ip, @sp: where user mode resumes). */
 void user_regs_from_vcpu(const struct kvm_regs *regs, uint64_t ip, uint64_t sp,
 			 struct gi_user_regs *ur);

@@ -117,6 +117,27 @@ void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
 	r->stack_len = len;
 }
 
+enum hvp_walk_stop user_walk(struct svcpu *sv, const struct gi_paging *pg,
+			     const struct gi_user_regs *ur, const struct hvp_user_regs *r,
+			     uint64_t *ips, unsigned int *n)
+{
+	struct hvp_bytes one = { .p = r->stack, .len = r->stack_len };
+	struct gi_stack_copy copy = { .sp = ur->sp, .len = r->stack_len };
+	enum hvp_walk_stop why;
+
+	if (r->n_stack_segs) {
+		copy.segs = r->stack_segs;
+		copy.n_segs = r->n_stack_segs;
+	} else if (r->stack && r->stack_len) {
+		copy.segs = &one;
+		copy.n_segs = 1;
+	}
+	why = gi_unwind_user_copy(sv->s->mem, pg, ur->ip, ur->sp, ur->bp, &copy, ips,
+				  HVP_MAX_CALLCHAIN, n);
+	count_walk_stop(sv, why, true);
+	return why;
+}
+
 void sample_regs_take(struct svcpu *sv, const struct gi_paging *pg, const struct gi_user_regs *ur,
 		      uint64_t task, uint64_t mm)
 {
@@ -136,12 +157,10 @@ void emit_user_stack(struct svcpu *sv, uint64_t cookie, int32_t pid, const struc
 	u->cookie = cookie;
 	u->pid = pid;
 	u->vcpu = sv->index;
-	why = gi_unwind_user(sv->s->mem, pg, ur->ip, ur->sp, ur->bp, u->user_ips, HVP_MAX_CALLCHAIN,
-			     &n);
-	u->n_user = (uint16_t)n;
-	u->stop = (uint8_t)why;
-	count_walk_stop(sv, why, true);
 	user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, sv->ustack_segs, pg, ur, true,
 		       ustack_end(sv, pg, task, mm));
+	why = user_walk(sv, pg, ur, &sv->ustack_regs, u->user_ips, &n);
+	u->n_user = (uint16_t)n;
+	u->stop = (uint8_t)why;
 	sampler_emit_user_stack(sv, u, &sv->ustack_regs);
 }

@@ -580,6 +580,30 @@ enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging
 				  unsigned int *n);
 
 /**
+ * struct gi_stack_copy - bytes of a user stack this exit has already read (gi_map_user_stack's
+ * pieces, or one gi_copy_user_stack buffer): @len bytes from the user GVA @sp upward, in
+ * @n_segs pieces of host memory that follow each other in the stack.
+ */
+struct gi_stack_copy {
+	uint64_t sp;
+	const struct hvp_bytes *segs;
+	unsigned int n_segs;
+	uint32_t len;
+};
+
+/**
+ * gi_unwind_user_copy - gi_unwind_user, reading each frame (saved RBP, return address: 16
+ * bytes) that lies wholly in @copy from it instead of through @pg and @mem: the same bytes of
+ * guest RAM, without a translation and a read per frame. Frames outside @copy (a stack deeper
+ * than the copy) are read as gi_unwind_user reads them. @copy NULL: gi_unwind_user.
+ * Return: as gi_unwind_user; the same frames, since the copy is of the same pages.
+ */
+enum hvp_walk_stop gi_unwind_user_copy(const struct gmem *mem, const struct gi_paging *pg,
+				       uint64_t rip, uint64_t rsp, uint64_t rbp,
+				       const struct gi_stack_copy *copy, uint64_t *ips,
+				       unsigned int max, unsigned int *n);
+
+/**
  * gi_copy_user_stack - copy up to @size bytes of a thread's user stack, from @rsp upward, into
  * @dst, reading through @pg (the thread's page tables) one page at a time. The copy stops at
  * the first page that is not present, not user-accessible (U/S clear at some level of the

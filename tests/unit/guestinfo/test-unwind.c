@@ -432,6 +432,24 @@ static int run_urow(const struct urow *row)
 			row->stop, row->n);
 		goto out;
 	}
+	{ /* the same walk from a copy of the stack, as the sampler makes it: the same frames */
+		struct hvp_bytes segs[HVP_USER_STACK_SEGS];
+		struct gi_stack_copy copy = { .sp = f.rsp, .segs = segs };
+		uint64_t ips2[HVP_MAX_CALLCHAIN + 1] = { 0 };
+		unsigned int n2 = 999;
+
+		if (!(f.rsp & 7) && gi_map_user_stack(&f.fk.fm.mem, &f.fk.fm.pg, f.rsp,
+						       HVP_USER_STACK_DEFAULT, segs,
+						       HVP_USER_STACK_SEGS, &copy.n_segs,
+						       &copy.len) != 0)
+			goto out;
+		if (gi_unwind_user_copy(&f.fk.fm.mem, &f.fk.fm.pg, 0x400100, f.rsp, f.rbp, &copy,
+					ips2, f.max, &n2) != stop || n2 != n ||
+		    memcmp(ips, ips2, sizeof(ips))) {
+			fprintf(stderr, "%s: from the copy: n %u\n", row->name, n2);
+			goto out;
+		}
+	}
 	if (ips[0] != 0x400100)
 		goto out;
 	for (unsigned int i = 1; i < n; i++) {
@@ -459,6 +477,94 @@ static int test_user_unwind(void)
 	return ret;
 }
 
+/* A guest memory that counts its reads. */
+struct counted_mem {
+	const struct gmem *inner;
+	unsigned int reads;
+};
+
+static int counted_read(void *ctx, uint64_t gpa, void *dst, size_t len)
+{
+	struct counted_mem *cm = ctx;
+
+	cm->reads++;
+	return gmem_read(cm->inner, gpa, dst, len);
+}
+
+/*
+ * gi_unwind_user_copy reads the frames in the copy from the copy (not the guest: a copy that
+ * differs from guest memory is what the walk follows, with no read of the stack), across the
+ * seam of two pieces, and the frames past the copy from the guest.
+ */
+static int test_user_unwind_copy(void)
+{
+	struct fakekernel fk;
+	uint8_t lo[0x28], hi[0x100];
+	struct hvp_bytes segs[2] = { { lo, sizeof(lo) }, { hi, sizeof(hi) } };
+	const uint64_t sp = U + 0x100;
+	struct gi_stack_copy copy = { .sp = sp, .segs = segs, .n_segs = 2,
+				      .len = sizeof(lo) + sizeof(hi) };
+	struct counted_mem cm;
+	struct gmem mem;
+	uint64_t ips[8], w[2];
+	unsigned int n = 0;
+
+	if (fakekernel_init(&fk, 4))
+		return TEST_FAIL;
+	cm = (struct counted_mem){ .inner = &fk.fm.mem };
+	mem = (struct gmem){ .read = counted_read, .ctx = &cm };
+	/* the guest: frames at sp+0x20 -> sp+0x40 -> ... (5 frames, URET(1..5)) */
+	ASSERT_EQ_INT(fk_uchain(&fk, sp + 0x20, 5), 0);
+	/* the copy: the first frame straddles the pieces (lo ends at sp+0x28) and names another
+	 * return address and next frame (sp+0x60, in hi) than the guest's */
+	memset(lo, 0, sizeof(lo));
+	memset(hi, 0, sizeof(hi));
+	w[0] = sp + 0x60;
+	w[1] = URET(4);
+	memcpy(lo + 0x20, &w[0], 8);
+	memcpy(hi, &w[1], 8);
+	/* the frame at sp+0x60 in the copy: next sp+0x140, past the copy (len 0x128): the guest's */
+	w[0] = sp + 0x140;
+	w[1] = URET(5);
+	memcpy(hi + 0x60 - sizeof(lo), w, 16);
+	ASSERT_EQ_INT(fk_frame(&fk, sp + 0x140, 0, URET(3)), 0);
+	ASSERT_EQ_INT(gi_unwind_user_copy(&mem, &fk.fm.pg, 0x400100, sp, sp + 0x20, &copy, ips, 8,
+					  &n),
+		      HVP_WALK_END);
+	ASSERT_EQ_INT(n, 4);
+	ASSERT_EQ_U64(ips[1], URET(4)); /* the copy's, not the guest's URET(1) */
+	ASSERT_EQ_U64(ips[2], URET(5));
+	ASSERT_EQ_U64(ips[3], URET(3)); /* read from the guest */
+	/* guest reads: the page walks of the return addresses' text page and of the last frame
+	 * with its 16 bytes; without the copy, every frame's */
+	{
+		unsigned int with_copy = cm.reads;
+
+		cm.reads = 0;
+		ASSERT_EQ_INT(gi_unwind_user(&mem, &fk.fm.pg, 0x400100, sp, sp + 0x20, ips, 8, &n),
+			      HVP_WALK_END);
+		ASSERT_EQ_INT(n, 6);
+		ASSERT_EQ_U64(ips[1], URET(1));
+		ASSERT_TRUE(with_copy < cm.reads);
+	}
+	/* a copy that ends inside a frame: that frame is the guest's */
+	copy.n_segs = 1;
+	copy.len = sizeof(lo);
+	ASSERT_EQ_INT(gi_unwind_user_copy(&mem, &fk.fm.pg, 0x400100, sp, sp + 0x20, &copy, ips, 8,
+					  &n),
+		      HVP_WALK_END);
+	ASSERT_EQ_INT(n, 6);
+	ASSERT_EQ_U64(ips[1], URET(1));
+	/* pieces shorter than len (a broken copy): the frame is read from the guest */
+	copy.len = 0x100;
+	ASSERT_EQ_INT(gi_unwind_user_copy(&mem, &fk.fm.pg, 0x400100, sp, sp + 0x20, &copy, ips, 8,
+					  &n),
+		      HVP_WALK_END);
+	ASSERT_EQ_INT(n, 6);
+	fakekernel_fini(&fk);
+	return TEST_OK;
+}
+
 static int test_unwind_args(void)
 {
 	struct fakekernel fk;
@@ -480,6 +586,7 @@ static const struct test_case tests[] = {
 	{ "kernel unwind: entry code, unknown KASLR slide", test_kernel_entry_and_unknown_slide },
 	{ "kernel frame-pointer unwind", test_kernel_unwind },
 	{ "user frame-pointer unwind", test_user_unwind },
+	{ "user frame-pointer unwind from a copy of the stack", test_user_unwind_copy },
 	{ "bad arguments", test_unwind_args },
 };
 
