@@ -197,11 +197,46 @@ bool pgwalk_cache_peek(const struct gi_paging *pg, uint64_t gva, uint64_t *gpa, 
 	return false;
 }
 
+static struct pgwalk_memo *memo_slot(struct pgwalk_cache *c, uint64_t cr3, uint64_t gva)
+{
+	/* SAFETY: reduced modulo PGWALK_MEMO_SLOTS. */
+	return &c->memo[((gva >> 12) ^ (cr3 >> 12)) % PGWALK_MEMO_SLOTS];
+}
+
+/* The remembered walk of @gva under @pg (struct pgwalk_memo), when every entry it read still
+ * holds its value; one whose entries changed is forgotten (the walk that follows remembers its
+ * own, when it succeeds). */
+static const struct pgwalk_memo *memo_find(const struct gmem *mem, const struct gi_paging *pg,
+					   uint64_t cr3, uint64_t gva)
+{
+	struct pgwalk_cache *c = pg->cache;
+	struct pgwalk_memo *m = memo_slot(c, cr3, gva);
+	uint64_t now[PGWALK_MAX_LEVELS];
+
+	if (!m->levels || m->cr3 != cr3 || m->cr4 != pg->cr4 || m->efer != pg->efer ||
+	    m->maxphyaddr != pg->maxphyaddr || m->gva_page != (gva & ~0xfffull))
+		return NULL;
+	/* every entry read before any is compared: their addresses are known, so the reads
+	 * need not wait for each other as a walk's do */
+	for (unsigned int i = 0; i < m->levels; i++)
+		if (gmem_read(mem, m->entry_gpa[i], &now[i], sizeof(now[i])) != 0)
+			return NULL;
+	for (unsigned int i = 0; i < m->levels; i++)
+		if (now[i] != m->entry[i]) {
+			c->memo_stale++;
+			m->levels = 0;
+			return NULL;
+		}
+	c->memo_hits++;
+	return m;
+}
+
 static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
 		uint64_t *page_size, struct pgwalk_trace *trace, uint8_t *access)
 {
 	unsigned int levels, maxphy, step;
 	uint64_t pa_limit_mask, table_gpa, entry = 0, cr3;
+	uint64_t seen_gpa[PGWALK_MAX_LEVELS] = { 0 }, seen[PGWALK_MAX_LEVELS] = { 0 };
 	uint8_t probe, acc = PGWALK_ACC_USER;
 	int err;
 
@@ -238,6 +273,24 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 	if (cr3 & pa_limit_mask)
 		return -ERANGE;
 	table_gpa = cr3 & PTE_ADDR_MASK;
+	/* not in this epoch's translations: a walk remembered from an earlier one, whose entries
+	 * are all read at once, answers if they still hold (struct pgwalk_memo) */
+	if (pg->cache && !trace && pg->cache->epoch) {
+		const struct pgwalk_memo *m = memo_find(mem, pg, cr3 & ~0xfffull, gva);
+
+		if (m) {
+			uint64_t size = m->page_size;
+
+			*gpa = m->gpa_page | (gva & (size - 1));
+			if (page_size)
+				*page_size = size;
+			if (access)
+				*access = m->access;
+			cache_store(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, *gpa, size,
+				    m->access);
+			return 0;
+		}
+	}
 
 	/* One step per level; at most PGWALK_MAX_LEVELS reads, so a looping table terminates. */
 	for (step = 0; step < levels; step++) {
@@ -261,6 +314,8 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 			trace->entry[step] = entry;
 			trace->levels = step + 1;
 		}
+		seen_gpa[step] = entry_gpa;
+		seen[step] = entry;
 
 		if (!(entry & PTE_P))
 			return -EFAULT;
@@ -304,8 +359,18 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 			*page_size = size;
 		if (access)
 			*access = acc;
-		if (pg->cache && !trace && pg->cache->epoch)
+		if (pg->cache && !trace && pg->cache->epoch) {
+			struct pgwalk_memo *m = memo_slot(pg->cache, cr3 & ~0xfffull, gva);
+
 			cache_store(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, base, size, acc);
+			*m = (struct pgwalk_memo){ .cr3 = cr3 & ~0xfffull, .cr4 = pg->cr4,
+						   .efer = pg->efer, .gva_page = gva & ~0xfffull,
+						   .gpa_page = base & ~(size - 1), .page_size = size,
+						   .maxphyaddr = pg->maxphyaddr,
+						   .levels = (uint8_t)(step + 1), .access = acc };
+			memcpy(m->entry_gpa, seen_gpa, sizeof(seen_gpa));
+			memcpy(m->entry, seen, sizeof(seen));
+		}
 		return 0;
 	}
 	/* Not reached: level 1 always returns. */

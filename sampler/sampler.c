@@ -102,6 +102,8 @@ static void hook_vcpu_stop(void *ctx, struct vmm_vcpu *v)
 	sv->c.tcache_hits = sv->tcache.hits;
 	sv->c.tcache_misses = sv->tcache.misses;
 	sv->c.tcache_kept_hits = sv->tcache.kept_hits; /* the traps' after the last sample too */
+	sv->c.tcache_memo_hits = sv->tcache.memo_hits;
+	sv->c.tcache_memo_stale = sv->tcache.memo_stale;
 }
 
 static int hook_overflow(void *ctx, struct vmm_vcpu *v)

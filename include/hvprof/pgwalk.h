@@ -62,6 +62,29 @@ struct pgwalk_cache_slot {
 	uint8_t access; /* PGWALK_ACC_* of the walk that filled it */
 };
 
+#define PGWALK_MEMO_SLOTS 16 /* walks remembered across epochs, checked again before use */
+
+/*
+ * A walk as it went: the entries it read (GPA and value, root first) and what it gave, in the
+ * slot of its root and GVA page (one per slot, the newest). Kept across epochs, since user
+ * pages (a thread's stack, its program's text) are walked again at every exit: a remembered
+ * walk answers only after every entry, read anew, still has its value. That is the walk
+ * itself, exactly (a walk is a function of CR3, CR4, EFER, MAXPHYADDR and the entries it reads,
+ * each entry's address given by the one before: equal entries walk alike, to the same page with
+ * the same access bits), but with the addresses known the reads need not wait for each other:
+ * the guest's page-table lines, cold after the guest ran, are fetched together rather than
+ * one after another. The result's page was found to be guest RAM when remembered (RAM does not
+ * change). An entry that changed forgets the walk (@memo_stale) and the page is walked anew.
+ */
+struct pgwalk_memo {
+	uint64_t cr3, cr4, efer, gva_page;
+	uint64_t gpa_page, page_size;
+	uint64_t entry_gpa[PGWALK_MAX_LEVELS], entry[PGWALK_MAX_LEVELS];
+	unsigned int maxphyaddr;
+	uint8_t levels; /* 0: empty */
+	uint8_t access;
+};
+
 /**
  * struct pgwalk_cache - GVA->GPA translations of 4 KiB slices, two-way set-associative (a
  * translation of one exit does not evict a kept one of the same set, nor the reverse, unless
@@ -82,7 +105,8 @@ struct pgwalk_cache_slot {
  * pair), so the direct map translates alike whichever process is current; a guest whose tables
  * differ there gets the page the direct map names, never more. A kept entry still goes through
  * the gmem bounds check on every read.
- * @hits/@misses: counters; @kept_hits: hits on a translation kept from an earlier epoch.
+ * @hits/@misses: counters; @kept_hits: hits on a translation kept from an earlier epoch;
+ * @memo: walks remembered across epochs and checked before use (struct pgwalk_memo).
  */
 struct pgwalk_cache {
 	uint64_t epoch;
@@ -92,7 +116,11 @@ struct pgwalk_cache {
 	uint64_t hits;
 	uint64_t misses;
 	uint64_t kept_hits;
+	uint64_t memo_hits;  /* misses (not in this epoch's translations) answered by a
+			      * remembered walk whose entries held (struct pgwalk_memo) */
+	uint64_t memo_stale; /* ... whose entries had changed: walked again */
 	struct pgwalk_cache_slot slot[PGWALK_CACHE_SETS][PGWALK_CACHE_WAYS];
+	struct pgwalk_memo memo[PGWALK_MEMO_SLOTS];
 };
 
 /* What every level of a walk allowed (SDM vol. 3A, 4.6): gi_gva_to_gpa_access. */

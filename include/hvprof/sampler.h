@@ -210,7 +210,7 @@ struct sampler_config {
 	X(sample_ns_regs) X(sample_ns_identity) X(sample_ns_kernel_unwind) X(sample_ns_user)   \
 	X(sample_ns_write)                                                                      \
 	X(tcache_hits)          /* GVA->GPA translations answered by the per-exit cache */      \
-	X(tcache_misses)        /* ... and walked */                                            \
+	X(tcache_misses)        /* ... and walked (or answered by tcache_memo_hits) */          \
 	X(mapping_snapshots)    /* address spaces recorded (a process first seen, or changed) */ \
 	X(mappings)             /* MAPPING records written */                                   \
 	X(mapping_build_ids)    /* ... with the file's build-id read from guest memory */      \
@@ -236,6 +236,9 @@ struct sampler_config {
 	X(ident_cache_hits)     /* identities from the vCPU's task cache (pid, comm, mm re-read) */ \
 	X(ident_cache_misses)   /* ... read in full (task new to the cache, or changed) */      \
 	X(tcache_kept_hits)     /* translations kept from an earlier sample (the direct map) */ \
+	X(tcache_memo_hits)     /* tcache_misses answered by a walk remembered from an earlier \
+				 * exit whose page-table entries, read again at once, held */   \
+	X(tcache_memo_stale)    /* ... whose entries had changed: walked anew */               \
 	X(period_reads)         /* samples whose count was read(2), not in the ring buffer */ \
 	X(kstack_pages_seeded)  /* kernel stack page translations of a known task put back from \
 				 * the task cache (not walked when the sample reads them) */     \

@@ -582,6 +582,118 @@ static int test_pti_kernel_cr3(void)
 	return TEST_OK;
 }
 
+/* A gmem that counts the reads passing through it. */
+struct counted {
+	const struct gmem *inner;
+	unsigned int reads;
+};
+
+static int counted_read(void *ctx, uint64_t gpa, void *dst, size_t len)
+{
+	struct counted *c = ctx;
+
+	c->reads++;
+	return gmem_read(c->inner, gpa, dst, len);
+}
+
+/* One exit: the cache invalidated, the reads counted from zero; a translation of @gva. */
+static int exit_translate(struct counted *cnt, const struct gmem *mem, struct gi_paging *pg,
+			  uint64_t gva, uint64_t *gpa, uint8_t *acc)
+{
+	pgwalk_cache_invalidate(pg->cache);
+	cnt->reads = 0;
+	return gi_gva_to_gpa_access(mem, pg, gva, gpa, NULL, acc);
+}
+
+/*
+ * Remembered walks (struct pgwalk_memo): a user page walked at one exit is answered at the
+ * next by reading its four entries again (no walk from the root, no probe of the page: four
+ * reads, not five), with the same access bits; an entry that changed (the page remapped, made
+ * not present) is seen and the page walked anew; another root, another EFER or a traced walk
+ * never uses one.
+ */
+static int test_memo(void)
+{
+	const uint64_t u = 0x7fff00001000ull;
+	struct pgwalk_cache *cache = calloc(1, sizeof(*cache));
+	struct fakemem fm;
+	struct counted cnt;
+	struct gmem mem;
+	struct gi_paging pg;
+	struct pgwalk_trace tr;
+	uint64_t gpa = 0, pte;
+	uint8_t acc = 0;
+
+	ASSERT_TRUE(cache != NULL);
+	ASSERT_EQ_INT(fakemem_init(&fm, 0), 0);
+	ASSERT_EQ_INT(fakemem_map(&fm, u, 0x200000, SZ_4K, FPTE_US | FPTE_NX), 0);
+	cnt = (struct counted){ .inner = &fm.mem };
+	mem = (struct gmem){ .read = counted_read, .ctx = &cnt };
+	pg = fm.pg;
+	pg.cache = cache;
+	/* the first exit walks: four entries and the probe of the page */
+	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u + 8, &gpa, &acc), 0);
+	ASSERT_EQ_U64(gpa, 0x200008);
+	ASSERT_EQ_INT(cnt.reads, 5);
+	ASSERT_EQ_U64(cache->memo_hits, 0);
+	/* the next: the four entries only, the same translation and access bits */
+	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u + 16, &gpa, &acc), 0);
+	ASSERT_EQ_U64(gpa, 0x200010);
+	ASSERT_EQ_INT(acc, PGWALK_ACC_USER | PGWALK_ACC_NX);
+	ASSERT_EQ_INT(cnt.reads, 4);
+	ASSERT_EQ_U64(cache->memo_hits, 1);
+	/* within the exit, the translation cache answers (no read) */
+	cnt.reads = 0;
+	ASSERT_EQ_INT(gi_gva_to_gpa(&mem, &pg, u, &gpa, NULL, NULL), 0);
+	ASSERT_EQ_INT(cnt.reads, 0);
+	/* the page remapped: the changed leaf is seen, the page walked anew */
+	pte = fakemem_entry_gpa(&fm, u, 1);
+	ASSERT_TRUE(pte != 0);
+	fakemem_w64(&fm, pte, 0x300000 | FPTE_P | FPTE_RW | FPTE_US);
+	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), 0);
+	ASSERT_EQ_U64(gpa, 0x300000);
+	ASSERT_EQ_INT(acc, PGWALK_ACC_USER);
+	ASSERT_EQ_U64(cache->memo_stale, 1);
+	ASSERT_EQ_INT(cnt.reads, 4 + 5);
+	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), 0);
+	ASSERT_EQ_U64(gpa, 0x300000);
+	ASSERT_EQ_U64(cache->memo_hits, 2);
+	/* a middle level changed (the PMD entry made not present): the walk fails, as it must,
+	 * and the stale walk is forgotten (the next exit does not compare it again) */
+	{
+		uint64_t pmd = fakemem_entry_gpa(&fm, u, 2), v = fakemem_r64(&fm, pmd);
+
+		fakemem_w64(&fm, pmd, v & ~FPTE_P);
+		ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), -EFAULT);
+		ASSERT_EQ_U64(cache->memo_stale, 2);
+		ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), -EFAULT);
+		ASSERT_EQ_U64(cache->memo_stale, 2);
+		fakemem_w64(&fm, pmd, v);
+	}
+	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), 0);
+	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), 0);
+	ASSERT_EQ_U64(cache->memo_hits, 3);
+	/* another EFER (NXE off, where XD is reserved: the walk faults): not remembered under it */
+	pg.efer &= ~(1ull << 11);
+	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), 0); /* the new PTE has no XD */
+	ASSERT_EQ_U64(cache->memo_hits, 3);
+	ASSERT_EQ_INT(cnt.reads, 5);
+	pg.efer = fm.pg.efer;
+	/* another root: its own walk */
+	pg.cr3 = fakemem_alloc_table(&fm);
+	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), -EFAULT);
+	ASSERT_EQ_U64(cache->memo_hits, 3);
+	pg.cr3 = fm.pg.cr3;
+	/* a traced walk reads every level itself */
+	pgwalk_cache_invalidate(cache);
+	ASSERT_EQ_INT(gi_gva_to_gpa(&mem, &pg, u, &gpa, NULL, &tr), 0);
+	ASSERT_EQ_INT(tr.levels, 4);
+	ASSERT_EQ_U64(cache->memo_hits, 3);
+	fakemem_fini(&fm);
+	free(cache);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "pgwalk table", test_pgwalk_table },
 	{ "page-table isolation: kernel addresses through the kernel CR3", test_pti_kernel_cr3 },
@@ -590,6 +702,7 @@ static const struct test_case tests[] = {
 	{ "gi_read_gva across 2M pages", test_read_gva_large_pages },
 	{ "translation cache", test_cache },
 	{ "pgwalk: two ways per set: a kept translation outlives the exits' pages", test_cache_sets },
+	{ "pgwalk: a walk remembered across exits answers once its entries are read again", test_memo },
 };
 
 TEST_MAIN(tests)
