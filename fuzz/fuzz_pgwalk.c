@@ -7,8 +7,11 @@
 //   u8 maxphyaddr (0: 52); u16 read_len; u32 reserved; u64 gva[3]; u64 reserved
 // Invariants: a walk reads at most 5 entries plus one probe; a translated GPA lies in RAM and
 // keeps the GVA's offset within the page; gi_read_gva reads at most 7 times per page touched.
+// Through a translation cache, at a first exit and again at the next (where the walk
+// remembered from the first answers: struct pgwalk_memo), the result is the uncached walk's.
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <hvprof/guestinfo.h>
 
@@ -46,6 +49,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	pg.maxphyaddr = data[9];
 	read_len = (unsigned int)(data[10] | data[11] << 8);
 
+	static struct pgwalk_cache cache;
+	struct gi_paging cpg;
+
+	memset(&cache, 0, sizeof(cache));
+	cpg = pg;
+	cpg.cache = &cache;
 	for (int i = 0; i < 3; i++) {
 		uint64_t gva = fuzz_get64(data + 16 + 8 * i), gpa = 0, page_size = 0;
 		struct pgwalk_trace trace;
@@ -65,6 +74,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK(page_size == 4096 || page_size == (2u << 20) ||
 				   page_size == (1u << 30));
 			FUZZ_CHECK((gpa & (page_size - 1)) == (gva & (page_size - 1)));
+		}
+		for (int exit = 0; exit < 2; exit++) { /* the second: the remembered walk */
+			uint64_t cgpa = 0, csize = 0;
+			int cerr;
+
+			pgwalk_cache_invalidate(&cache);
+			ram.reads = 0;
+			cerr = gi_gva_to_gpa(&mem, &cpg, gva, &cgpa, &csize, NULL);
+			FUZZ_CHECK(ram.reads <= PGWALK_MAX_LEVELS + 1);
+			FUZZ_CHECK(cerr == err);
+			FUZZ_CHECK(err || (cgpa == gpa && csize == page_size));
 		}
 
 		ram.reads = 0;

@@ -197,10 +197,30 @@ bool pgwalk_cache_peek(const struct gi_paging *pg, uint64_t gva, uint64_t *gpa, 
 	return false;
 }
 
-static struct pgwalk_memo *memo_slot(struct pgwalk_cache *c, uint64_t cr3, uint64_t gva)
+static struct pgwalk_memo *memo_set(struct pgwalk_cache *c, uint64_t cr3, uint64_t gva)
 {
-	/* SAFETY: reduced modulo PGWALK_MEMO_SLOTS. */
-	return &c->memo[((gva >> 12) ^ (cr3 >> 12)) % PGWALK_MEMO_SLOTS];
+	/* SAFETY: reduced modulo PGWALK_MEMO_SETS. */
+	return c->memo[((gva >> 12) ^ (cr3 >> 12)) % PGWALK_MEMO_SETS];
+}
+
+static bool memo_is(const struct pgwalk_memo *m, uint64_t cr3, uint64_t gva)
+{
+	return m->levels && m->cr3 == cr3 && m->gva_page == (gva & ~0xfffull);
+}
+
+/* Where the walk of @gva under root @cr3 is remembered: its own way, else the one that
+ * answered least recently (empty ways first: used 0). */
+static struct pgwalk_memo *memo_victim(struct pgwalk_cache *c, uint64_t cr3, uint64_t gva)
+{
+	struct pgwalk_memo *set = memo_set(c, cr3, gva), *old = &set[0];
+
+	for (unsigned int w = 0; w < PGWALK_MEMO_WAYS; w++) {
+		if (memo_is(&set[w], cr3, gva))
+			return &set[w];
+		if ((set[w].levels ? set[w].used : 0) < (old->levels ? old->used : 0))
+			old = &set[w];
+	}
+	return old;
 }
 
 /* The remembered walk of @gva under @pg (struct pgwalk_memo), when every entry it read still
@@ -210,11 +230,13 @@ static const struct pgwalk_memo *memo_find(const struct gmem *mem, const struct 
 					   uint64_t cr3, uint64_t gva)
 {
 	struct pgwalk_cache *c = pg->cache;
-	struct pgwalk_memo *m = memo_slot(c, cr3, gva);
+	struct pgwalk_memo *set = memo_set(c, cr3, gva), *m = NULL;
 	uint64_t now[PGWALK_MAX_LEVELS];
 
-	if (!m->levels || m->cr3 != cr3 || m->cr4 != pg->cr4 || m->efer != pg->efer ||
-	    m->maxphyaddr != pg->maxphyaddr || m->gva_page != (gva & ~0xfffull))
+	for (unsigned int w = 0; w < PGWALK_MEMO_WAYS && !m; w++)
+		if (memo_is(&set[w], cr3, gva))
+			m = &set[w];
+	if (!m || m->cr4 != pg->cr4 || m->efer != pg->efer || m->maxphyaddr != pg->maxphyaddr)
 		return NULL;
 	/* every entry read before any is compared: their addresses are known, so the reads
 	 * need not wait for each other as a walk's do */
@@ -228,6 +250,7 @@ static const struct pgwalk_memo *memo_find(const struct gmem *mem, const struct 
 			return NULL;
 		}
 	c->memo_hits++;
+	m->used = c->epoch;
 	return m;
 }
 
@@ -360,13 +383,14 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 		if (access)
 			*access = acc;
 		if (pg->cache && !trace && pg->cache->epoch) {
-			struct pgwalk_memo *m = memo_slot(pg->cache, cr3 & ~0xfffull, gva);
+			struct pgwalk_memo *m = memo_victim(pg->cache, cr3 & ~0xfffull, gva);
 
 			cache_store(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, base, size, acc);
 			*m = (struct pgwalk_memo){ .cr3 = cr3 & ~0xfffull, .cr4 = pg->cr4,
 						   .efer = pg->efer, .gva_page = gva & ~0xfffull,
 						   .gpa_page = base & ~(size - 1), .page_size = size,
 						   .maxphyaddr = pg->maxphyaddr,
+						   .used = pg->cache->epoch,
 						   .levels = (uint8_t)(step + 1), .access = acc };
 			memcpy(m->entry_gpa, seen_gpa, sizeof(seen_gpa));
 			memcpy(m->entry, seen, sizeof(seen));

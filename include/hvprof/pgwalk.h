@@ -62,11 +62,14 @@ struct pgwalk_cache_slot {
 	uint8_t access; /* PGWALK_ACC_* of the walk that filled it */
 };
 
-#define PGWALK_MEMO_SLOTS 16 /* walks remembered across epochs, checked again before use */
+#define PGWALK_MEMO_SETS 32 /* walks remembered across epochs, checked again before use: */
+#define PGWALK_MEMO_WAYS 2  /* sets of two (the pages of one walk, a stack's and a text's,
+			     * may share a set), indexed by root and GVA page */
 
 /*
  * A walk as it went: the entries it read (GPA and value, root first) and what it gave, in the
- * slot of its root and GVA page (one per slot, the newest). Kept across epochs, since user
+ * set of its root and GVA page (the newest walk of a page; a new page replaces the way that
+ * answered least recently). Kept across epochs, since user
  * pages (a thread's stack, its program's text) are walked again at every exit: a remembered
  * walk answers only after every entry, read anew, still has its value. That is the walk
  * itself, exactly (a walk is a function of CR3, CR4, EFER, MAXPHYADDR and the entries it reads,
@@ -81,6 +84,7 @@ struct pgwalk_memo {
 	uint64_t gpa_page, page_size;
 	uint64_t entry_gpa[PGWALK_MAX_LEVELS], entry[PGWALK_MAX_LEVELS];
 	unsigned int maxphyaddr;
+	uint64_t used; /* the epoch it last answered in or was made */
 	uint8_t levels; /* 0: empty */
 	uint8_t access;
 };
@@ -120,7 +124,7 @@ struct pgwalk_cache {
 			      * remembered walk whose entries held (struct pgwalk_memo) */
 	uint64_t memo_stale; /* ... whose entries had changed: walked again */
 	struct pgwalk_cache_slot slot[PGWALK_CACHE_SETS][PGWALK_CACHE_WAYS];
-	struct pgwalk_memo memo[PGWALK_MEMO_SLOTS];
+	struct pgwalk_memo memo[PGWALK_MEMO_SETS][PGWALK_MEMO_WAYS];
 };
 
 /* What every level of a walk allowed (SDM vol. 3A, 4.6): gi_gva_to_gpa_access. */

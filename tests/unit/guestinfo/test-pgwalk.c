@@ -689,6 +689,37 @@ static int test_memo(void)
 	ASSERT_EQ_INT(gi_gva_to_gpa(&mem, &pg, u, &gpa, NULL, &tr), 0);
 	ASSERT_EQ_INT(tr.levels, 4);
 	ASSERT_EQ_U64(cache->memo_hits, 3);
+	/* three pages of one set (PGWALK_MEMO_SETS pages apart): two are remembered together, a
+	 * third replaces the one that answered least recently */
+	{
+		const uint64_t a = u + 0x1000ull * PGWALK_MEMO_SETS, b = a + 0x1000ull * PGWALK_MEMO_SETS,
+			       c = b + 0x1000ull * PGWALK_MEMO_SETS;
+		uint64_t hits;
+
+		ASSERT_EQ_INT(fakemem_map(&fm, a, 0x400000, SZ_4K, FPTE_US), 0);
+		ASSERT_EQ_INT(fakemem_map(&fm, b, 0x401000, SZ_4K, FPTE_US), 0);
+		ASSERT_EQ_INT(fakemem_map(&fm, c, 0x402000, SZ_4K, FPTE_US), 0);
+		ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, a, &gpa, &acc), 0);
+		ASSERT_EQ_INT(gi_gva_to_gpa_access(&mem, &pg, b, &gpa, NULL, &acc), 0);
+		hits = cache->memo_hits;
+		ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, a, &gpa, &acc), 0);
+		ASSERT_EQ_INT(gi_gva_to_gpa_access(&mem, &pg, b, &gpa, NULL, &acc), 0);
+		ASSERT_EQ_U64(gpa, 0x401000);
+		ASSERT_EQ_U64(cache->memo_hits, hits + 2);
+		ASSERT_EQ_INT(cnt.reads, 8);
+		/* a answers again, c is walked: b (answered one exit earlier) makes room */
+		ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, a, &gpa, &acc), 0);
+		ASSERT_EQ_INT(gi_gva_to_gpa_access(&mem, &pg, c, &gpa, NULL, &acc), 0);
+		ASSERT_EQ_U64(gpa, 0x402000);
+		ASSERT_EQ_U64(cache->memo_hits, hits + 3);
+		ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, c, &gpa, &acc), 0);
+		ASSERT_EQ_INT(gi_gva_to_gpa_access(&mem, &pg, a, &gpa, NULL, &acc), 0);
+		ASSERT_EQ_U64(cache->memo_hits, hits + 5);
+		cnt.reads = 0;
+		ASSERT_EQ_INT(gi_gva_to_gpa_access(&mem, &pg, b, &gpa, NULL, &acc), 0);
+		ASSERT_EQ_U64(gpa, 0x401000);
+		ASSERT_EQ_INT(cnt.reads, 5); /* forgotten: walked */
+	}
 	fakemem_fini(&fm);
 	free(cache);
 	return TEST_OK;
