@@ -31,7 +31,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fuzz_ram ram;
-	struct gmem mem = { fuzz_ram_read, &ram };
+	struct gmem mem = { fuzz_ram_read, &ram, NULL };
+	/* the same RAM with reads in place, as the VMM's: walks are remembered only there */
+	struct gmem cmem = { fuzz_ram_read, &ram, fuzz_ram_map };
 	struct gi_paging pg = { 0 };
 	static uint8_t buf[65536];
 	unsigned int read_len;
@@ -75,13 +77,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				   page_size == (1u << 30));
 			FUZZ_CHECK((gpa & (page_size - 1)) == (gva & (page_size - 1)));
 		}
-		for (int exit = 0; exit < 2; exit++) { /* the second: the remembered walk */
+		for (int ex = 0; ex < 2; ex++) { /* the second: the remembered walk */
 			uint64_t cgpa = 0, csize = 0;
 			int cerr;
 
 			pgwalk_cache_invalidate(&cache);
 			ram.reads = 0;
-			cerr = gi_gva_to_gpa(&mem, &cpg, gva, &cgpa, &csize, NULL);
+			cerr = gi_gva_to_gpa(&cmem, &cpg, gva, &cgpa, &csize, NULL);
 			FUZZ_CHECK(ram.reads <= PGWALK_MAX_LEVELS + 1);
 			FUZZ_CHECK(cerr == err);
 			FUZZ_CHECK(err || (cgpa == gpa && csize == page_size));

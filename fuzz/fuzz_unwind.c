@@ -15,7 +15,8 @@
 //     FZ_STEXT, decoded from the first 96 bytes of guest data; u32 holes;
 //   u64 rip, rsp, rbp, task, gs_base, kernel_gs_base, cr3.
 // Invariants: at most HVP_MAX_CALLCHAIN frames, ips[0] = rip, a known stop reason, and at most
-// FZ_KERNEL_READS / FZ_USER_READS guest-RAM reads per walk (docs/hostile-guests.md).
+// FZ_KERNEL_READS / FZ_USER_READS guest-RAM reads per walk (docs/hostile-guests.md); the user
+// walk with its frames read from a copy of the stack (gi_unwind_user_copy) gives the same chain.
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -240,6 +241,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_check_chain(stop, ips, n, regs.rip);
 	FUZZ_CHECK(ram.reads <= FZ_USER_READS);
 	FUZZ_LOG("user: %u frames, stop %d, %llu reads\n", n, stop, (unsigned long long)ram.reads);
+	{ /* the same walk with its frames from a copy of the stack: the same chain */
+		static uint8_t copy_buf[HVP_USER_STACK_DEFAULT];
+		static uint64_t ips2[HVP_MAX_CALLCHAIN];
+		struct hvp_bytes piece = { copy_buf, 0 };
+		struct gi_stack_copy copy = { .sp = regs.rsp, .segs = &piece, .n_segs = 1 };
+		unsigned int n2 = 0;
+
+		if (gi_copy_user_stack(&mem, &regs.pg, regs.rsp, copy_buf, sizeof(copy_buf),
+				       &copy.len) == 0) {
+			piece.len = copy.len;
+			FUZZ_CHECK(gi_unwind_user_copy(&mem, &regs.pg, regs.rip, regs.rsp, regs.rbp,
+						       &copy, ips2, HVP_MAX_CALLCHAIN, &n2) == stop);
+			FUZZ_CHECK(n2 == n && memcmp(ips, ips2, n * sizeof(*ips)) == 0);
+		}
+	}
 
 	if ((data[3] & 1) && size >= HDR + 16 * 6)
 		fz_orc_walk(gi, &mem, &ram, &regs, data, task);

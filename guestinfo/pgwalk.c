@@ -223,35 +223,59 @@ static struct pgwalk_memo *memo_victim(struct pgwalk_cache *c, uint64_t cr3, uin
 	return old;
 }
 
-/* The remembered walk of @gva under @pg (struct pgwalk_memo), when every entry it read still
- * holds its value; one whose entries changed is forgotten (the walk that follows remembers its
- * own, when it succeeds). */
+/* Entries a walk need not read again: read at the addresses it would read them from. */
+struct memo_pre {
+	unsigned int n;
+	uint64_t gpa[PGWALK_MAX_LEVELS], val[PGWALK_MAX_LEVELS];
+};
+
+/*
+ * The remembered walk of @gva under @pg (struct pgwalk_memo), when every entry it read still
+ * holds its value. Each entry is read and compared in turn; the reads do not wait for each
+ * other all the same (their addresses are known, and the comparisons predict equal). Where one
+ * changed (or cannot be read), the walk is forgotten and NULL returned, with the entries up to
+ * and including that one in @pre: the walk that follows takes them from there, so a walk
+ * still reads each level once (the bound of struct pgwalk_memo).
+ */
 static const struct pgwalk_memo *memo_find(const struct gmem *mem, const struct gi_paging *pg,
-					   uint64_t cr3, uint64_t gva)
+					   uint64_t cr3, uint64_t gva, struct memo_pre *pre)
 {
 	struct pgwalk_cache *c = pg->cache;
 	struct pgwalk_memo *set = memo_set(c, cr3, gva), *m = NULL;
-	uint64_t now[PGWALK_MAX_LEVELS];
 
+	pre->n = 0;
 	for (unsigned int w = 0; w < PGWALK_MEMO_WAYS && !m; w++)
 		if (memo_is(&set[w], cr3, gva))
 			m = &set[w];
 	if (!m || m->cr4 != pg->cr4 || m->efer != pg->efer || m->maxphyaddr != pg->maxphyaddr)
 		return NULL;
-	/* every entry read before any is compared: their addresses are known, so the reads
-	 * need not wait for each other as a walk's do */
-	for (unsigned int i = 0; i < m->levels; i++)
-		if (gmem_read(mem, m->entry_gpa[i], &now[i], sizeof(now[i])) != 0)
+	for (unsigned int i = 0; i < m->levels; i++) {
+		uint64_t v;
+
+		if (gmem_read(mem, m->entry_gpa[i], &v, sizeof(v)) != 0) {
+			m->levels = 0; /* the walk reads it again and fails as it must */
 			return NULL;
-	for (unsigned int i = 0; i < m->levels; i++)
-		if (now[i] != m->entry[i]) {
+		}
+		pre->gpa[i] = m->entry_gpa[i];
+		pre->val[i] = v;
+		pre->n = i + 1;
+		if (v != m->entry[i]) {
 			c->memo_stale++;
 			m->levels = 0;
 			return NULL;
 		}
+	}
 	c->memo_hits++;
 	m->used = c->epoch;
 	return m;
+}
+
+/* All of the 4 KiB page at @gpa_page is guest RAM (a remembered walk answers for any byte of
+ * it without the walk's probe of one), as @mem's map tells without a read; false without one
+ * (then no walk is remembered: the bound of reads per walk holds). */
+static bool page_is_ram(const struct gmem *mem, uint64_t gpa_page)
+{
+	return mem->map && gmem_map(mem, gpa_page, PAGE_SIZE_4K) != NULL;
 }
 
 static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
@@ -260,6 +284,7 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 	unsigned int levels, maxphy, step;
 	uint64_t pa_limit_mask, table_gpa, entry = 0, cr3;
 	uint64_t seen_gpa[PGWALK_MAX_LEVELS] = { 0 }, seen[PGWALK_MAX_LEVELS] = { 0 };
+	struct memo_pre pre = { .n = 0 };
 	uint8_t probe, acc = PGWALK_ACC_USER;
 	int err;
 
@@ -299,7 +324,7 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 	/* not in this epoch's translations: a walk remembered from an earlier one, whose entries
 	 * are all read at once, answers if they still hold (struct pgwalk_memo) */
 	if (pg->cache && !trace && pg->cache->epoch) {
-		const struct pgwalk_memo *m = memo_find(mem, pg, cr3 & ~0xfffull, gva);
+		const struct pgwalk_memo *m = memo_find(mem, pg, cr3 & ~0xfffull, gva, &pre);
 
 		if (m) {
 			uint64_t size = m->page_size;
@@ -325,7 +350,10 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 		uint64_t entry_gpa = table_gpa + idx * 8;
 		uint64_t size, base;
 
-		err = gmem_read(mem, entry_gpa, &entry, sizeof(entry));
+		/* an entry the remembered walk just read here is not read twice */
+		err = step < pre.n && entry_gpa == pre.gpa[step]
+			      ? (entry = pre.val[step], 0)
+			      : gmem_read(mem, entry_gpa, &entry, sizeof(entry));
 		if (err) {
 			pr_debug(LOG_PGWALK, "gva 0x%llx: level %u table entry at gpa 0x%llx: %s",
 				 (unsigned long long)gva, level, (unsigned long long)entry_gpa,
@@ -382,10 +410,13 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 			*page_size = size;
 		if (access)
 			*access = acc;
-		if (pg->cache && !trace && pg->cache->epoch) {
+		if (pg->cache && !trace && pg->cache->epoch)
+			cache_store(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, base, size, acc);
+		/* remembered only where all of the 4 KiB result page is RAM: a remembered walk
+		 * answers for every byte of it without the probe */
+		if (pg->cache && !trace && pg->cache->epoch && page_is_ram(mem, base & ~0xfffull)) {
 			struct pgwalk_memo *m = memo_victim(pg->cache, cr3 & ~0xfffull, gva);
 
-			cache_store(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, base, size, acc);
 			*m = (struct pgwalk_memo){ .cr3 = cr3 & ~0xfffull, .cr4 = pg->cr4,
 						   .efer = pg->efer, .gva_page = gva & ~0xfffull,
 						   .gpa_page = base & ~(size - 1), .page_size = size,

@@ -608,7 +608,8 @@ enum hvp_walk_stop gi_unwind_user_copy(const struct gmem *mem, const struct gi_p
  * @dst, reading through @pg (the thread's page tables) one page at a time. The copy stops at
  * the first page that is not present, not user-accessible (U/S clear at some level of the
  * walk), outside guest RAM, or past the user half: the stack ended (or the guest lies). Never
- * reads outside guest RAM; @pg->cache is not used (the walk must see every level's U/S bit).
+ * reads outside guest RAM; through @pg->cache only where it has every level's U/S bit (this
+ * exit's walks and those remembered and checked: gi_gva_to_gpa_access), never a kept one.
  * @rsp: a user GVA, 8-byte aligned. @size: bytes (0..HVP_USER_STACK_MAX is what hvprof asks).
  * Return: 0 and *@len bytes copied (0..@size; fewer than @size: the stack ended, including 0
  * when the page at @rsp is not mapped); -EINVAL @rsp is not an 8-byte aligned canonical user

@@ -62,30 +62,38 @@ struct pgwalk_cache_slot {
 	uint8_t access; /* PGWALK_ACC_* of the walk that filled it */
 };
 
-#define PGWALK_MEMO_SETS 32 /* walks remembered across epochs, checked again before use: */
-#define PGWALK_MEMO_WAYS 2  /* sets of two (the pages of one walk, a stack's and a text's,
-			     * may share a set), indexed by root and GVA page */
+/* Walks remembered across epochs (struct pgwalk_memo): PGWALK_MEMO_SETS sets, indexed by
+ * root and GVA page, of PGWALK_MEMO_WAYS (a stack page and a text page of one process may share
+ * a set). */
+#define PGWALK_MEMO_SETS 32
+#define PGWALK_MEMO_WAYS 2
 
 /*
  * A walk as it went: the entries it read (GPA and value, root first) and what it gave, in the
  * set of its root and GVA page (the newest walk of a page; a new page replaces the way that
- * answered least recently). Kept across epochs, since user
- * pages (a thread's stack, its program's text) are walked again at every exit: a remembered
- * walk answers only after every entry, read anew, still has its value. That is the walk
- * itself, exactly (a walk is a function of CR3, CR4, EFER, MAXPHYADDR and the entries it reads,
- * each entry's address given by the one before: equal entries walk alike, to the same page with
- * the same access bits), but with the addresses known the reads need not wait for each other:
- * the guest's page-table lines, cold after the guest ran, are fetched together rather than
- * one after another. The result's page was found to be guest RAM when remembered (RAM does not
- * change). An entry that changed forgets the walk (@memo_stale) and the page is walked anew.
+ * answered least recently). Kept across epochs, since user pages (a thread's stack, its
+ * program's text) are walked again at every exit: a remembered walk answers only after every
+ * entry, read anew, still has its value. That is the walk itself, exactly: a walk is a function
+ * of CR3, CR4, EFER, MAXPHYADDR, the entries it reads (each entry's address given by the one
+ * before) and the extent of guest RAM, so equal entries walk alike, to the same page with the
+ * same access bits; and a walk is remembered only when all of its 4 KiB result page is guest
+ * RAM (gmem's map says so without a read; without a map nothing is remembered), so that the
+ * probe of one byte a walk makes is not needed for any other byte of the page. With the
+ * addresses known the reads need not wait for each other: the guest's page-table lines, cold
+ * after the guest ran, are fetched together rather than one after another. An entry that
+ * changed forgets the walk (@memo_stale), and the walk that follows takes the entries already
+ * read up to it: each level is still read once per translation.
+ * @cr3: the root's GPA (CR3 bits 11:0 cleared); @gva_page: GVA & ~0xfff; @gpa_page: the GPA of
+ * the page that maps it (of @page_size bytes: 4 KiB, 2 MiB or 1 GiB); @used: the epoch it last
+ * answered in or was made; @levels: entries read (0: empty); @access: PGWALK_ACC_*.
  */
 struct pgwalk_memo {
 	uint64_t cr3, cr4, efer, gva_page;
 	uint64_t gpa_page, page_size;
 	uint64_t entry_gpa[PGWALK_MAX_LEVELS], entry[PGWALK_MAX_LEVELS];
 	unsigned int maxphyaddr;
-	uint64_t used; /* the epoch it last answered in or was made */
-	uint8_t levels; /* 0: empty */
+	uint64_t used;
+	uint8_t levels;
 	uint8_t access;
 };
 
@@ -187,9 +195,11 @@ int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t g
 /**
  * gi_gva_to_gpa_access - gi_gva_to_gpa, and in *@access the PGWALK_ACC_* bits of the
  * translation (U/S at every level; XD at some level, counted only with EFER.NXE). Answered by
- * @pg->cache when it holds a translation of this epoch (the walk that filled it stored them);
- * a translation kept from an earlier epoch (the direct map) is walked again, since only its
- * address is fixed, not its permissions. Return: as gi_gva_to_gpa.
+ * @pg->cache when it holds a translation of this epoch (the walk that filled it stored them),
+ * or by a walk remembered from an earlier one whose entries all still hold (struct
+ * pgwalk_memo: they carry the bits); a translation kept from an earlier epoch (the direct map)
+ * is walked again, since only its address is fixed, not its permissions. Return: as
+ * gi_gva_to_gpa.
  */
 int gi_gva_to_gpa_access(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva,
 			 uint64_t *gpa, uint64_t *page_size, uint8_t *access) __must_check;

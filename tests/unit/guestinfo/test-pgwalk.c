@@ -582,18 +582,32 @@ static int test_pti_kernel_cr3(void)
 	return TEST_OK;
 }
 
-/* A gmem that counts the reads passing through it. */
+/* A gmem that counts the reads passing through it; its RAM ends at @ram_end (0: the inner
+ * one's end), reads in place (maps) are not counted, as the VMM's cost no guest access. */
 struct counted {
 	const struct gmem *inner;
 	unsigned int reads;
+	uint64_t ram_end;
 };
+
+static bool counted_in(const struct counted *c, uint64_t gpa, size_t len)
+{
+	return !c->ram_end || (gpa <= c->ram_end && len <= c->ram_end - gpa);
+}
 
 static int counted_read(void *ctx, uint64_t gpa, void *dst, size_t len)
 {
 	struct counted *c = ctx;
 
 	c->reads++;
-	return gmem_read(c->inner, gpa, dst, len);
+	return counted_in(c, gpa, len) ? gmem_read(c->inner, gpa, dst, len) : -ERANGE;
+}
+
+static const void *counted_map(void *ctx, uint64_t gpa, size_t len)
+{
+	struct counted *c = ctx;
+
+	return counted_in(c, gpa, len) ? gmem_map(c->inner, gpa, len) : NULL;
 }
 
 /* One exit: the cache invalidated, the reads counted from zero; a translation of @gva. */
@@ -628,7 +642,7 @@ static int test_memo(void)
 	ASSERT_EQ_INT(fakemem_init(&fm, 0), 0);
 	ASSERT_EQ_INT(fakemem_map(&fm, u, 0x200000, SZ_4K, FPTE_US | FPTE_NX), 0);
 	cnt = (struct counted){ .inner = &fm.mem };
-	mem = (struct gmem){ .read = counted_read, .ctx = &cnt };
+	mem = (struct gmem){ .read = counted_read, .ctx = &cnt, .map = counted_map };
 	pg = fm.pg;
 	pg.cache = cache;
 	/* the first exit walks: four entries and the probe of the page */
@@ -654,7 +668,8 @@ static int test_memo(void)
 	ASSERT_EQ_U64(gpa, 0x300000);
 	ASSERT_EQ_INT(acc, PGWALK_ACC_USER);
 	ASSERT_EQ_U64(cache->memo_stale, 1);
-	ASSERT_EQ_INT(cnt.reads, 4 + 5);
+	/* the entries up to the changed one are not read twice: still one read per level */
+	ASSERT_EQ_INT(cnt.reads, 4 + 1);
 	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), 0);
 	ASSERT_EQ_U64(gpa, 0x300000);
 	ASSERT_EQ_U64(cache->memo_hits, 2);
@@ -673,9 +688,9 @@ static int test_memo(void)
 	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), 0);
 	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), 0);
 	ASSERT_EQ_U64(cache->memo_hits, 3);
-	/* another EFER (NXE off, where XD is reserved: the walk faults): not remembered under it */
+	/* another EFER (NXE off): not remembered under it, walked (the PTE now has no XD) */
 	pg.efer &= ~(1ull << 11);
-	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), 0); /* the new PTE has no XD */
+	ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, u, &gpa, &acc), 0);
 	ASSERT_EQ_U64(cache->memo_hits, 3);
 	ASSERT_EQ_INT(cnt.reads, 5);
 	pg.efer = fm.pg.efer;
@@ -719,6 +734,31 @@ static int test_memo(void)
 		ASSERT_EQ_INT(gi_gva_to_gpa_access(&mem, &pg, b, &gpa, NULL, &acc), 0);
 		ASSERT_EQ_U64(gpa, 0x401000);
 		ASSERT_EQ_INT(cnt.reads, 5); /* forgotten: walked */
+	}
+	/* a 2 MiB page: the remembered walk gives each 4 KiB page's offset in it */
+	{
+		const uint64_t big = 0x7ffe00000000ull;
+
+		ASSERT_EQ_INT(fakemem_map(&fm, big, 0x600000, SZ_2M, FPTE_US), 0);
+		ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, big + 0x12345, &gpa, &acc), 0);
+		ASSERT_EQ_U64(gpa, 0x612345);
+		ASSERT_EQ_INT(cnt.reads, 3 + 1);
+		ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, big + 0x12ff8, &gpa, &acc), 0);
+		ASSERT_EQ_U64(gpa, 0x612ff8);
+		ASSERT_EQ_INT(cnt.reads, 3);
+	}
+	/* RAM that ends inside the result page: not remembered (the walk's probe of one byte
+	 * cannot answer for the page), so a byte past the end is refused as a walk refuses it */
+	{
+		const uint64_t e = 0x7fff00100000ull;
+
+		ASSERT_EQ_INT(fakemem_map(&fm, e, 0x700000, SZ_4K, FPTE_US), 0);
+		cnt.ram_end = 0x700800;
+		ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, e + 0x10, &gpa, &acc), 0);
+		ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, e + 0x900, &gpa, &acc), -ERANGE);
+		ASSERT_EQ_INT(exit_translate(&cnt, &mem, &pg, e + 0x10, &gpa, &acc), 0);
+		ASSERT_EQ_INT(cnt.reads, 5);
+		cnt.ram_end = 0;
 	}
 	fakemem_fini(&fm);
 	free(cache);
