@@ -7,7 +7,8 @@
 // "warm": samples back to back; "gwarm": flushed, then the guest lines the previous exit read
 // are read again, as the guest kernel itself touches its task, stack and per-CPU data between
 // two exits (on this project's PVM host, reading those lines before a sample made no
-// difference: README, "The stack copy ends"): what is cold is hvprof's own code and data. Shapes: a kernel sample of a user thread whose mark is new
+// difference: README, "The stack copy ends"): what is cold is hvprof's own code and data.
+// Shapes: a kernel sample of a user thread whose mark is new
 // (the mark is resolved between samples, as at the thread's return to user), one in the same
 // kernel entry as the previous (the mark exists), a user-mode sample (fp walk, DWARF stack
 // copy), and an eager kernel sample (user walk from pt_regs at once). With the new-mark shape,
@@ -143,13 +144,6 @@ enum shape { NEW_MARK, SAME_MARK, USER, EAGER };
 static const char *const shape_names[] = { "kernel, new mark", "kernel, same mark",
 					   "user mode", "kernel, eager" };
 
-
-/*
- * Between two samples the guest runs (1 ms at 1 kHz) on the same host core, and on PVM every
- * world switch may flush the TLB: evict the TLB (a load per 4 KiB page of FLUSH_BYTES, more
- * pages than any TLB level holds) and the core's own caches (a load per line of FLUSH_L2_BYTES,
- * above L1 + L2), leaving most of the last-level cache as a small guest working set would.
- */
 enum temp { WARM, COLD, GUEST_WARM };
 static const char *const temp_names[] = { "warm", "cold", "gwarm" };
 
@@ -170,6 +164,12 @@ static void rewarm_guest(struct counting_mem *cm)
 	flush_sink += sum;
 }
 
+/*
+ * Between two samples the guest runs (1 ms at 1 kHz) on the same host core, and on PVM every
+ * world switch may flush the TLB: evict the TLB (a load per 4 KiB page of FLUSH_BYTES, more
+ * pages than any TLB level holds) and the core's own caches (a load per line of FLUSH_L2_BYTES,
+ * above L1 + L2), leaving most of the last-level cache as a small guest working set would.
+ */
 static void flush(const uint8_t *buf)
 {
 	uint64_t sum = 0;

@@ -283,11 +283,12 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 {
 	unsigned int levels, maxphy, step;
 	uint64_t pa_limit_mask, table_gpa, entry = 0, cr3;
-	uint64_t seen_gpa[PGWALK_MAX_LEVELS] = { 0 }, seen[PGWALK_MAX_LEVELS] = { 0 };
-	struct memo_pre pre = { .n = 0 };
+	uint64_t seen_gpa[PGWALK_MAX_LEVELS], seen[PGWALK_MAX_LEVELS]; /* steps 0..step */
+	struct memo_pre pre; /* its entries 0..n-1 only (memo_find) */
 	uint8_t probe, acc = PGWALK_ACC_USER;
 	int err;
 
+	pre.n = 0;
 	if (!mem || !mem->read || !pg || !gpa)
 		return -EINVAL;
 	cr3 = walk_cr3(pg, gva);
@@ -423,8 +424,9 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 						   .maxphyaddr = pg->maxphyaddr,
 						   .used = pg->cache->epoch,
 						   .levels = (uint8_t)(step + 1), .access = acc };
-			memcpy(m->entry_gpa, seen_gpa, sizeof(seen_gpa));
-			memcpy(m->entry, seen, sizeof(seen));
+			/* SAFETY: step < levels <= PGWALK_MAX_LEVELS entries were read */
+			memcpy(m->entry_gpa, seen_gpa, (step + 1) * sizeof(seen_gpa[0]));
+			memcpy(m->entry, seen, (step + 1) * sizeof(seen[0]));
 		}
 		return 0;
 	}

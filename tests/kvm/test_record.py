@@ -21,7 +21,6 @@ HVPROF, MYBENCH = sys.argv[1], sys.argv[2]
 hvtest.require_vm()
 
 
-
 def steal_ns():
     """The host's steal time so far, all CPUs (/proc/stat, field 8 of "cpu"): time this machine's
     own hypervisor ran something else while a CPU wanted to run."""

@@ -596,6 +596,80 @@ static int test_attach_rate_refused(void)
 }
 
 
+/* A gmem that counts the reads touching the GPAs [lo, hi), passing every access on. */
+struct watch_mem {
+	struct gmem inner;
+	uint64_t lo, hi;
+	unsigned int hits;
+};
+
+static int watch_read(void *ctx, uint64_t gpa, void *dst, size_t len)
+{
+	struct watch_mem *w = ctx;
+
+	if (gpa < w->hi && gpa + len > w->lo)
+		w->hits++;
+	return gmem_read(&w->inner, gpa, dst, len);
+}
+
+static const void *watch_map(void *ctx, uint64_t gpa, size_t len)
+{
+	struct watch_mem *w = ctx;
+
+	return gmem_map(&w->inner, gpa, len);
+}
+
+/*
+ * A user-mode sample's frame-pointer walk takes its frames from the stack copy the sample made
+ * (no guest read of them), and at the next exit its page walks are answered by the walks
+ * remembered from this one (counter tcache_memo_hits): the same chain both times.
+ */
+static int test_user_walk_from_copy(void)
+{
+	struct fixture f;
+	struct watch_mem w;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct svcpu *sv;
+	int ret = TEST_FAIL;
+
+	if (fixture_init_cg(&f, SAMPLER_CALLCHAIN_EAGER, 4, SAMPLER_CALL_GRAPH_DWARF, 8192))
+		return TEST_FAIL;
+	sv = &f.s->vcpus[0];
+	w = (struct watch_mem){ .inner = f.fk.fm.mem, .lo = FK_USER_STACK_GPA + 0x180,
+				.hi = FK_USER_STACK_GPA + 0x1d0 };
+	fixture_process(&f.fk, 0x400000);
+	sv->kaslr_decided = true;
+	sv->percpu_base = f.fk.regs.gs_base; /* as learned from a kernel sample or the MSR */
+	f.entry = (struct gi_user_regs){ 0x400100, U + 0x100, U + 0x180 };
+	if (fk_uchain(&f.fk, U + 0x180, 3) || fixture_vcpu_regs(&f, 3, &regs, &sregs))
+		goto out;
+	f.fk.fm.mem = (struct gmem){ .read = watch_read, .map = watch_map, .ctx = &w };
+	for (int i = 0; i < 2; i++) {
+		const struct hvp_sample *smp = &sv->sample;
+
+		if (sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0) != 0 ||
+		    !(smp->flags & HVP_SAMPLE_USER) || smp->n_user != 4 ||
+		    smp->user_stop != HVP_WALK_END || smp->user_ips[0] != 0x400100 ||
+		    smp->user_ips[1] != URET(1) || smp->user_ips[3] != URET(3) ||
+		    !sv->sample_has_regs || sv->sample_regs.stack_len < 0x100) {
+			fprintf(stderr, "sample %d: n_user %u stop %u\n", i, smp->n_user,
+				smp->user_stop);
+			goto out;
+		}
+	}
+	if (w.hits != 0 || sv->c.tcache_memo_hits < 1 || sv->c.tcache_memo_stale != 0) {
+		fprintf(stderr, "frame reads %u, memo hits %llu\n", w.hits,
+			(unsigned long long)sv->c.tcache_memo_hits);
+		goto out;
+	}
+	ret = TEST_OK;
+out:
+	f.fk.fm.mem = w.inner;
+	fixture_fini(&f);
+	return ret;
+}
+
 static const struct test_case tests[] = {
 	{ "record --from: boot, an event, SECONDS; started once", test_sampling_start },
 	{ "user part of a kernel sample: deferred, eager, both, no pt_regs, exiting",
@@ -606,6 +680,8 @@ static const struct test_case tests[] = {
 	{ "USER_REGS: dwarf mode sizes, the eager part's own", test_user_regs_dwarf },
 	{ "USER_REGS: the copy ends at the process's initial RSP", test_user_regs_bounded },
 	{ "USER_REGS: bad stack sizes refused", test_user_regs_bad_size },
+	{ "user walk: frames from the sample's stack copy, page walks remembered",
+	  test_user_walk_from_copy },
 	{ "attach: no mark while sampling is off, no window before the late vCPUs acknowledge",
 	  test_attach_refuses_late_marks },
 	{ "bench phases: config checked, the counter follows off/bare/on, restarted at a change",
