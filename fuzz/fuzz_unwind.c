@@ -244,13 +244,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	{ /* the same walk with its frames from a copy of the stack: the same chain */
 		static uint8_t copy_buf[HVP_USER_STACK_DEFAULT];
 		static uint64_t ips2[HVP_MAX_CALLCHAIN];
-		struct hvp_bytes piece = { copy_buf, 0 };
-		struct gi_stack_copy copy = { .sp = regs.rsp, .segs = &piece, .n_segs = 1 };
+		struct hvp_user_regs copy = { .stack = copy_buf };
 		unsigned int n2 = 0;
 
+		copy.regs[HVP_REG_RSP] = regs.rsp;
 		if (gi_copy_user_stack(&mem, &regs.pg, regs.rsp, copy_buf, sizeof(copy_buf),
-				       &copy.len) == 0) {
-			piece.len = copy.len;
+				       &copy.stack_len) == 0) {
 			FUZZ_CHECK(gi_unwind_user_copy(&mem, &regs.pg, regs.rip, regs.rsp, regs.rbp,
 						       &copy, ips2, HVP_MAX_CALLCHAIN, &n2) == stop);
 			FUZZ_CHECK(n2 == n && memcmp(ips, ips2, n * sizeof(*ips)) == 0);

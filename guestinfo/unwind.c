@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
 
 #include <hvprof/guestinfo.h>
 #include <hvprof/log.h>
@@ -167,32 +166,20 @@ static bool is_executable(const struct gmem *mem, const struct gi_paging *pg, ui
 	return !(access & PGWALK_ACC_NX);
 }
 
-/* The frame at @fp from @copy when all its bytes are there (false: read it from the guest). */
-static bool frame_from_copy(const struct gi_stack_copy *copy, uint64_t fp, uint64_t frame[2])
+/* The frame at @fp from the stack @copy holds when all its bytes are there (false: read it
+ * from the guest). */
+static bool frame_from_copy(const struct hvp_user_regs *copy, uint64_t fp, uint64_t frame[2])
 {
-	uint8_t *out = (uint8_t *)frame;
-	uint64_t off, want = 2 * sizeof(uint64_t);
+	uint64_t sp;
 
-	if (!copy || fp < copy->sp || fp - copy->sp > copy->len ||
-	    copy->len - (fp - copy->sp) < want)
+	if (!copy)
 		return false;
-	off = fp - copy->sp;
-	/* SAFETY: [off, off + want) lies in [0, len), and the pieces add up to len (their
-	 * producer, gi_map_user_stack or the copy, says so): each memcpy stays in its piece. */
-	for (unsigned int i = 0; i < copy->n_segs && want; i++) {
-		uint64_t len = copy->segs[i].len, c;
-
-		if (off >= len) {
-			off -= len;
-			continue;
-		}
-		c = len - off < want ? len - off : want;
-		memcpy(out, copy->segs[i].p + off, c);
-		out += c;
-		want -= c;
-		off = 0;
-	}
-	return want == 0;
+	sp = copy->regs[HVP_REG_RSP];
+	/* SAFETY: hvp_user_regs_stack_copy copies within the buffer or each piece, and says how
+	 * many bytes it had: a short copy falls back to the guest */
+	return fp >= sp && fp - sp < copy->stack_len &&
+	       hvp_user_regs_stack_copy(copy, (size_t)(fp - sp), frame, 2 * sizeof(uint64_t)) ==
+		       2 * sizeof(uint64_t);
 }
 
 enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging *pg, uint64_t rip,
@@ -204,7 +191,7 @@ enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging
 
 enum hvp_walk_stop gi_unwind_user_copy(const struct gmem *mem, const struct gi_paging *pg,
 				       uint64_t rip, uint64_t rsp, uint64_t rbp,
-				       const struct gi_stack_copy *copy, uint64_t *ips,
+				       const struct hvp_user_regs *copy, uint64_t *ips,
 				       unsigned int max, unsigned int *n)
 {
 	uint64_t fp = rbp, prev_fp = 0, stack_hi;

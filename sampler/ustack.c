@@ -121,18 +121,10 @@ enum hvp_walk_stop user_walk(struct svcpu *sv, const struct gi_paging *pg,
 			     const struct gi_user_regs *ur, const struct hvp_user_regs *r,
 			     uint64_t *ips, unsigned int *n)
 {
-	struct hvp_bytes one = { .p = r->stack, .len = r->stack_len };
-	struct gi_stack_copy copy = { .sp = ur->sp, .len = r->stack_len };
 	enum hvp_walk_stop why;
 
-	if (r->n_stack_segs) {
-		copy.segs = r->stack_segs;
-		copy.n_segs = r->n_stack_segs;
-	} else if (r->stack && r->stack_len) {
-		copy.segs = &one;
-		copy.n_segs = 1;
-	}
-	why = gi_unwind_user_copy(sv->s->mem, pg, ur->ip, ur->sp, ur->bp, &copy, ips,
+	/* @r's stack starts at its RSP, ur->sp (user_regs_take) */
+	why = gi_unwind_user_copy(sv->s->mem, pg, ur->ip, ur->sp, ur->bp, r, ips,
 				  HVP_MAX_CALLCHAIN, n);
 	count_walk_stop(sv, why, true);
 	return why;

@@ -580,27 +580,18 @@ enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging
 				  unsigned int *n);
 
 /**
- * struct gi_stack_copy - bytes of a user stack this exit has already read (gi_map_user_stack's
- * pieces, or one gi_copy_user_stack buffer): @len bytes from the user GVA @sp upward, in
- * @n_segs pieces of host memory that follow each other in the stack.
- */
-struct gi_stack_copy {
-	uint64_t sp;
-	const struct hvp_bytes *segs;
-	unsigned int n_segs;
-	uint32_t len;
-};
-
-/**
  * gi_unwind_user_copy - gi_unwind_user, reading each frame (saved RBP, return address: 16
- * bytes) that lies wholly in @copy from it instead of through @pg and @mem: the same bytes of
- * guest RAM, without a translation and a read per frame. Frames outside @copy (a stack deeper
- * than the copy) are read as gi_unwind_user reads them. @copy NULL: gi_unwind_user.
+ * bytes) that lies wholly in the stack @copy holds from there instead of through @pg and @mem:
+ * the same bytes of guest RAM, without a translation and a read per frame. @copy: a USER_REGS
+ * of this exit (struct hvp_user_regs: stack_len bytes from copy->regs[HVP_REG_RSP] upward, in
+ * its buffer or its pieces: gi_map_user_stack / gi_copy_user_stack), read through
+ * hvp_user_regs_stack_copy. Frames outside it (a stack deeper than the copy) are read as
+ * gi_unwind_user reads them. @copy NULL: gi_unwind_user.
  * Return: as gi_unwind_user; the same frames, since the copy is of the same pages.
  */
 enum hvp_walk_stop gi_unwind_user_copy(const struct gmem *mem, const struct gi_paging *pg,
 				       uint64_t rip, uint64_t rsp, uint64_t rbp,
-				       const struct gi_stack_copy *copy, uint64_t *ips,
+				       const struct hvp_user_regs *copy, uint64_t *ips,
 				       unsigned int max, unsigned int *n);
 
 /**

@@ -434,15 +434,17 @@ static int run_urow(const struct urow *row)
 	}
 	{ /* the same walk from a copy of the stack, as the sampler makes it: the same frames */
 		struct hvp_bytes segs[HVP_USER_STACK_SEGS];
-		struct gi_stack_copy copy = { .sp = f.rsp, .segs = segs };
+		struct hvp_user_regs copy = { .stack_segs = segs };
 		uint64_t ips2[HVP_MAX_CALLCHAIN + 1] = { 0 };
-		unsigned int n2 = 999;
+		unsigned int n2 = 999, n_segs = 0;
 
+		copy.regs[HVP_REG_RSP] = f.rsp;
 		if (!(f.rsp & 7) && gi_map_user_stack(&f.fk.fm.mem, &f.fk.fm.pg, f.rsp,
 						       HVP_USER_STACK_DEFAULT, segs,
-						       HVP_USER_STACK_SEGS, &copy.n_segs,
-						       &copy.len) != 0)
+						       HVP_USER_STACK_SEGS, &n_segs,
+						       &copy.stack_len) != 0)
 			goto out;
+		copy.n_stack_segs = n_segs;
 		if (gi_unwind_user_copy(&f.fk.fm.mem, &f.fk.fm.pg, 0x400100, f.rsp, f.rbp, &copy,
 					ips2, f.max, &n2) != stop || n2 != n ||
 		    memcmp(ips, ips2, sizeof(ips))) {
@@ -502,8 +504,8 @@ static int test_user_unwind_copy(void)
 	uint8_t lo[0x28], hi[0x100];
 	struct hvp_bytes segs[2] = { { lo, sizeof(lo) }, { hi, sizeof(hi) } };
 	const uint64_t sp = U + 0x100;
-	struct gi_stack_copy copy = { .sp = sp, .segs = segs, .n_segs = 2,
-				      .len = sizeof(lo) + sizeof(hi) };
+	struct hvp_user_regs copy = { .stack_segs = segs, .n_stack_segs = 2,
+				      .stack_len = sizeof(lo) + sizeof(hi) };
 	struct counted_mem cm;
 	struct gmem mem;
 	uint64_t ips[8], w[2];
@@ -511,6 +513,7 @@ static int test_user_unwind_copy(void)
 
 	if (fakekernel_init(&fk, 4))
 		return TEST_FAIL;
+	copy.regs[HVP_REG_RSP] = sp;
 	cm = (struct counted_mem){ .inner = &fk.fm.mem };
 	mem = (struct gmem){ .read = counted_read, .ctx = &cm };
 	/* the guest: frames at sp+0x20 -> sp+0x40 -> ... (5 frames, URET(1..5)) */
@@ -535,6 +538,20 @@ static int test_user_unwind_copy(void)
 	ASSERT_EQ_U64(ips[1], URET(4)); /* the copy's, not the guest's URET(1) */
 	ASSERT_EQ_U64(ips[2], URET(5));
 	ASSERT_EQ_U64(ips[3], URET(3)); /* read from the guest */
+	{ /* the same bytes in one buffer (gi_copy_user_stack's form): the same chain */
+		static uint8_t buf[sizeof(lo) + sizeof(hi)];
+		struct hvp_user_regs one = { .stack = buf, .stack_len = sizeof(buf) };
+
+		memcpy(buf, lo, sizeof(lo));
+		memcpy(buf + sizeof(lo), hi, sizeof(hi));
+		one.regs[HVP_REG_RSP] = sp;
+		ASSERT_EQ_INT(gi_unwind_user_copy(&mem, &fk.fm.pg, 0x400100, sp, sp + 0x20, &one,
+						  ips, 8, &n),
+			      HVP_WALK_END);
+		ASSERT_EQ_INT(n, 4);
+		ASSERT_EQ_U64(ips[1], URET(4));
+		ASSERT_EQ_U64(ips[2], URET(5));
+	}
 	/* guest reads: the page walks of the return addresses' text page and of the last frame
 	 * with its 16 bytes; without the copy, every frame's */
 	{
@@ -548,15 +565,15 @@ static int test_user_unwind_copy(void)
 		ASSERT_TRUE(with_copy < cm.reads);
 	}
 	/* a copy that ends inside a frame: that frame is the guest's */
-	copy.n_segs = 1;
-	copy.len = sizeof(lo);
+	copy.n_stack_segs = 1;
+	copy.stack_len = sizeof(lo);
 	ASSERT_EQ_INT(gi_unwind_user_copy(&mem, &fk.fm.pg, 0x400100, sp, sp + 0x20, &copy, ips, 8,
 					  &n),
 		      HVP_WALK_END);
 	ASSERT_EQ_INT(n, 6);
 	ASSERT_EQ_U64(ips[1], URET(1));
 	/* pieces shorter than len (a broken copy): the frame is read from the guest */
-	copy.len = 0x100;
+	copy.stack_len = 0x100;
 	ASSERT_EQ_INT(gi_unwind_user_copy(&mem, &fk.fm.pg, 0x400100, sp, sp + 0x20, &copy, ips, 8,
 					  &n),
 		      HVP_WALK_END);
