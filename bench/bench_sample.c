@@ -21,6 +21,12 @@
 // mm->start_stack); fp: 64 bytes; OTHER_MARKS: marks of
 // other threads pending meanwhile, made first, as threads blocked in the kernel keep them:
 // 0..MARKS_MAX - 1, default 0)
+//
+// BENCH_SAMPLE_CENSUS=1 (bench/sample_census.py runs it under valgrind's lackey): warm only,
+// each timed sample (and return) between stores to two of three marker variables, the address
+// ranges of what it may touch written into the trace itself (VALGRIND_PRINTF, "census ..."),
+// and the process's mappings to stderr at the end, so that the trace can be cut into samples
+// and each line touched given its owner.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,6 +35,19 @@
 #include <unistd.h>
 
 #include <hvprof/profile.h>
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h> /* notes in the census's trace (BENCH_SAMPLE_CENSUS) */
+#define CENSUS_SUPPORTED 1
+#else
+#define CENSUS_SUPPORTED 0
+#define RUNNING_ON_VALGRIND 0
+static int __attribute__((format(printf, 1, 2))) VALGRIND_PRINTF(const char *format, ...)
+{
+	(void)format;
+	return 0;
+}
+#endif
 
 #include "sampler_fixture.h"
 
@@ -139,6 +158,11 @@ static const struct sampler_sink w_sink = { .sample = w_sample, .user_stack = w_
 					    .thread = w_thread, .process = w_process };
 
 static volatile uint64_t flush_sink;
+
+/* BENCH_SAMPLE_CENSUS: stored to at the start of a sample, the start of a return and the end of
+ * either (the stores, by their address, are what the census looks for in the trace) */
+static volatile uint32_t census_sample, census_return, census_end;
+static bool census;
 
 enum shape { NEW_MARK, SAME_MARK, USER, EAGER };
 static const char *const shape_names[] = { "kernel, new mark", "kernel, same mark",
@@ -290,6 +314,20 @@ static int run(enum shape shape, enum temp t, unsigned int n, const uint8_t *flu
 	if (sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0) != 0)
 		goto out;
 	c0 = sv->c;
+	if (census) {
+		uint8_t here;
+
+		/* in the trace itself, ahead of the samples they describe */
+		VALGRIND_PRINTF("census shape %d %s\n", (int)shape, shape_names[shape]);
+		VALGRIND_PRINTF("census markers %p %p %p\n", (void *)&census_sample,
+				(void *)&census_return, (void *)&census_end);
+		VALGRIND_PRINTF("census range vcpu %p %zu\n", (void *)sv, sizeof(*sv));
+		VALGRIND_PRINTF("census range sampler %p %zu\n", (void *)f.s, sizeof(*f.s));
+		VALGRIND_PRINTF("census range guest %p %u\n", (void *)f.fk.fm.ram, FAKE_RAM_SIZE);
+		/* the frames of the sample's calls lie below this one's */
+		VALGRIND_PRINTF("census range stack 0x%llx %u\n",
+				(unsigned long long)((uintptr_t)&here - (64u << 10)), 64u << 10);
+	}
 	if (getenv("BENCH_SAMPLE_TRACE"))
 		fprintf(stderr, "%s, %s:\n", shape_names[shape], temp_names[t]);
 	for (unsigned int i = 0; i < n + COUNTED; i++) {
@@ -308,8 +346,12 @@ static int run(enum shape shape, enum temp t, unsigned int n, const uint8_t *flu
 			cm.n_recorded = 0;
 			count_start(&cm, counted, trace);
 			t0 = vmm_now_ns();
+			if (census && i < n)
+				census_return = 1;
 			pg = sampler_exit_paging(sv, &sregs);
 			trap_loop_resolve(sv, &regs, &sregs, &pg);
+			if (census && i < n)
+				census_end = 1;
 			if (i < n)
 				ret_ns[i] = vmm_now_ns() - t0;
 			else
@@ -327,8 +369,12 @@ static int run(enum shape shape, enum temp t, unsigned int n, const uint8_t *flu
 		/* the last COUNTED samples count what they read, untimed (counting costs) */
 		count_start(&cm, counted, trace);
 		t0 = vmm_now_ns();
+		if (census && i < n)
+			census_sample = 1;
 		if (sample_from_regs(sv, &regs, &sregs, 1000000, t0, stage_now(&f.s->clock)) != 0)
 			goto out;
+		if (census && i < n)
+			census_end = 1;
 		cm.counting = false;
 		if (i < n) {
 			ns[i] = vmm_now_ns() - t0;
@@ -379,18 +425,34 @@ int main(int argc, char **argv)
 			"[OTHER_MARKS (0..%u)]]]\n", MARKS_MAX - 1);
 		return 2;
 	}
+	census = getenv("BENCH_SAMPLE_CENSUS") != NULL;
+	if (census && (!CENSUS_SUPPORTED || !RUNNING_ON_VALGRIND)) {
+		fprintf(stderr, "bench-sample: BENCH_SAMPLE_CENSUS needs a build with "
+			"<valgrind/valgrind.h> and a run under valgrind (bench/sample_census.py)\n");
+		return 2;
+	}
 	printf("bench-sample: --call-graph %s, %u marks of other threads pending\n",
 	       call_graph == SAMPLER_CALL_GRAPH_FP ? "fp" : "dwarf", other_marks);
 	fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	flushbuf = malloc(FLUSH_BYTES);
-	if (fd < 0 || !flushbuf || recfile_writer_open(fd, &writer) != 0) {
+	flushbuf = census ? NULL : malloc(FLUSH_BYTES); /* the census runs warm only */
+	if (fd < 0 || (!census && !flushbuf) || recfile_writer_open(fd, &writer) != 0) {
 		fprintf(stderr, "bench-sample: set-up failed\n");
 		return 1;
 	}
-	memset(flushbuf, 1, FLUSH_BYTES);
+	if (flushbuf)
+		memset(flushbuf, 1, FLUSH_BYTES);
 	for (int shape = NEW_MARK; shape <= EAGER && !err; shape++)
-		for (int t = WARM; t <= GUEST_WARM && !err; t++)
+		for (int t = WARM; t <= (census ? WARM : GUEST_WARM) && !err; t++)
 			err = run((enum shape)shape, (enum temp)t, n, flushbuf);
+	if (census) { /* under valgrind, the client's own mappings */
+		char line[512];
+		FILE *maps = fopen("/proc/self/maps", "r");
+
+		while (maps && fgets(line, sizeof(line), maps))
+			fprintf(stderr, "census map %s", line);
+		if (maps)
+			fclose(maps);
+	}
 	if (recfile_writer_close(writer) != 0)
 		err = -1;
 	close(fd);
