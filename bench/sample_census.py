@@ -3,19 +3,20 @@
 """What one sample touches (issue 17): instructions, and the distinct 64-byte lines and 4 KiB
 pages of code and data, by owner, for each shape of bench-sample.
 
-A sample's time on a cold core (bench-sample "cold", and the boots) is set less by the
-instructions it runs than by the lines and pages it touches that the guest's run has evicted.
-Those counts do not depend on the host's noise: a change that touches fewer lines shows here
-exactly, where a timing would need many alternated runs to show it. The counts come from
-valgrind's lackey tool (--trace-mem=yes) on `bench-sample` with BENCH_SAMPLE_CENSUS=1, which
-marks each timed sample and return with stores to marker variables and prints the address
-ranges of the sampler's per-vCPU state, the sampler, the fake guest RAM and the stack, and the
-process's mappings (bench/bench_sample.c).
+Most of a sample's time on a cold core (bench-sample: 0.5-0.8 us warm, 1.7-2.5 us cold, as in
+the boots) goes to the lines and pages it touches that the guest's run has evicted. Those counts
+do not depend on the host's noise: a change that touches fewer lines shows here exactly, where
+a timing would need many alternated runs to show it. The counts come from valgrind's lackey
+tool (--trace-mem=yes) on `bench-sample` with BENCH_SAMPLE_CENSUS=1, which marks each timed
+sample and return with stores to marker variables, names the address ranges of the sampler's
+per-vCPU state, the sampler, the fake guest RAM, the stack and its own data in the trace, and
+prints its mappings at the end (bench/bench_sample.c).
 
 usage: python3 bench/sample_census.py [--build DIR | --bench BINARY] [--samples N]
        [--call-graph dwarf|fp] [--json FILE]
        (or: meson test -C build --benchmark sample-census -v)
-needs valgrind (Debian package valgrind; exit 77, skipped, without it); ~25 s.
+needs valgrind (Debian package valgrind; exit 77, skipped, without it or without its header at
+build time); ~25 s.
 """
 import argparse
 import json
@@ -31,57 +32,92 @@ CODE_OWNERS = ("hvprof", "libs")
 
 
 def parse_maps(err_text):
-    """The client's mappings (lo, hi, perms, path) the bench printed at its end."""
+    """The client's mappings (lo, hi, path or "") the bench printed at its end."""
     maps = []
     for line in err_text.splitlines():
         if line.startswith("census map "):
-            p = line.split()
+            p = line.split(None, 7)
             lo, hi = (int(x, 16) for x in p[2].split("-"))
-            maps.append((lo, hi, p[3], p[-1] if len(p) > 7 else ""))
+            maps.append((lo, hi, p[7].strip() if len(p) > 7 else ""))
     return maps
 
 
+def owner_ranges(shape, maps):
+    """The ranges the bench named, the stack's widened to the whole mapping it lies in (the
+    caller's frames above the named part are the sample's too)."""
+    ranges = dict(shape["ranges"])
+    if "stack" in ranges:
+        start = ranges["stack"][0]
+        for lo, hi, _path in maps:
+            if lo <= start < hi:
+                ranges["stack"] = (lo, hi - lo)
+    return ranges
+
+
 def owner_of(addr, ranges, maps, binary):
-    for name, (start, size) in ranges.items():
+    for name in ("vcpu", "sampler", "guest", "stack", "bench"):
+        start, size = ranges.get(name, (0, 0))
         if start <= addr < start + size:
             return name
-    for lo, hi, _perm, path in maps:
+    for lo, hi, path in maps:
         if lo <= addr < hi:
             if path == binary:
-                return "bench"  # the bench's own statics and hvprof's (the writer's state)
+                return "bench"  # its relocated read-only data and GOT
             return "libs" if path.startswith("/") else "heap"
     return "heap"
 
 
 def code_owner(addr, maps, binary):
-    for lo, hi, _perm, path in maps:
+    for lo, hi, path in maps:
         if lo <= addr < hi:
             return "hvprof" if path == binary else "libs"
     return "libs"
 
 
-def summarize(windows, shape, maps, binary):
-    """Means per window of a list of (instructions, code lines, data lines): lines and pages
-    by owner, and the lines a window touched that the one before it did not ("new": on a core
-    where the sampler's own lines stay cached between exits, roughly the ones that miss)."""
-    n = len(windows)
-    out = {"windows": n, "instructions": sum(w[0] for w in windows) / n}
-    for kind, owners, pick in (("code", CODE_OWNERS, 1), ("data", DATA_OWNERS, 2)):
-        lines = {o: 0 for o in owners}
-        pages = {o: 0 for o in owners}
-        for w in windows:
-            seen_pages = set()
-            for ln in w[pick]:
-                o = (code_owner(ln * LINE, maps, binary) if kind == "code" else
-                     owner_of(ln * LINE, shape["ranges"], maps, binary))
-                lines[o] += 1
+def window_stats(shape, maps, binary):
+    """Per window of @shape, in trace order: its kind, instructions, and for code and data the
+    lines and pages by owner and the lines the window before it (whatever its kind) did not
+    touch ("new"), by owner too."""
+    ranges = owner_ranges(shape, maps)
+    owner = {"code": lambda a: code_owner(a, maps, binary),
+             "data": lambda a: owner_of(a, ranges, maps, binary)}
+    stats, prev = [], None
+    for kind, (instr, code, data) in shape["windows"]:
+        st = {"kind": kind, "instructions": instr}
+        for part, lines, owners in (("code", code, CODE_OWNERS), ("data", data, DATA_OWNERS)):
+            by = {o: {"lines": 0, "pages": 0, "new": 0} for o in owners}
+            pages = set()
+            new = lines - prev[part] if prev else set()
+            for ln in lines:
+                o = owner[part](ln * LINE)
+                by[o]["lines"] += 1
                 pg = ln * LINE // PAGE
-                if pg not in seen_pages:
-                    seen_pages.add(pg)
-                    pages[o] += 1
-        out[kind] = {o: {"lines": lines[o] / n, "pages": pages[o] / n} for o in owners}
-        new = [len(windows[i][pick] - windows[i - 1][pick]) for i in range(1, n)]
-        out[kind + "_new_lines"] = sum(new) / len(new) if new else None
+                if (o, pg) not in pages:
+                    pages.add((o, pg))
+                    by[o]["pages"] += 1
+                if ln in new:
+                    by[o]["new"] += 1
+            st[part] = by
+            st[part + "_pages"] = len({pg for _o, pg in pages})
+            st[part + "_new"] = len(new) if prev else None
+        stats.append(st)
+        prev = {"code": code, "data": data}
+    return stats
+
+
+def summarize(stats, kind):
+    """Means over the windows of @kind of window_stats()' figures (an owner's pages are the
+    pages where it has lines: a page two owners share counts for both, once in the total)."""
+    ws = [w for w in stats if w["kind"] == kind]
+    n = len(ws)
+    out = {"windows": n, "instructions": sum(w["instructions"] for w in ws) / n}
+    for part, owners in (("code", CODE_OWNERS), ("data", DATA_OWNERS)):
+        out[part] = {o: {f: sum(w[part][o][f] for w in ws) / n for f in ("lines", "pages", "new")}
+                     for o in owners}
+        out[part + "_lines"] = sum(out[part][o]["lines"] for o in owners)
+        out[part + "_pages"] = sum(w[part + "_pages"] for w in ws) / n
+        new = [w[part + "_new"] for w in ws if w[part + "_new"] is not None]
+        out[part + "_new_lines"] = sum(new) / len(new) if new else None
     return out
 
 
@@ -145,7 +181,8 @@ def main():
     args = ap.parse_args()
     binary = os.path.realpath(args.bench or os.path.join(args.build, "bench", "bench-sample"))
     if not os.access(binary, os.X_OK):
-        sys.exit(f"sample_census: {binary}: not built (ninja -C {args.build} bench/bench-sample)")
+        sys.exit(f"sample_census: {binary}: not found or not executable (build it: ninja -C "
+                 f"BUILD bench/bench-sample)")
     if not shutil.which("valgrind"):
         print("sample_census: SKIP: valgrind not found (apt-get install valgrind)")
         sys.exit(77)
@@ -162,46 +199,53 @@ def main():
         rc = proc.wait()
         err.seek(0)
         err_text = err.read().decode(errors="replace")
+    if rc == 77:  # bench-sample built without <valgrind/valgrind.h>: it says so
+        print(f"sample_census: SKIP: {err_text.strip()}")
+        sys.exit(77)
     if rc != 0:
         sys.exit(f"sample_census: bench-sample under valgrind exited with {rc}:\n"
                  f"{err_text[-2000:]}")
     maps = parse_maps(err_text)
     if not shapes or not maps:
-        sys.exit("sample_census: no census notes or mappings from bench-sample (built "
-                 "without <valgrind/valgrind.h>?)")
+        sys.exit("sample_census: bench-sample wrote no census notes or mappings")
     for shape in shapes:
         n = sum(1 for kind, _ in shape["windows"] if kind == "sample")
-        if n != args.samples:
-            sys.exit(f"sample_census: shape {shape['name']!r}: {n} samples in the trace, "
-                     f"not {args.samples}")
+        n_ret = sum(1 for kind, _ in shape["windows"] if kind == "return")
+        if n != args.samples or n_ret not in (0, args.samples):
+            sys.exit(f"sample_census: shape {shape['name']!r}: {n} samples and {n_ret} returns "
+                     f"in the trace, not {args.samples} (and 0 or {args.samples})")
     report = {"call_graph": args.call_graph, "samples": args.samples, "shapes": []}
     for shape in shapes:
+        stats = window_stats(shape, maps, binary)
         for kind in ("return", "sample"):
-            wins = [w for k, w in shape["windows"] if k == kind]
-            if not wins:
-                continue
-            s = summarize(wins, shape, maps, binary)
-            s["shape"] = shape["name"] + (", its return" if kind == "return" else "")
-            report["shapes"].append(s)
+            if any(w["kind"] == kind for w in stats):
+                s = summarize(stats, kind)
+                s["shape"] = shape["name"] + (", its return" if kind == "return" else "")
+                report["shapes"].append(s)
     print(f"sample_census: means over {args.samples} warm samples (or returns) per shape, "
           f"--call-graph {args.call_graph}; each cell: distinct 64-byte lines / 4 KiB pages")
     print(f"{'shape':<29} {'instr':>6} | {'code':>7} {'libs':>6} {'new':>4} | "
-          + " ".join(f"{o:>7}" for o in DATA_OWNERS) + f" | {'data':>4} {'new':>4}")
+          + " ".join(f"{o:>7}" for o in DATA_OWNERS) + f" | {'data':>7} {'new':>4}")
     for s in report["shapes"]:
-        data_lines = sum(s["data"][o]["lines"] for o in DATA_OWNERS)
-        new = [s["code_new_lines"], s["data_new_lines"]]
-        new = ["-" if x is None else f"{x:.0f}" for x in new]
+        new = ["-" if x is None else f"{x:.0f}" for x in (s["code_new_lines"],
+                                                          s["data_new_lines"])]
+        total = f"{s['data_lines']:.0f}/{s['data_pages']:.0f}"
         print(f"{s['shape']:<29} {s['instructions']:>6.0f} | {cell(s['code']['hvprof']):>7} "
               f"{cell(s['code']['libs']):>6} {new[0]:>4} | "
               + " ".join(f"{cell(s['data'][o]):>7}" for o in DATA_OWNERS)
-              + f" | {data_lines:>4.0f} {new[1]:>4}")
-    print("code: hvprof's (the bench binary's), libs: shared libraries'; data owners: vcpu = "
-          "the vCPU's sampler state (struct svcpu: counters, translation cache, task cache, "
-          "scratch), sampler = struct sampler (marks), guest = guest RAM, stack = the vCPU "
-          "thread's stack, bench = the binary's static data (hvprof's and the bench's counting "
-          "wrapper of guest memory), heap = the rest (the recording's ring and writer, the "
-          "guest session's tables), libs = shared libraries' data; new = lines not touched "
-          "by the window before")
+              + f" | {total:>7} {new[1]:>4}")
+        most = max(DATA_OWNERS, key=lambda o: s["data"][o]["new"])
+        if s["data_new_lines"]:
+            print(f"{'':<29} new data lines by owner: " + ", ".join(
+                f"{o} {s['data'][o]['new']:.0f}" for o in DATA_OWNERS
+                if s["data"][o]["new"] >= 0.5) + f" (most: {most})")
+    print("code: the bench binary's (hvprof's sample path, and the bench's counting wrapper of "
+          "guest memory), libs: shared libraries'; data owners: vcpu = the vCPU's sampler state "
+          "(struct svcpu: counters, translation cache, task cache, scratch), sampler = struct "
+          "sampler (marks), guest = guest RAM, stack = the bench's stack, bench = the binary's "
+          "data and bss (hvprof's statics, the recording writer, the bench's own), heap = the "
+          "rest (the recording's ring, the guest session's tables), libs = shared libraries' "
+          "data; new = lines the window before (sample or return) did not touch")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
