@@ -112,12 +112,17 @@ def summarize(stats, kind):
     n = len(ws)
     out = {"windows": n, "instructions": sum(w["instructions"] for w in ws) / n}
     for part, owners in (("code", CODE_OWNERS), ("data", DATA_OWNERS)):
-        out[part] = {o: {f: sum(w[part][o][f] for w in ws) / n for f in ("lines", "pages", "new")}
+        # "new" only where there was a window before (not the shape's first)
+        after = [w for w in ws if w[part + "_new"] is not None]
+        out[part] = {o: {f: sum(w[part][o][f] for w in ws) / n for f in ("lines", "pages")}
                      for o in owners}
+        for o in owners:
+            out[part][o]["new"] = (sum(w[part][o]["new"] for w in after) / len(after)
+                                   if after else None)
         out[part + "_lines"] = sum(out[part][o]["lines"] for o in owners)
         out[part + "_pages"] = sum(w[part + "_pages"] for w in ws) / n
-        new = [w[part + "_new"] for w in ws if w[part + "_new"] is not None]
-        out[part + "_new_lines"] = sum(new) / len(new) if new else None
+        out[part + "_new_lines"] = (sum(w[part + "_new"] for w in after) / len(after)
+                                    if after else None)
     return out
 
 
@@ -179,10 +184,13 @@ def main():
     ap.add_argument("--call-graph", choices=("dwarf", "fp"), default="dwarf")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
+    if not 1 <= args.samples <= 1000:
+        sys.exit(f"sample_census: --samples {args.samples}: give 1 to 1000 (each costs ~1 s "
+                 "under valgrind)")
     binary = os.path.realpath(args.bench or os.path.join(args.build, "bench", "bench-sample"))
     if not os.access(binary, os.X_OK):
         sys.exit(f"sample_census: {binary}: not found or not executable (build it: ninja -C "
-                 f"BUILD bench/bench-sample)")
+                 f"{args.build} bench/bench-sample)")
     if not shutil.which("valgrind"):
         print("sample_census: SKIP: valgrind not found (apt-get install valgrind)")
         sys.exit(77)
@@ -234,11 +242,10 @@ def main():
               f"{cell(s['code']['libs']):>6} {new[0]:>4} | "
               + " ".join(f"{cell(s['data'][o]):>7}" for o in DATA_OWNERS)
               + f" | {total:>7} {new[1]:>4}")
-        most = max(DATA_OWNERS, key=lambda o: s["data"][o]["new"])
         if s["data_new_lines"]:
             print(f"{'':<29} new data lines by owner: " + ", ".join(
                 f"{o} {s['data'][o]['new']:.0f}" for o in DATA_OWNERS
-                if s["data"][o]["new"] >= 0.5) + f" (most: {most})")
+                if s["data"][o]["new"] >= 0.5))
     print("code: the bench binary's (hvprof's sample path, and the bench's counting wrapper of "
           "guest memory), libs: shared libraries'; data owners: vcpu = the vCPU's sampler state "
           "(struct svcpu: counters, translation cache, task cache, scratch), sampler = struct "
