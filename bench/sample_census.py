@@ -21,6 +21,7 @@ build time); ~25 s.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -123,7 +124,35 @@ def summarize(stats, kind):
         out[part + "_pages"] = sum(w[part + "_pages"] for w in ws) / n
         out[part + "_new_lines"] = (sum(w[part + "_new"] for w in after) / len(after)
                                     if after else None)
+    # the fewest guest RAM lines of a window after the shape's first (which may read what
+    # later ones keep): the steady state
+    out["guest_lines_min"] = min(w["data"]["guest"]["lines"] for w in ws[1:] or ws)
     return out
+
+
+def check_guest_lines(report, out_text):
+    """Cross-check of the cutting and the owners: the guest RAM lines the census saw in each
+    shape against those bench-sample counted itself through its gmem wrapper (its "lines" per
+    warm sample or return). The census sees every access to guest RAM, the wrapper the reads:
+    at least as many, and no more than SLACK over (the sampler's writes to the guest, a mark's
+    flag; a copy's bytes that straddle a line). The census's fewest of a shape is compared: the
+    wrapper counts steady-state samples. Exits 1 naming the shape otherwise."""
+    slack = 3
+    counted = {}
+    for line in out_text.splitlines():
+        m = re.match(r"bench-sample: (.+?)\s+warm\s+median.* lines\s+([0-9.]+)\s+pages", line)
+        if m:
+            name = m.group(1).strip()
+            counted["return" if name.startswith("return") else name] = float(m.group(2))
+    for s in report["shapes"]:
+        key = "return" if s["shape"].endswith(", its return") else s["shape"]
+        if key not in counted:
+            sys.exit(f"sample_census: bench-sample printed no warm line for {s['shape']!r}")
+        seen = s["guest_lines_min"]
+        if not counted[key] <= seen <= counted[key] + slack:
+            sys.exit(f"sample_census: {s['shape']!r}: {seen:.1f} guest RAM lines in the trace "
+                     f"against {counted[key]:.1f} bench-sample read (windows cut wrong, or the "
+                     f"guest range)")
 
 
 def cell(d):
@@ -184,9 +213,9 @@ def main():
     ap.add_argument("--call-graph", choices=("dwarf", "fp"), default="dwarf")
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args()
-    if not 1 <= args.samples <= 1000:
-        sys.exit(f"sample_census: --samples {args.samples}: give 1 to 1000 (each costs ~1 s "
-                 "under valgrind)")
+    if not 2 <= args.samples <= 1000:
+        sys.exit(f"sample_census: --samples {args.samples}: give 2 to 1000 (the first sample of "
+                 "a shape may read what later ones keep; each costs ~1 s under valgrind)")
     binary = os.path.realpath(args.bench or os.path.join(args.build, "bench", "bench-sample"))
     if not os.access(binary, os.X_OK):
         sys.exit(f"sample_census: {binary}: not found or not executable (build it: ninja -C "
@@ -194,12 +223,12 @@ def main():
     if not shutil.which("valgrind"):
         print("sample_census: SKIP: valgrind not found (apt-get install valgrind)")
         sys.exit(77)
-    with tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
         r, w = os.pipe()
         proc = subprocess.Popen(
             ["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-fd={w}", binary,
              str(args.samples), args.call_graph],
-            env=dict(os.environ, BENCH_SAMPLE_CENSUS="1"), stdout=subprocess.DEVNULL,
+            env=dict(os.environ, BENCH_SAMPLE_CENSUS="1"), stdout=out,
             stderr=err, pass_fds=(w,))
         os.close(w)
         with os.fdopen(r, "rb", buffering=1 << 20) as trace:
@@ -207,6 +236,8 @@ def main():
         rc = proc.wait()
         err.seek(0)
         err_text = err.read().decode(errors="replace")
+        out.seek(0)
+        out_text = out.read().decode(errors="replace")
     if rc == 77:  # bench-sample built without <valgrind/valgrind.h>: it says so
         print(f"sample_census: SKIP: {err_text.strip()}")
         sys.exit(77)
@@ -230,6 +261,7 @@ def main():
                 s = summarize(stats, kind)
                 s["shape"] = shape["name"] + (", its return" if kind == "return" else "")
                 report["shapes"].append(s)
+    check_guest_lines(report, out_text)
     print(f"sample_census: means over {args.samples} warm samples (or returns) per shape, "
           f"--call-graph {args.call_graph}; each cell: distinct 64-byte lines / 4 KiB pages")
     print(f"{'shape':<29} {'instr':>6} | {'code':>7} {'libs':>6} {'new':>4} | "
