@@ -50,6 +50,8 @@ static int __printf(1, 2) VALGRIND_PRINTF(const char *format, ...)
 }
 #endif
 
+#include "gi_internal.h"
+#include "kimage_internal.h"
 #include "sampler_fixture.h"
 
 #define LINE 64u
@@ -253,6 +255,49 @@ static void print_line(const char *what, enum temp t, uint64_t *ns, unsigned int
 static enum sampler_call_graph call_graph = SAMPLER_CALL_GRAPH_DWARF;
 static unsigned int other_marks; /* marks of other threads pending during the samples */
 
+/*
+ * The kernel text of a frame-pointer kernel, as the default image's: the sampled RIP
+ * (FK_STEXT + 0x100) in the body of a function whose frame is built, the text mapped by a 2 MiB
+ * page as the kernel maps it, and the prologue table gi_open makes of the image; so that each
+ * kernel sample looks its RIP up in the table and reads the byte at it (a ret?), as on such a
+ * guest. Return: 0; -1 on failure.
+ */
+#define TEXT_GPA 0x600000ull
+#define TEXT_FN (FK_STEXT + 0xc0)
+#define TEXT_FN_END (FK_STEXT + 0x200)
+
+static int text_read(void *ctx, uint64_t kva, void *dst, size_t len)
+{
+	struct fakekernel *fk = ctx;
+
+	if (kva < FK_STEXT || kva - FK_STEXT + len > 0x1000)
+		return -EFAULT;
+	memcpy(dst, fk->fm.ram + TEXT_GPA + (kva - FK_STEXT), len);
+	return 0;
+}
+
+static int kernel_text(struct fakekernel *fk)
+{
+	static const uint8_t prologue[4] = { 0x55, 0x48, 0x89, 0xe5 }; /* push %rbp; mov %rsp,%rbp */
+	struct ksym_entry e[2] = { { TEXT_FN, 't', "fn" }, { TEXT_FN_END, 't', "next" } };
+	uint8_t *text = fk->fm.ram + TEXT_GPA;
+	struct symtab *st = NULL;
+	int err;
+
+	if (fakemem_map(&fk->fm, FK_STEXT, TEXT_GPA, 2u << 20, 0))
+		return -1;
+	memset(text, 0xcc, 0x1000);
+	memset(text + (TEXT_FN - FK_STEXT), 0x90, TEXT_FN_END - TEXT_FN);
+	memcpy(text + (TEXT_FN - FK_STEXT), prologue, sizeof(prologue));
+	text[TEXT_FN_END - FK_STEXT - 2] = 0x5d; /* pop %rbp */
+	text[TEXT_FN_END - FK_STEXT - 1] = 0xc3; /* ret */
+	if (symtab_from_entries(e, 2, &st) != 0)
+		return -1;
+	err = gi_prologues_build(st, text_read, fk, FK_STEXT, FK_ETEXT, &fk->gi->prologues);
+	symtab_free(st);
+	return err ? -1 : 0;
+}
+
 static int run(enum shape shape, enum temp t, unsigned int n, const uint8_t *flushbuf)
 {
 	bool cold = t != WARM;
@@ -279,6 +324,8 @@ static int run(enum shape shape, enum temp t, unsigned int n, const uint8_t *flu
 		return -1;
 	}
 	sv = &f.s->vcpus[0];
+	if (kernel_text(&f.fk))
+		goto out;
 	fixture_process(&f.fk, 0x400000);
 	/* A main thread's stack as the boots measure it (README, "The stack copy ends"): its frames
 	 * within a few hundred bytes of RSP, mm->start_stack above them, so that the DWARF copy is

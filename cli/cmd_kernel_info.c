@@ -110,7 +110,7 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 		d->n_orc ? "orc" : "frame pointers", d->n_orc);
 	fputs(", \"orc_layout\": ", f);
 	json_str(f, d->n_orc ? gi_orc_layout_name(d->orc_layout) : "");
-	fputs("}", f);
+	fprintf(f, ", \"prologues\": %zu}", d->n_prologues);
 	fputs(",\n \"missing\": [", f);
 	{
 		const char *p = d->missing;
@@ -190,7 +190,8 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		printf("kernel stacks: ORC tables, %zu entries (%s)\n", d->n_orc,
 		       gi_orc_layout_name(d->orc_layout));
 	else
-		printf("kernel stacks: frame pointers (no ORC tables)\n");
+		printf("kernel stacks: frame pointers (no ORC tables), %zu function prologues "
+		       "found\n", d->n_prologues);
 	printf("missing:       %s\n", d->missing[0] ? d->missing : "nothing");
 }
 

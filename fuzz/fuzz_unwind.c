@@ -12,19 +12,24 @@
 //   u8 cpl; u8 rel: bit i (0 rsp, 1 rbp, 2 task, 3 gs_base) makes that value an offset into the
 //     kernel window, bit i + 4 into the user window; u8 orc: bit 0 set: the kernel is also
 //     walked by ORC (gi_unwind_kernel_orc) with 16 entries, one per 4 KiB of text from
-//     FZ_STEXT, decoded from the first 96 bytes of guest data; u32 holes;
+//     FZ_STEXT, decoded from the first 96 bytes of guest data; bit 2 set: the kernel is also
+//     walked with a table of function prologues (64 functions `push %rbp; mov %rsp,%rbp` at
+//     FZ_STEXT + 0x40 * i) from rip FZ_STEXT + (rip & 0xfff); u32 holes;
 //   u64 rip, rsp, rbp, task, gs_base, kernel_gs_base, cr3.
 // Invariants: at most HVP_MAX_CALLCHAIN frames, ips[0] = rip, a known stop reason, and at most
 // FZ_KERNEL_READS / FZ_USER_READS guest-RAM reads per walk (docs/hostile-guests.md); the user
 // walk with its frames read from a copy of the stack (gi_unwind_user_copy) gives the same chain.
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <hvprof/guestinfo.h>
 
 #include "fuzz.h"
 #include "gi_internal.h"
+#include "kimage_internal.h"
 
 #define HDR 64
 #define FZ_PAGES 64
@@ -40,8 +45,10 @@
 #define FZ_TRANSLATE_READS 6
 #define FZ_READ16_READS (2 * (FZ_TRANSLATE_READS + 1))
 #define FZ_READ8_READS (FZ_TRANSLATE_READS + 1)
-/* Kernel: task->stack, then per frame one 16-byte frame or three 8-byte pt_regs fields. */
-#define FZ_KERNEL_READS (FZ_READ16_READS + HVP_MAX_CALLCHAIN * 3 * FZ_READ8_READS)
+/* Kernel: task->stack and the sampled RIP's skipped caller (a stack slot), then per frame one
+ * 16-byte frame, or four 8-byte pt_regs fields and the interrupted code's skipped caller. */
+#define FZ_KERNEL_READS                                                                            \
+	(FZ_READ16_READS + FZ_READ8_READS + HVP_MAX_CALLCHAIN * 5 * FZ_READ8_READS)
 /* ORC: per frame at most 6 8-byte reads (SP from pt_regs, indirect SP, ip, sp, cs, BP). */
 #define FZ_ORC_READS (HVP_MAX_CALLCHAIN * 6 * FZ_READ8_READS)
 /* User: per frame one 16-byte frame and the translation of its return address (NX check). */
@@ -151,6 +158,66 @@ static void fz_orc_walk(struct gi *gi, const struct gmem *mem, struct fuzz_ram *
 	gi->orc = NULL;
 }
 
+/* The prologue table of 64 fixed functions (built once; see the header). */
+static int fz_text_read(void *ctx, uint64_t kva, void *dst, size_t len)
+{
+	static const uint8_t fn[8] = { 0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3, 0xcc, 0xcc };
+	uint8_t *d = dst;
+
+	(void)ctx;
+	for (size_t i = 0; i < len; i++)
+		d[i] = fn[(kva + i - FZ_STEXT) % 0x40 < 8 ? (kva + i - FZ_STEXT) % 0x40 : 7];
+	return 0;
+}
+
+static struct gi_prologues *fz_prologues(void)
+{
+	static struct gi_prologues *p;
+	static bool tried;
+	struct ksym_entry e[65];
+	struct symtab *st = NULL;
+	char names[65][8];
+
+	if (tried)
+		return p;
+	tried = true;
+	for (int i = 0; i <= 64; i++) {
+		snprintf(names[i], sizeof(names[i]), "f%d", i);
+		e[i] = (struct ksym_entry){ FZ_STEXT + 0x40 * (uint64_t)i, 't', names[i] };
+	}
+	if (symtab_from_entries(e, 65, &st) == 0 &&
+	    gi_prologues_build(st, fz_text_read, NULL, FZ_STEXT, FZ_ETEXT, &p) != 0)
+		p = NULL;
+	symtab_free(st);
+	return p;
+}
+
+/* A frame-pointer walk with the prologue table, from a RIP in its functions. */
+static void fz_prologue_walk(struct gi *gi, const struct gmem *mem, struct fuzz_ram *ram,
+			     const struct gi_regs *regs, uint64_t task)
+{
+	struct gi_regs r = *regs;
+	uint64_t ips[HVP_MAX_CALLCHAIN];
+	enum hvp_walk_stop stop;
+	unsigned int n;
+
+	gi->prologues = fz_prologues();
+	if (!gi->prologues)
+		return;
+	r.rip = FZ_STEXT + (regs->rip & 0xfff);
+	ram->reads = 0;
+	stop = gi_unwind_kernel(gi, mem, &r, task, ips, HVP_MAX_CALLCHAIN, &n);
+	fz_check_chain(stop, ips, n, r.rip);
+	FUZZ_CHECK(ram->reads <= FZ_KERNEL_READS);
+	for (unsigned int i = 1; i < n; i++) /* every ip after the first is text */
+		FUZZ_CHECK(ips[i] >= FZ_STEXT && ips[i] < FZ_ETEXT);
+	FUZZ_LOG("prologues: %u frames, stop %d, %llu reads\n", n, stop,
+		 (unsigned long long)ram->reads);
+	stop = gi_unwind_kernel(gi, mem, &r, task, ips, 1, &n);
+	FUZZ_CHECK(n == 1 && stop <= HVP_WALK_BAD_FP);
+	gi->prologues = NULL; /* static: not the session's to free */
+}
+
 static void fz_mappings(struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
 			uint64_t mm)
 {
@@ -258,6 +325,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if ((data[3] & 1) && size >= HDR + 16 * 6)
 		fz_orc_walk(gi, &mem, &ram, &regs, data, task);
+	if (data[3] & 4)
+		fz_prologue_walk(gi, &mem, &ram, &regs, task);
 
 	/* A tiny @max must hold too. */
 	stop = gi_unwind_kernel(gi, &mem, &regs, task, ips, 1, &n);

@@ -171,6 +171,13 @@ static int gen_unwind(void)
 	/* The kernel stack page unmapped (hole 4): the walk faults. */
 	unwind_hdr(h, 1, 0, 0x0f, 1u << 4, TEXT + 0x10, 0x4000, 0x4100, 0x1000, 0, 0x2000, 0);
 	err |= put_file("unwind", "seed-hole", h, 64, d, 8 * 4096);
+	/* Kernel sample in a prologue (header byte 3 bit 2: the prologue table), after
+	 * `push %rbp` of the function at TEXT + 0x40: its caller at RSP + 8. */
+	w64(d + 0x4008, TEXT + 0x900);
+	unwind_hdr(h, 1, 0, 0x0f, 0, TEXT + 0x41, 0x4000, 0x4100, 0x1000, 0, 0x2000, 0);
+	h[3] = 4;
+	err |= put_file("unwind", "seed-prologue-kernel", h, 64, d, 8 * 4096);
+	w64(d + 0x4008, 0);
 	/* A cyclic chain, kernel and user. */
 	w64(d + 0x4200, KWIN + 0x4100);
 	w64(d + 0x5200, UWIN + 0x5100);

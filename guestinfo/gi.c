@@ -319,6 +319,20 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 	}
 	exit_tail_ranges(gi);
 	gi_find_exec_points(gi, gi_read_image, img);
+	/* frame-pointer kernels: what a walk from inside a prologue needs (unwind.c) */
+	if (!gi->orc) {
+		err = gi_prologues_build(gi->st, gi_read_image, img, gi->stext_kva, gi->etext_kva,
+					 &gi->prologues);
+		if (err == -ENOMEM)
+			goto err_close;
+		if (err)
+			pr_warn("%s: function prologues not found (%s): a sample at a function's "
+				"first instructions loses its caller", cfg->vmlinux,
+				hvp_strerror(err));
+		else
+			pr_debug(LOG_KSYM, "%zu function prologues", gi_prologues_count(gi->prologues));
+		err = 0;
+	}
 	if (gi_exit_sites(gi->st, gi_read_image, img, NULL, 0, 0, gi->sites, GI_MAX_EXIT_SITES,
 			  &n) == 0)
 		gi->n_sites = n < GI_MAX_EXIT_SITES ? n : GI_MAX_EXIT_SITES;
@@ -435,6 +449,7 @@ void gi_close(struct gi *gi)
 		return;
 	symtab_free(gi->st);
 	gi_orc_free(gi->orc);
+	gi_prologues_free(gi->prologues);
 	free(gi);
 }
 

@@ -76,6 +76,41 @@ static inline bool gi_ranges_has(const struct gi_ranges *set, uint64_t kva)
 	return false;
 }
 
+/* prologue.c: where a frame-pointer kernel's functions have not built their frame yet */
+struct gi_prologues;
+
+/* What RBP and RSP hold at a kernel RIP, for a frame-pointer unwind. */
+enum gi_frame_state {
+	GI_FRAME_BUILT = 0,  /* RBP is this function's frame (or nothing is known: as if it were) */
+	GI_FRAME_AT_ENTRY,   /* nothing pushed yet: the return address at RSP, RBP the caller's */
+	GI_FRAME_PUSHED,     /* RBP pushed, not yet moved: the return address at RSP + 8 */
+	GI_FRAME_AT_RET,     /* a ret (the byte c3 or c2 in the image's text, at a RIP, which is
+			      * an instruction boundary): as GI_FRAME_AT_ENTRY */
+};
+
+/*
+ * gi_prologues_build - find, with capstone, the prologue of every code symbol of @st whose start
+ * lies in [@lo, @hi) (link-time KVAs, at most 4 GiB apart; the bytes read through @read): the
+ * straight-line code from the entry up to `mov %rsp,%rbp`, through `push %rbp`, where nothing
+ * else moves RSP or RBP or leaves the line; or, of at most 4 KiB, frameless whole (nothing moves
+ * RSP or RBP, no call, a ret); and the ret bytes of all of [@lo, @hi) (one bit per byte). Other
+ * functions (asm with pushes, frames built otherwise) are left out.
+ * Return: 0 and *@out (free with gi_prologues_free); -EINVAL bad arguments; -ENOMEM.
+ */
+int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t lo,
+		       uint64_t hi, struct gi_prologues **out) __must_check;
+
+/* gi_prologue_at - the state at link-time KVA @kva (a RIP, so an instruction boundary):
+ * GI_FRAME_BUILT outside the table's prologues and rets. Cost: one 4 KiB bucket's entries at
+ * most and a bit of the ret bitmap; no search over the whole table, no guest read. */
+enum gi_frame_state gi_prologue_at(const struct gi_prologues *p, uint64_t kva);
+
+/* gi_prologues_count - functions with a recognised prologue in @p (0 for NULL). */
+size_t gi_prologues_count(const struct gi_prologues *p);
+
+/* gi_prologues_free - free @p (NULL is fine). */
+void gi_prologues_free(struct gi_prologues *p);
+
 struct gi {
 	struct symtab *st;
 	struct gi_layout layout;
@@ -90,6 +125,10 @@ struct gi {
 	uint64_t slide;
 	int slide_state; /* enum gi_slide_state, __atomic builtins */
 	struct gi_orc *orc; /* ORC tables (kernels without frame pointers), or NULL */
+	/* frame-pointer kernels: the functions' prologues in [_stext, _etext) (prologue.c), or
+	 * NULL (ORC kernels, sessions without an image): a walk from inside one finds the caller;
+	 * beside @orc, which the same walk reads */
+	struct gi_prologues *prologues;
 	uint64_t sinittext_kva, einittext_kva; /* [_sinittext, _einittext), 0/0 if unknown */
 	uint64_t entry_text_start, entry_text_end; /* [__entry_text_start, __entry_text_end) */
 	/* the two exit paths inside the entry text (link-time; 0/0 when unknown): the syscall

@@ -11,6 +11,7 @@
 #include <hvprof/guestinfo.h>
 #include <hvprof/log.h>
 
+#include "gi_internal.h"
 #include "kimage_internal.h"
 
 static void kinfo_missing(struct gi_kernel_desc *d, const char *what)
@@ -164,6 +165,20 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 			goto out;
 		d->n_orc = gi_orc_count(orc);
 		gi_orc_free(orc);
+	}
+	if (!d->n_orc && st) {
+		/* frame pointers: the prologues a walk from inside one needs (prologue.c) */
+		struct gi_prologues *pro = NULL;
+		uint64_t lo, hi;
+
+		if (symtab_find(st, "_stext", &lo) == 0 && symtab_find(st, "_etext", &hi) == 0 &&
+		    lo < hi) {
+			err = gi_prologues_build(st, kinfo_read, img, lo, hi, &pro);
+			if (err == -ENOMEM)
+				goto out;
+			d->n_prologues = gi_prologues_count(pro);
+			gi_prologues_free(pro);
+		}
 	}
 	if (st && gi_exit_work_find(st, kinfo_read, img, &d->exit_work) == 0) {
 		const char *name;

@@ -550,6 +550,14 @@ size_t symtab_count(const struct symtab *st)
 	return st ? st->n_addr : 0;
 }
 
+int symtab_code_addr(const struct symtab *st, size_t i, uint64_t *addr)
+{
+	if (!st || !addr || i >= st->n_addr)
+		return -ERANGE;
+	*addr = st->syms[st->by_addr[i]].addr;
+	return 0;
+}
+
 void symtab_elf_info(const struct symtab *st, unsigned int *e_type, uint64_t *text_vaddr)
 {
 	if (e_type)

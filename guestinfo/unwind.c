@@ -37,6 +37,44 @@ static enum hvp_walk_stop gi_fault_stop(int err)
 	return HVP_WALK_FAULT;
 }
 
+/*
+ * The caller a frame-pointer walk from kernel RIP @ip would skip (frame-pointer kernels whose
+ * prologues gi_open found, prologue.c): @ip in a function's prologue before `mov %rsp,%rbp`, in
+ * a function that builds no frame, or at a ret (the frame already torn down) has RBP still
+ * pointing at its caller's frame, so the caller itself is found only at @sp (nothing pushed, or
+ * at a ret) or @sp + 8 (RBP pushed). No guest read but the slot's. The slot
+ * must be an aligned kernel GVA in @sp's 16 KiB stack region and below the caller's frame @fp
+ * (when that is in the same region); the value must be kernel text. Return: true and *@ret.
+ */
+static bool gi_skipped_caller(const struct gi *gi, const struct gmem *mem,
+			      const struct gi_paging *pg, uint64_t ip, uint64_t sp, uint64_t fp,
+			      uint64_t *ret)
+{
+	enum gi_frame_state st;
+	uint64_t slide, slot, region;
+
+	/* the table is the image's: only for a running kernel known to be that image */
+	if (!gi->prologues || gi_kaslr_state(gi) != GI_SLIDE_KNOWN)
+		return false;
+	slide = gi_slide(gi);
+	if (ip >= gi->entry_text_start + slide && ip < gi->entry_text_end + slide)
+		return false; /* entry code: no C frames, RBP may be the user's */
+	st = gi_prologue_at(gi->prologues, ip - slide);
+	if (st == GI_FRAME_BUILT)
+		return false;
+	if (__builtin_add_overflow(sp, st == GI_FRAME_PUSHED ? 8ull : 0ull, &slot) || (slot & 7) ||
+	    !gi_is_kernel_gva(pg, slot))
+		return false;
+	region = sp & ~((uint64_t)GI_THREAD_SIZE - 1);
+	if (slot - region > GI_THREAD_SIZE - sizeof(*ret))
+		return false; /* the slot leaves RSP's stack */
+	if ((fp & ~((uint64_t)GI_THREAD_SIZE - 1)) == region && (fp & ~1ull) <= slot)
+		return false; /* the caller's frame must lie above the slot */
+	if (gi_read_gva(mem, pg, slot, ret, sizeof(*ret)) != 0 || !gi_in_kernel_text(gi, *ret))
+		return false;
+	return true;
+}
+
 enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 				    const struct gi_regs *regs, uint64_t task, uint64_t *ips,
 				    unsigned int max, unsigned int *n)
@@ -57,6 +95,8 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 	pg = &regs->pg;
 	ips[0] = regs->rip;
 	*n = 1;
+	if (max > 1 && gi_skipped_caller(gi, mem, pg, regs->rip, regs->rsp, regs->rbp, &ips[1]))
+		*n = 2;
 
 	/* The task's kernel stack: [task->stack, +THREAD_SIZE), when the task can be read. */
 	if (task && l->task_stack != UINT32_MAX && gi_is_kernel_gva(pg, task)) {
@@ -79,7 +119,7 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 	}
 
 	for (;;) {
-		uint64_t frame[2], next_fp, ret, frame_gva;
+		uint64_t frame[2], next_fp, ret, frame_gva, sp = 0, extra;
 		bool regs_frame;
 		int stk, err;
 
@@ -126,6 +166,9 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 			if (!err)
 				err = gi_read_gva(mem, pg, frame_gva + l->pt_regs_bp, &next_fp,
 						  sizeof(next_fp));
+			if (!err && l->pt_regs_sp != UINT32_MAX)
+				err = gi_read_gva(mem, pg, frame_gva + l->pt_regs_sp, &sp,
+						  sizeof(sp));
 			if (err)
 				return gi_fault_stop(err);
 			if (cs & 3)
@@ -145,6 +188,12 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 			return HVP_WALK_DEPTH;
 		/* SAFETY: *n < max, the caller's capacity of @ips. */
 		ips[(*n)++] = ret;
+		/* the interrupted code's own caller, when it was in a prologue or at a ret */
+		if (regs_frame && sp && gi_skipped_caller(gi, mem, pg, ret, sp, next_fp, &extra)) {
+			if (*n >= max)
+				return HVP_WALK_DEPTH;
+			ips[(*n)++] = extra;
+		}
 		prev_fp = frame_gva;
 		prev_stk = stk;
 		fp = next_fp;

@@ -272,6 +272,11 @@ int gi_process_info(const struct gi *gi, const struct gmem *mem, const struct gi
  * pointer (ENCODE_FRAME_POINTER of interrupt entries): the walk continues with its ip/bp when
  * it holds kernel-mode registers and ends there otherwise. The only stack switch allowed is
  * from the first frame's region to the task stack. At most @max frames.
+ * A RIP (sampled, or a pt_regs ip) inside a function's prologue before `mov %rsp,%rbp`, in a
+ * function that builds no frame, or at a ret still has its caller's frame in RBP: there the
+ * caller is read from the stack at RSP, or RSP + 8 after `push %rbp` (the table gi_open makes
+ * of the image's text with capstone; ORC kernels and sessions without an image skip this), so
+ * the immediate caller is not lost.
  * Return: enum hvp_walk_stop; *@n frames written (>= 1), or HVP_WALK_NONE and *@n = 0 on bad
  * arguments (NULL pointers, @max 0).
  */
@@ -667,6 +672,9 @@ struct gi_kernel_desc {
 	/* ORC unwind tables (gi_orc_load): entries, and the entry layout used for this version */
 	size_t n_orc;
 	enum gi_orc_layout orc_layout;
+	/* without ORC: the functions whose frame-pointer prologue was found (gi_unwind_kernel
+	 * keeps the caller of a sample taken inside one) */
+	size_t n_prologues;
 	char missing[512];
 };
 

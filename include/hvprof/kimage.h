@@ -53,6 +53,12 @@ int symtab_find(const struct symtab *st, const char *name, uint64_t *addr) __mus
 size_t symtab_count(const struct symtab *st);
 
 /**
+ * symtab_code_addr - the @i-th of those addresses (0 <= @i < symtab_count(), ascending, as in
+ * the ELF file). Return: 0 and *@addr; -ERANGE @i out of range (or @st NULL).
+ */
+int symtab_code_addr(const struct symtab *st, size_t i, uint64_t *addr) __must_check;
+
+/**
  * symtab_elf_info - ELF e_type of the file (ET_EXEC 2, ET_DYN 3) and the lowest vaddr of an
  * executable PT_LOAD segment (@text_vaddr), to turn runtime GVAs of a PIE into file vaddrs.
  */

@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: MIT
+// Where a frame-pointer kernel's functions have not built their frame yet. A C function compiled
+// with frame pointers starts `push %rbp ... mov %rsp,%rbp`; until the mov has run, RBP is still
+// its caller's frame, so a frame-pointer unwind from a RIP there skips the immediate caller, whose
+// return address is at RSP (before the push) or RSP + 8 (after it). The table found here, with
+// capstone from each code symbol of the image's text at open, tells the unwinder which (unwind.c).
+// The stack depth at an address of compiled code is the same on every path to it, so the
+// straight-line prefix from the function's entry tells it for every RIP in that prefix. A leaf
+// that never moves RSP or RBP (no frame at all: gcc builds none for many small leaves, nor do
+// asm helpers) has its return address at RSP everywhere: the table holds it whole. And at a
+// ret (c3, or c2 with an immediate) the frame is torn down: the return address is at RSP. A
+// byte c3 at an instruction boundary is a ret, and a RIP is one, so a bitmap of the text's c3
+// and c2 bytes answers that without decoding, and without reading the guest per sample.
+#define pr_fmt(fmt) "gi: prologue: " fmt
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <capstone/capstone.h>
+
+#include <hvprof/guestinfo.h>
+#include <hvprof/log.h>
+
+#include "gi_internal.h"
+
+/* How far into a function the frame may be built: gcc schedules a few loads between the push
+ * and the mov, never more than this. */
+#define PRO_MAX_BYTES	 48
+#define PRO_MAX_INSNS	 12
+#define PRO_BUCKET_SHIFT 12 /* the lookup's buckets: 4 KiB of text each */
+/* A frameless function is taken whole up to this size (so that any entry starts in the RIP's
+ * bucket or the one before). */
+#define PRO_MAX_FRAMELESS (1u << PRO_BUCKET_SHIFT)
+
+/* A function the table knows: offsets from its start, which is @off past the table's lo. */
+struct pro_fn {
+	uint32_t off;      /* ascending */
+	uint16_t push_end; /* the push's end and the mov's end; a frameless function: */
+	uint16_t mov_end;  /* both its length */
+};
+
+struct gi_prologues {
+	uint64_t lo, hi;    /* [lo, hi): the link-time text the table covers */
+	uint32_t n;         /* functions in @fn */
+	struct pro_fn *fn;  /* one line holds a bucket's worth of lookups */
+	uint32_t *bucket;   /* n_buckets + 1: first index whose start is in bucket b or after */
+	uint32_t n_buckets;
+	uint64_t *ret_bits; /* bit (kva - lo): the byte is c3 or c2 (NULL: text not read) */
+};
+
+static bool is_reg(const cs_x86_op *op, x86_reg r)
+{
+	return op->type == X86_OP_REG && op->reg == r;
+}
+
+/* Does @insn write RSP or RBP (or a part of them), explicitly or not? */
+static bool writes_sp_bp(csh cs, const cs_insn *insn)
+{
+	cs_regs rd, wr;
+	uint8_t nrd = 0, nwr = 0;
+
+	if (cs_regs_access(cs, insn, rd, &nrd, wr, &nwr) != CS_ERR_OK)
+		return true; /* unknown: assume the worst */
+	for (uint8_t i = 0; i < nwr; i++)
+		switch (wr[i]) {
+		case X86_REG_RSP:
+		case X86_REG_ESP:
+		case X86_REG_SP:
+		case X86_REG_SPL:
+		case X86_REG_RBP:
+		case X86_REG_EBP:
+		case X86_REG_BP:
+		case X86_REG_BPL:
+			return true;
+		default:
+			break;
+		}
+	return false;
+}
+
+/*
+ * The prologue of the function whose first bytes are @code (@len of them, at link-time @start):
+ * 0 and *@push_end, *@mov_end (offsets from @start) when the straight-line code from the entry
+ * runs `push %rbp` and then `mov %rsp,%rbp`, with nothing between or before them that moves
+ * RSP or RBP or leaves the line (a jmp, ret; a call returns with RSP as it was, a conditional
+ * jump falls through); -ENOENT otherwise.
+ */
+static int prologue_shape(csh cs, cs_insn *insn, const uint8_t *code, size_t len, uint64_t start,
+			  unsigned int *push_end, unsigned int *mov_end)
+{
+	const uint8_t *p = code;
+	size_t avail = len;
+	uint64_t addr = start;
+	unsigned int pushed = 0;
+
+	/* the common shapes, without decoding: push %rbp; mov %rsp,%rbp, maybe after endbr64 */
+	static const uint8_t plain[4] = {0x55, 0x48, 0x89, 0xe5};
+	static const uint8_t endbr[4] = {0xf3, 0x0f, 0x1e, 0xfa};
+	size_t skip = len >= 8 && memcmp(code, endbr, 4) == 0 ? 4 : 0;
+
+	if (len >= skip + 4 && memcmp(code + skip, plain, 4) == 0) {
+		*push_end = (unsigned int)skip + 1;
+		*mov_end = (unsigned int)skip + 4;
+		return 0;
+	}
+	for (unsigned int i = 0; i < PRO_MAX_INSNS && cs_disasm_iter(cs, &p, &avail, &addr, insn);
+	     i++) {
+		const cs_x86 *x = &insn->detail->x86;
+		unsigned int end = (unsigned int)(addr - start);
+
+		if (!pushed && insn->id == X86_INS_PUSH && x->op_count == 1 &&
+		    is_reg(&x->operands[0], X86_REG_RBP)) {
+			pushed = end;
+			continue;
+		}
+		if (pushed && insn->id == X86_INS_MOV && x->op_count == 2 &&
+		    is_reg(&x->operands[0], X86_REG_RBP) && is_reg(&x->operands[1], X86_REG_RSP)) {
+			*push_end = pushed;
+			*mov_end = end;
+			return 0;
+		}
+		if (cs_insn_group(cs, insn, X86_GRP_CALL))
+			continue; /* returns with RSP as it was (__fentry__ and the like) */
+		if (cs_insn_group(cs, insn, X86_GRP_RET) || cs_insn_group(cs, insn, X86_GRP_IRET) ||
+		    cs_insn_group(cs, insn, X86_GRP_INT) || insn->id == X86_INS_JMP ||
+		    insn->id == X86_INS_LJMP || writes_sp_bp(cs, insn))
+			return -ENOENT;
+	}
+	return -ENOENT;
+}
+
+/*
+ * A function that builds no frame: its @len bytes (up to the next symbol) decode without an
+ * instruction that moves RSP or RBP, calls, or returns from an interrupt or system call, and
+ * hold at least one ret. Return: 0; -ENOENT otherwise.
+ */
+static int frameless(csh cs, cs_insn *insn, const uint8_t *code, size_t len, uint64_t start)
+{
+	const uint8_t *p = code;
+	size_t avail = len;
+	uint64_t addr = start;
+	bool ret = false;
+
+	while (avail && cs_disasm_iter(cs, &p, &avail, &addr, insn)) {
+		if (insn->id == X86_INS_INT3)
+			continue; /* padding after the function */
+		if (cs_insn_group(cs, insn, X86_GRP_RET) && insn->id != X86_INS_IRET &&
+		    insn->id != X86_INS_IRETQ && insn->id != X86_INS_SYSRET) {
+			ret = true;
+			continue; /* pops the return address: the depth was 0 */
+		}
+		if (cs_insn_group(cs, insn, X86_GRP_CALL) ||
+		    cs_insn_group(cs, insn, X86_GRP_IRET) || insn->id == X86_INS_SYSCALL ||
+		    insn->id == X86_INS_SYSRET || insn->id == X86_INS_SYSEXIT ||
+		    writes_sp_bp(cs, insn))
+			return -ENOENT;
+	}
+	return ret && avail == 0 ? 0 : -ENOENT; /* bytes that do not decode: not known */
+}
+
+void gi_prologues_free(struct gi_prologues *p)
+{
+	if (!p)
+		return;
+	free(p->fn);
+	free(p->bucket);
+	free(p->ret_bits);
+	free(p);
+}
+
+/* Room for @cap functions. Return: 0; -ENOMEM. */
+static int prologues_alloc(struct gi_prologues *p, size_t cap)
+{
+	p->fn = calloc(cap ? cap : 1, sizeof(*p->fn));
+	return p->fn ? 0 : -ENOMEM;
+}
+
+/* The buckets over the @p->n starts. Return: 0; -ENOMEM. */
+static int prologues_index(struct gi_prologues *p)
+{
+	uint32_t i = 0;
+
+	p->n_buckets = (uint32_t)(((p->hi - p->lo) >> PRO_BUCKET_SHIFT) + 1);
+	p->bucket = calloc((size_t)p->n_buckets + 1, sizeof(*p->bucket));
+	if (!p->bucket)
+		return -ENOMEM;
+	for (uint32_t b = 0; b <= p->n_buckets; b++) {
+		while (i < p->n && (p->fn[i].off >> PRO_BUCKET_SHIFT) < b)
+			i++;
+		p->bucket[b] = i;
+	}
+	return 0;
+}
+
+/* The bitmap of the text's ret bytes; a part that cannot be read stays 0 (not a ret). */
+static int ret_bitmap(struct gi_prologues *p, gi_kva_read_fn read, void *ctx, uint8_t *buf,
+		      size_t buf_len)
+{
+	uint64_t len = p->hi - p->lo;
+
+	p->ret_bits = calloc((size_t)((len + 63) / 64), sizeof(*p->ret_bits));
+	if (!p->ret_bits)
+		return -ENOMEM;
+	for (uint64_t off = 0; off < len; off += buf_len) {
+		size_t n = len - off < buf_len ? (size_t)(len - off) : buf_len;
+
+		size_t piece = n;
+
+		/* a part the image lacks: the rest of the chunk in lines */
+		if (read(ctx, p->lo + off, buf, n) != 0)
+			piece = 64;
+		for (size_t at = 0; at < n; at += piece) {
+			size_t m = n - at < piece ? n - at : piece;
+
+			if (piece != n && read(ctx, p->lo + off + at, buf + at, m) != 0)
+				continue;
+			for (size_t i = at; i < at + m; i++)
+				if (buf[i] == 0xc3 || buf[i] == 0xc2)
+					p->ret_bits[(off + i) / 64] |= 1ull << ((off + i) % 64);
+		}
+	}
+	return 0;
+}
+
+int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t lo,
+		       uint64_t hi, struct gi_prologues **out)
+{
+	struct gi_prologues *p;
+	size_t count = symtab_count(st);
+	uint8_t *code = NULL;
+	cs_insn *insn = NULL;
+	csh cs = 0;
+	int err;
+
+	if (!st || !read || !out || lo >= hi || hi - lo > UINT32_MAX)
+		return -EINVAL;
+	*out = NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->lo = lo;
+	p->hi = hi;
+	err = prologues_alloc(p, count);
+	code = malloc(PRO_MAX_FRAMELESS);
+	if (err || !code) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
+	insn = cs_malloc(cs);
+	if (!insn) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < count; i++) {
+		unsigned int push_end, mov_end;
+		uint64_t start, next = hi;
+		size_t len, whole;
+
+		if (symtab_code_addr(st, i, &start) != 0 || start < lo || start >= hi)
+			continue;
+		if (i + 1 < count && symtab_code_addr(st, i + 1, &next) == 0 && next > hi)
+			next = hi;
+		/* the function's bytes up to the next symbol: the prologue's first PRO_MAX_BYTES,
+		 * or all of a frameless one of at most PRO_MAX_FRAMELESS */
+		whole = next - start <= PRO_MAX_FRAMELESS ? (size_t)(next - start) : 0;
+		len = next - start < PRO_MAX_BYTES ? (size_t)(next - start) : PRO_MAX_BYTES;
+		if (len < 1 || read(ctx, start, code, whole > len ? whole : len) != 0)
+			continue;
+		if (prologue_shape(cs, insn, code, len, start, &push_end, &mov_end) != 0) {
+			if (!whole || frameless(cs, insn, code, whole, start) != 0)
+				continue;
+			push_end = mov_end = (unsigned int)whole;
+		}
+		p->fn[p->n].off = (uint32_t)(start - lo);
+		p->fn[p->n].push_end = (uint16_t)push_end;
+		p->fn[p->n].mov_end = (uint16_t)mov_end;
+		p->n++;
+	}
+	err = prologues_index(p);
+	if (!err)
+		err = ret_bitmap(p, read, ctx, code, PRO_MAX_FRAMELESS);
+	if (err)
+		goto fail;
+	cs_free(insn, 1);
+	cs_close(&cs);
+	free(code);
+	*out = p;
+	return 0;
+fail:
+	free(code);
+	if (insn)
+		cs_free(insn, 1);
+	if (cs)
+		cs_close(&cs);
+	gi_prologues_free(p);
+	return err;
+}
+
+enum gi_frame_state gi_prologue_at(const struct gi_prologues *p, uint64_t kva)
+{
+	uint32_t o, b, i, first;
+
+	if (!p || kva < p->lo || kva >= p->hi)
+		return GI_FRAME_BUILT;
+	o = (uint32_t)(kva - p->lo);
+	b = o >> PRO_BUCKET_SHIFT;
+	/* SAFETY: b < n_buckets since kva < hi; bucket has n_buckets + 1 entries */
+	i = p->bucket[b + 1];
+	/* an entry is at most PRO_MAX_FRAMELESS long: it starts in this bucket or the one before */
+	first = b ? p->bucket[b - 1] : 0;
+	while (i > first && p->fn[i - 1].off > o)
+		i--;
+	if (i == first || o - p->fn[i - 1].off >= p->fn[i - 1].mov_end)
+		return p->ret_bits && (p->ret_bits[o / 64] >> (o % 64) & 1) ? GI_FRAME_AT_RET
+									    : GI_FRAME_BUILT;
+	return o - p->fn[i - 1].off < p->fn[i - 1].push_end ? GI_FRAME_AT_ENTRY : GI_FRAME_PUSHED;
+}
+
+size_t gi_prologues_count(const struct gi_prologues *p)
+{
+	return p ? p->n : 0;
+}

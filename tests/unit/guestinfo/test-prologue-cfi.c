@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT
+// The prologue table gi_open makes of the default image's vmlinux (frame pointers), checked
+// against the compiler's own call-frame information of the same vmlinux (.debug_frame, read
+// with libdw): wherever the table says "nothing pushed" (or a ret, at an instruction boundary,
+// found with capstone from the CFI row's start), the CFA must be RSP + 8, and where it says "RBP
+// pushed", RSP + 16. Also how much of the code whose CFA is RSP-based (where a
+// frame-pointer walk would skip the caller) the table covers. Skips, with the reason, without
+// the image ($HVPROF_IMAGE_DIR, else the default image in the cache).
+#include <capstone/capstone.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libelf.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <hvprof/guestinfo.h>
+
+#include "gi_internal.h"
+#include "test.h"
+
+#define DWARF_RBP 6
+#define DWARF_RSP 7
+
+static int image_file(const char *name, char *path, size_t size)
+{
+	const char *dir = getenv("HVPROF_IMAGE_DIR");
+	const char *cache = getenv("HVPROF_CACHE");
+	const char *home = getenv("HOME");
+	struct stat st;
+
+	if (dir && *dir)
+		snprintf(path, size, "%s/%s", dir, name);
+	else if (cache && *cache)
+		snprintf(path, size, "%s/images/default/%s", cache, name);
+	else
+		snprintf(path, size, "%s/.cache/hvprof/images/default/%s", home ? home : "/root",
+			 name);
+	if (stat(path, &st) != 0) {
+		printf("# skip: %s does not exist\n", path);
+		return -1;
+	}
+	return 0;
+}
+
+struct tally {
+	uint64_t claimed[4]; /* bytes the table claims, by enum gi_frame_state */
+	uint64_t rets;	     /* ret claims at an instruction boundary (the others: inside one) */
+	uint64_t wrong;	     /* ... where the CFI disagrees */
+	uint64_t rsp_based;  /* bytes whose CFA is RSP + 8 or RSP + 16 */
+	uint64_t covered;    /* ... of those, claimed by the table */
+	uint64_t first_wrong;
+};
+
+/* The CFA rule of a frame: 0 and *@reg, *@off when it is a register plus an offset. */
+static int cfa_rule(Dwarf_Frame *frame, unsigned int *reg, int64_t *off)
+{
+	Dwarf_Op *ops;
+	size_t nops;
+
+	if (dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1 || ops[0].atom != DW_OP_bregx)
+		return -1;
+	*reg = (unsigned int)ops[0].number;
+	*off = (int64_t)ops[0].number2;
+	return 0;
+}
+
+struct code {
+	struct gi_kimage *img;
+	csh cs;
+	cs_insn *insn;
+};
+
+/* Does an instruction start at @a, decoding from @from (an instruction boundary)? */
+static bool boundary(const struct code *c, uint64_t from, uint64_t a)
+{
+	uint8_t buf[8192];
+	const uint8_t *p = buf;
+	size_t avail = a - from + 1;
+	uint64_t addr = from;
+
+	if (a - from >= sizeof(buf) || gi_kimage_read_kva(c->img, from, buf, avail) != 0)
+		return false;
+	while (addr < a && cs_disasm_iter(c->cs, &p, &avail, &addr, c->insn))
+		;
+	return addr == a;
+}
+
+/* Every byte of [@lo, @hi) that has CFI: the table's state against the CFA rule. */
+static void compare(const struct gi_prologues *p, Dwarf_CFI *cfi, const struct code *c, uint64_t lo,
+		    uint64_t hi, struct tally *t)
+{
+	uint64_t a = lo;
+
+	while (a < hi) {
+		Dwarf_Frame *frame = NULL;
+		Dwarf_Addr start, end;
+		unsigned int reg;
+		int64_t off;
+		bool rsp8, rsp16;
+
+		if (dwarf_cfi_addrframe(cfi, a, &frame) != 0) {
+			a++; /* padding, or code without CFI (asm) */
+			continue;
+		}
+		if (dwarf_frame_info(frame, &start, &end, NULL) < 0 || end <= a) {
+			free(frame);
+			a++;
+			continue;
+		}
+		rsp8 = rsp16 = false;
+		if (cfa_rule(frame, &reg, &off) == 0 && reg == DWARF_RSP) {
+			rsp8 = off == 8;
+			rsp16 = off == 16;
+		}
+		for (; a < end && a < hi; a++) {
+			enum gi_frame_state st = gi_prologue_at(p, a);
+
+			if (st == GI_FRAME_AT_RET) {
+				if (!boundary(c, start, a))
+					continue; /* a c3 byte inside an instruction: never a RIP */
+				t->rets++;
+			}
+			t->claimed[st]++;
+			if (((st == GI_FRAME_AT_ENTRY || st == GI_FRAME_AT_RET) && !rsp8) ||
+			    (st == GI_FRAME_PUSHED && !rsp16)) {
+				if (!t->wrong)
+					t->first_wrong = a;
+				t->wrong++;
+			}
+			if (rsp8 || rsp16) {
+				t->rsp_based++;
+				t->covered += st != GI_FRAME_BUILT;
+			}
+		}
+		free(frame);
+	}
+}
+
+static int test_against_cfi(void)
+{
+	char vmlinux[4096], btf[4096];
+	struct gi_config cfg = {0};
+	struct tally t = {0};
+	struct code c = {0};
+	struct gi *gi = NULL;
+	uint64_t stext, etext, brk;
+	Dwarf_CFI *cfi;
+	Dwarf *dw;
+	Elf *elf;
+	int fd;
+
+	if (image_file("vmlinux", vmlinux, sizeof(vmlinux)) ||
+	    image_file("vmlinux.btf", btf, sizeof(btf)))
+		return TEST_SKIP;
+	cfg.vmlinux = vmlinux;
+	cfg.btf = btf;
+	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
+	if (gi->orc) {
+		printf("# skip: %s has ORC tables: no prologue table is made\n", vmlinux);
+		gi_close(gi);
+		return TEST_SKIP;
+	}
+	ASSERT_TRUE(gi->prologues != NULL);
+	gi_kernel_text(gi, &stext, &etext);
+	/* the function of the execve sample that lost its caller (load_elf_binary) */
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "arch_randomize_brk", &brk), 0);
+	ASSERT_EQ_INT(gi_prologue_at(gi->prologues, brk), GI_FRAME_AT_ENTRY);
+
+	elf_version(EV_CURRENT);
+	fd = open(vmlinux, O_RDONLY);
+	ASSERT_TRUE(fd >= 0);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	ASSERT_TRUE(elf != NULL);
+	dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+	cfi = dw ? dwarf_getcfi(dw) : NULL;
+	if (!cfi) {
+		printf("# skip: %s has no .debug_frame (%s)\n", vmlinux, dwarf_errmsg(-1));
+		if (dw)
+			dwarf_end(dw);
+		elf_end(elf);
+		close(fd);
+		gi_close(gi);
+		return TEST_SKIP;
+	}
+	ASSERT_EQ_INT(gi_kimage_open(vmlinux, &c.img), 0);
+	ASSERT_TRUE(cs_open(CS_ARCH_X86, CS_MODE_64, &c.cs) == CS_ERR_OK);
+	c.insn = cs_malloc(c.cs);
+	ASSERT_TRUE(c.insn != NULL);
+	compare(gi->prologues, cfi, &c, stext, etext, &t);
+	cs_free(c.insn, 1);
+	cs_close(&c.cs);
+	gi_kimage_free(c.img);
+	printf("# %zu functions; bytes claimed: nothing pushed %llu, RBP pushed %llu, rets %llu; "
+	       "against the CFI: %llu wrong (first at 0x%llx); RSP-based CFA: %llu bytes, %.1f%% "
+	       "covered\n",
+	       gi_prologues_count(gi->prologues), (unsigned long long)t.claimed[GI_FRAME_AT_ENTRY],
+	       (unsigned long long)t.claimed[GI_FRAME_PUSHED], (unsigned long long)t.rets,
+	       (unsigned long long)t.wrong, (unsigned long long)t.first_wrong,
+	       (unsigned long long)t.rsp_based,
+	       t.rsp_based ? 100.0 * (double)t.covered / (double)t.rsp_based : 0.0);
+	ASSERT_TRUE(t.rsp_based > 0 && t.rets > 1000);
+	ASSERT_EQ_U64(t.wrong, 0);
+	/* most of the code where a walk would skip the caller is known */
+	ASSERT_TRUE(t.covered * 10 >= t.rsp_based * 8);
+	ASSERT_EQ_INT(gi_prologue_at(gi->prologues, brk + 8), GI_FRAME_PUSHED);
+	ASSERT_EQ_INT(gi_prologue_at(gi->prologues, brk + 0x10), GI_FRAME_BUILT);
+	dwarf_end(dw);
+	elf_end(elf);
+	close(fd);
+	gi_close(gi);
+	return TEST_OK;
+}
+
+static const struct test_case tests[] = {
+    {"prologue table of the default image against its CFI", test_against_cfi},
+};
+
+TEST_MAIN(tests)
