@@ -110,7 +110,8 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 		d->n_orc ? "orc" : "frame pointers", d->n_orc);
 	fputs(", \"orc_layout\": ", f);
 	json_str(f, d->n_orc ? gi_orc_layout_name(d->orc_layout) : "");
-	fprintf(f, ", \"prologues\": %zu}", d->n_prologues);
+	fprintf(f, ", \"prologues\": %zu, \"prologues_from\": \"%s\"}", d->n_prologues,
+		d->n_orc ? "" : d->prologues_from_cfi ? "cfi" : "code");
 	fputs(",\n \"missing\": [", f);
 	{
 		const char *p = d->missing;
@@ -190,8 +191,9 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		printf("kernel stacks: ORC tables, %zu entries (%s)\n", d->n_orc,
 		       gi_orc_layout_name(d->orc_layout));
 	else
-		printf("kernel stacks: frame pointers (no ORC tables), %zu function prologues "
-		       "found\n", d->n_prologues);
+		printf("kernel stacks: frame pointers (no ORC tables); frames not yet built: %zu "
+		       "stretches of code, from its %s\n",
+		       d->n_prologues, d->prologues_from_cfi ? "CFI" : "code (no CFI)");
 	printf("missing:       %s\n", d->missing[0] ? d->missing : "nothing");
 }
 

@@ -321,8 +321,15 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 	gi_find_exec_points(gi, gi_read_image, img);
 	/* frame-pointer kernels: what a walk from inside a prologue needs (unwind.c) */
 	if (!gi->orc) {
-		err = gi_prologues_build(gi->st, gi_read_image, img, gi->stext_kva, gi->etext_kva,
-					 &gi->prologues);
+		size_t elf_len = 0;
+		const uint8_t *elf = gi_kimage_elf(img, &elf_len);
+
+		/* exactly from the compiler's CFI when the image has it, else from the code */
+		err = gi_prologues_from_cfi(gi->st, elf, elf_len, gi->stext_kva, gi->etext_kva,
+					    &gi->prologues);
+		if (err && err != -ENOMEM)
+			err = gi_prologues_build(gi->st, gi_read_image, img, gi->stext_kva,
+						 gi->etext_kva, &gi->prologues);
 		if (err == -ENOMEM)
 			goto err_close;
 		if (err)
@@ -330,7 +337,9 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 				"first instructions loses its caller", cfg->vmlinux,
 				hvp_strerror(err));
 		else
-			pr_debug(LOG_KSYM, "%zu function prologues", gi_prologues_count(gi->prologues));
+			pr_debug(LOG_KSYM, "frames not built: %zu stretches (from %s)",
+				 gi_prologues_count(gi->prologues),
+				 gi_prologues_from_cfi_p(gi->prologues) ? "CFI" : "code");
 		err = 0;
 	}
 	if (gi_exit_sites(gi->st, gi_read_image, img, NULL, 0, 0, gi->sites, GI_MAX_EXIT_SITES,

@@ -100,12 +100,26 @@ enum gi_frame_state {
 int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t lo,
 		       uint64_t hi, struct gi_prologues **out) __must_check;
 
+/*
+ * gi_prologues_from_cfi - the same table from the image's call-frame information (the vmlinux
+ * ELF @elf_bytes, @elf_len bytes: .debug_frame, else .eh_frame; libdw), exactly: for each code
+ * symbol of @st in [@lo, @hi), the rows where the CFA is RSP + 8 (nothing pushed) or RSP + 16
+ * (RBP pushed). No ret bitmap (the rows hold the rets). Return: 0 and *@out; -ENODATA no CFI,
+ * or none for that text; -EBADMSG not an ELF; -EINVAL; -ENOMEM.
+ */
+int gi_prologues_from_cfi(const struct symtab *st, const uint8_t *elf_bytes, size_t elf_len,
+			  uint64_t lo, uint64_t hi, struct gi_prologues **out) __must_check;
+
+/* gi_prologues_from_cfi_p - whether @p came from CFI (gi_prologues_from_cfi). */
+bool gi_prologues_from_cfi_p(const struct gi_prologues *p);
+
 /* gi_prologue_at - the state at link-time KVA @kva (a RIP, so an instruction boundary):
  * GI_FRAME_BUILT outside the table's prologues and rets. Cost: one 4 KiB bucket's entries at
  * most and a bit of the ret bitmap; no search over the whole table, no guest read. */
 enum gi_frame_state gi_prologue_at(const struct gi_prologues *p, uint64_t kva);
 
-/* gi_prologues_count - functions with a recognised prologue in @p (0 for NULL). */
+/* gi_prologues_count - stretches of code in @p (0 for NULL): functions whose prologue or
+ * frameless body was recognised, or CFI rows (merged) with an RSP-based CFA. */
 size_t gi_prologues_count(const struct gi_prologues *p);
 
 /* gi_prologues_free - free @p (NULL is fine). */

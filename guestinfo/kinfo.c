@@ -173,10 +173,17 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 
 		if (symtab_find(st, "_stext", &lo) == 0 && symtab_find(st, "_etext", &hi) == 0 &&
 		    lo < hi) {
-			err = gi_prologues_build(st, kinfo_read, img, lo, hi, &pro);
+			size_t elf_len = 0;
+			const uint8_t *elf = gi_kimage_elf(img, &elf_len);
+
+			/* as gi_open: from the CFI when the image has it, else from the code */
+			err = gi_prologues_from_cfi(st, elf, elf_len, lo, hi, &pro);
+			if (err && err != -ENOMEM)
+				err = gi_prologues_build(st, kinfo_read, img, lo, hi, &pro);
 			if (err == -ENOMEM)
 				goto out;
 			d->n_prologues = gi_prologues_count(pro);
+			d->prologues_from_cfi = gi_prologues_from_cfi_p(pro);
 			gi_prologues_free(pro);
 		}
 	}

@@ -11,12 +11,18 @@
 // ret (c3, or c2 with an immediate) the frame is torn down: the return address is at RSP. A
 // byte c3 at an instruction boundary is a ret, and a RIP is one, so a bitmap of the text's c3
 // and c2 bytes answers that without decoding, and without reading the guest per sample.
+// When the image has the compiler's call-frame information (.debug_frame, or .eh_frame: a
+// vmlinux with debug info), the table is made from it instead (libdw), exactly: every row where
+// the CFA is RSP + 8 (nothing pushed) or RSP + 16 (RBP pushed), early exits and epilogues too.
 #define pr_fmt(fmt) "gi: prologue: " fmt
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <capstone/capstone.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <libelf.h>
 
 #include <hvprof/guestinfo.h>
 #include <hvprof/log.h>
@@ -32,16 +38,18 @@
  * bucket or the one before). */
 #define PRO_MAX_FRAMELESS (1u << PRO_BUCKET_SHIFT)
 
-/* A function the table knows: offsets from its start, which is @off past the table's lo. */
+/* A stretch of code the table knows (a function's first bytes, a frameless function, a CFI row):
+ * from @off past the table's lo, [0, push_end) nothing pushed, [push_end, mov_end) RBP pushed. */
 struct pro_fn {
-	uint32_t off;      /* ascending */
-	uint16_t push_end; /* the push's end and the mov's end; a frameless function: */
-	uint16_t mov_end;  /* both its length */
+	uint32_t off;      /* ascending, the stretches do not overlap */
+	uint16_t push_end; /* <= mov_end */
+	uint16_t mov_end;  /* <= PRO_MAX_FRAMELESS */
 };
 
 struct gi_prologues {
 	uint64_t lo, hi;    /* [lo, hi): the link-time text the table covers */
-	uint32_t n;         /* functions in @fn */
+	uint32_t n;         /* stretches in @fn */
+	bool from_cfi;      /* made from the image's CFI, else from its code */
 	struct pro_fn *fn;  /* one line holds a bucket's worth of lookups */
 	uint32_t *bucket;   /* n_buckets + 1: first index whose start is in bucket b or after */
 	uint32_t n_buckets;
@@ -299,6 +307,152 @@ fail:
 		cs_close(&cs);
 	gi_prologues_free(p);
 	return err;
+}
+
+/* The CFA of @frame when it is RSP + 8 or RSP + 16: that offset; else 0. */
+static unsigned int rsp_cfa(Dwarf_Frame *frame)
+{
+	Dwarf_Op *ops;
+	size_t nops;
+
+	if (dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1 || ops[0].atom != DW_OP_bregx ||
+	    ops[0].number != 7 /* DWARF x86-64: RSP */)
+		return 0;
+	return ops[0].number2 == 8 || ops[0].number2 == 16 ? (unsigned int)ops[0].number2 : 0;
+}
+
+/* Add [@start, @end) (link-time) with CFA RSP + @cfa to @p, split in PRO_MAX_FRAMELESS pieces,
+ * merged with the stretch before when it continues it alike. Return: 0; -ENOMEM. */
+static int cfi_add(struct gi_prologues *p, size_t *cap, uint64_t start, uint64_t end,
+		   unsigned int cfa)
+{
+	while (start < end) {
+		uint32_t off = (uint32_t)(start - p->lo);
+		uint64_t len = end - start < PRO_MAX_FRAMELESS ? end - start : PRO_MAX_FRAMELESS;
+		struct pro_fn *last = p->n ? &p->fn[p->n - 1] : NULL;
+
+		if (last && last->off + last->mov_end == off &&
+		    (cfa == 8 ? last->push_end == last->mov_end : last->push_end == 0) &&
+		    last->mov_end + len <= PRO_MAX_FRAMELESS) {
+			last->mov_end = (uint16_t)(last->mov_end + len);
+			if (cfa == 8)
+				last->push_end = last->mov_end;
+		} else {
+			if (p->n == *cap) {
+				size_t ncap = *cap ? *cap * 2 : 4096;
+				struct pro_fn *fn = realloc(p->fn, ncap * sizeof(*fn));
+
+				if (!fn)
+					return -ENOMEM;
+				p->fn = fn;
+				*cap = ncap;
+			}
+			p->fn[p->n++] = (struct pro_fn){ off, cfa == 8 ? (uint16_t)len : 0,
+							 (uint16_t)len };
+		}
+		start += len;
+	}
+	return 0;
+}
+
+/* The rows of each code symbol's CFI in [lo, hi) whose CFA is RSP-based. Return: 0; -ENOMEM. */
+static int cfi_rows(struct gi_prologues *p, const struct symtab *st, Dwarf_CFI *cfi)
+{
+	size_t count = symtab_count(st), cap = 0;
+
+	for (size_t i = 0; i < count; i++) {
+		uint64_t pc, next = p->hi;
+
+		if (symtab_code_addr(st, i, &pc) != 0 || pc < p->lo || pc >= p->hi)
+			continue;
+		if (i + 1 < count && symtab_code_addr(st, i + 1, &next) == 0 && next > p->hi)
+			next = p->hi;
+		while (pc < next) {
+			Dwarf_Frame *frame = NULL;
+			Dwarf_Addr start, end;
+			unsigned int cfa;
+			int err = 0;
+
+			if (dwarf_cfi_addrframe(cfi, pc, &frame) != 0)
+				break; /* no CFI here (asm, padding): not known */
+			if (dwarf_frame_info(frame, &start, &end, NULL) < 0 || end <= pc) {
+				free(frame);
+				break;
+			}
+			cfa = rsp_cfa(frame);
+			free(frame);
+			if (end > next)
+				end = next;
+			if (cfa)
+				err = cfi_add(p, &cap, pc, end, cfa);
+			if (err)
+				return err;
+			pc = end;
+		}
+	}
+	return 0;
+}
+
+int gi_prologues_from_cfi(const struct symtab *st, const uint8_t *elf_bytes, size_t elf_len,
+			  uint64_t lo, uint64_t hi, struct gi_prologues **out)
+{
+	struct gi_prologues *p = NULL;
+	Dwarf_CFI *cfi = NULL, *cfi_elf = NULL;
+	Dwarf *dw = NULL;
+	Elf *elf;
+	int err;
+
+	if (!st || !elf_bytes || !out || lo >= hi || hi - lo > UINT32_MAX)
+		return -EINVAL;
+	*out = NULL;
+	elf_version(EV_CURRENT);
+	/* libelf reads the bytes only (ELF_C_READ semantics of elf_memory); the cast is its API */
+	elf = elf_memory((char *)(uintptr_t)elf_bytes, elf_len);
+	if (!elf)
+		return -EBADMSG;
+	if (elf_kind(elf) != ELF_K_ELF) {
+		elf_end(elf);
+		return -EBADMSG;
+	}
+	dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+	if (dw)
+		cfi = dwarf_getcfi(dw); /* .debug_frame */
+	if (!cfi)
+		cfi = cfi_elf = dwarf_getcfi_elf(elf); /* .eh_frame: ours to end */
+	if (!cfi) {
+		err = -ENODATA;
+		goto out;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		err = -ENOMEM;
+		goto out;
+	}
+	p->lo = lo;
+	p->hi = hi;
+	p->from_cfi = true;
+	err = cfi_rows(p, st, cfi);
+	if (!err && !p->n)
+		err = -ENODATA; /* CFI, but none for the text: not the kernel's */
+	if (!err)
+		err = prologues_index(p);
+out:
+	if (cfi_elf)
+		dwarf_cfi_end(cfi_elf);
+	if (dw)
+		dwarf_end(dw);
+	elf_end(elf);
+	if (err) {
+		gi_prologues_free(p);
+		return err;
+	}
+	*out = p;
+	return 0;
+}
+
+bool gi_prologues_from_cfi_p(const struct gi_prologues *p)
+{
+	return p && p->from_cfi;
 }
 
 enum gi_frame_state gi_prologue_at(const struct gi_prologues *p, uint64_t kva)

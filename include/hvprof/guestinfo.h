@@ -672,9 +672,11 @@ struct gi_kernel_desc {
 	/* ORC unwind tables (gi_orc_load): entries, and the entry layout used for this version */
 	size_t n_orc;
 	enum gi_orc_layout orc_layout;
-	/* without ORC: the functions whose frame-pointer prologue was found (gi_unwind_kernel
-	 * keeps the caller of a sample taken inside one) */
+	/* without ORC: the stretches of code where RBP is still the caller's frame (prologues,
+	 * frameless functions; gi_unwind_kernel keeps the caller of a sample taken there), and
+	 * whether they came from the image's CFI (else from its code) */
 	size_t n_prologues;
+	bool prologues_from_cfi;
 	char missing[512];
 };
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The prologue table gi_open makes of the default image's vmlinux (frame pointers), checked
-// against the compiler's own call-frame information of the same vmlinux (.debug_frame, read
-// with libdw): wherever the table says "nothing pushed" (or a ret, at an instruction boundary,
+// The prologue tables of the default image's vmlinux (frame pointers): the one gi_open makes
+// from its CFI, and the one made from its code alone (capstone), checked against the compiler's
+// own call-frame information of the same vmlinux (.debug_frame, read here with libdw): wherever the table says "nothing pushed" (or a ret, at an instruction boundary,
 // found with capstone from the CFI row's start), the CFA must be RSP + 8, and where it says "RBP
 // pushed", RSP + 16. Also how much of the code whose CFA is RSP-based (where a
 // frame-pointer walk would skip the caller) the table covers. Skips, with the reason, without
@@ -142,11 +142,44 @@ static void compare(const struct gi_prologues *p, Dwarf_CFI *cfi, const struct c
 	}
 }
 
+static int kimage_read(void *ctx, uint64_t kva, void *dst, size_t len)
+{
+	return gi_kimage_read_kva(ctx, kva, dst, len);
+}
+
+/* Compare @p with @cfi over the text, print the tally with @what, and check it: nothing wrong,
+ * rets (code tables) among the claims, at least @min_pct of the RSP-based code covered. */
+static int check_table(const char *what, const struct gi_prologues *p, Dwarf_CFI *cfi,
+		       const struct code *c, uint64_t stext, uint64_t etext, double min_pct)
+{
+	struct tally t = {0};
+	double pct;
+
+	compare(p, cfi, c, stext, etext, &t);
+	pct = t.rsp_based ? 100.0 * (double)t.covered / (double)t.rsp_based : 0.0;
+	printf("# %s: %zu stretches; bytes claimed: nothing pushed %llu, RBP pushed %llu, rets "
+	       "%llu; against the CFI: %llu wrong (first at 0x%llx); RSP-based CFA: %llu bytes, "
+	       "%.1f%% covered\n",
+	       what, gi_prologues_count(p), (unsigned long long)t.claimed[GI_FRAME_AT_ENTRY],
+	       (unsigned long long)t.claimed[GI_FRAME_PUSHED], (unsigned long long)t.rets,
+	       (unsigned long long)t.wrong, (unsigned long long)t.first_wrong,
+	       (unsigned long long)t.rsp_based, pct);
+	ASSERT_TRUE(t.rsp_based > 0);
+	ASSERT_EQ_U64(t.wrong, 0);
+	ASSERT_TRUE(gi_prologues_from_cfi_p(p) ? t.rets == 0 : t.rets > 1000);
+	ASSERT_TRUE(pct >= min_pct);
+	return TEST_OK;
+}
+
+/*
+ * gi_open's table (from the CFI: all of the RSP-based code), and the table made from the code
+ * alone, as for an image without CFI (a bzImage's stripped vmlinux), both against the CFI.
+ */
 static int test_against_cfi(void)
 {
 	char vmlinux[4096], btf[4096];
 	struct gi_config cfg = {0};
-	struct tally t = {0};
+	struct gi_prologues *code_table = NULL;
 	struct code c = {0};
 	struct gi *gi = NULL;
 	uint64_t stext, etext, brk;
@@ -168,10 +201,6 @@ static int test_against_cfi(void)
 	}
 	ASSERT_TRUE(gi->prologues != NULL);
 	gi_kernel_text(gi, &stext, &etext);
-	/* the function of the execve sample that lost its caller (load_elf_binary) */
-	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "arch_randomize_brk", &brk), 0);
-	ASSERT_EQ_INT(gi_prologue_at(gi->prologues, brk), GI_FRAME_AT_ENTRY);
-
 	elf_version(EV_CURRENT);
 	fd = open(vmlinux, O_RDONLY);
 	ASSERT_TRUE(fd >= 0);
@@ -188,28 +217,32 @@ static int test_against_cfi(void)
 		gi_close(gi);
 		return TEST_SKIP;
 	}
+	ASSERT_TRUE(gi_prologues_from_cfi_p(gi->prologues));
 	ASSERT_EQ_INT(gi_kimage_open(vmlinux, &c.img), 0);
 	ASSERT_TRUE(cs_open(CS_ARCH_X86, CS_MODE_64, &c.cs) == CS_ERR_OK);
 	c.insn = cs_malloc(c.cs);
 	ASSERT_TRUE(c.insn != NULL);
-	compare(gi->prologues, cfi, &c, stext, etext, &t);
+	ASSERT_EQ_INT(gi_prologues_build(gi_symtab(gi), kimage_read, c.img, stext, etext,
+					 &code_table),
+		      0);
+	ASSERT_TRUE(!gi_prologues_from_cfi_p(code_table));
+	/* the function of the execve sample that lost its caller (load_elf_binary) */
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "arch_randomize_brk", &brk), 0);
+	for (int i = 0; i < 2; i++) {
+		const struct gi_prologues *p = i ? code_table : gi->prologues;
+
+		ASSERT_EQ_INT(gi_prologue_at(p, brk), GI_FRAME_AT_ENTRY);
+		ASSERT_EQ_INT(gi_prologue_at(p, brk + 8), GI_FRAME_PUSHED);
+		ASSERT_EQ_INT(gi_prologue_at(p, brk + 0x10), GI_FRAME_BUILT);
+		ASSERT_TRUE(gi_prologue_at(p, brk + 0x16) != GI_FRAME_BUILT); /* its ret */
+	}
+	/* the CFI's own rows: everything; the code's: most */
+	ASSERT_EQ_INT(check_table("from CFI", gi->prologues, cfi, &c, stext, etext, 99.9), TEST_OK);
+	ASSERT_EQ_INT(check_table("from code", code_table, cfi, &c, stext, etext, 80.0), TEST_OK);
+	gi_prologues_free(code_table);
 	cs_free(c.insn, 1);
 	cs_close(&c.cs);
 	gi_kimage_free(c.img);
-	printf("# %zu functions; bytes claimed: nothing pushed %llu, RBP pushed %llu, rets %llu; "
-	       "against the CFI: %llu wrong (first at 0x%llx); RSP-based CFA: %llu bytes, %.1f%% "
-	       "covered\n",
-	       gi_prologues_count(gi->prologues), (unsigned long long)t.claimed[GI_FRAME_AT_ENTRY],
-	       (unsigned long long)t.claimed[GI_FRAME_PUSHED], (unsigned long long)t.rets,
-	       (unsigned long long)t.wrong, (unsigned long long)t.first_wrong,
-	       (unsigned long long)t.rsp_based,
-	       t.rsp_based ? 100.0 * (double)t.covered / (double)t.rsp_based : 0.0);
-	ASSERT_TRUE(t.rsp_based > 0 && t.rets > 1000);
-	ASSERT_EQ_U64(t.wrong, 0);
-	/* most of the code where a walk would skip the caller is known */
-	ASSERT_TRUE(t.covered * 10 >= t.rsp_based * 8);
-	ASSERT_EQ_INT(gi_prologue_at(gi->prologues, brk + 8), GI_FRAME_PUSHED);
-	ASSERT_EQ_INT(gi_prologue_at(gi->prologues, brk + 0x10), GI_FRAME_BUILT);
 	dwarf_end(dw);
 	elf_end(elf);
 	close(fd);
@@ -218,7 +251,8 @@ static int test_against_cfi(void)
 }
 
 static const struct test_case tests[] = {
-    {"prologue table of the default image against its CFI", test_against_cfi},
+    {"prologue tables of the default image (from CFI, from code) against its CFI",
+     test_against_cfi},
 };
 
 TEST_MAIN(tests)

@@ -5,8 +5,10 @@
 // put two loads between `push %rbp` and `mov %rsp,%rbp`, and a sample at +0x8 lost
 // load_elf_binary (and with it the execve check) before this.
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <hvprof/guestinfo.h>
 
@@ -146,6 +148,25 @@ static int test_table(void)
 	gi_prologues_free(p);
 	ASSERT_EQ_INT(gi_prologues_build(st, read_text, NULL, FK_ETEXT, FK_STEXT, &p), -EINVAL);
 	ASSERT_EQ_INT(gi_prologues_build(NULL, read_text, NULL, FK_STEXT, FK_ETEXT, &p), -EINVAL);
+	/* from CFI: not an ELF; an ELF whose CFI has nothing for this text (this test's own) */
+	{
+		static const uint8_t junk[64] = "not an ELF";
+		static uint8_t self[64 << 20];
+		ssize_t len;
+		int fd = open("/proc/self/exe", O_RDONLY);
+
+		ASSERT_EQ_INT(gi_prologues_from_cfi(st, junk, sizeof(junk), FK_STEXT, FK_ETEXT, &p),
+			      -EBADMSG);
+		ASSERT_TRUE(fd >= 0);
+		len = read(fd, self, sizeof(self));
+		close(fd);
+		ASSERT_TRUE(len > 0 && (size_t)len < sizeof(self));
+		ASSERT_EQ_INT(gi_prologues_from_cfi(st, self, (size_t)len, FK_STEXT, FK_ETEXT, &p),
+			      -ENODATA);
+		ASSERT_TRUE(p == NULL);
+		ASSERT_EQ_INT(gi_prologues_from_cfi(st, self, (size_t)len, FK_ETEXT, FK_STEXT, &p),
+			      -EINVAL);
+	}
 	symtab_free(st);
 	return TEST_OK;
 }
