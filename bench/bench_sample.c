@@ -258,9 +258,9 @@ static unsigned int other_marks; /* marks of other threads pending during the sa
 /*
  * The kernel text of a frame-pointer kernel, as the default image's: the sampled RIP
  * (FK_STEXT + 0x100) in the body of a function whose frame is built, the text mapped by a 2 MiB
- * page as the kernel maps it, and the prologue table gi_open makes of the image; so that each
- * kernel sample looks its RIP up in the table and reads the byte at it (a ret?), as on such a
- * guest. Return: 0; -1 on failure.
+ * page as the kernel maps it, and the prologue table gi_open makes of an image without CFI (from
+ * its code); so that each kernel sample looks its RIP up in the table, as on such a guest.
+ * Return: 0; -1 on failure.
  */
 #define TEXT_GPA 0x600000ull
 #define TEXT_FN (FK_STEXT + 0xc0)

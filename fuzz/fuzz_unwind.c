@@ -45,10 +45,11 @@
 #define FZ_TRANSLATE_READS 6
 #define FZ_READ16_READS (2 * (FZ_TRANSLATE_READS + 1))
 #define FZ_READ8_READS (FZ_TRANSLATE_READS + 1)
-/* Kernel: task->stack and the sampled RIP's skipped caller (a stack slot), then per frame one
- * 16-byte frame, or four 8-byte pt_regs fields and the interrupted code's skipped caller. */
+/* Kernel: task->stack and the sampled RIP's skipped caller (a byte of code when the table says
+ * ret, a stack slot), then per frame one 16-byte frame, or three 8-byte pt_regs fields and the
+ * interrupted code's skipped caller (pt_regs.sp, a byte of code, a stack slot). */
 #define FZ_KERNEL_READS                                                                            \
-	(FZ_READ16_READS + FZ_READ8_READS + HVP_MAX_CALLCHAIN * 5 * FZ_READ8_READS)
+	(FZ_READ16_READS + 2 * FZ_READ8_READS + HVP_MAX_CALLCHAIN * 6 * FZ_READ8_READS)
 /* ORC: per frame at most 6 8-byte reads (SP from pt_regs, indirect SP, ip, sp, cs, BP). */
 #define FZ_ORC_READS (HVP_MAX_CALLCHAIN * 6 * FZ_READ8_READS)
 /* User: per frame one 16-byte frame and the translation of its return address (NX check). */
@@ -197,20 +198,27 @@ static void fz_prologue_walk(struct gi *gi, const struct gmem *mem, struct fuzz_
 			     const struct gi_regs *regs, uint64_t task)
 {
 	struct gi_regs r = *regs;
-	uint64_t ips[HVP_MAX_CALLCHAIN];
-	enum hvp_walk_stop stop;
-	unsigned int n;
+	static uint64_t ips[HVP_MAX_CALLCHAIN], plain[HVP_MAX_CALLCHAIN];
+	enum hvp_walk_stop stop, plain_stop;
+	unsigned int n, n_plain, j = 0;
 
+	r.rip = FZ_STEXT + (regs->rip & 0xfff);
+	plain_stop = gi_unwind_kernel(gi, mem, &r, task, plain, HVP_MAX_CALLCHAIN, &n_plain);
 	gi->prologues = fz_prologues();
 	if (!gi->prologues)
 		return;
-	r.rip = FZ_STEXT + (regs->rip & 0xfff);
 	ram->reads = 0;
 	stop = gi_unwind_kernel(gi, mem, &r, task, ips, HVP_MAX_CALLCHAIN, &n);
 	fz_check_chain(stop, ips, n, r.rip);
 	FUZZ_CHECK(ram->reads <= FZ_KERNEL_READS);
 	for (unsigned int i = 1; i < n; i++) /* every ip after the first is text */
 		FUZZ_CHECK(ips[i] >= FZ_STEXT && ips[i] < FZ_ETEXT);
+	/* the table only adds callers: the walk without it is a subsequence of this one, with the
+	 * same end unless this one ran out of depth first */
+	for (unsigned int i = 0; i < n && j < n_plain; i++)
+		j += ips[i] == plain[j];
+	FUZZ_CHECK(stop == HVP_WALK_DEPTH || (j == n_plain && stop == plain_stop));
+	FUZZ_CHECK(n >= (j < n_plain ? j : n_plain));
 	FUZZ_LOG("prologues: %u frames, stop %d, %llu reads\n", n, stop,
 		 (unsigned long long)ram->reads);
 	stop = gi_unwind_kernel(gi, mem, &r, task, ips, 1, &n);

@@ -320,6 +320,9 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 	exit_tail_ranges(gi);
 	gi_find_exec_points(gi, gi_read_image, img);
 	/* frame-pointer kernels: what a walk from inside a prologue needs (unwind.c) */
+	if (!gi->orc && symtab_find(gi->st, "asm_exc_int3", &gi->int3_entry[0]) == 0 &&
+	    sym_end(gi->st, "asm_exc_int3", gi->int3_entry[0], 4096, &gi->int3_entry[1]) != 0)
+		gi->int3_entry[0] = 0;
 	if (!gi->orc) {
 		size_t elf_len = 0;
 		const uint8_t *elf = gi_kimage_elf(img, &elf_len);

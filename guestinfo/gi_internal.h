@@ -84,18 +84,23 @@ enum gi_frame_state {
 	GI_FRAME_BUILT = 0,  /* RBP is this function's frame (or nothing is known: as if it were) */
 	GI_FRAME_AT_ENTRY,   /* nothing pushed yet: the return address at RSP, RBP the caller's */
 	GI_FRAME_PUSHED,     /* RBP pushed, not yet moved: the return address at RSP + 8 */
-	GI_FRAME_AT_RET,     /* a ret (the byte c3 or c2 in the image's text, at a RIP, which is
-			      * an instruction boundary): as GI_FRAME_AT_ENTRY */
+	GI_FRAME_AT_RET,     /* a ret (the byte c3 or c2 in the body of a function with a prologue,
+			      * at a RIP: an instruction boundary but for an int3 trap's ip, and
+			      * the running code may be patched: confirm in the guest): as
+			      * GI_FRAME_AT_ENTRY */
 };
 
 /*
  * gi_prologues_build - find, with capstone, the prologue of every code symbol of @st whose start
- * lies in [@lo, @hi) (link-time KVAs, at most 4 GiB apart; the bytes read through @read): the
+ * lies in [@lo, @hi) (link-time KVAs, at most GI_KERNEL_IMAGE_SIZE apart; the bytes read through
+ * @read): the
  * straight-line code from the entry up to `mov %rsp,%rbp`, through `push %rbp`, where nothing
  * else moves RSP or RBP or leaves the line; or, of at most 4 KiB, frameless whole (nothing moves
- * RSP or RBP, no call, a ret); and the ret bytes of all of [@lo, @hi) (one bit per byte). Other
- * functions (asm with pushes, frames built otherwise) are left out.
- * Return: 0 and *@out (free with gi_prologues_free); -EINVAL bad arguments; -ENOMEM.
+ * RSP or RBP, no call, a ret); and the ret bytes (one bit per byte) in the bodies of the
+ * functions with a prologue (the first 64 KiB of each). Other functions (asm with pushes, frames
+ * built otherwise) are left out, their rets too.
+ * Return: 0 and *@out (free with gi_prologues_free); -EINVAL bad arguments; -ENOTSUP capstone
+ * without x86; -ENOMEM.
  */
 int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t lo,
 		       uint64_t hi, struct gi_prologues **out) __must_check;
@@ -113,9 +118,10 @@ int gi_prologues_from_cfi(const struct symtab *st, const uint8_t *elf_bytes, siz
 /* gi_prologues_from_cfi_p - whether @p came from CFI (gi_prologues_from_cfi). */
 bool gi_prologues_from_cfi_p(const struct gi_prologues *p);
 
-/* gi_prologue_at - the state at link-time KVA @kva (a RIP, so an instruction boundary):
- * GI_FRAME_BUILT outside the table's prologues and rets. Cost: one 4 KiB bucket's entries at
- * most and a bit of the ret bitmap; no search over the whole table, no guest read. */
+/* gi_prologue_at - the state at link-time KVA @kva (a RIP: the table's claims hold at
+ * instruction boundaries of the image's code): GI_FRAME_BUILT outside the table's stretches and
+ * rets. Cost: the entries of two 4 KiB buckets at most and a bit of the ret bitmap; no search
+ * over the whole table, no guest read. */
 enum gi_frame_state gi_prologue_at(const struct gi_prologues *p, uint64_t kva);
 
 /* gi_prologues_count - stretches of code in @p (0 for NULL): functions whose prologue or
@@ -143,6 +149,7 @@ struct gi {
 	 * NULL (ORC kernels, sessions without an image): a walk from inside one finds the caller;
 	 * beside @orc, which the same walk reads */
 	struct gi_prologues *prologues;
+	uint64_t int3_entry[2]; /* [asm_exc_int3, its end), link-time; 0/0 unknown */
 	uint64_t sinittext_kva, einittext_kva; /* [_sinittext, _einittext), 0/0 if unknown */
 	uint64_t entry_text_start, entry_text_end; /* [__entry_text_start, __entry_text_end) */
 	/* the two exit paths inside the entry text (link-time; 0/0 when unknown): the syscall

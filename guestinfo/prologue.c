@@ -37,23 +37,28 @@
 /* A frameless function is taken whole up to this size (so that any entry starts in the RIP's
  * bucket or the one before). */
 #define PRO_MAX_FRAMELESS (1u << PRO_BUCKET_SHIFT)
+/* The body of a function with a prologue is looked at for rets up to this size. */
+#define PRO_MAX_BODY (64u << 10)
 
 /* A stretch of code the table knows (a function's first bytes, a frameless function, a CFI row):
  * from @off past the table's lo, [0, push_end) nothing pushed, [push_end, mov_end) RBP pushed. */
 struct pro_fn {
-	uint32_t off;      /* ascending, the stretches do not overlap */
+	uint32_t off;	   /* ascending, the stretches do not overlap */
 	uint16_t push_end; /* <= mov_end */
 	uint16_t mov_end;  /* <= PRO_MAX_FRAMELESS */
 };
 
 struct gi_prologues {
-	uint64_t lo, hi;    /* [lo, hi): the link-time text the table covers */
-	uint32_t n;         /* stretches in @fn */
-	bool from_cfi;      /* made from the image's CFI, else from its code */
-	struct pro_fn *fn;  /* one line holds a bucket's worth of lookups */
-	uint32_t *bucket;   /* n_buckets + 1: first index whose start is in bucket b or after */
+	uint64_t lo, hi;   /* [lo, hi): the link-time text the table covers */
+	uint32_t n;	   /* stretches in @fn */
+	bool from_cfi;	   /* made from the image's CFI, else from its code */
+	struct pro_fn *fn; /* by @off; 8 bytes each, 8 to a cache line */
+	uint32_t *bucket;  /* n_buckets + 1: first index whose start is in bucket b or after */
 	uint32_t n_buckets;
-	uint64_t *ret_bits; /* bit (kva - lo): the byte is c3 or c2 (NULL: text not read) */
+	/* code tables: bit (kva - ret_lo) of [ret_lo, ret_hi): a c3 or c2 byte in the body of a
+	 * function with a prologue (after it; NULL: none) */
+	uint64_t *ret_bits;
+	uint64_t ret_lo, ret_hi;
 };
 
 static bool is_reg(const cs_x86_op *op, x86_reg r)
@@ -61,11 +66,32 @@ static bool is_reg(const cs_x86_op *op, x86_reg r)
 	return op->type == X86_OP_REG && op->reg == r;
 }
 
-/* Does @insn write RSP or RBP (or a part of them), explicitly or not? */
+/* Does @insn write RSP or RBP (or a part of them), explicitly or not? Stack instructions are
+ * told by their id: capstone 4's tables miss RSP for some (enter, push/pop of a segment). */
 static bool writes_sp_bp(csh cs, const cs_insn *insn)
 {
 	cs_regs rd, wr;
 	uint8_t nrd = 0, nwr = 0;
+
+	switch (insn->id) {
+	case X86_INS_PUSH:
+	case X86_INS_PUSHAW:
+	case X86_INS_PUSHAL:
+	case X86_INS_PUSHF:
+	case X86_INS_PUSHFD:
+	case X86_INS_PUSHFQ:
+	case X86_INS_POP:
+	case X86_INS_POPAW:
+	case X86_INS_POPAL:
+	case X86_INS_POPF:
+	case X86_INS_POPFD:
+	case X86_INS_POPFQ:
+	case X86_INS_ENTER:
+	case X86_INS_LEAVE:
+		return true;
+	default:
+		break;
+	}
 
 	if (cs_regs_access(cs, insn, rd, &nrd, wr, &nwr) != CS_ERR_OK)
 		return true; /* unknown: assume the worst */
@@ -200,33 +226,42 @@ static int prologues_index(struct gi_prologues *p)
 	return 0;
 }
 
-/* The bitmap of the text's ret bytes; a part that cannot be read stays 0 (not a ret). */
-static int ret_bitmap(struct gi_prologues *p, gi_kva_read_fn read, void *ctx, uint8_t *buf,
-		      size_t buf_len)
-{
-	uint64_t len = p->hi - p->lo;
+/* The body (after the prologue) of a function that builds its frame: [lo, hi), link-time. */
+struct pro_body {
+	uint64_t lo, hi;
+};
 
-	p->ret_bits = calloc((size_t)((len + 63) / 64), sizeof(*p->ret_bits));
+/*
+ * The ret bytes (c3, c2) of the bodies @b (@n, ascending): at a RIP there, which is an
+ * instruction boundary, the frame is torn down and the return address is at RSP. Only bodies
+ * of functions with a prologue: a compiled function's ret follows its epilogue (a ret used as a
+ * jump, as retpoline thunks do, lives in asm without one). A piece the image lacks stays 0.
+ * Return: 0; -ENOMEM.
+ */
+static int ret_bitmap(struct gi_prologues *p, gi_kva_read_fn read, void *ctx, uint8_t *buf,
+		      const struct pro_body *b, size_t n)
+{
+	if (!n)
+		return 0;
+	p->ret_lo = b[0].lo;
+	p->ret_hi = b[n - 1].hi;
+	p->ret_bits = calloc((size_t)((p->ret_hi - p->ret_lo + 63) / 64), sizeof(*p->ret_bits));
 	if (!p->ret_bits)
 		return -ENOMEM;
-	for (uint64_t off = 0; off < len; off += buf_len) {
-		size_t n = len - off < buf_len ? (size_t)(len - off) : buf_len;
+	for (size_t i = 0; i < n; i++)
+		for (uint64_t at = b[i].lo; at < b[i].hi; at += PRO_MAX_FRAMELESS) {
+			size_t len = b[i].hi - at < PRO_MAX_FRAMELESS ? (size_t)(b[i].hi - at)
+								      : PRO_MAX_FRAMELESS;
 
-		size_t piece = n;
-
-		/* a part the image lacks: the rest of the chunk in lines */
-		if (read(ctx, p->lo + off, buf, n) != 0)
-			piece = 64;
-		for (size_t at = 0; at < n; at += piece) {
-			size_t m = n - at < piece ? n - at : piece;
-
-			if (piece != n && read(ctx, p->lo + off + at, buf + at, m) != 0)
+			if (read(ctx, at, buf, len) != 0)
 				continue;
-			for (size_t i = at; i < at + m; i++)
-				if (buf[i] == 0xc3 || buf[i] == 0xc2)
-					p->ret_bits[(off + i) / 64] |= 1ull << ((off + i) % 64);
+			for (size_t j = 0; j < len; j++) {
+				uint64_t bit = at + j - p->ret_lo;
+
+				if (buf[j] == 0xc3 || buf[j] == 0xc2)
+					p->ret_bits[bit / 64] |= 1ull << (bit % 64);
+			}
 		}
-	}
 	return 0;
 }
 
@@ -234,15 +269,15 @@ int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, 
 		       uint64_t hi, struct gi_prologues **out)
 {
 	struct gi_prologues *p;
-	size_t count = symtab_count(st);
+	struct pro_body *bodies = NULL;
+	size_t count = symtab_count(st), n_bodies = 0;
 	uint8_t *code = NULL;
 	cs_insn *insn = NULL;
 	csh cs = 0;
 	int err;
 
-	if (!st || !read || !out || lo >= hi || hi - lo > UINT32_MAX)
+	if (!st || !read || !out || lo >= hi || hi - lo > GI_KERNEL_IMAGE_SIZE)
 		return -EINVAL;
-	*out = NULL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
@@ -250,19 +285,26 @@ int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, 
 	p->hi = hi;
 	err = prologues_alloc(p, count);
 	code = malloc(PRO_MAX_FRAMELESS);
-	if (err || !code) {
+	bodies = calloc(count ? count : 1, sizeof(*bodies));
+	if (err || !code || !bodies) {
 		err = -ENOMEM;
-		goto fail;
+		goto err_free;
 	}
-	if (cs_open(CS_ARCH_X86, CS_MODE_64, &cs) != CS_ERR_OK) {
+	switch (cs_open(CS_ARCH_X86, CS_MODE_64, &cs)) {
+	case CS_ERR_OK:
+		break;
+	case CS_ERR_MEM:
 		err = -ENOMEM;
-		goto fail;
+		goto err_free;
+	default:
+		err = -ENOTSUP; /* a capstone without x86 */
+		goto err_free;
 	}
 	cs_option(cs, CS_OPT_DETAIL, CS_OPT_ON);
 	insn = cs_malloc(cs);
 	if (!insn) {
 		err = -ENOMEM;
-		goto fail;
+		goto err_close_cs;
 	}
 	for (size_t i = 0; i < count; i++) {
 		unsigned int push_end, mov_end;
@@ -279,10 +321,16 @@ int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, 
 		len = next - start < PRO_MAX_BYTES ? (size_t)(next - start) : PRO_MAX_BYTES;
 		if (len < 1 || read(ctx, start, code, whole > len ? whole : len) != 0)
 			continue;
-		if (prologue_shape(cs, insn, code, len, start, &push_end, &mov_end) != 0) {
-			if (!whole || frameless(cs, insn, code, whole, start) != 0)
-				continue;
+		if (prologue_shape(cs, insn, code, len, start, &push_end, &mov_end) == 0) {
+			bodies[n_bodies].lo = start + mov_end;
+			bodies[n_bodies].hi = next - start - mov_end > PRO_MAX_BODY
+						  ? start + mov_end + PRO_MAX_BODY
+						  : next;
+			n_bodies += bodies[n_bodies].lo < bodies[n_bodies].hi;
+		} else if (whole && frameless(cs, insn, code, whole, start) == 0) {
 			push_end = mov_end = (unsigned int)whole;
+		} else {
+			continue;
 		}
 		p->fn[p->n].off = (uint32_t)(start - lo);
 		p->fn[p->n].push_end = (uint16_t)push_end;
@@ -291,20 +339,23 @@ int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, 
 	}
 	err = prologues_index(p);
 	if (!err)
-		err = ret_bitmap(p, read, ctx, code, PRO_MAX_FRAMELESS);
+		err = ret_bitmap(p, read, ctx, code, bodies, n_bodies);
 	if (err)
-		goto fail;
+		goto err_free_insn;
 	cs_free(insn, 1);
 	cs_close(&cs);
+	free(bodies);
 	free(code);
 	*out = p;
 	return 0;
-fail:
+
+err_free_insn:
+	cs_free(insn, 1);
+err_close_cs:
+	cs_close(&cs);
+err_free:
+	free(bodies);
 	free(code);
-	if (insn)
-		cs_free(insn, 1);
-	if (cs)
-		cs_close(&cs);
 	gi_prologues_free(p);
 	return err;
 }
@@ -347,8 +398,8 @@ static int cfi_add(struct gi_prologues *p, size_t *cap, uint64_t start, uint64_t
 				p->fn = fn;
 				*cap = ncap;
 			}
-			p->fn[p->n++] = (struct pro_fn){ off, cfa == 8 ? (uint16_t)len : 0,
-							 (uint16_t)len };
+			p->fn[p->n++] =
+			    (struct pro_fn){off, cfa == 8 ? (uint16_t)len : 0, (uint16_t)len};
 		}
 		start += len;
 	}
@@ -393,41 +444,16 @@ static int cfi_rows(struct gi_prologues *p, const struct symtab *st, Dwarf_CFI *
 	return 0;
 }
 
-int gi_prologues_from_cfi(const struct symtab *st, const uint8_t *elf_bytes, size_t elf_len,
-			  uint64_t lo, uint64_t hi, struct gi_prologues **out)
+/* The table of @cfi's RSP-based rows over [@lo, @hi). Return: 0 and *@out; -ENODATA none;
+ * -ENOMEM. */
+static int cfi_table(const struct symtab *st, Dwarf_CFI *cfi, uint64_t lo, uint64_t hi,
+		     struct gi_prologues **out)
 {
-	struct gi_prologues *p = NULL;
-	Dwarf_CFI *cfi = NULL, *cfi_elf = NULL;
-	Dwarf *dw = NULL;
-	Elf *elf;
+	struct gi_prologues *p = calloc(1, sizeof(*p));
 	int err;
 
-	if (!st || !elf_bytes || !out || lo >= hi || hi - lo > UINT32_MAX)
-		return -EINVAL;
-	*out = NULL;
-	elf_version(EV_CURRENT);
-	/* libelf reads the bytes only (ELF_C_READ semantics of elf_memory); the cast is its API */
-	elf = elf_memory((char *)(uintptr_t)elf_bytes, elf_len);
-	if (!elf)
-		return -EBADMSG;
-	if (elf_kind(elf) != ELF_K_ELF) {
-		elf_end(elf);
-		return -EBADMSG;
-	}
-	dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
-	if (dw)
-		cfi = dwarf_getcfi(dw); /* .debug_frame */
-	if (!cfi)
-		cfi = cfi_elf = dwarf_getcfi_elf(elf); /* .eh_frame: ours to end */
-	if (!cfi) {
-		err = -ENODATA;
-		goto out;
-	}
-	p = calloc(1, sizeof(*p));
-	if (!p) {
-		err = -ENOMEM;
-		goto out;
-	}
+	if (!p)
+		return -ENOMEM;
 	p->lo = lo;
 	p->hi = hi;
 	p->from_cfi = true;
@@ -436,18 +462,48 @@ int gi_prologues_from_cfi(const struct symtab *st, const uint8_t *elf_bytes, siz
 		err = -ENODATA; /* CFI, but none for the text: not the kernel's */
 	if (!err)
 		err = prologues_index(p);
-out:
+	if (err)
+		goto err_free;
+	*out = p;
+	return 0;
+
+err_free:
+	gi_prologues_free(p);
+	return err;
+}
+
+int gi_prologues_from_cfi(const struct symtab *st, const uint8_t *elf_bytes, size_t elf_len,
+			  uint64_t lo, uint64_t hi, struct gi_prologues **out)
+{
+	Dwarf_CFI *cfi = NULL, *cfi_elf = NULL;
+	Dwarf *dw;
+	Elf *elf;
+	int err;
+
+	if (!st || !elf_bytes || !out || lo >= hi || hi - lo > GI_KERNEL_IMAGE_SIZE)
+		return -EINVAL;
+	elf_version(EV_CURRENT);
+	/* libelf reads the bytes only (ELF_C_READ semantics of elf_memory); the cast is its API */
+	elf = elf_memory((char *)(uintptr_t)elf_bytes, elf_len);
+	if (!elf)
+		return -EBADMSG;
+	if (elf_kind(elf) != ELF_K_ELF) {
+		err = -EBADMSG;
+		goto err_end_elf;
+	}
+	dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+	if (dw)
+		cfi = dwarf_getcfi(dw); /* .debug_frame, owned by @dw */
+	if (!cfi)
+		cfi = cfi_elf = dwarf_getcfi_elf(elf); /* .eh_frame: ours to end */
+	err = cfi ? cfi_table(st, cfi, lo, hi, out) : -ENODATA;
 	if (cfi_elf)
 		dwarf_cfi_end(cfi_elf);
 	if (dw)
 		dwarf_end(dw);
+err_end_elf:
 	elf_end(elf);
-	if (err) {
-		gi_prologues_free(p);
-		return err;
-	}
-	*out = p;
-	return 0;
+	return err;
 }
 
 bool gi_prologues_from_cfi_p(const struct gi_prologues *p)
@@ -469,9 +525,15 @@ enum gi_frame_state gi_prologue_at(const struct gi_prologues *p, uint64_t kva)
 	first = b ? p->bucket[b - 1] : 0;
 	while (i > first && p->fn[i - 1].off > o)
 		i--;
-	if (i == first || o - p->fn[i - 1].off >= p->fn[i - 1].mov_end)
-		return p->ret_bits && (p->ret_bits[o / 64] >> (o % 64) & 1) ? GI_FRAME_AT_RET
-									    : GI_FRAME_BUILT;
+	if (i == first || o - p->fn[i - 1].off >= p->fn[i - 1].mov_end) {
+		uint64_t bit = kva - p->ret_lo;
+
+		/* SAFETY: bit < ret_hi - ret_lo, the bitmap's size in bits */
+		if (p->ret_bits && kva >= p->ret_lo && kva < p->ret_hi &&
+		    (p->ret_bits[bit / 64] >> (bit % 64) & 1))
+			return GI_FRAME_AT_RET;
+		return GI_FRAME_BUILT;
+	}
 	return o - p->fn[i - 1].off < p->fn[i - 1].push_end ? GI_FRAME_AT_ENTRY : GI_FRAME_PUSHED;
 }
 

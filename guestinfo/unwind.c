@@ -41,17 +41,20 @@ static enum hvp_walk_stop gi_fault_stop(int err)
  * The caller a frame-pointer walk from kernel RIP @ip would skip (frame-pointer kernels whose
  * prologues gi_open found, prologue.c): @ip in a function's prologue before `mov %rsp,%rbp`, in
  * a function that builds no frame, or at a ret (the frame already torn down) has RBP still
- * pointing at its caller's frame, so the caller itself is found only at @sp (nothing pushed, or
- * at a ret) or @sp + 8 (RBP pushed). No guest read but the slot's. The slot
- * must be an aligned kernel GVA in @sp's 16 KiB stack region and below the caller's frame @fp
- * (when that is in the same region); the value must be kernel text. Return: true and *@ret.
+ * pointing at its caller's frame, so the caller itself is found only at RSP (nothing pushed, or
+ * at a ret) or RSP + 8 (RBP pushed). RSP is @sp, or when @regs_gva is not 0 the sp of the
+ * pt_regs there (read only when needed). A ret of the table is confirmed in the guest (one byte
+ * at @ip: the running code may have been patched). The slot must be an aligned kernel GVA in
+ * RSP's 16 KiB stack region and below the caller's frame @fp when that is in the same region;
+ * the value must be kernel text. Return: true and *@ret; false (nothing to add) otherwise.
  */
 static bool gi_skipped_caller(const struct gi *gi, const struct gmem *mem,
-			      const struct gi_paging *pg, uint64_t ip, uint64_t sp, uint64_t fp,
-			      uint64_t *ret)
+			      const struct gi_paging *pg, uint64_t ip, uint64_t sp,
+			      uint64_t regs_gva, uint64_t fp, uint64_t *ret)
 {
 	enum gi_frame_state st;
 	uint64_t slide, slot, region;
+	uint8_t op;
 
 	/* the table is the image's: only for a running kernel known to be that image */
 	if (!gi->prologues || gi_kaslr_state(gi) != GI_SLIDE_KNOWN)
@@ -61,6 +64,12 @@ static bool gi_skipped_caller(const struct gi *gi, const struct gmem *mem,
 		return false; /* entry code: no C frames, RBP may be the user's */
 	st = gi_prologue_at(gi->prologues, ip - slide);
 	if (st == GI_FRAME_BUILT)
+		return false;
+	if (st == GI_FRAME_AT_RET &&
+	    (gi_read_gva(mem, pg, ip, &op, 1) != 0 || (op != 0xc3 && op != 0xc2)))
+		return false;
+	if (regs_gva && (gi->layout.pt_regs_sp == UINT32_MAX ||
+			 gi_read_u64_at(mem, pg, regs_gva, gi->layout.pt_regs_sp, &sp) != 0))
 		return false;
 	if (__builtin_add_overflow(sp, st == GI_FRAME_PUSHED ? 8ull : 0ull, &slot) || (slot & 7) ||
 	    !gi_is_kernel_gva(pg, slot))
@@ -73,6 +82,17 @@ static bool gi_skipped_caller(const struct gi *gi, const struct gmem *mem,
 	if (gi_read_gva(mem, pg, slot, ret, sizeof(*ret)) != 0 || !gi_in_kernel_text(gi, *ret))
 		return false;
 	return true;
+}
+
+/* Whether return address @ip is in the int3 entry (asm_exc_int3): the pt_regs frame above it
+ * is an int3 trap's, whose ip is one past the int3, inside a patched instruction (kprobes,
+ * text_poke_bp) rather than at an instruction of the image. */
+static bool gi_in_int3_entry(const struct gi *gi, uint64_t ip)
+{
+	uint64_t slide = gi_slide(gi);
+
+	return gi->int3_entry[1] && ip >= gi->int3_entry[0] + slide &&
+	       ip < gi->int3_entry[1] + slide;
 }
 
 enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
@@ -95,7 +115,7 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 	pg = &regs->pg;
 	ips[0] = regs->rip;
 	*n = 1;
-	if (max > 1 && gi_skipped_caller(gi, mem, pg, regs->rip, regs->rsp, regs->rbp, &ips[1]))
+	if (max > 1 && gi_skipped_caller(gi, mem, pg, regs->rip, regs->rsp, 0, regs->rbp, &ips[1]))
 		*n = 2;
 
 	/* The task's kernel stack: [task->stack, +THREAD_SIZE), when the task can be read. */
@@ -119,8 +139,8 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 	}
 
 	for (;;) {
-		uint64_t frame[2], next_fp, ret, frame_gva, sp = 0, extra;
-		bool regs_frame;
+		uint64_t frame[2], next_fp, ret, frame_gva, extra;
+		bool regs_frame, trap;
 		int stk, err;
 
 		if (fp == 0)
@@ -166,9 +186,6 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 			if (!err)
 				err = gi_read_gva(mem, pg, frame_gva + l->pt_regs_bp, &next_fp,
 						  sizeof(next_fp));
-			if (!err && l->pt_regs_sp != UINT32_MAX)
-				err = gi_read_gva(mem, pg, frame_gva + l->pt_regs_sp, &sp,
-						  sizeof(sp));
 			if (err)
 				return gi_fault_stop(err);
 			if (cs & 3)
@@ -186,10 +203,12 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 			return HVP_WALK_BAD_FP;
 		if (*n >= max)
 			return HVP_WALK_DEPTH;
+		trap = regs_frame && gi_in_int3_entry(gi, ips[*n - 1]);
 		/* SAFETY: *n < max, the caller's capacity of @ips. */
 		ips[(*n)++] = ret;
 		/* the interrupted code's own caller, when it was in a prologue or at a ret */
-		if (regs_frame && sp && gi_skipped_caller(gi, mem, pg, ret, sp, next_fp, &extra)) {
+		if (regs_frame && !trap &&
+		    gi_skipped_caller(gi, mem, pg, ret, 0, frame_gva, next_fp, &extra)) {
 			if (*n >= max)
 				return HVP_WALK_DEPTH;
 			ips[(*n)++] = extra;

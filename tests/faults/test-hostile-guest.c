@@ -17,10 +17,11 @@
 #define TRANSLATE_READS 6                       /* <= 5 table entries + 1 probe of the page */
 #define READ16_READS (2 * (TRANSLATE_READS + 1)) /* a 16-byte frame may straddle two pages */
 #define READ8_READS (TRANSLATE_READS + 1)       /* 8-aligned 8 bytes: one page */
-/* task->stack, the sampled RIP's skipped caller (gi_unwind_kernel: a stack slot), per frame a
- * record, or four pt_regs fields and the interrupted code's skipped caller */
+/* task->stack, the sampled RIP's skipped caller (gi_unwind_kernel: a byte of code, a stack
+ * slot), per frame a record, or three pt_regs fields and the interrupted code's skipped caller
+ * (pt_regs.sp, a byte of code, a stack slot) */
 #define KERNEL_WALK_READS                                                                          \
-	(READ16_READS + READ8_READS + HVP_MAX_CALLCHAIN * 5 * READ8_READS)
+	(READ16_READS + 2 * READ8_READS + HVP_MAX_CALLCHAIN * 6 * READ8_READS)
 #define USER_WALK_READS (HVP_MAX_CALLCHAIN * (READ16_READS + TRANSLATE_READS))
 
 #define KS FK_STACK

@@ -41,7 +41,8 @@ static const struct {
 } fns[NF] = {
 	{ "randomize_brk", { 0 }, 0 }, /* filled from randomize_brk61 */
 	{ "plain", { 0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3 }, 6 },
-	{ "endbr", { 0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3 }, 10 },
+	/* endbr64, the frame, pop %rbp; ret $8 (c2) */
+	{ "endbr", { 0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc2, 0x08, 0x00 }, 12 },
 	/* call __fentry__, then the frame */
 	{ "fentry", { 0xe8, 0x00, 0x00, 0x00, 0x00, 0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3 }, 11 },
 	/* test %rdi,%rdi; je +4 (shrink-wrapped early exit); push; mov */
@@ -119,16 +120,18 @@ static int test_table(void)
 	ASSERT_EQ_INT(AT(3, 4), GI_FRAME_AT_ENTRY); /* endbr64 then the push */
 	ASSERT_EQ_INT(AT(3, 5), GI_FRAME_PUSHED);
 	ASSERT_EQ_INT(AT(3, 8), GI_FRAME_BUILT);
+	ASSERT_EQ_INT(AT(3, 9), GI_FRAME_AT_RET); /* ret $8 */
+	ASSERT_EQ_INT(AT(2, 5), GI_FRAME_AT_RET);
 	ASSERT_EQ_INT(AT(4, 5), GI_FRAME_AT_ENTRY); /* after call __fentry__ returned */
 	ASSERT_EQ_INT(AT(4, 6), GI_FRAME_PUSHED);
 	ASSERT_EQ_INT(AT(5, 3), GI_FRAME_AT_ENTRY); /* at the je */
 	ASSERT_EQ_INT(AT(5, 6), GI_FRAME_PUSHED);
 	ASSERT_EQ_INT(AT(5, 9), GI_FRAME_BUILT);
-	for (int i = 6; i <= NF; i++) /* neither a prologue nor frameless: only its rets */
+	/* neither a prologue nor frameless: nothing, not even their rets (a ret of asm without a
+	 * frame may be a jump, as in retpoline thunks) */
+	for (int i = 6; i <= NF; i++)
 		for (int off = 0; off < 8 && i != 11; off++)
-			ASSERT_EQ_INT(AT(i, off), text[0x100 * i + off] == 0xc3 ? GI_FRAME_AT_RET
-										 : GI_FRAME_BUILT);
-	ASSERT_EQ_INT(AT(12, 7), GI_FRAME_AT_RET);
+			ASSERT_EQ_INT(AT(i, off), GI_FRAME_BUILT);
 	/* the frameless leaf, whole (up to the next symbol) */
 	ASSERT_EQ_INT(AT(11, 0), GI_FRAME_AT_ENTRY);
 	ASSERT_EQ_INT(AT(11, 2), GI_FRAME_AT_ENTRY);
@@ -161,6 +164,7 @@ static int test_table(void)
 		len = read(fd, self, sizeof(self));
 		close(fd);
 		ASSERT_TRUE(len > 0 && (size_t)len < sizeof(self));
+		p = NULL;
 		ASSERT_EQ_INT(gi_prologues_from_cfi(st, self, (size_t)len, FK_STEXT, FK_ETEXT, &p),
 			      -ENODATA);
 		ASSERT_TRUE(p == NULL);
@@ -215,7 +219,25 @@ static int chain_has_caller(struct fakekernel *fk, uint64_t rip, uint64_t rsp, u
 	ASSERT_EQ_U64(ips[0], rip);
 	ASSERT_EQ_U64(ips[1], CALLER);
 	ASSERT_EQ_U64(ips[2], RET(1));
+	ASSERT_EQ_U64(ips[3], RET(2));
 	ASSERT_EQ_U64(ips[4], RET(3));
+	return TEST_OK;
+}
+
+/* ... and the chain without the caller: rip, RET(1..3) */
+static int chain_lacks_caller(struct fakekernel *fk, uint64_t rip, uint64_t rsp, uint64_t rbp)
+{
+	struct gi_regs r = fk->regs;
+	uint64_t ips[8];
+	unsigned int n = 0;
+
+	r.rip = rip;
+	r.rsp = rsp;
+	r.rbp = rbp;
+	ASSERT_EQ_INT(gi_unwind_kernel(fk->gi, &fk->fm.mem, &r, fk->task_kva, ips, 8, &n),
+		      HVP_WALK_END);
+	ASSERT_EQ_INT(n, 4);
+	ASSERT_EQ_U64(ips[1], RET(1));
 	return TEST_OK;
 }
 
@@ -238,8 +260,57 @@ static int test_unwind(void)
 	ASSERT_EQ_INT(chain_has_caller(&fk, F(1) + 0x16, S + 0x3d08, S + 0x3e00), TEST_OK);
 	ASSERT_EQ_INT(chain_has_caller(&fk, F(11), S + 0x3d08, S + 0x3e00), TEST_OK);
 	ASSERT_EQ_INT(chain_has_caller(&fk, F(11) + 2, S + 0x3d08, S + 0x3e00), TEST_OK);
-	/* a ret in a function the table does not know (frameless, but it calls) */
-	ASSERT_EQ_INT(chain_has_caller(&fk, F(12) + 7, S + 0x3d08, S + 0x3e00), TEST_OK);
+	/* a ret in a function the table does not know (frameless, but it calls): not claimed */
+	ASSERT_EQ_INT(chain_lacks_caller(&fk, F(12) + 7, S + 0x3d08, S + 0x3e00), TEST_OK);
+	/* a ret the running code no longer has (patched): the guest's byte is checked */
+	ASSERT_EQ_INT(fk_write_gva(&fk, F(1) + 0x16, "\x90", 1), 0);
+	ASSERT_EQ_INT(chain_lacks_caller(&fk, F(1) + 0x16, S + 0x3d08, S + 0x3e00), TEST_OK);
+	ASSERT_EQ_INT(fk_write_gva(&fk, F(1) + 0x16, "\xc3", 1), 0);
+	/* the slot past the top of RSP's stack region (RBP pushed at S + 0x3ff8: the slot is at
+	 * S + 0x4000, mapped here and holding text, the caller's frame elsewhere): not taken */
+	ASSERT_EQ_INT(fakemem_map(&fk.fm, S + 0x4000, TEXT_GPA + 0x10000, 4096, 0), 0);
+	ASSERT_EQ_INT(fk_w64(&fk, S + 0x4000, CALLER), 0);
+	r = fk.regs;
+	r.rip = F(1) + 8;
+	r.rsp = S + 0x3ff8;
+	r.rbp = 0;
+	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
+		      HVP_WALK_END);
+	ASSERT_EQ_INT(n, 1);
+	r.rsp = S + 0x3ff0; /* the slot at S + 0x3ff8, inside: taken */
+	ASSERT_EQ_INT(fk_w64(&fk, S + 0x3ff8, CALLER), 0);
+	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
+		      HVP_WALK_END);
+	ASSERT_EQ_INT(n, 2);
+	ASSERT_EQ_U64(ips[1], CALLER);
+	/* entry code is never claimed */
+	fk.gi->entry_text_start = F(1);
+	fk.gi->entry_text_end = F(2);
+	ASSERT_EQ_INT(chain_lacks_caller(&fk, F(1) + 8, S + 0x3d00, S + 0x3e00), TEST_OK);
+	fk.gi->entry_text_start = fk.gi->entry_text_end = 0;
+	/* a KASLR slide not known yet: the table (link-time) is not used */
+	fk.gi->slide_state = GI_SLIDE_UNKNOWN;
+	ASSERT_EQ_INT(chain_lacks_caller(&fk, F(1) + 8, S + 0x3d00, S + 0x3e00), TEST_OK);
+	fk.gi->slide_state = GI_SLIDE_KNOWN;
+	/* a known slide: the RIP is looked up at its link-time address */
+	{
+		const uint64_t slide = 0x200000;
+		struct gi_regs rs = fk.regs;
+
+		gi_set_kaslr_slide(fk.gi, slide);
+		ASSERT_EQ_INT(fk_w64(&fk, S + 0x3d08, CALLER + slide), 0);
+		rs.rip = F(1) + 8 + slide;
+		rs.rsp = S + 0x3d00;
+		rs.rbp = S + 0x3e00;
+		gi_unwind_kernel(fk.gi, &fk.fm.mem, &rs, fk.task_kva, ips, 8, &n);
+		ASSERT_TRUE(n >= 2);
+		ASSERT_EQ_U64(ips[1], CALLER + slide);
+		rs.rip = F(1) + 8; /* unslid: another place of the slid kernel, no prologue */
+		gi_unwind_kernel(fk.gi, &fk.fm.mem, &rs, fk.task_kva, ips, 8, &n);
+		ASSERT_TRUE(n < 2 || ips[1] != CALLER + slide);
+		gi_set_kaslr_slide(fk.gi, 0);
+		ASSERT_EQ_INT(fk_w64(&fk, S + 0x3d08, CALLER), 0);
+	}
 
 	/* the execve check now sees the caller: here CALLER stands for load_elf_binary's code
 	 * after begin_new_exec */
@@ -324,6 +395,15 @@ static int test_unwind_interrupted(void)
 	ASSERT_EQ_U64(ips[2], F(1) + 8);
 	ASSERT_EQ_U64(ips[3], CALLER);
 	ASSERT_EQ_U64(ips[4], RET(1));
+	/* the same frame under the int3 entry (RET(5) in asm_exc_int3): its ip is one past an
+	 * int3, inside a patched instruction, not a place of the table: no caller added */
+	fk.gi->int3_entry[0] = RET(5) - 0x10;
+	fk.gi->int3_entry[1] = RET(5) + 0x10;
+	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
+		      HVP_WALK_END);
+	ASSERT_EQ_INT(n, 6);
+	ASSERT_EQ_U64(ips[3], RET(1));
+	fk.gi->int3_entry[0] = fk.gi->int3_entry[1] = 0;
 	/* the depth bound counts the extra frame */
 	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 3, &n),
 		      HVP_WALK_DEPTH);
