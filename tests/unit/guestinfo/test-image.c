@@ -6,40 +6,18 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <hvprof/guestinfo.h>
 
+#include "imagefile.h"
 #include "test.h"
-
-static int image_file(const char *name, char *path, size_t size)
-{
-	const char *dir = getenv("HVPROF_IMAGE_DIR");
-	const char *cache = getenv("HVPROF_CACHE");
-	const char *home = getenv("HOME");
-	struct stat st;
-
-	/* $HVPROF_IMAGE_DIR, else the default image where images/build-image.sh puts it */
-	if (dir && *dir)
-		snprintf(path, size, "%s/%s", dir, name);
-	else if (cache && *cache)
-		snprintf(path, size, "%s/images/default/%s", cache, name);
-	else
-		snprintf(path, size, "%s/.cache/hvprof/images/default/%s", home ? home : "/root",
-			 name);
-	if (stat(path, &st) != 0) {
-		printf("# skip: %s does not exist\n", path);
-		return -1;
-	}
-	return 0;
-}
 
 static int test_btf_layout(void)
 {
 	struct gi_layout l;
 	char path[4096];
 
-	if (image_file("vmlinux.btf", path, sizeof(path)))
+	if (test_image_file("vmlinux.btf", path, sizeof(path)))
 		return TEST_SKIP;
 	ASSERT_EQ_INT(gi_layout_from_btf(path, &l), 0);
 	/* Relations that hold in every x86-64 kernel hvprof targets (include/linux/sched.h). */
@@ -81,8 +59,8 @@ static int test_gi_open(void)
 	uint64_t stext, etext, addr, off;
 	const char *name;
 
-	if (image_file("vmlinux", vmlinux, sizeof(vmlinux)) ||
-	    image_file("vmlinux.btf", btf, sizeof(btf)))
+	if (test_image_file("vmlinux", vmlinux, sizeof(vmlinux)) ||
+	    test_image_file("vmlinux.btf", btf, sizeof(btf)))
 		return TEST_SKIP;
 	cfg.vmlinux = vmlinux;
 	cfg.btf = btf;
@@ -123,8 +101,8 @@ static int test_system_map(void)
 	size_t checked = 0;
 	FILE *f;
 
-	if (image_file("vmlinux", vmlinux, sizeof(vmlinux)) ||
-	    image_file("System.map", map, sizeof(map)))
+	if (test_image_file("vmlinux", vmlinux, sizeof(vmlinux)) ||
+	    test_image_file("System.map", map, sizeof(map)))
 		return TEST_SKIP;
 	ASSERT_EQ_INT(symtab_open_elf(vmlinux, &st), 0);
 	f = fopen(map, "r");

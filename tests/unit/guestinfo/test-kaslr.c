@@ -6,39 +6,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <hvprof/guestinfo.h>
 
 #include "fakemem.h"
+#include "imagefile.h"
 #include "test.h"
 
 #define SLIDE 0x4000000ull /* 64 MiB: a multiple of CONFIG_PHYSICAL_ALIGN (2 MiB) */
 #define PAGE_GPA 0x200000ull
 #define STACK 0xffffc90000124000ull /* a task's kernel stack (task->stack: 16 KiB aligned) */
 
-static int image_path(const char *name, char *path, size_t size)
-{
-	const char *cache = getenv("HVPROF_CACHE"), *home = getenv("HOME");
-	struct stat st;
-
-	if (cache && *cache)
-		snprintf(path, size, "%s/images/default/%s", cache, name);
-	else
-		snprintf(path, size, "%s/.cache/hvprof/images/default/%s", home ? home : "/root",
-			 name);
-	if (stat(path, &st) != 0) {
-		printf("# skip: %s missing (images/build-image.sh)\n", path);
-		return -1;
-	}
-	return 0;
-}
-
 /* @cfg for the test kernel's vmlinux and BTF (@vmlinux, @btf: 4096-byte path buffers), or -1
  * when the image is not built (the test skips). */
 static int image_config(char *vmlinux, char *btf, struct gi_config *cfg)
 {
-	if (image_path("vmlinux", vmlinux, 4096) || image_path("vmlinux.btf", btf, 4096))
+	if (test_image_file("vmlinux", vmlinux, 4096) || test_image_file("vmlinux.btf", btf, 4096))
 		return -1;
 	cfg->vmlinux = vmlinux;
 	cfg->btf = btf;

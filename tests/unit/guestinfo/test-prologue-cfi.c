@@ -16,37 +16,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <hvprof/guestinfo.h>
 
 #include "gi_internal.h"
+#include "imagefile.h"
 #include "test.h"
 
 #define DWARF_RBP 6
 #define DWARF_RSP 7
-
-static int image_file(const char *name, char *path, size_t size)
-{
-	const char *dir = getenv("HVPROF_IMAGE_DIR");
-	const char *cache = getenv("HVPROF_CACHE");
-	const char *home = getenv("HOME");
-	struct stat st;
-
-	if (dir && *dir)
-		snprintf(path, size, "%s/%s", dir, name);
-	else if (cache && *cache)
-		snprintf(path, size, "%s/images/default/%s", cache, name);
-	else
-		snprintf(path, size, "%s/.cache/hvprof/images/default/%s", home ? home : "/root",
-			 name);
-	if (stat(path, &st) != 0) {
-		printf("# skip: %s does not exist\n", path);
-		return -1;
-	}
-	return 0;
-}
 
 struct tally {
 	uint64_t claimed[4]; /* bytes the table claims, by enum gi_frame_state */
@@ -188,8 +167,8 @@ static int test_against_cfi(void)
 	Elf *elf;
 	int fd;
 
-	if (image_file("vmlinux", vmlinux, sizeof(vmlinux)) ||
-	    image_file("vmlinux.btf", btf, sizeof(btf)))
+	if (test_image_file("vmlinux", vmlinux, sizeof(vmlinux)) ||
+	    test_image_file("vmlinux.btf", btf, sizeof(btf)))
 		return TEST_SKIP;
 	cfg.vmlinux = vmlinux;
 	cfg.btf = btf;

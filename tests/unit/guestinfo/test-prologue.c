@@ -203,18 +203,25 @@ static int setup(struct fakekernel *fk, struct symtab **st, bool with_table)
 	return fk_w64(fk, S + 0x3d08, CALLER) || fk_w64(fk, S + 0x3d00, S + 0x3e00) ? -1 : 0;
 }
 
-/* Unwind from @rip with @rsp and @rbp; the chain must be rip, CALLER, RET(1..3). */
-static int chain_has_caller(struct fakekernel *fk, uint64_t rip, uint64_t rsp, uint64_t rbp)
+/* The walk from @rip with @rsp and @rbp into @ips (8), *@n frames. */
+static enum hvp_walk_stop walk_at(struct fakekernel *fk, uint64_t rip, uint64_t rsp,
+				  uint64_t rbp, uint64_t *ips, unsigned int *n)
 {
 	struct gi_regs r = fk->regs;
-	uint64_t ips[8];
-	unsigned int n = 0;
 
 	r.rip = rip;
 	r.rsp = rsp;
 	r.rbp = rbp;
-	ASSERT_EQ_INT(gi_unwind_kernel(fk->gi, &fk->fm.mem, &r, fk->task_kva, ips, 8, &n),
-		      HVP_WALK_END);
+	return gi_unwind_kernel(fk->gi, &fk->fm.mem, &r, fk->task_kva, ips, 8, n);
+}
+
+/* The chain from there must be rip, CALLER, RET(1..3). */
+static int chain_has_caller(struct fakekernel *fk, uint64_t rip, uint64_t rsp, uint64_t rbp)
+{
+	uint64_t ips[8];
+	unsigned int n = 0;
+
+	ASSERT_EQ_INT(walk_at(fk, rip, rsp, rbp, ips, &n), HVP_WALK_END);
 	ASSERT_EQ_INT(n, 5);
 	ASSERT_EQ_U64(ips[0], rip);
 	ASSERT_EQ_U64(ips[1], CALLER);
@@ -227,15 +234,10 @@ static int chain_has_caller(struct fakekernel *fk, uint64_t rip, uint64_t rsp, u
 /* ... and the chain without the caller: rip, RET(1..3) */
 static int chain_lacks_caller(struct fakekernel *fk, uint64_t rip, uint64_t rsp, uint64_t rbp)
 {
-	struct gi_regs r = fk->regs;
 	uint64_t ips[8];
 	unsigned int n = 0;
 
-	r.rip = rip;
-	r.rsp = rsp;
-	r.rbp = rbp;
-	ASSERT_EQ_INT(gi_unwind_kernel(fk->gi, &fk->fm.mem, &r, fk->task_kva, ips, 8, &n),
-		      HVP_WALK_END);
+	ASSERT_EQ_INT(walk_at(fk, rip, rsp, rbp, ips, &n), HVP_WALK_END);
 	ASSERT_EQ_INT(n, 4);
 	ASSERT_EQ_U64(ips[1], RET(1));
 	return TEST_OK;
@@ -315,51 +317,32 @@ static int test_unwind(void)
 	/* the execve check now sees the caller: here CALLER stands for load_elf_binary's code
 	 * after begin_new_exec */
 	gi_ranges_add(&fk.gi->exec_past, CALLER - 0x21, CALLER + 0x40);
+	ASSERT_EQ_INT(walk_at(&fk, F(1) + 8, S + 0x3d00, S + 0x3e00, ips, &n), HVP_WALK_END);
+	ASSERT_TRUE(gi_chain_past_exec_switch(fk.gi, F(1) + 8, ips + 1, n - 1));
+	/* room for the rip alone: no caller written past it */
 	r = fk.regs;
 	r.rip = F(1) + 8;
 	r.rsp = S + 0x3d00;
 	r.rbp = S + 0x3e00;
-	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
-		      HVP_WALK_END);
-	ASSERT_TRUE(gi_chain_past_exec_switch(fk.gi, r.rip, ips + 1, n - 1));
-	/* room for the rip alone: no caller written past it */
 	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 1, &n),
 		      HVP_WALK_DEPTH);
 	ASSERT_EQ_INT(n, 1);
 
 	/* hostile: the slot holds no kernel text, or lies above the caller's frame, or RSP is
-	 * not a kernel address: the chain is as before, without the caller */
+	 * not a kernel address, or misaligned: the chain is as before, without the caller */
 	ASSERT_EQ_INT(fk_w64(&fk, S + 0x3d08, 0x401000), 0);
-	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
-		      HVP_WALK_END);
-	ASSERT_EQ_INT(n, 4);
-	ASSERT_EQ_U64(ips[1], RET(1));
+	ASSERT_EQ_INT(chain_lacks_caller(&fk, F(1) + 8, S + 0x3d00, S + 0x3e00), TEST_OK);
 	ASSERT_EQ_INT(fk_w64(&fk, S + 0x3d08, CALLER), 0);
-	r.rsp = S + 0x3e00; /* the slot at 0x3e08: the caller's frame is not above it */
-	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
-		      HVP_WALK_END);
-	ASSERT_EQ_INT(n, 4);
-	r.rsp = 0x00007ffffffde000ull;
-	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
-		      HVP_WALK_END);
-	ASSERT_EQ_INT(n, 4);
-	r.rsp = S + 0x3ffc; /* misaligned and at the stack's top */
-	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
-		      HVP_WALK_END);
-	ASSERT_EQ_INT(n, 4);
+	ASSERT_EQ_INT(chain_lacks_caller(&fk, F(1) + 8, S + 0x3e00, S + 0x3e00), TEST_OK);
+	ASSERT_EQ_INT(chain_lacks_caller(&fk, F(1) + 8, 0x00007ffffffde000ull, S + 0x3e00),
+		      TEST_OK);
+	ASSERT_EQ_INT(chain_lacks_caller(&fk, F(1) + 8, S + 0x3cfc, S + 0x3e00), TEST_OK);
 	fakekernel_fini(&fk);
 	symtab_free(st);
 
 	/* without the table (a session without an image): the caller is lost, as it was */
 	ASSERT_EQ_INT(setup(&fk, &st, false), 0);
-	r = fk.regs;
-	r.rip = F(1) + 8;
-	r.rsp = S + 0x3d00;
-	r.rbp = S + 0x3e00;
-	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
-		      HVP_WALK_END);
-	ASSERT_EQ_INT(n, 4);
-	ASSERT_EQ_U64(ips[1], RET(1));
+	ASSERT_EQ_INT(chain_lacks_caller(&fk, F(1) + 8, S + 0x3d00, S + 0x3e00), TEST_OK);
 	fakekernel_fini(&fk);
 	symtab_free(st);
 	return TEST_OK;
