@@ -110,8 +110,8 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 		d->n_orc ? "orc" : "frame pointers", d->n_orc);
 	fputs(", \"orc_layout\": ", f);
 	json_str(f, d->n_orc ? gi_orc_layout_name(d->orc_layout) : "");
-	fprintf(f, ", \"prologues\": %zu, \"prologues_from\": \"%s\"}", d->n_prologues,
-		d->n_orc ? "" : d->prologues_from_cfi ? "cfi" : "code");
+	fprintf(f, ", \"prologues\": %zu, \"prologue_functions\": {\"cfi\": %zu, \"code\": %zu}}",
+		d->n_prologues, d->prologue_fns_cfi, d->prologue_fns_code);
 	fputs(",\n \"missing\": [", f);
 	{
 		const char *p = d->missing;
@@ -191,9 +191,10 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		printf("kernel stacks: ORC tables, %zu entries (%s)\n", d->n_orc,
 		       gi_orc_layout_name(d->orc_layout));
 	else
-		printf("kernel stacks: frame pointers (no ORC tables); frames not yet built: %zu "
-		       "stretches of code, from its %s\n",
-		       d->n_prologues, d->prologues_from_cfi ? "CFI" : "code (no CFI)");
+		printf("kernel stacks: frame pointers (no ORC tables); where a frame is not built "
+		       "yet: %zu stretches of code, in %zu functions from the image's CFI and "
+		       "%zu from their code\n",
+		       d->n_prologues, d->prologue_fns_cfi, d->prologue_fns_code);
 	printf("missing:       %s\n", d->missing[0] ? d->missing : "nothing");
 }
 

@@ -51,6 +51,19 @@ static int sym_end(const struct symtab *st, const char *name, uint64_t start, ui
 	return -ENOENT;
 }
 
+/* The int3 entry (asm_exc_int3; int3 before 5.8), whose pt_regs' ip is one past an int3 and so
+ * not an instruction of the image (gi_unwind_kernel): gi->int3_entry, 0/0 when not found. */
+static void find_int3_entry(struct gi *gi)
+{
+	static const char *const names[] = { "asm_exc_int3", "int3" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (symtab_find(gi->st, names[i], &gi->int3_entry[0]) == 0 &&
+		    sym_end(gi->st, names[i], gi->int3_entry[0], 4096, &gi->int3_entry[1]) == 0)
+			return;
+	gi->int3_entry[0] = gi->int3_entry[1] = 0;
+}
+
 /* The exit paths inside the entry text, and the #PF entry (see struct gi). */
 static void gi_find_exit_paths(struct gi *gi)
 {
@@ -319,30 +332,30 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 	}
 	exit_tail_ranges(gi);
 	gi_find_exec_points(gi, gi_read_image, img);
-	/* frame-pointer kernels: what a walk from inside a prologue needs (unwind.c) */
-	if (!gi->orc && symtab_find(gi->st, "asm_exc_int3", &gi->int3_entry[0]) == 0 &&
-	    sym_end(gi->st, "asm_exc_int3", gi->int3_entry[0], 4096, &gi->int3_entry[1]) != 0)
-		gi->int3_entry[0] = 0;
 	if (!gi->orc) {
-		size_t elf_len = 0;
+		size_t elf_len = 0, n_cfi, n_code;
 		const uint8_t *elf = gi_kimage_elf(img, &elf_len);
 
-		/* exactly from the compiler's CFI when the image has it, else from the code */
-		err = gi_prologues_from_cfi(gi->st, elf, elf_len, gi->stext_kva, gi->etext_kva,
-					    &gi->prologues);
-		if (err && err != -ENOMEM)
+		find_int3_entry(gi);
+		/* frame-pointer kernels: where RBP is still the caller's frame (unwind.c): from the
+		 * CFI where the image has it, else from the code */
+		err = gi_prologues_from_cfi(gi->st, gi_read_image, img, elf, elf_len, gi->stext_kva,
+					    gi->etext_kva, &gi->prologues);
+		if (err == -ENODATA || err == -EBADMSG || err == -ENOTSUP)
 			err = gi_prologues_build(gi->st, gi_read_image, img, gi->stext_kva,
 						 gi->etext_kva, &gi->prologues);
 		if (err == -ENOMEM)
 			goto err_close;
-		if (err)
+		if (err) {
 			pr_warn("%s: function prologues not found (%s): a sample at a function's "
 				"first instructions loses its caller", cfg->vmlinux,
 				hvp_strerror(err));
-		else
-			pr_debug(LOG_KSYM, "frames not built: %zu stretches (from %s)",
-				 gi_prologues_count(gi->prologues),
-				 gi_prologues_from_cfi_p(gi->prologues) ? "CFI" : "code");
+		} else {
+			gi_prologues_functions(gi->prologues, &n_cfi, &n_code);
+			pr_debug(LOG_KSYM, "%s: frames not built: %zu stretches (%zu functions from "
+				 "CFI, %zu from code)", cfg->vmlinux,
+				 gi_prologues_count(gi->prologues), n_cfi, n_code);
+		}
 		err = 0;
 	}
 	if (gi_exit_sites(gi->st, gi_read_image, img, NULL, 0, 0, gi->sites, GI_MAX_EXIT_SITES,

@@ -106,17 +106,19 @@ int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, 
 		       uint64_t hi, struct gi_prologues **out) __must_check;
 
 /*
- * gi_prologues_from_cfi - the same table from the image's call-frame information (the vmlinux
- * ELF @elf_bytes, @elf_len bytes: .debug_frame, else .eh_frame; libdw), exactly: for each code
- * symbol of @st in [@lo, @hi), the rows where the CFA is RSP + 8 (nothing pushed) or RSP + 16
- * (RBP pushed). No ret bitmap (the rows hold the rets). Return: 0 and *@out; -ENODATA no CFI,
- * or none for that text; -EBADMSG not an ELF; -EINVAL; -ENOMEM.
+ * gi_prologues_from_cfi - the same table, exactly from the call-frame information of the image
+ * (the vmlinux ELF @elf_bytes, @elf_len bytes: .debug_frame, else .eh_frame; prologue_cfi.c,
+ * libdw) for each function it has (the rows where the CFA is RSP + 8 or RSP + 16: early exits
+ * and epilogues too), from the code read through @read for the others (asm). Return: 0 and
+ * *@out; -ENODATA the image has no CFI; -EBADMSG not an ELF; -ENOTSUP not x86-64, or capstone
+ * without x86; -EINVAL; -ENOMEM.
  */
-int gi_prologues_from_cfi(const struct symtab *st, const uint8_t *elf_bytes, size_t elf_len,
-			  uint64_t lo, uint64_t hi, struct gi_prologues **out) __must_check;
+int gi_prologues_from_cfi(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+			  const uint8_t *elf_bytes, size_t elf_len, uint64_t lo, uint64_t hi,
+			  struct gi_prologues **out) __must_check;
 
-/* gi_prologues_from_cfi_p - whether @p came from CFI (gi_prologues_from_cfi). */
-bool gi_prologues_from_cfi_p(const struct gi_prologues *p);
+/* gi_prologues_functions - how many functions of @p came from CFI and from code (0 for NULL). */
+void gi_prologues_functions(const struct gi_prologues *p, size_t *from_cfi, size_t *from_code);
 
 /* gi_prologue_at - the state at link-time KVA @kva (a RIP: the table's claims hold at
  * instruction boundaries of the image's code): GI_FRAME_BUILT outside the table's stretches and
@@ -124,8 +126,8 @@ bool gi_prologues_from_cfi_p(const struct gi_prologues *p);
  * over the whole table, no guest read. */
 enum gi_frame_state gi_prologue_at(const struct gi_prologues *p, uint64_t kva);
 
-/* gi_prologues_count - stretches of code in @p (0 for NULL): functions whose prologue or
- * frameless body was recognised, or CFI rows (merged) with an RSP-based CFA. */
+/* gi_prologues_count - stretches of code in @p (0 for NULL): a function's prologue or frameless
+ * body, or its CFI rows (merged) where the CFA is RSP-based. */
 size_t gi_prologues_count(const struct gi_prologues *p);
 
 /* gi_prologues_free - free @p (NULL is fine). */

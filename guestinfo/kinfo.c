@@ -176,14 +176,15 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 			size_t elf_len = 0;
 			const uint8_t *elf = gi_kimage_elf(img, &elf_len);
 
-			/* as gi_open: from the CFI when the image has it, else from the code */
-			err = gi_prologues_from_cfi(st, elf, elf_len, lo, hi, &pro);
-			if (err && err != -ENOMEM)
+			/* as gi_open: from the CFI where the image has it, else from the code */
+			err = gi_prologues_from_cfi(st, kinfo_read, img, elf, elf_len, lo, hi,
+						    &pro);
+			if (err == -ENODATA || err == -EBADMSG || err == -ENOTSUP)
 				err = gi_prologues_build(st, kinfo_read, img, lo, hi, &pro);
 			if (err == -ENOMEM)
 				goto out;
 			d->n_prologues = gi_prologues_count(pro);
-			d->prologues_from_cfi = gi_prologues_from_cfi_p(pro);
+			gi_prologues_functions(pro, &d->prologue_fns_cfi, &d->prologue_fns_code);
 			gi_prologues_free(pro);
 		}
 	}

@@ -2,64 +2,36 @@
 // Where a frame-pointer kernel's functions have not built their frame yet. A C function compiled
 // with frame pointers starts `push %rbp ... mov %rsp,%rbp`; until the mov has run, RBP is still
 // its caller's frame, so a frame-pointer unwind from a RIP there skips the immediate caller, whose
-// return address is at RSP (before the push) or RSP + 8 (after it). The table found here, with
-// capstone from each code symbol of the image's text at open, tells the unwinder which (unwind.c).
-// The stack depth at an address of compiled code is the same on every path to it, so the
-// straight-line prefix from the function's entry tells it for every RIP in that prefix. A leaf
-// that never moves RSP or RBP (no frame at all: gcc builds none for many small leaves, nor do
-// asm helpers) has its return address at RSP everywhere: the table holds it whole. And at a
-// ret (c3, or c2 with an immediate) the frame is torn down: the return address is at RSP. A
-// byte c3 at an instruction boundary is a ret, and a RIP is one, so a bitmap of the text's c3
-// and c2 bytes answers that without decoding, and without reading the guest per sample.
-// When the image has the compiler's call-frame information (.debug_frame, or .eh_frame: a
-// vmlinux with debug info), the table is made from it instead (libdw), exactly: every row where
-// the CFA is RSP + 8 (nothing pushed) or RSP + 16 (RBP pushed), early exits and epilogues too.
+// return address is at RSP (before the push) or RSP + 8 (after it). The table made here at open
+// tells the unwinder which (unwind.c). For each code symbol of the image's text: exactly from
+// the compiler's call-frame information when the image has it for that function (.debug_frame
+// or .eh_frame, prologue_cfi.c: every row where the CFA is RSP + 8 or RSP + 16, early exits and
+// epilogues too), else from its code with capstone (asm, and images without CFI): the stack depth
+// at an address of compiled code is the same on every path to it, so the straight-line prefix
+// from the function's entry tells it for every RIP in that prefix; a function that never moves
+// RSP or RBP (no frame at all: small leaves, asm helpers) has its return address at RSP
+// everywhere; and at a ret (c3, or c2 with an immediate) after a prologue function's epilogue
+// the return address is at RSP: a byte c3 at an instruction boundary is a ret, and a RIP is one,
+// so a bitmap of those bytes answers without decoding (the unwinder confirms it in the guest).
 #define pr_fmt(fmt) "gi: prologue: " fmt
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <capstone/capstone.h>
-#include <dwarf.h>
-#include <elfutils/libdw.h>
-#include <libelf.h>
 
 #include <hvprof/guestinfo.h>
 #include <hvprof/log.h>
 
 #include "gi_internal.h"
+#include "prologue_internal.h"
 
 /* How far into a function the frame may be built: gcc schedules a few loads between the push
  * and the mov, never more than this. */
-#define PRO_MAX_BYTES	 48
-#define PRO_MAX_INSNS	 12
-#define PRO_BUCKET_SHIFT 12 /* the lookup's buckets: 4 KiB of text each */
-/* A frameless function is taken whole up to this size (so that any entry starts in the RIP's
- * bucket or the one before). */
-#define PRO_MAX_FRAMELESS (1u << PRO_BUCKET_SHIFT)
+#define PRO_MAX_BYTES 48
+#define PRO_MAX_INSNS 12
 /* The body of a function with a prologue is looked at for rets up to this size. */
 #define PRO_MAX_BODY (64u << 10)
-
-/* A stretch of code the table knows (a function's first bytes, a frameless function, a CFI row):
- * from @off past the table's lo, [0, push_end) nothing pushed, [push_end, mov_end) RBP pushed. */
-struct pro_fn {
-	uint32_t off;	   /* ascending, the stretches do not overlap */
-	uint16_t push_end; /* <= mov_end */
-	uint16_t mov_end;  /* <= PRO_MAX_FRAMELESS */
-};
-
-struct gi_prologues {
-	uint64_t lo, hi;   /* [lo, hi): the link-time text the table covers */
-	uint32_t n;	   /* stretches in @fn */
-	bool from_cfi;	   /* made from the image's CFI, else from its code */
-	struct pro_fn *fn; /* by @off; 8 bytes each, 8 to a cache line */
-	uint32_t *bucket;  /* n_buckets + 1: first index whose start is in bucket b or after */
-	uint32_t n_buckets;
-	/* code tables: bit (kva - ret_lo) of [ret_lo, ret_hi): a c3 or c2 byte in the body of a
-	 * function with a prologue (after it; NULL: none) */
-	uint64_t *ret_bits;
-	uint64_t ret_lo, ret_hi;
-};
 
 static bool is_reg(const cs_x86_op *op, x86_reg r)
 {
@@ -202,15 +174,45 @@ void gi_prologues_free(struct gi_prologues *p)
 	free(p);
 }
 
-/* Room for @cap functions. Return: 0; -ENOMEM. */
-static int prologues_alloc(struct gi_prologues *p, size_t cap)
+int pro_add(struct gi_prologues *p, uint64_t start, uint64_t end, unsigned int cfa)
 {
-	p->fn = calloc(cap ? cap : 1, sizeof(*p->fn));
-	return p->fn ? 0 : -ENOMEM;
+	while (start < end) {
+		uint32_t off = (uint32_t)(start - p->lo);
+		struct pro_fn *last = p->n ? &p->fn[p->n - 1] : NULL;
+		uint64_t len = end - start, room;
+
+		/* continue the stretch before: RBP pushed after anything, nothing pushed only
+		 * after nothing pushed; at most PRO_MAX_STRETCH in all */
+		if (last && last->off + last->mov_end == off && last->mov_end < PRO_MAX_STRETCH &&
+		    (cfa == 16 || last->push_end == last->mov_end)) {
+			room = PRO_MAX_STRETCH - last->mov_end;
+			if (len > room)
+				len = room;
+			last->mov_end = (uint16_t)(last->mov_end + len);
+			if (cfa == 8)
+				last->push_end = last->mov_end;
+		} else {
+			if (p->n == p->cap) {
+				size_t ncap = p->cap ? p->cap * 2 : 4096;
+				struct pro_fn *fn = realloc(p->fn, ncap * sizeof(*fn));
+
+				if (!fn)
+					return -ENOMEM;
+				p->fn = fn;
+				p->cap = ncap;
+			}
+			if (len > PRO_MAX_STRETCH)
+				len = PRO_MAX_STRETCH;
+			p->fn[p->n++] = (struct pro_fn){ off, cfa == 8 ? (uint16_t)len : 0,
+							 (uint16_t)len };
+		}
+		start += len;
+	}
+	return 0;
 }
 
 /* The buckets over the @p->n starts. Return: 0; -ENOMEM. */
-static int prologues_index(struct gi_prologues *p)
+int pro_index(struct gi_prologues *p)
 {
 	uint32_t i = 0;
 
@@ -249,9 +251,9 @@ static int ret_bitmap(struct gi_prologues *p, gi_kva_read_fn read, void *ctx, ui
 	if (!p->ret_bits)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
-		for (uint64_t at = b[i].lo; at < b[i].hi; at += PRO_MAX_FRAMELESS) {
-			size_t len = b[i].hi - at < PRO_MAX_FRAMELESS ? (size_t)(b[i].hi - at)
-								      : PRO_MAX_FRAMELESS;
+		for (uint64_t at = b[i].lo; at < b[i].hi; at += PRO_MAX_STRETCH) {
+			size_t len = b[i].hi - at < PRO_MAX_STRETCH ? (size_t)(b[i].hi - at)
+								    : PRO_MAX_STRETCH;
 
 			if (read(ctx, at, buf, len) != 0)
 				continue;
@@ -265,8 +267,43 @@ static int ret_bitmap(struct gi_prologues *p, gi_kva_read_fn read, void *ctx, ui
 	return 0;
 }
 
-int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t lo,
-		       uint64_t hi, struct gi_prologues **out)
+/* The code analysis of the symbol at @start (up to @next): its stretches added to @p and, for a
+ * function with a prologue, its body to @bodies. Return: 1 claimed; 0 not; -ENOMEM. */
+static int code_symbol(struct gi_prologues *p, csh cs, cs_insn *insn, gi_kva_read_fn read,
+		       void *ctx, uint8_t *code, uint64_t start, uint64_t next,
+		       struct pro_body *bodies, size_t *n_bodies)
+{
+	unsigned int push_end, mov_end;
+	size_t len, whole;
+	int err;
+
+	/* the function's bytes up to the next symbol: the prologue's first PRO_MAX_BYTES, or all
+	 * of a frameless one of at most PRO_MAX_STRETCH */
+	whole = next - start <= PRO_MAX_STRETCH ? (size_t)(next - start) : 0;
+	len = next - start < PRO_MAX_BYTES ? (size_t)(next - start) : PRO_MAX_BYTES;
+	if (len < 1 || read(ctx, start, code, whole > len ? whole : len) != 0)
+		return 0;
+	if (prologue_shape(cs, insn, code, len, start, &push_end, &mov_end) == 0) {
+		err = pro_add(p, start, start + push_end, 8);
+		if (!err)
+			err = pro_add(p, start + push_end, start + mov_end, 16);
+		if (err)
+			return err;
+		bodies[*n_bodies].lo = start + mov_end;
+		bodies[*n_bodies].hi =
+			next - start - mov_end > PRO_MAX_BODY ? start + mov_end + PRO_MAX_BODY : next;
+		*n_bodies += bodies[*n_bodies].lo < bodies[*n_bodies].hi;
+		return 1;
+	}
+	if (whole && frameless(cs, insn, code, whole, start) == 0) {
+		err = pro_add(p, start, start + whole, 8);
+		return err ? err : 1;
+	}
+	return 0;
+}
+
+int pro_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, struct pro_cfi *cfi,
+	      uint64_t lo, uint64_t hi, struct gi_prologues **out)
 {
 	struct gi_prologues *p;
 	struct pro_body *bodies = NULL;
@@ -283,10 +320,9 @@ int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, 
 		return -ENOMEM;
 	p->lo = lo;
 	p->hi = hi;
-	err = prologues_alloc(p, count);
-	code = malloc(PRO_MAX_FRAMELESS);
+	code = malloc(PRO_MAX_STRETCH);
 	bodies = calloc(count ? count : 1, sizeof(*bodies));
-	if (err || !code || !bodies) {
+	if (!code || !bodies) {
 		err = -ENOMEM;
 		goto err_free;
 	}
@@ -307,37 +343,26 @@ int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, 
 		goto err_close_cs;
 	}
 	for (size_t i = 0; i < count; i++) {
-		unsigned int push_end, mov_end;
 		uint64_t start, next = hi;
-		size_t len, whole;
 
 		if (symtab_code_addr(st, i, &start) != 0 || start < lo || start >= hi)
 			continue;
 		if (i + 1 < count && symtab_code_addr(st, i + 1, &next) == 0 && next > hi)
 			next = hi;
-		/* the function's bytes up to the next symbol: the prologue's first PRO_MAX_BYTES,
-		 * or all of a frameless one of at most PRO_MAX_FRAMELESS */
-		whole = next - start <= PRO_MAX_FRAMELESS ? (size_t)(next - start) : 0;
-		len = next - start < PRO_MAX_BYTES ? (size_t)(next - start) : PRO_MAX_BYTES;
-		if (len < 1 || read(ctx, start, code, whole > len ? whole : len) != 0)
-			continue;
-		if (prologue_shape(cs, insn, code, len, start, &push_end, &mov_end) == 0) {
-			bodies[n_bodies].lo = start + mov_end;
-			bodies[n_bodies].hi = next - start - mov_end > PRO_MAX_BODY
-						  ? start + mov_end + PRO_MAX_BODY
-						  : next;
-			n_bodies += bodies[n_bodies].lo < bodies[n_bodies].hi;
-		} else if (whole && frameless(cs, insn, code, whole, start) == 0) {
-			push_end = mov_end = (unsigned int)whole;
-		} else {
+		/* the compiler's rows where it has them for this function, else its code */
+		err = cfi ? pro_cfi_rows(cfi, p, start, next) : -ENOENT;
+		if (err == 0) {
+			p->n_cfi++;
 			continue;
 		}
-		p->fn[p->n].off = (uint32_t)(start - lo);
-		p->fn[p->n].push_end = (uint16_t)push_end;
-		p->fn[p->n].mov_end = (uint16_t)mov_end;
-		p->n++;
+		if (err == -ENOENT)
+			err = code_symbol(p, cs, insn, read, ctx, code, start, next, bodies,
+					  &n_bodies);
+		if (err < 0)
+			goto err_free_insn;
+		p->n_code += (size_t)err;
 	}
-	err = prologues_index(p);
+	err = pro_index(p);
 	if (!err)
 		err = ret_bitmap(p, read, ctx, code, bodies, n_bodies);
 	if (err)
@@ -360,184 +385,54 @@ err_free:
 	return err;
 }
 
-/* The CFA of @frame when it is RSP + 8 or RSP + 16: that offset; else 0. */
-static unsigned int rsp_cfa(Dwarf_Frame *frame)
+int gi_prologues_build(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t lo,
+		       uint64_t hi, struct gi_prologues **out)
 {
-	Dwarf_Op *ops;
-	size_t nops;
-
-	if (dwarf_frame_cfa(frame, &ops, &nops) != 0 || nops != 1 || ops[0].atom != DW_OP_bregx ||
-	    ops[0].number != 7 /* DWARF x86-64: RSP */)
-		return 0;
-	return ops[0].number2 == 8 || ops[0].number2 == 16 ? (unsigned int)ops[0].number2 : 0;
-}
-
-/* Add [@start, @end) (link-time) with CFA RSP + @cfa to @p, split in PRO_MAX_FRAMELESS pieces,
- * merged with the stretch before when it continues it alike. Return: 0; -ENOMEM. */
-static int cfi_add(struct gi_prologues *p, size_t *cap, uint64_t start, uint64_t end,
-		   unsigned int cfa)
-{
-	while (start < end) {
-		uint32_t off = (uint32_t)(start - p->lo);
-		uint64_t len = end - start < PRO_MAX_FRAMELESS ? end - start : PRO_MAX_FRAMELESS;
-		struct pro_fn *last = p->n ? &p->fn[p->n - 1] : NULL;
-
-		if (last && last->off + last->mov_end == off &&
-		    (cfa == 8 ? last->push_end == last->mov_end : last->push_end == 0) &&
-		    last->mov_end + len <= PRO_MAX_FRAMELESS) {
-			last->mov_end = (uint16_t)(last->mov_end + len);
-			if (cfa == 8)
-				last->push_end = last->mov_end;
-		} else {
-			if (p->n == *cap) {
-				size_t ncap = *cap ? *cap * 2 : 4096;
-				struct pro_fn *fn = realloc(p->fn, ncap * sizeof(*fn));
-
-				if (!fn)
-					return -ENOMEM;
-				p->fn = fn;
-				*cap = ncap;
-			}
-			p->fn[p->n++] =
-			    (struct pro_fn){off, cfa == 8 ? (uint16_t)len : 0, (uint16_t)len};
-		}
-		start += len;
-	}
-	return 0;
-}
-
-/* The rows of each code symbol's CFI in [lo, hi) whose CFA is RSP-based. Return: 0; -ENOMEM. */
-static int cfi_rows(struct gi_prologues *p, const struct symtab *st, Dwarf_CFI *cfi)
-{
-	size_t count = symtab_count(st), cap = 0;
-
-	for (size_t i = 0; i < count; i++) {
-		uint64_t pc, next = p->hi;
-
-		if (symtab_code_addr(st, i, &pc) != 0 || pc < p->lo || pc >= p->hi)
-			continue;
-		if (i + 1 < count && symtab_code_addr(st, i + 1, &next) == 0 && next > p->hi)
-			next = p->hi;
-		while (pc < next) {
-			Dwarf_Frame *frame = NULL;
-			Dwarf_Addr start, end;
-			unsigned int cfa;
-			int err = 0;
-
-			if (dwarf_cfi_addrframe(cfi, pc, &frame) != 0)
-				break; /* no CFI here (asm, padding): not known */
-			if (dwarf_frame_info(frame, &start, &end, NULL) < 0 || end <= pc) {
-				free(frame);
-				break;
-			}
-			cfa = rsp_cfa(frame);
-			free(frame);
-			if (end > next)
-				end = next;
-			if (cfa)
-				err = cfi_add(p, &cap, pc, end, cfa);
-			if (err)
-				return err;
-			pc = end;
-		}
-	}
-	return 0;
-}
-
-/* The table of @cfi's RSP-based rows over [@lo, @hi). Return: 0 and *@out; -ENODATA none;
- * -ENOMEM. */
-static int cfi_table(const struct symtab *st, Dwarf_CFI *cfi, uint64_t lo, uint64_t hi,
-		     struct gi_prologues **out)
-{
-	struct gi_prologues *p = calloc(1, sizeof(*p));
-	int err;
-
-	if (!p)
-		return -ENOMEM;
-	p->lo = lo;
-	p->hi = hi;
-	p->from_cfi = true;
-	err = cfi_rows(p, st, cfi);
-	if (!err && !p->n)
-		err = -ENODATA; /* CFI, but none for the text: not the kernel's */
-	if (!err)
-		err = prologues_index(p);
-	if (err)
-		goto err_free;
-	*out = p;
-	return 0;
-
-err_free:
-	gi_prologues_free(p);
-	return err;
-}
-
-int gi_prologues_from_cfi(const struct symtab *st, const uint8_t *elf_bytes, size_t elf_len,
-			  uint64_t lo, uint64_t hi, struct gi_prologues **out)
-{
-	Dwarf_CFI *cfi = NULL, *cfi_elf = NULL;
-	Dwarf *dw;
-	Elf *elf;
-	int err;
-
-	if (!st || !elf_bytes || !out || lo >= hi || hi - lo > GI_KERNEL_IMAGE_SIZE)
-		return -EINVAL;
-	elf_version(EV_CURRENT);
-	/* libelf reads the bytes only (ELF_C_READ semantics of elf_memory); the cast is its API */
-	elf = elf_memory((char *)(uintptr_t)elf_bytes, elf_len);
-	if (!elf)
-		return -EBADMSG;
-	if (elf_kind(elf) != ELF_K_ELF) {
-		err = -EBADMSG;
-		goto err_end_elf;
-	}
-	dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
-	if (dw)
-		cfi = dwarf_getcfi(dw); /* .debug_frame, owned by @dw */
-	if (!cfi)
-		cfi = cfi_elf = dwarf_getcfi_elf(elf); /* .eh_frame: ours to end */
-	err = cfi ? cfi_table(st, cfi, lo, hi, out) : -ENODATA;
-	if (cfi_elf)
-		dwarf_cfi_end(cfi_elf);
-	if (dw)
-		dwarf_end(dw);
-err_end_elf:
-	elf_end(elf);
-	return err;
-}
-
-bool gi_prologues_from_cfi_p(const struct gi_prologues *p)
-{
-	return p && p->from_cfi;
+	return pro_build(st, read, ctx, NULL, lo, hi, out);
 }
 
 enum gi_frame_state gi_prologue_at(const struct gi_prologues *p, uint64_t kva)
 {
-	uint32_t o, b, i, first;
+	uint32_t o, b, lo_i, hi_i;
 
 	if (!p || kva < p->lo || kva >= p->hi)
 		return GI_FRAME_BUILT;
 	o = (uint32_t)(kva - p->lo);
 	b = o >> PRO_BUCKET_SHIFT;
-	/* SAFETY: b < n_buckets since kva < hi; bucket has n_buckets + 1 entries */
-	i = p->bucket[b + 1];
-	/* an entry is at most PRO_MAX_FRAMELESS long: it starts in this bucket or the one before */
-	first = b ? p->bucket[b - 1] : 0;
-	while (i > first && p->fn[i - 1].off > o)
-		i--;
-	if (i == first || o - p->fn[i - 1].off >= p->fn[i - 1].mov_end) {
+	/* a stretch is at most PRO_MAX_STRETCH long: it starts in this bucket or the one before;
+	 * the last one starting at or before @o, by binary search there.
+	 * SAFETY: b < n_buckets since kva < hi; bucket has n_buckets + 1 entries */
+	lo_i = b ? p->bucket[b - 1] : 0;
+	hi_i = p->bucket[b + 1];
+	while (lo_i < hi_i) {
+		uint32_t mid = lo_i + (hi_i - lo_i) / 2;
+
+		if (p->fn[mid].off <= o)
+			lo_i = mid + 1;
+		else
+			hi_i = mid;
+	}
+	/* lo_i: the first starting after @o; the one before it, if in those buckets */
+	if (lo_i > (b ? p->bucket[b - 1] : 0) && o - p->fn[lo_i - 1].off < p->fn[lo_i - 1].mov_end)
+		return o - p->fn[lo_i - 1].off < p->fn[lo_i - 1].push_end ? GI_FRAME_AT_ENTRY
+									  : GI_FRAME_PUSHED;
+	if (p->ret_bits && kva >= p->ret_lo && kva < p->ret_hi) {
 		uint64_t bit = kva - p->ret_lo;
 
 		/* SAFETY: bit < ret_hi - ret_lo, the bitmap's size in bits */
-		if (p->ret_bits && kva >= p->ret_lo && kva < p->ret_hi &&
-		    (p->ret_bits[bit / 64] >> (bit % 64) & 1))
+		if (p->ret_bits[bit / 64] >> (bit % 64) & 1)
 			return GI_FRAME_AT_RET;
-		return GI_FRAME_BUILT;
 	}
-	return o - p->fn[i - 1].off < p->fn[i - 1].push_end ? GI_FRAME_AT_ENTRY : GI_FRAME_PUSHED;
+	return GI_FRAME_BUILT;
 }
 
 size_t gi_prologues_count(const struct gi_prologues *p)
 {
 	return p ? p->n : 0;
+}
+
+void gi_prologues_functions(const struct gi_prologues *p, size_t *from_cfi, size_t *from_code)
+{
+	*from_cfi = p ? p->n_cfi : 0;
+	*from_code = p ? p->n_code : 0;
 }

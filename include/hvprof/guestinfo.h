@@ -674,9 +674,9 @@ struct gi_kernel_desc {
 	enum gi_orc_layout orc_layout;
 	/* without ORC: the stretches of code where RBP is still the caller's frame (prologues,
 	 * frameless functions; gi_unwind_kernel keeps the caller of a sample taken there), and
-	 * whether they came from the image's CFI (else from its code) */
+	 * how many functions they came from, by the image's CFI and by its code */
 	size_t n_prologues;
-	bool prologues_from_cfi;
+	size_t prologue_fns_cfi, prologue_fns_code;
 	char missing[512];
 };
 

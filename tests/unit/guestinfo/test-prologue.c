@@ -15,6 +15,7 @@
 #include "fakekernel.h"
 #include "gi_internal.h"
 #include "kimage_internal.h"
+#include "prologue_internal.h"
 #include "test.h"
 
 #define S FK_STACK
@@ -101,6 +102,7 @@ static int test_table(void)
 {
 	struct symtab *st = fixture();
 	struct gi_prologues *p = NULL;
+	size_t n_cfi, n_code;
 
 	ASSERT_TRUE(st != NULL);
 	ASSERT_EQ_INT(gi_prologues_build(st, read_text, NULL, FK_STEXT, FK_ETEXT, &p), 0);
@@ -151,27 +153,99 @@ static int test_table(void)
 	gi_prologues_free(p);
 	ASSERT_EQ_INT(gi_prologues_build(st, read_text, NULL, FK_ETEXT, FK_STEXT, &p), -EINVAL);
 	ASSERT_EQ_INT(gi_prologues_build(NULL, read_text, NULL, FK_STEXT, FK_ETEXT, &p), -EINVAL);
-	/* from CFI: not an ELF; an ELF whose CFI has nothing for this text (this test's own) */
+	/* from CFI: not an ELF; this test's own ELF, whose .eh_frame has nothing for this text */
 	{
 		static const uint8_t junk[64] = "not an ELF";
 		static uint8_t self[64 << 20];
 		ssize_t len;
 		int fd = open("/proc/self/exe", O_RDONLY);
 
-		ASSERT_EQ_INT(gi_prologues_from_cfi(st, junk, sizeof(junk), FK_STEXT, FK_ETEXT, &p),
+		ASSERT_EQ_INT(gi_prologues_from_cfi(st, read_text, NULL, junk, sizeof(junk),
+						    FK_STEXT, FK_ETEXT, &p),
 			      -EBADMSG);
 		ASSERT_TRUE(fd >= 0);
 		len = read(fd, self, sizeof(self));
 		close(fd);
 		ASSERT_TRUE(len > 0 && (size_t)len < sizeof(self));
-		p = NULL;
-		ASSERT_EQ_INT(gi_prologues_from_cfi(st, self, (size_t)len, FK_STEXT, FK_ETEXT, &p),
-			      -ENODATA);
-		ASSERT_TRUE(p == NULL);
-		ASSERT_EQ_INT(gi_prologues_from_cfi(st, self, (size_t)len, FK_ETEXT, FK_STEXT, &p),
+		/* no function of the fixture has CFI there: all from the code, as before */
+		ASSERT_EQ_INT(gi_prologues_from_cfi(st, read_text, NULL, self, (size_t)len,
+						    FK_STEXT, FK_ETEXT, &p),
+			      0);
+		gi_prologues_functions(p, &n_cfi, &n_code);
+		ASSERT_EQ_U64(n_cfi, 0);
+		ASSERT_EQ_U64(n_code, 6);
+		ASSERT_EQ_INT(AT(1, 8), GI_FRAME_PUSHED);
+		gi_prologues_free(p);
+		ASSERT_EQ_INT(gi_prologues_from_cfi(st, read_text, NULL, self, (size_t)len,
+						    FK_ETEXT, FK_STEXT, &p),
 			      -EINVAL);
 	}
 	symtab_free(st);
+	return TEST_OK;
+}
+
+static int no_read(void *ctx, uint64_t kva, void *dst, size_t len)
+{
+	(void)ctx, (void)kva, (void)dst, (void)len;
+	return -EFAULT;
+}
+
+/* The .eh_frame of this test's own ELF, with its own symbols: every function's entry has the CFA
+ * at RSP + 8 (the return address at RSP), whatever its code does after. */
+static int test_eh_frame(void)
+{
+	struct gi_prologues *p = NULL;
+	struct symtab *st = NULL;
+	uint64_t lo, hi, fn;
+	size_t n_cfi, n_code;
+	ssize_t len;
+	static uint8_t self[64 << 20];
+	int fd = open("/proc/self/exe", O_RDONLY);
+
+	ASSERT_TRUE(fd >= 0);
+	len = read(fd, self, sizeof(self));
+	close(fd);
+	ASSERT_TRUE(len > 0 && (size_t)len < sizeof(self));
+	ASSERT_EQ_INT(symtab_open_elf_mem(self, (size_t)len, "self", &st), 0);
+	ASSERT_EQ_INT(symtab_code_addr(st, 0, &lo), 0);
+	ASSERT_EQ_INT(symtab_code_addr(st, symtab_count(st) - 1, &hi), 0);
+	ASSERT_EQ_INT(symtab_find(st, "test_table", &fn), 0);
+	ASSERT_EQ_INT(gi_prologues_from_cfi(st, no_read, NULL, self, (size_t)len, lo, hi, &p), 0);
+	gi_prologues_functions(p, &n_cfi, &n_code);
+	printf("# this test's ELF: %zu functions from .eh_frame, %zu stretches\n", n_cfi,
+	       gi_prologues_count(p));
+	ASSERT_TRUE(n_cfi > 10);
+	ASSERT_EQ_U64(n_code, 0);
+	ASSERT_EQ_INT(gi_prologue_at(p, fn), GI_FRAME_AT_ENTRY);
+	gi_prologues_free(p);
+	symtab_free(st);
+	return TEST_OK;
+}
+
+/* Stretches longer than a bucket are split, and "RBP pushed" continues "nothing pushed". */
+static int test_long_stretch(void)
+{
+	struct gi_prologues *p = calloc(1, sizeof(*p));
+	const uint64_t a = FK_STEXT + 0xf00, b = a + 10000;
+
+	ASSERT_TRUE(p != NULL);
+	p->lo = FK_STEXT;
+	p->hi = FK_ETEXT;
+	ASSERT_EQ_INT(pro_add(p, a, b, 8), 0);
+	ASSERT_EQ_INT(pro_add(p, b, b + 0x20, 16), 0);
+	ASSERT_EQ_INT(pro_add(p, b + 0x40, b + 0x48, 8), 0); /* not contiguous: its own */
+	ASSERT_EQ_INT(pro_index(p), 0);
+	ASSERT_EQ_U64(gi_prologues_count(p), 4); /* 4096, 4096, 1808 + 0x20 pushed, 8 */
+	ASSERT_EQ_INT(gi_prologue_at(p, a - 1), GI_FRAME_BUILT);
+	for (uint64_t k = a; k < b; k += 97)
+		ASSERT_EQ_INT(gi_prologue_at(p, k), GI_FRAME_AT_ENTRY);
+	ASSERT_EQ_INT(gi_prologue_at(p, b - 1), GI_FRAME_AT_ENTRY);
+	ASSERT_EQ_INT(gi_prologue_at(p, b), GI_FRAME_PUSHED);
+	ASSERT_EQ_INT(gi_prologue_at(p, b + 0x1f), GI_FRAME_PUSHED);
+	ASSERT_EQ_INT(gi_prologue_at(p, b + 0x20), GI_FRAME_BUILT);
+	ASSERT_EQ_INT(gi_prologue_at(p, b + 0x44), GI_FRAME_AT_ENTRY);
+	ASSERT_EQ_INT(gi_prologue_at(p, b + 0x48), GI_FRAME_BUILT);
+	gi_prologues_free(p);
 	return TEST_OK;
 }
 
@@ -398,6 +472,8 @@ static int test_unwind_interrupted(void)
 
 static const struct test_case tests[] = {
 	{ "prologue table from code bytes", test_table },
+	{ "prologue table from an ELF's .eh_frame", test_eh_frame },
+	{ "stretches longer than a bucket", test_long_stretch },
 	{ "kernel unwind from a prologue or a ret keeps the caller", test_unwind },
 	{ "kernel unwind through an interrupt taken in a prologue", test_unwind_interrupted },
 };
