@@ -164,10 +164,12 @@ int guest_disks_finish(struct guest_opts *g);
 void guest_disks_free(struct guest_opts *g);
 /*
  * --image NAME|DIR (cli/image.c): a bundled image's name (default, debian) gives its directory in
- * the cache, built first with images/build-image.sh NAME when missing; anything else is a
- * directory (*@dir = @arg). Prints what failed.
+ * the cache, built first with images/build-image.sh NAME when missing (@for_vm: to boot it, so
+ * not built when /dev/kvm cannot be opened: -errno of that); anything else is a directory
+ * (*@dir = @arg). With $HVPROF_IMAGE set, "default" is that directory, never built. Prints what
+ * failed.
  */
-int image_resolve(struct guest_opts *g, const char *arg, const char **dir);
+int image_resolve(struct guest_opts *g, const char *arg, bool for_vm, const char **dir);
 /* The default image's directory: $HVPROF_IMAGE, else the cache's (in @buf). */
 const char *image_default_dir(char *buf, size_t len);
 /*

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <hvprof/guestinfo.h>
 #include <hvprof/log.h>
@@ -110,7 +111,10 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 		d->n_orc ? "orc" : "frame pointers", d->n_orc);
 	fputs(", \"orc_layout\": ", f);
 	json_str(f, d->n_orc ? gi_orc_layout_name(d->orc_layout) : "");
-	fprintf(f, ", \"prologues\": %zu, \"prologue_functions\": {\"cfi\": %zu, \"code\": %zu}}",
+	/* frame pointers: where RBP is not the function's frame yet (prologues, frameless code,
+	 * epilogues), in how many stretches, known for how many functions from CFI and code */
+	fprintf(f, ", \"frame_not_built\": {\"stretches\": %zu, \"functions_from_cfi\": %zu, "
+		   "\"functions_from_code\": %zu}}",
 		d->n_prologues, d->prologue_fns_cfi, d->prologue_fns_code);
 	fputs(",\n \"missing\": [", f);
 	{
@@ -191,10 +195,11 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		printf("kernel stacks: ORC tables, %zu entries (%s)\n", d->n_orc,
 		       gi_orc_layout_name(d->orc_layout));
 	else
-		printf("kernel stacks: frame pointers (no ORC tables); where a frame is not built "
-		       "yet: %zu stretches of code, in %zu functions from the image's CFI and "
-		       "%zu from their code\n",
-		       d->n_prologues, d->prologue_fns_cfi, d->prologue_fns_code);
+		printf("kernel stacks: frame pointers (no ORC tables); where RBP is not a "
+		       "function's frame yet (prologues, frameless code, epilogues: the caller is "
+		       "read at RSP), known for %zu functions from the image's call-frame "
+		       "information and %zu from their code (%zu stretches)\n",
+		       d->prologue_fns_cfi, d->prologue_fns_code, d->n_prologues);
 	printf("missing:       %s\n", d->missing[0] ? d->missing : "nothing");
 }
 
@@ -250,6 +255,17 @@ int cmd_kernel_info(int argc, char **argv)
 						  : "--kernel FILE or --image NAME|DIR is required");
 		return EXIT_USAGE;
 	}
+	/* files named on the command line must be there: a missing one is an error, not a line
+	 * under "missing" */
+	for (size_t i = 0; i < 2; i++) {
+		const char *f = i ? symbols : btf, *opt = i ? "--symbols" : "--btf";
+
+		if (f && access(f, R_OK) != 0) {
+			err = -errno;
+			cli_error("kernel-info: %s %s: %s", opt, f, hvp_strerror(err));
+			return EXIT_ERROR;
+		}
+	}
 	guest_opts_init(&g);
 	if (image) {
 		/* the image's vmlinux (symbols), and its BTF unless --btf names one */
@@ -272,6 +288,13 @@ int cmd_kernel_info(int argc, char **argv)
 					  : err == -EBADMSG ? "neither an x86-64 vmlinux ELF nor a bzImage "
 							      "whose payload decompresses"
 							    : hvp_strerror(err));
+		guest_opts_free(&g);
+		return EXIT_ERROR;
+	}
+	if (!d.banner[0] && !d.header_version[0]) {
+		/* an ELF without linux_banner (and no bzImage header): a program, not a kernel */
+		cli_error("kernel-info: %s: not a Linux kernel (an x86-64 ELF without linux_banner)",
+			  kernel);
 		guest_opts_free(&g);
 		return EXIT_ERROR;
 	}

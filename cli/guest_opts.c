@@ -344,7 +344,7 @@ static char *run_word(const char *cmd)
 int guest_opts_read_image(struct guest_opts *g, const char *arg)
 {
 	const char *dir;
-	int err = image_resolve(g, arg, &dir);
+	int err = image_resolve(g, arg, false, &dir);
 
 	return err ?: read_manifest(g, dir);
 }
@@ -365,7 +365,8 @@ int guest_opts_finish(struct guest_opts *g)
 		return err;
 	dir = g->image_dir;
 	if (dir) {
-		err = image_resolve(g, dir, &dir); /* a bundled image's name: built when missing */
+		/* a bundled image's name: built when missing (not without KVM: it would boot) */
+		err = image_resolve(g, dir, true, &dir);
 		if (err)
 			return err;
 	}

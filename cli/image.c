@@ -139,8 +139,11 @@ static int image_build(const char *recipe, const char *name, char **out)
 	return *out ? 0 : -ENOMEM;
 }
 
-/* The bundled image @name, built now when its directory has no manifest yet. */
-static int image_bundled(struct guest_opts *g, const char *name, const char **dir)
+/*
+ * The bundled image @name, built now when its directory has no manifest yet; @for_vm: for a
+ * guest to boot, so not built (minutes) on a host without KVM.
+ */
+static int image_bundled(struct guest_opts *g, const char *name, bool for_vm, const char **dir)
 {
 	char path[PATH_MAX], manifest[PATH_MAX + 16], rbuf[PATH_MAX];
 	const char *recipe;
@@ -156,6 +159,20 @@ static int image_bundled(struct guest_opts *g, const char *name, const char **di
 		g->image_path = strdup(path);
 		*dir = g->image_path;
 		return g->image_path ? 0 : -ENOMEM;
+	}
+	if (!strcmp(name, "default") && getenv("HVPROF_IMAGE") && getenv("HVPROF_IMAGE")[0]) {
+		/* building the bundled one would not make that directory an image */
+		cli_error("HVPROF_IMAGE=%s is not an image directory (no %s): point it at one, or "
+			  "unset it for the bundled default image", path, manifest);
+		return -ENOENT;
+	}
+	if (for_vm && access("/dev/kvm", R_OK | W_OK) != 0) {
+		err = -errno;
+		cli_error("/dev/kvm: %s: no KVM on this host to boot a guest, so the %s image is not "
+			  "built now (minutes); build it with 'images/build-image.sh %s' for "
+			  "kernel-info, or on a host with KVM",
+			  hvp_strerror(err), name, name);
+		return err;
 	}
 	recipe = image_recipe(rbuf, sizeof(rbuf));
 	if (!recipe) {
@@ -179,13 +196,13 @@ static int image_bundled(struct guest_opts *g, const char *name, const char **di
 	return 0;
 }
 
-int image_resolve(struct guest_opts *g, const char *arg, const char **dir)
+int image_resolve(struct guest_opts *g, const char *arg, bool for_vm, const char **dir)
 {
 	if (strchr(arg, '/') || !image_is_bundled(arg)) {
 		*dir = arg; /* a directory: guest_opts_finish checks it */
 		return 0;
 	}
-	return image_bundled(g, arg, dir);
+	return image_bundled(g, arg, for_vm, dir);
 }
 
 /* Put the image's disk first (/dev/vda, the manifest's root=), as a snapshot. */

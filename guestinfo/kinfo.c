@@ -109,6 +109,23 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 	if (err)
 		goto out;
 	d->n_symbols = symtab_count(st);
+	{
+		/* the linux_banner symbol itself when there are symbols: 6.1's vmlinux also holds
+		 * a placeholder copy (without the build's number and date) the search may meet
+		 * first */
+		uint64_t kva;
+		char b[sizeof(d->banner)];
+
+		if (st && symtab_find(st, "linux_banner", &kva) == 0 &&
+		    gi_kimage_read_kva(img, kva, b, sizeof(b) - 1) == 0) {
+			b[sizeof(b) - 1] = '\0';
+			b[strcspn(b, "\n")] = '\0';
+			if (!strncmp(b, "Linux version ", 14)) {
+				memcpy(d->banner, b, sizeof(d->banner));
+				kinfo_release(d);
+			}
+		}
+	}
 
 	if (btf) {
 		err = gi_layout_from_btf(btf, &d->layout);

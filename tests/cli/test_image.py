@@ -58,7 +58,7 @@ check("unknown image name", status == 3 and "no-such-image: not a directory, nor
 
 # No recipe to build with: the error names the command to run.
 cache = os.path.join(work, "cache-none")
-status, _, err = run("run", "--image", "debian",
+status, _, err = run("kernel-info", "--image", "debian",
                      env={"HVPROF_CACHE": cache, "HVPROF_BUILD_IMAGE": os.path.join(work, "nope")})
 check("no recipe: names the command", status == 3 and "images/build-image.sh debian" in
       last_error(err) and "not built" in last_error(err), f"exit {status}, {err.strip()!r}")
@@ -66,7 +66,7 @@ check("no recipe: names the command", status == 3 and "images/build-image.sh deb
 # A recipe that fails: its progress lines are shown, then one error naming the command.
 failing = script(os.path.join(work, "failing.sh"),
                  'echo "build-image: $1: something is missing" >&2\nexit 1\n')
-status, _, err = run("run", "--image", "debian",
+status, _, err = run("kernel-info", "--image", "debian",
                      env={"HVPROF_CACHE": cache, "HVPROF_BUILD_IMAGE": failing})
 check("failed build", status == 3 and "something is missing" in err and
       "building the debian image failed" in last_error(err) and f"'{failing} debian'" in
@@ -87,16 +87,37 @@ echo "build-image: noise on stdout"
 echo "$d"
 """)
 env = {"HVPROF_CACHE": cache, "HVPROF_BUILD_IMAGE": fake}
-status, _, err = run("run", "--image", "debian", env=env)
+# (to boot it, `run` would not build it on a host without KVM: below)
+status, _, err = run("kernel-info", "--image", "debian", env=env)
 built = os.path.join(cache, "images", "debian-0123")
 check("first use builds the image", status == 3 and "building it now" in err and
       "building (fake)" in err and f"{built}/no-such-vmlinux" in last_error(err),
       f"exit {status}, {err.strip()!r}")
-status, _, err = run("run", "--image", "debian", env=env)
+status, _, err = run("kernel-info", "--image", "debian", env=env)
 ncalls = len(open(calls).read().splitlines()) if os.path.exists(calls) else 0
 check("second use takes the cached image", status == 3 and "building" not in err and
       "no-such-vmlinux" in last_error(err) and ncalls == 1 and
       open(calls).read().split("\n")[0] == "debian --print-dir", f"{ncalls} build(s), {err!r}")
+
+# To boot it (run, record), an image is not built on a host without KVM: minutes for nothing.
+# $HVPROF_IMAGE set for the default image: that directory, never a build in its stead.
+nokvm = not os.access("/dev/kvm", os.R_OK | os.W_OK)
+cache = os.path.join(work, "cache-nokvm")
+calls = os.path.join(work, "calls-nokvm.txt")
+env = {"HVPROF_CACHE": cache, "HVPROF_BUILD_IMAGE": script(
+    os.path.join(work, "count.sh"), f'echo "$*" >> {calls}\nexit 1\n')}
+if nokvm:
+    status, _, err = run("run", "--image", "debian", env=env)
+    check("no KVM: the image is not built to boot", status == 3 and not os.path.exists(calls)
+          and "/dev/kvm" in last_error(err) and "not built now" in last_error(err),
+          f"exit {status}, {err.strip()!r}")
+else:
+    print("skip: no KVM: the image is not built to boot (this host has /dev/kvm)")
+status, _, err = run("kernel-info", "--image", "default",
+                     env={**env, "HVPROF_IMAGE": os.path.join(work, "nowhere")})
+check("$HVPROF_IMAGE not an image: said, nothing built", status == 3 and
+      not os.path.exists(calls) and "HVPROF_IMAGE=" in last_error(err) and
+      "not an image directory" in last_error(err), f"exit {status}, {err.strip()!r}")
 
 # A disk-rooted image without add_initrd cannot bring --add files in: one clear error.
 img = os.path.join(work, "diskimg")
@@ -117,6 +138,13 @@ status, _, err = run("kernel-info", "--image", img)
 check("kernel-info --image DIR reads the manifest's kernel", status == 3 and
       f"{img}/vmlinux: neither an x86-64 vmlinux ELF" in last_error(err),
       f"exit {status}, {err.strip()!r}")
+# A program is not a kernel (an x86-64 ELF without linux_banner): said, not described.
+status, _, err = run("kernel-info", "--kernel", "/bin/ls")
+check("kernel-info of a program", status == 3 and "not a Linux kernel" in last_error(err),
+      f"exit {status}, {err.strip()!r}")
+status, _, err = run("kernel-info", "--kernel", "/bin/ls", "--symbols", os.path.join(work, "no"))
+check("kernel-info --symbols of a missing file", status == 3 and "--symbols" in last_error(err),
+      f"exit {status}, {err.strip()!r}")
 status, _, err = run("kernel-info", "--image", img, "--kernel", os.path.join(img, "vmlinux"))
 check("kernel-info: --kernel and --image together", status == 2 and "give one" in err,
       f"exit {status}, {err.strip()!r}")
@@ -130,6 +158,18 @@ if os.path.exists(os.path.join(cache, "images", "default", "manifest")):
     check("kernel-info --image default: BTF from the image's vmlinux.btf", status == 0 and
           "vmlinux.btf; task_struct pid=" in btf and "missing:       nothing" in out,
           f"exit {status}, {btf!r}, {err.strip()!r}")
+    # the banner of the linux_banner symbol (6.1's vmlinux also holds a placeholder copy
+    # without the build's number: "... # SMP "), and where RBP is not a frame yet: both sources
+    banner = next((line for line in out.splitlines() if line.startswith("banner:")), "")
+    stacks = next((line for line in out.splitlines() if line.startswith("kernel stacks:")), "")
+    check("kernel-info --image default: the linux_banner symbol's banner", "# SMP" not in banner
+          and " SMP " in banner, banner)
+    check("kernel-info --image default: frames not built, from CFI and code",
+          "known for " in stacks and "call-frame information" in stacks, stacks)
+    # files named on the command line must exist
+    status, _, err = run("kernel-info", "--image", "default", "--btf", os.path.join(work, "no"))
+    check("kernel-info --btf of a missing file", status == 3 and "--btf" in last_error(err) and
+          "No such file" in last_error(err), f"exit {status}, {err.strip()!r}")
 else:
     print("skip: kernel-info --image default: the default image is not built on this machine")
 
