@@ -111,8 +111,9 @@ struct guest_opts {
 
 #define GUEST_OPTIONS_HELP                                                                      \
 	"  --image NAME|DIR    guest image: a bundled one by name (default, debian; built on\n" \
-	"                      first use) or a directory (default: $HVPROF_IMAGE, else the\n"  \
-	"                      default image)\n"                                               \
+	"                      first use where /dev/kvm opens) or a directory (default:\n"   \
+	"                      $HVPROF_IMAGE, else the default image; default names\n"        \
+	"                      $HVPROF_IMAGE too when it is set)\n"                          \
 	"  --kernel FILE       kernel to boot (vmlinux ELF or bzImage)\n"                     \
 	"  --vmlinux FILE      kernel symbols and BTF from FILE instead of the booted kernel\n" \
 	"  --btf FILE          the kernel's structure layouts (BTF) from FILE, for a kernel\n"  \

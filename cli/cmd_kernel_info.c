@@ -291,10 +291,10 @@ int cmd_kernel_info(int argc, char **argv)
 		guest_opts_free(&g);
 		return EXIT_ERROR;
 	}
-	if (!d.banner[0] && !d.header_version[0]) {
-		/* an ELF without linux_banner (and no bzImage header): a program, not a kernel */
-		cli_error("kernel-info: %s: not a Linux kernel (an x86-64 ELF without linux_banner)",
-			  kernel);
+	if (!d.is_kernel) {
+		/* an ELF without a banner, a bzImage header or a kernel's symbols: a program */
+		cli_error("kernel-info: %s: not a Linux kernel (an x86-64 ELF without linux_banner "
+			  "or _stext)", kernel);
 		guest_opts_free(&g);
 		return EXIT_ERROR;
 	}

@@ -161,18 +161,37 @@ static int image_bundled(struct guest_opts *g, const char *name, bool for_vm, co
 		return g->image_path ? 0 : -ENOMEM;
 	}
 	if (!strcmp(name, "default") && getenv("HVPROF_IMAGE") && getenv("HVPROF_IMAGE")[0]) {
-		/* building the bundled one would not make that directory an image */
-		cli_error("HVPROF_IMAGE=%s is not an image directory (no %s): point it at one, or "
-			  "unset it for the bundled default image", path, manifest);
-		return -ENOENT;
+		char cached[PATH_MAX];
+
+		/* building the bundled one would make another directory an image, unless that is
+		 * where $HVPROF_IMAGE points */
+		image_cache_dir("default", cached, sizeof(cached));
+		if (strcmp(cached, path) != 0) {
+			cli_error("HVPROF_IMAGE=%s is not an image directory (no %s): point it at "
+				  "one, or unset it for the bundled default image",
+				  path, manifest);
+			return -ENOENT;
+		}
 	}
-	if (for_vm && access("/dev/kvm", R_OK | W_OK) != 0) {
-		err = -errno;
-		cli_error("/dev/kvm: %s: no KVM on this host to boot a guest, so the %s image is not "
-			  "built now (minutes); build it with 'images/build-image.sh %s' for "
-			  "kernel-info, or on a host with KVM",
-			  hvp_strerror(err), name, name);
-		return err;
+	if (for_vm) {
+		/* the VMM opens it so (effective ids): what a guest to boot needs first */
+		int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+
+		if (fd < 0) {
+			err = -errno;
+			cli_error("/dev/kvm: %s (%s), so the %s image is not built now (minutes) for a "
+				  "guest that could not boot; build it with 'images/build-image.sh "
+				  "%s' (kernel-info needs no KVM)",
+				  hvp_strerror(err),
+				  err == -ENOENT ? "no KVM on this host"
+				  : err == -EACCES || err == -EPERM
+					  ? "no permission: run as root or as a member of the "
+					    "device's group, usually kvm"
+					  : "KVM cannot be used",
+				  name, name);
+			return err;
+		}
+		close(fd);
 	}
 	recipe = image_recipe(rbuf, sizeof(rbuf));
 	if (!recipe) {

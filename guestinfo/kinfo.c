@@ -116,6 +116,11 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 		uint64_t kva;
 		char b[sizeof(d->banner)];
 
+		/* a kernel: its banner, a bzImage header, or the symbols only kernels have (a
+		 * debug-only vmlinux has them but no .rodata bytes to read the banner from) */
+		d->is_kernel = d->banner[0] || d->header_version[0] ||
+			       (st && (symtab_find(st, "linux_banner", &kva) == 0 ||
+				       symtab_find(st, "_stext", &kva) == 0));
 		if (st && symtab_find(st, "linux_banner", &kva) == 0 &&
 		    gi_kimage_read_kva(img, kva, b, sizeof(b) - 1) == 0) {
 			b[sizeof(b) - 1] = '\0';

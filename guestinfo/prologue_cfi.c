@@ -3,7 +3,6 @@
 // (prologue.c): where a function's CFA is RSP + 8 (nothing pushed) or RSP + 16 (RBP pushed), RBP
 // is still its caller's frame on a frame-pointer kernel, and the return address is at RSP or
 // RSP + 8. Read with libdw: .debug_frame (a vmlinux with debug info), else .eh_frame.
-#define pr_fmt(fmt) "gi: prologue cfi: " fmt
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +25,8 @@ struct pro_cfi {
 	Dwarf_CFI *cfi_elf; /* from dwarf_getcfi_elf: ours to end */
 };
 
-/* Whether a .debug_* section of @elf is compressed (SHF_COMPRESSED), or the check failed. */
+/* Whether a .debug_* section of @elf is compressed (SHF_COMPRESSED, or GNU's .zdebug_*), or the
+ * check failed. */
 static bool debug_compressed(Elf *elf)
 {
 	size_t shstrndx;
@@ -40,7 +40,8 @@ static bool debug_compressed(Elf *elf)
 
 		if (!sh || !name)
 			return true;
-		if (!strncmp(name, ".debug_", 7) && (sh->sh_flags & SHF_COMPRESSED))
+		if ((!strncmp(name, ".debug_", 7) && (sh->sh_flags & SHF_COMPRESSED)) ||
+		    !strncmp(name, ".zdebug_", 8)) /* GNU style: libdw would also rewrite them */
 			return true;
 	}
 	return false;

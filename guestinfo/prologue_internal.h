@@ -63,7 +63,8 @@ void pro_cfi_close(struct pro_cfi *c);
  * CFA is RSP + 8 or RSP + 16 (pro_add). Return: 0; -ENOENT no CFI at @start (the caller looks at
  * the code); -ENOMEM.
  */
-int pro_cfi_rows(struct pro_cfi *c, struct gi_prologues *p, uint64_t start, uint64_t next);
+int pro_cfi_rows(struct pro_cfi *c, struct gi_prologues *p, uint64_t start, uint64_t next)
+	__must_check;
 
 /*
  * pro_build - the table over [@lo, @hi) for the code symbols of @st: from @cfi where it has the

@@ -552,7 +552,9 @@ size_t symtab_count(const struct symtab *st)
 
 int symtab_code_addr(const struct symtab *st, size_t i, uint64_t *addr)
 {
-	if (!st || !addr || i >= st->n_addr)
+	if (!st || !addr)
+		return -EINVAL;
+	if (i >= st->n_addr)
 		return -ERANGE;
 	*addr = st->syms[st->by_addr[i]].addr;
 	return 0;

@@ -274,9 +274,10 @@ int gi_process_info(const struct gi *gi, const struct gmem *mem, const struct gi
  * from the first frame's region to the task stack. At most @max frames.
  * A RIP (sampled, or a pt_regs ip) inside a function's prologue before `mov %rsp,%rbp`, in a
  * function that builds no frame, or at a ret still has its caller's frame in RBP: there the
- * caller is read from the stack at RSP, or RSP + 8 after `push %rbp` (the table gi_open makes
- * of the image's text with capstone; ORC kernels and sessions without an image skip this), so
- * the immediate caller is not lost.
+ * caller is read from the stack at RSP, or RSP + 8 after `push %rbp` (the table gi_open makes,
+ * per function from the image's CFI where it has the function, else from its code with
+ * capstone; ORC kernels and sessions without an image skip this), so the immediate caller is
+ * not lost.
  * Return: enum hvp_walk_stop; *@n frames written (>= 1), or HVP_WALK_NONE and *@n = 0 on bad
  * arguments (NULL pointers, @max 0).
  */
@@ -677,6 +678,9 @@ struct gi_kernel_desc {
 	 * how many functions they came from, by the image's CFI and by its code */
 	size_t n_prologues;
 	size_t prologue_fns_cfi, prologue_fns_code;
+	/* a Linux kernel: a banner, a bzImage header, or linux_banner/_stext among its symbols (a
+	 * program's ELF has none of them) */
+	bool is_kernel;
 	char missing[512];
 };
 

@@ -53,8 +53,10 @@ int symtab_find(const struct symtab *st, const char *name, uint64_t *addr) __mus
 size_t symtab_count(const struct symtab *st);
 
 /**
- * symtab_code_addr - the @i-th of those addresses (0 <= @i < symtab_count(), ascending, as in
- * the ELF file). Return: 0 and *@addr; -ERANGE @i out of range (or @st NULL).
+ * symtab_code_addr - the @i-th of those addresses (0 <= @i < symtab_count(), ascending; as in
+ * the file the table came from: an ELF's vaddrs, or a System.map's or kallsyms' link-time KVAs).
+ * Read-only: safe from any thread, as symtab_lookup. Return: 0 and *@addr; -ERANGE @i out of
+ * range; -EINVAL @st or @addr NULL.
  */
 int symtab_code_addr(const struct symtab *st, size_t i, uint64_t *addr) __must_check;
 

@@ -461,12 +461,16 @@ static int test_unwind_interrupted(void)
 	ASSERT_EQ_INT(n, 6);
 	ASSERT_EQ_U64(ips[3], RET(1));
 	fk.gi->int3_entry[0] = fk.gi->int3_entry[1] = 0;
-	/* pt_regs.sp unknown (no BTF field): the caller is skipped, the walk goes on */
-	fk.gi->layout.pt_regs_sp = UINT32_MAX;
-	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
-		      HVP_WALK_END);
-	ASSERT_EQ_INT(n, 6);
-	ASSERT_EQ_U64(ips[5], RET(3));
+	/* pt_regs.sp unknown (no BTF field), or unreadable (its offset lands on an unmapped
+	 * page, S + 0x4b00): the caller is skipped, the walk goes on */
+	for (int i = 0; i < 2; i++) {
+		fk.gi->layout.pt_regs_sp = i ? 0x1000 : UINT32_MAX;
+		ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 8, &n),
+			      HVP_WALK_END);
+		ASSERT_EQ_INT(n, 6);
+		ASSERT_EQ_U64(ips[3], RET(1));
+		ASSERT_EQ_U64(ips[5], RET(3));
+	}
 	fk.gi->layout.pt_regs_sp = fk.layout.pt_regs_sp;
 	/* the depth bound counts the extra frame */
 	ASSERT_EQ_INT(gi_unwind_kernel(fk.gi, &fk.fm.mem, &r, fk.task_kva, ips, 3, &n),
