@@ -339,11 +339,8 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 		find_int3_entry(gi);
 		/* frame-pointer kernels: where RBP is still the caller's frame (unwind.c): from the
 		 * CFI where the image has it, else from the code */
-		err = gi_prologues_from_cfi(gi->st, gi_read_image, img, elf, elf_len, gi->stext_kva,
-					    gi->etext_kva, &gi->prologues);
-		if (err == -ENODATA || err == -EBADMSG || err == -ENOTSUP)
-			err = gi_prologues_build(gi->st, gi_read_image, img, gi->stext_kva,
-						 gi->etext_kva, &gi->prologues);
+		err = gi_prologues_make(gi->st, gi_read_image, img, elf, elf_len, gi->stext_kva,
+					gi->etext_kva, &gi->prologues);
 		if (err == -ENOMEM)
 			goto err_close;
 		if (err) {

@@ -117,6 +117,15 @@ int gi_prologues_from_cfi(const struct symtab *st, gi_kva_read_fn read, void *ct
 			  const uint8_t *elf_bytes, size_t elf_len, uint64_t lo, uint64_t hi,
 			  struct gi_prologues **out) __must_check;
 
+/*
+ * gi_prologues_make - the table gi_open and kernel-info use: gi_prologues_from_cfi(), and
+ * gi_prologues_build() when the image has no usable CFI (-ENODATA, -EBADMSG, -ENOTSUP).
+ * Return: 0 and *@out; the errors of gi_prologues_build.
+ */
+int gi_prologues_make(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+		      const uint8_t *elf_bytes, size_t elf_len, uint64_t lo, uint64_t hi,
+		      struct gi_prologues **out) __must_check;
+
 /* gi_prologues_functions - how many functions of @p came from CFI and from code (0 for NULL). */
 void gi_prologues_functions(const struct gi_prologues *p, size_t *from_cfi, size_t *from_code);
 

@@ -113,16 +113,15 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 		/* the linux_banner symbol itself when there are symbols: 6.1's vmlinux also holds
 		 * a placeholder copy (without the build's number and date) the search may meet
 		 * first */
-		uint64_t kva;
+		uint64_t kva, stext;
 		char b[sizeof(d->banner)];
+		bool sym = st && symtab_find(st, "linux_banner", &kva) == 0;
 
 		/* a kernel: its banner, a bzImage header, or the symbols only kernels have (a
 		 * debug-only vmlinux has them but no .rodata bytes to read the banner from) */
-		d->is_kernel = d->banner[0] || d->header_version[0] ||
-			       (st && (symtab_find(st, "linux_banner", &kva) == 0 ||
-				       symtab_find(st, "_stext", &kva) == 0));
-		if (st && symtab_find(st, "linux_banner", &kva) == 0 &&
-		    gi_kimage_read_kva(img, kva, b, sizeof(b) - 1) == 0) {
+		d->is_kernel = d->banner[0] || d->header_version[0] || sym ||
+			       (st && symtab_find(st, "_stext", &stext) == 0);
+		if (sym && gi_kimage_read_kva(img, kva, b, sizeof(b) - 1) == 0) {
 			b[sizeof(b) - 1] = '\0';
 			b[strcspn(b, "\n")] = '\0';
 			if (!strncmp(b, "Linux version ", 14)) {
@@ -198,11 +197,8 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 			size_t elf_len = 0;
 			const uint8_t *elf = gi_kimage_elf(img, &elf_len);
 
-			/* as gi_open: from the CFI where the image has it, else from the code */
-			err = gi_prologues_from_cfi(st, kinfo_read, img, elf, elf_len, lo, hi,
-						    &pro);
-			if (err == -ENODATA || err == -EBADMSG || err == -ENOTSUP)
-				err = gi_prologues_build(st, kinfo_read, img, lo, hi, &pro);
+			/* as gi_open */
+			err = gi_prologues_make(st, kinfo_read, img, elf, elf_len, lo, hi, &pro);
 			if (err == -ENOMEM)
 				goto out;
 			d->n_prologues = gi_prologues_count(pro);

@@ -150,15 +150,15 @@ static int frameless(csh cs, cs_insn *insn, const uint8_t *code, size_t len, uin
 	while (avail && cs_disasm_iter(cs, &p, &avail, &addr, insn)) {
 		if (insn->id == X86_INS_INT3)
 			continue; /* padding after the function */
-		if (cs_insn_group(cs, insn, X86_GRP_RET) && insn->id != X86_INS_IRET &&
-		    insn->id != X86_INS_IRETQ && insn->id != X86_INS_SYSRET) {
-			ret = true;
-			continue; /* pops the return address: the depth was 0 */
-		}
 		if (cs_insn_group(cs, insn, X86_GRP_CALL) ||
 		    cs_insn_group(cs, insn, X86_GRP_IRET) || insn->id == X86_INS_SYSCALL ||
-		    insn->id == X86_INS_SYSRET || insn->id == X86_INS_SYSEXIT ||
-		    writes_sp_bp(cs, insn))
+		    insn->id == X86_INS_SYSRET || insn->id == X86_INS_SYSEXIT)
+			return -ENOENT;
+		if (cs_insn_group(cs, insn, X86_GRP_RET)) {
+			ret = true; /* pops the return address (so writes RSP): the depth was 0 */
+			continue;
+		}
+		if (writes_sp_bp(cs, insn))
 			return -ENOENT;
 	}
 	return ret && avail == 0 ? 0 : -ENOENT; /* bytes that do not decode: not known */

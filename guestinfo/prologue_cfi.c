@@ -158,3 +158,14 @@ int gi_prologues_from_cfi(const struct symtab *st, gi_kva_read_fn read, void *ct
 	pro_cfi_close(c);
 	return err;
 }
+
+int gi_prologues_make(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+		      const uint8_t *elf_bytes, size_t elf_len, uint64_t lo, uint64_t hi,
+		      struct gi_prologues **out)
+{
+	int err = gi_prologues_from_cfi(st, read, ctx, elf_bytes, elf_len, lo, hi, out);
+
+	if (err == -ENODATA || err == -EBADMSG || err == -ENOTSUP) /* no usable CFI */
+		err = gi_prologues_build(st, read, ctx, lo, hi, out);
+	return err;
+}

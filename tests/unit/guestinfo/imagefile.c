@@ -26,3 +26,12 @@ int test_image_file(const char *name, char *path, size_t size)
 	}
 	return 0;
 }
+
+int test_image_config(char *vmlinux, char *btf, struct gi_config *cfg)
+{
+	if (test_image_file("vmlinux", vmlinux, 4096) || test_image_file("vmlinux.btf", btf, 4096))
+		return -1;
+	cfg->vmlinux = vmlinux;
+	cfg->btf = btf;
+	return 0;
+}

@@ -59,11 +59,8 @@ static int test_gi_open(void)
 	uint64_t stext, etext, addr, off;
 	const char *name;
 
-	if (test_image_file("vmlinux", vmlinux, sizeof(vmlinux)) ||
-	    test_image_file("vmlinux.btf", btf, sizeof(btf)))
+	if (test_image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
-	cfg.vmlinux = vmlinux;
-	cfg.btf = btf;
 	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
 	st = gi_symtab(gi);
 	gi_kernel_text(gi, &stext, &etext);

@@ -17,17 +17,6 @@
 #define PAGE_GPA 0x200000ull
 #define STACK 0xffffc90000124000ull /* a task's kernel stack (task->stack: 16 KiB aligned) */
 
-/* @cfg for the test kernel's vmlinux and BTF (@vmlinux, @btf: 4096-byte path buffers), or -1
- * when the image is not built (the test skips). */
-static int image_config(char *vmlinux, char *btf, struct gi_config *cfg)
-{
-	if (test_image_file("vmlinux", vmlinux, 4096) || test_image_file("vmlinux.btf", btf, 4096))
-		return -1;
-	cfg->vmlinux = vmlinux;
-	cfg->btf = btf;
-	return 0;
-}
-
 enum damage { NONE, SITE_BYTES, ENTRY_BYTES };
 
 struct kaslr_case {
@@ -58,7 +47,7 @@ static int test_slide(void)
 	const char *name;
 	size_t n;
 
-	if (image_config(vmlinux, btf, &cfg))
+	if (test_image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
 	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
 	ASSERT_EQ_INT(gi_kimage_open(vmlinux, &img), 0);
@@ -151,7 +140,7 @@ static int test_decision(void)
 	uint8_t bytes[4096];
 	int idt = 0;
 
-	if (image_config(vmlinux, btf, &cfg))
+	if (test_image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
 	ASSERT_EQ_INT(gi_kimage_open(vmlinux, &img), 0);
 	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
@@ -251,7 +240,7 @@ static int test_exit_tail(void)
 	size_t n = 0;
 	int found = 0;
 
-	if (image_config(vmlinux, btf, &cfg))
+	if (test_image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
 	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "syscall_exit_to_user_mode", &caller), 0);
@@ -396,7 +385,7 @@ static int test_exec_point(void)
 	uint64_t callers[3];
 	int err;
 
-	if (image_config(vmlinux, btf, &cfg))
+	if (test_image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
 	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
 	ASSERT_EQ_INT(gi_kimage_open(vmlinux, &img), 0);

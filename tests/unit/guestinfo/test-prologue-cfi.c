@@ -203,11 +203,8 @@ static int test_against_cfi(void)
 	Elf *elf;
 	int fd;
 
-	if (test_image_file("vmlinux", vmlinux, sizeof(vmlinux)) ||
-	    test_image_file("vmlinux.btf", btf, sizeof(btf)))
+	if (test_image_config(vmlinux, btf, &cfg))
 		return TEST_SKIP;
-	cfg.vmlinux = vmlinux;
-	cfg.btf = btf;
 	ASSERT_EQ_INT(gi_open(&cfg, &gi), 0);
 	if (gi->orc) {
 		printf("# skip: %s has ORC tables: no prologue table is made\n", vmlinux);

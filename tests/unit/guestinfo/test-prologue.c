@@ -163,6 +163,14 @@ static int test_table(void)
 		ASSERT_EQ_INT(gi_prologues_from_cfi(st, read_text, NULL, junk, sizeof(junk),
 						    FK_STEXT, FK_ETEXT, &p),
 			      -EBADMSG);
+		/* ... where gi_open and kernel-info fall back to the code */
+		ASSERT_EQ_INT(gi_prologues_make(st, read_text, NULL, junk, sizeof(junk), FK_STEXT,
+						FK_ETEXT, &p),
+			      0);
+		gi_prologues_functions(p, &n_cfi, &n_code);
+		ASSERT_TRUE(n_cfi == 0 && n_code == 6);
+		ASSERT_EQ_INT(AT(1, 8), GI_FRAME_PUSHED);
+		gi_prologues_free(p);
 		ASSERT_TRUE(fd >= 0);
 		len = read(fd, self, sizeof(self));
 		close(fd);
