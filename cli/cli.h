@@ -366,6 +366,12 @@ int cli_check_output_not_input(const char *what, const char *out, const char *in
  * how to get one (naming @what). Return: 0 (there, or another error the reader will say) or
  * -ENOENT. */
 int cli_check_input_exists(const char *what, const char *path);
+/* cli_positional_input - the recording named after the options (argv[@optind], as `hvprof
+ * report perf.data` or `hvprof diff A B` take files) of @what: at most one, and not beside -i
+ * (@input_set). Sets *@input to it when there is one. Says what is wrong, naming @what.
+ * Return: 0 or -EINVAL. */
+int cli_positional_input(const char *what, int argc, char **argv, int optind,
+			 int input_set, const char **input);
 /* Print an error line "hvprof: error: CMD: ..." to stderr: CMD the command running, unless the
  * message starts with its name already, and none before a command is chosen (at most 2 KiB). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -19,8 +19,8 @@ static const char *const formats[] = { "folded", "svg", "speedscope", "pprof", "
 
 static void export_usage(void)
 {
-	printf("usage: hvprof export --format FORMAT [-i FILE] [-o FILE] [--title T] [--symfs DIR]\n"
-	       "                     [--vmlinux FILE] [--max-stack N] [FILTERS]\n"
+	printf("usage: hvprof export --format FORMAT [-i FILE | FILE] [-o FILE] [--title T]\n"
+	       "                     [--symfs DIR] [--vmlinux FILE] [--max-stack N] [FILTERS]\n"
 	       "  FORMAT: folded       folded stacks (flamegraph.pl, speedscope, Pyroscope)\n"
 	       "          svg          self-contained interactive flamegraph\n"
 	       "          speedscope   speedscope's JSON file format\n"
@@ -42,7 +42,7 @@ struct export_mode {
 
 static void flamegraph_usage(void)
 {
-	printf("usage: hvprof flamegraph [-i FILE] [-o FILE] [--format svg|folded] [--title T]\n"
+	printf("usage: hvprof flamegraph [-i FILE | FILE] [-o FILE] [--format svg|folded] [--title T]\n"
 	       "                         [--symfs DIR] [--vmlinux FILE] [--max-stack N] [FILTERS]\n"
 	       "  default input: hvprof.data; default output: flamegraph.svg (svg) or stdout\n"
 	       "  (folded)\n"
@@ -69,13 +69,14 @@ static int export_main(int argc, char **argv, const struct export_mode *m)
 	struct profile *p = NULL;
 	struct profile_sink out;
 	char errbuf[512] = "";
-	int c, err, fd = STDOUT_FILENO, known = 0;
+	int c, err, fd = STDOUT_FILENO, known = 0, input_set = 0;
 
 	optind = 1;
 	while ((c = cli_getopt_long(argc, argv, "i:o:f:t:k:h", opts)) != -1) {
 		switch (c) {
 		case 'i':
 			input = optarg;
+			input_set = 1;
 			break;
 		case 'o':
 			output = optarg;
@@ -107,11 +108,8 @@ static int export_main(int argc, char **argv, const struct export_mode *m)
 	}
 	if (cli_filter_check(&po))
 		return EXIT_USAGE;
-	if (optind < argc) {
-		cli_error("%s: unexpected argument '%s' (a recording is read with -i FILE)",
-			  m->cmd, argv[optind]);
+	if (cli_positional_input(m->cmd, argc, argv, optind, input_set, &input))
 		return EXIT_USAGE;
-	}
 	if (!format) {
 		cli_error("export: --format is required (folded, svg, speedscope, pprof, "
 			  "perf-script)");

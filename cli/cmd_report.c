@@ -67,13 +67,14 @@ int cmd_report(int argc, char **argv)
 	struct profile *p = NULL;
 	const char *input = "hvprof.data";
 	char bad[64];
-	int c, err;
+	int c, err, input_set = 0;
 
 	optind = 1;
 	while ((c = cli_getopt_long(argc, argv, "i:s:k:f:n:h", opts)) != -1) {
 		switch (c) {
 		case 'i':
 			input = optarg;
+			input_set = 1;
 			break;
 		case 's':
 			ro.sort = optarg;
@@ -129,14 +130,14 @@ int cmd_report(int argc, char **argv)
 				return EXIT_USAGE;
 			break;
 		case 'h':
-			printf("usage: hvprof report [-i FILE] [--sort KEYS] [--symfs DIR] "
+			printf("usage: hvprof report [-i FILE | FILE] [--sort KEYS] [--symfs DIR] "
 			       "[--vmlinux FILE] [--percent-limit PCT]\n"
 			       "                     [--stdio | --format stdio|json] [--no-children] "
 			       "[--max-rows N] [--max-stack N]\n"
 			       "                     [--comm NAMES] [--pid PIDS] [--tid TIDS] "
 			       "[--time START,END]\n"
 			       "                     [--kernel-only | --user-only]\n"
-			       "  -i FILE: the recording (default hvprof.data)\n"
+			       "  -i FILE, FILE: the recording (default hvprof.data)\n"
 			       "  KEYS: comma list of comm, pid, dso, sym (default comm,dso,sym)\n"
 			       "  Children (default on): share of the samples whose stack contains the\n"
 			       "  row's keys; Self: share whose innermost frame has them. --no-children\n"
@@ -151,11 +152,8 @@ int cmd_report(int argc, char **argv)
 			break;
 		}
 	}
-	if (optind < argc) {
-		cli_error("report: unexpected argument '%s' (a recording is read with -i FILE)",
-			  argv[optind]);
+	if (cli_positional_input("report", argc, argv, optind, input_set, &input))
 		return EXIT_USAGE;
-	}
 	if (cli_filter_check(&po))
 		return EXIT_USAGE;
 	if (ro.sort && profile_sort_check(ro.sort, bad, sizeof(bad)) != 0) {

@@ -65,11 +65,13 @@ void cli_error(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: hvprof [-v|-vv|-q] COMMAND [ARGS]\n\ncommands:\n");
+	fprintf(f, "usage: hvprof [-v|-vv|-q] COMMAND [ARGS]\n"
+		"       hvprof --version | --help\n\ncommands:\n");
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\n'hvprof COMMAND --help' (or 'hvprof help COMMAND') shows the options of a "
-		"command.\n");
+		"command.\n-v, -vv: more messages (-vv: debug); -q: errors only; --version: hvprof's "
+		"version.\n");
 }
 
 int main(int argc, char **argv)

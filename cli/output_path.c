@@ -51,7 +51,26 @@ int cli_check_input_exists(const char *what, const char *path)
 {
 	if (access(path, F_OK) == 0 || errno != ENOENT)
 		return 0; /* there (or another error, said by the reader with its reason) */
-	cli_error("%s: %s: %s (make one with 'hvprof record', or name one with -i FILE)", what,
+	cli_error("%s: %s: %s (make one with 'hvprof record', or name one)", what,
 		  path, hvp_strerror(-ENOENT));
 	return -ENOENT;
+}
+
+int cli_positional_input(const char *what, int argc, char **argv, int optind, int input_set,
+			 const char **input)
+{
+	if (optind >= argc)
+		return 0;
+	if (input_set) {
+		cli_error("%s: two recordings: -i %s and '%s' (name one)", what, *input,
+			  argv[optind]);
+		return -EINVAL;
+	}
+	if (optind + 1 < argc) {
+		cli_error("%s: unexpected argument '%s' after the recording '%s' (one recording; "
+			  "'hvprof diff' compares two)", what, argv[optind + 1], argv[optind]);
+		return -EINVAL;
+	}
+	*input = argv[optind];
+	return 0;
 }

@@ -121,6 +121,9 @@ static int check_header(struct recfile_reader *r)
 	if (n < 0)
 		return set_error(r, (int)n, "read of the file header failed: %s",
 				 hvp_strerror((int)n));
+	if (n == 0)
+		return set_error(r, -EBADMSG, "empty file (0 bytes): not an hvprof recording, or "
+				 "one whose writer stopped before its header");
 	if (n < RECFILE_MAGIC_LEN || memcmp(r->buf, RECFILE_MAGIC, RECFILE_MAGIC_LEN) != 0)
 		return set_error(r, -EBADMSG, "bad magic (not an hvprof recording)");
 	if (n < RECFILE_HEADER_SIZE)

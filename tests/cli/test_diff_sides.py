@@ -220,6 +220,16 @@ r = subprocess.run([HVPROF, "report", "-i", rb], capture_output=True, text=True,
 check("report: how many windows", "# Workload windows: 3 (record --repeat; diff compares each as"
       " a run): 1.000 s to 2.000 s ... 5.000 s to 6.000 s\n# Workload windows: exit status 0 in "
       "every window\n" in r.stdout, r.stdout[:800])
+# the recording named without -i (as diff takes its files): the same report, the same folded
+r2 = subprocess.run([HVPROF, "report", rb], capture_output=True, text=True, timeout=60)
+check("report FILE is report -i FILE", r2.returncode == 0 and r2.stdout == r.stdout,
+      f"{r2.returncode} {r2.stderr}")
+f1 = subprocess.run([HVPROF, "flamegraph", "--format", "folded", "-i", rb],
+                    capture_output=True, text=True, timeout=60)
+f2 = subprocess.run([HVPROF, "flamegraph", "--format", "folded", rb],
+                    capture_output=True, text=True, timeout=60)
+check("flamegraph FILE is flamegraph -i FILE", f1.returncode == 0 and f2.returncode == 0 and
+      f1.stdout and f1.stdout == f2.stdout, f"{f2.returncode} {f2.stderr}")
 rf = write_repeat("rf.data", (0, 100, 50), status=1)
 code, out, err = run("--allow-incomplete", "--format", "json", rb, rf)
 check("a window whose command failed is broken (said, --allow-incomplete)", code == 0 and

@@ -45,6 +45,8 @@ os.mkdir(empty_dir)
 garbage = os.path.join(work, "garbage.data")
 with open(garbage, "wb") as f:
     f.write(b"this is not a recording at all\n")
+empty_rec = os.path.join(work, "empty.data")
+open(empty_rec, "wb").close()
 newer = os.path.join(work, "newer.data")
 with open(newer, "wb") as f:
     f.write(b"HVPROF\x00\x01" + struct.pack("<II", 99, 16))
@@ -82,8 +84,10 @@ CASES = [
     ("misspelled command", ["reprot"], 2, "unknown command 'reprot': did you mean 'report'?"),
     ("misspelled command after help", ["help", "reprot"], 2,
      "unknown command 'reprot': did you mean 'report'?"),
-    ("a recording given without -i", ["report", "x.data"], 2,
-     "report: unexpected argument 'x.data' (a recording is read with -i FILE)"),
+    ("two recordings given to report", ["report", "x.data", "y.data"], 2,
+     "report: unexpected argument 'y.data' after the recording 'x.data'"),
+    ("a recording given both ways", ["flamegraph", "-i", "x.data", "y.data"], 2,
+     "flamegraph: two recordings: -i x.data and 'y.data'"),
     ("unknown global option", ["--bogus", "report"], 2, "unknown option '--bogus' (see"),
     ("misspelled global option", ["--verison"], 2,
      "unknown option '--verison': did you mean '--version'?"),
@@ -95,7 +99,7 @@ CASES = [
      "not with --from"),
     ("--call-graph SIZE too big", ["record", "--call-graph", "dwarf,65536"], 2,
      "--call-graph 'dwarf,65536'"),
-    ("bad --mem value", ["run", "--mem", "12"], 2, "--mem '12'"),
+    ("bad --mem value", ["run", "--mem", "12"], 2, "--mem '12': want an even number of MiB, 64 to 1048576"),
     ("bad --cpus value", ["run", "--cpus", "0"], 2, "--cpus '0'"),
     ("bad --add value", ["run", "--add", "nocolon"], 2, "--add 'nocolon'"),
     ("bad --kaslr word", ["run", "--kaslr", "random"], 2, "--kaslr 'random'"),
@@ -127,6 +131,9 @@ CASES = [
     ("bad --root", ["run", "--root", "/dev/vda rw"], 2, "--root '/dev/vda rw'"),
     ("missing recording", ["report", "-i", os.path.join(work, "nope.data")], 3, "nope.data"),
     ("garbage recording", ["report", "-i", garbage], 3, "bad magic"),
+    ("garbage recording, named without -i", ["report", garbage], 3, "bad magic"),
+    ("empty recording", ["export", "--format", "folded", empty_rec], 3,
+     "empty file (0 bytes): not an hvprof recording"),
     ("newer recording", ["report", "-i", newer], 3, "newer"),
     ("flamegraph of garbage", ["flamegraph", "-i", garbage, "-o", os.path.join(work, "x.svg")],
      3, "bad magic"),
@@ -299,7 +306,7 @@ for path, why in ((plain, "not a control socket"),
 # no recording at all (the default hvprof.data here): the line says how to get one
 r = subprocess.run([HVPROF, "report"], capture_output=True, text=True, timeout=60, cwd=work)
 ok = (r.returncode == 3 and r.stderr.strip() == "hvprof: error: report: hvprof.data: No such "
-      "file or directory (make one with 'hvprof record', or name one with -i FILE)")
+      "file or directory (make one with 'hvprof record', or name one)")
 print(f"{'ok' if ok else 'FAIL'}: report without a recording says how to get one: exit "
       f"{r.returncode}, stderr {r.stderr.strip()!r}")
 failures += not ok

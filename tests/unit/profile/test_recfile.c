@@ -350,7 +350,7 @@ static const struct damage_case damage_cases[] = {
 	{ "version zero", EDIT_SET_U32, -1, 8, 0, -EBADMSG, 0, "bad format version" },
 	{ "bad header size", EDIT_SET_U32, -1, 12, 3, -EBADMSG, 0, "bad file header size" },
 	{ "header cut short", EDIT_TRUNCATE, -1, 10, 0, -EBADMSG, 0, "cut short" },
-	{ "empty file", EDIT_TRUNCATE, -1, 0, 0, -EBADMSG, 0, "bad magic" },
+	{ "empty file", EDIT_TRUNCATE, -1, 0, 0, -EBADMSG, 0, "empty file (0 bytes)" },
 	{ "header only", EDIT_TRUNCATE, 0, 0, 0, 0, 0, NULL },
 };
 
