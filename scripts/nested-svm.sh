@@ -88,7 +88,7 @@ chmod +x "$run/init"
 # looping at asm_exc_int3 (IF=0) while the other waited in __schedule: L1's KVM flips static
 # keys as VMs come and go, the kernel patches them with INT3 (text_poke_bp), and TCG's
 # cross-vCPU code invalidation lost that race
-"$qemu_bin" -L /usr/share/qemu -accel tcg,thread=single,tb-size=1024 -cpu max -smp "$cpus" -m "$mem" \
+"$qemu_bin" -L /usr/share/qemu -L /usr/share/seabios -accel tcg,thread=single,tb-size=1024 -cpu max -smp "$cpus" -m "$mem" \
 	-nographic -no-reboot -nodefaults -serial file:"$run/console" \
 	-monitor unix:"$run/monitor",server,nowait \
 	-kernel "$l1k/arch/x86/boot/bzImage" \
