@@ -154,7 +154,12 @@ void rf_probe_check(struct vmm_vcpu *vcpu)
 
 /* The same breakpoint again, with no other exit, right after resuming with RF: RF did not step
  * over it. Seen on PVM for iretq back to kernel mode while RF worked for other hits, so one
- * failure makes completion by the rider the rule from now on. */
+ * failure makes completion by the rider the rule from now on. On VMX/SVM the hit may also be a
+ * new one: a thread whose system calls return to user with the same RSP reaches sysretq again
+ * without any exit between (no exit for a system call there). The CPU clears RF once an
+ * instruction completes (SDM vol. 3B, 18.3.1.1), so there a hit with RF clear in the live
+ * RFLAGS came after the instruction ran: RF worked. (On PVM, where RF is ignored, whether it
+ * stays set is not known: the same pc and RSP decide there, as before.) */
 static bool rf_failed_here(struct vmm_vcpu *vcpu, uint64_t pc)
 {
 	struct kvm_regs *regs;
@@ -164,6 +169,13 @@ static bool rf_failed_here(struct vmm_vcpu *vcpu, uint64_t pc)
 	if (pc != vcpu->rf_probe_pc || vmm_vcpu_regs(vcpu, &regs, NULL) != 0 ||
 	    regs->rsp != vcpu->rf_probe_rsp) {
 		rf_probe_check(vcpu);
+		return false;
+	}
+	if (!vcpu->vm->is_pvm && !(regs->rflags & RFLAGS_RF)) {
+		int unknown = VMM_RF_UNKNOWN;
+
+		atomic_compare_exchange_strong(&vcpu->vm->rf, &unknown, VMM_RF_WORKS);
+		vcpu->rf_probe_pc = 0;
 		return false;
 	}
 	if (atomic_exchange(&vcpu->vm->rf, VMM_RF_IGNORED) != VMM_RF_IGNORED)

@@ -540,6 +540,81 @@ static int test_kick_start_and_join(void)
 	return TEST_OK;
 }
 
+static int n_debug, last_repeat, last_step;
+
+/* The rider's part of a breakpoint hit: note it, then resume with RF as trap.c does (where RF
+ * is ignored, -ENOTSUP, trap.c completes the instruction instead). */
+static int step_debug(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool repeat)
+{
+	(void)ctx;
+	(void)slot;
+	(void)pc;
+	n_debug++;
+	last_repeat = repeat;
+	last_step = vmm_bp_step(v);
+	return last_step == 0 || last_step == -ENOTSUP ? 0 : 1;
+}
+
+/* One breakpoint exit at @pc with the guest's @rsp and @rflags, as after a KVM_RUN (sync regs
+ * filled, nothing cached or dirty). */
+static int bp_exit(struct vmm_vcpu *vcpu, uint64_t pc, uint64_t rsp, uint64_t rflags)
+{
+	vcpu->regs_valid = vcpu->sregs_valid = vcpu->regs_dirty = vcpu->regs_ioctl = false;
+	vcpu->sync_filled = true;
+	memset(&vcpu->run->s.regs.regs, 0, sizeof(vcpu->run->s.regs.regs));
+	vcpu->run->s.regs.regs.rip = pc;
+	vcpu->run->s.regs.regs.rsp = rsp;
+	vcpu->run->s.regs.regs.rflags = rflags;
+	vcpu->run->exit_reason = KVM_EXIT_DEBUG;
+	vcpu->run->debug.arch.pc = pc;
+	return debug_exit(vcpu);
+}
+
+/*
+ * Whether RFLAGS.RF stepped over a breakpoint (debug.c): the same breakpoint again at the same
+ * RSP with no other exit between. On VMX/SVM that is also a new hit (a system call loop reaches
+ * sysretq again with the same user RSP and no exit: none was seen as RF ignored, and every
+ * later hit paid a completion); the CPU clears RF once the instruction ran, so RF clear there
+ * means RF worked. Only RF still set is a failure. On PVM the old rule stands.
+ */
+static int test_rf_probe(void)
+{
+	const uint64_t pc = 0xffffffff81a00010ull, rsp = 0x7ffd0000f000ull, rf = 1ull << 16;
+	struct kvm_run run;
+
+	for (int pvm = 0; pvm <= 1; pvm++) {
+		struct vmm *vm = fake_vm();
+		struct vmm_vcpu vcpu = { .vm = vm, .run = &run, .fd = -1 };
+
+		memset(&run, 0, sizeof(run));
+		vm->sync_regs = true;
+		vm->is_pvm = pvm;
+		vm->hooks.debug = step_debug;
+		atomic_store(&vm->bp_addr[1], pc);
+		vcpu.bp_mask_applied = 1u << 1;
+		n_debug = 0;
+		/* a hit, resumed with RF */
+		ASSERT_EQ_INT(bp_exit(&vcpu, pc, rsp, 0x202), 0);
+		ASSERT_EQ_INT(n_debug, 1);
+		ASSERT_EQ_INT(last_repeat, 0);
+		ASSERT_TRUE(vcpu.regs_dirty && (vcpu.regs.rflags & rf));
+		/* the same place again, RF clear: a new hit on VMX/SVM, a failure on PVM */
+		ASSERT_EQ_INT(bp_exit(&vcpu, pc, rsp, 0x202), 0);
+		ASSERT_EQ_INT(last_repeat, pvm);
+		ASSERT_EQ_INT(atomic_load(&vm->rf), pvm ? VMM_RF_IGNORED : VMM_RF_WORKS);
+		ASSERT_EQ_INT(last_step, pvm ? -ENOTSUP : 0);
+		if (!pvm) {
+			/* the same place with RF still set: RF did not step over it */
+			ASSERT_EQ_INT(bp_exit(&vcpu, pc, rsp, 0x202 | rf), 0);
+			ASSERT_EQ_INT(last_repeat, 1);
+			ASSERT_EQ_INT(atomic_load(&vm->rf), VMM_RF_IGNORED);
+			ASSERT_EQ_INT(last_step, -ENOTSUP);
+		}
+		free(vm);
+	}
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "serial: transmit and THRE interrupt", test_serial_tx_and_thri },
 	{ "serial: loopback MSR and divisor latch", test_serial_loopback_and_dlab },
@@ -556,6 +631,8 @@ static const struct test_case tests[] = {
 	{ "initramfs: append a newc archive", test_initramfs_append },
 	{ "kick: before the thread starts, while it runs, after it is joined",
 	  test_kick_start_and_join },
+	{ "breakpoints: RF seen to work or not (same place again: RF still set?)",
+	  test_rf_probe },
 };
 
 static void log_stderr(enum hvp_log_level level, const char *msg)
