@@ -6,7 +6,10 @@
 # nested guest's DR7 enables are never armed in TCG, and hvprof's guest-debug breakpoints
 # (KVM_SET_GUEST_DEBUG in L1, which puts them in the VMCB's DR7) never fire in L2. The change
 # loads DR7 through QEMU's own cpu_x86_update_dr7 at both places instead, which arms the
-# guest's breakpoints at VMRUN and the host's at #VMEXIT, as a MOV to DR7 does.
+# guest's breakpoints at VMRUN and the host's at #VMEXIT, as a MOV to DR7 does; and when the
+# breakpoints armed at a VMRUN differ from the last VMRUN's, it flushes the translated code: a
+# block translated while none was armed holds no check, and a chained jump enters it without
+# the lookup that would check (missed hits: marks whose return went unseen).
 #
 #   scripts/nested-qemu.sh            # prints the path of qemu-system-x86_64 on its last line
 #
@@ -16,7 +19,8 @@ set -euo pipefail
 cache=${HVPROF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvprof}
 out=$cache/nested-qemu
 bin=$out/build/qemu-system-x86_64
-if [ -x "$bin" ] && [ -f "$out/.hvprof-dr7" ]; then
+stamp=dr7-2 # the change's version: another one rebuilds
+if [ -x "$bin" ] && [ "$(cat "$out/.hvprof-dr7" 2>/dev/null)" = "$stamp" ]; then
 	echo "$bin"
 	exit 0
 fi
@@ -60,7 +64,24 @@ s = s.replace(chk, "if (new_dr7 & DR_RESERVED_MASK) {")
 # after the checks of the loaded state (the #ifdef that holds them ends the block)
 i = s.index("if (new_dr7 & DR_RESERVED_MASK) {")
 j = s.index("#endif", i) + len("#endif")
-s = s[:j] + "\n    cpu_x86_update_dr7(env, new_dr7); /* hvprof: arm the guest's breakpoints */" + s[j:]
+arm = """
+    cpu_x86_update_dr7(env, new_dr7); /* hvprof: arm the guest's breakpoints */
+    {
+        /* hvprof: a block translated while these were not armed holds no check, and a
+         * chained jump enters it without one: flush when the armed set changes */
+        static uint64_t hvprof_armed[64][5];
+        uint64_t now[5] = { env->dr[0], env->dr[1], env->dr[2], env->dr[3],
+                            new_dr7 & 0xffff00ffull };
+        int i = cs->cpu_index & 63;
+
+        if (memcmp(hvprof_armed[i], now, sizeof(now))) {
+            memcpy(hvprof_armed[i], now, sizeof(now));
+            if (new_dr7 & 0xff) {
+                tb_flush(cs);
+            }
+        }
+    }"""
+s = s[:j] + arm + s[j:]
 s = ext.sub(r"cpu_x86_update_dr7(env, \1); /* hvprof: the host's breakpoints again */", s)
 open(p, "w").write(s)
 PY
@@ -71,5 +92,5 @@ log "building QEMU (x86_64 system emulator, TCG) in $out/build"
 	--disable-opengl --disable-spice --disable-curses --disable-capstone --disable-tools \
 	--disable-guest-agent --disable-plugins --disable-xen --disable-kvm >/dev/null)
 nice ninja -C "$out/build" qemu-system-x86_64 >/dev/null
-touch "$out/.hvprof-dr7"
+echo "$stamp" > "$out/.hvprof-dr7"
 echo "$bin"
