@@ -42,8 +42,9 @@ struct export_mode {
 
 static void flamegraph_usage(void)
 {
-	printf("usage: hvprof flamegraph [-i FILE | FILE] [-o FILE] [--format svg|folded] [--title T]\n"
-	       "                         [--symfs DIR] [--vmlinux FILE] [--max-stack N] [FILTERS]\n"
+	printf("usage: hvprof flamegraph [-i FILE | FILE] [-o FILE] [--format svg|folded]\n"
+	       "                         [--title T] [--symfs DIR] [--vmlinux FILE] [--max-stack N]\n"
+	       "                         [FILTERS]\n"
 	       "  default input: hvprof.data; default output: flamegraph.svg (svg) or stdout\n"
 	       "  (folded)\n"
 	       FILTER_OPTIONS_HELP);

@@ -94,7 +94,8 @@ int guest_opt_parse(struct guest_opts *g, int code, const char *arg)
 		return 0;
 	case 1005:
 		if (parse_u64(arg, 64, 1 << 20, &v) || (v & 1)) {
-			cli_error("--mem '%s': want an even number of MiB, 64 to 1048576 (1 TiB)", arg);
+			cli_error("--mem '%s': want an even number of MiB, 64 to 1048576 (1 TiB)",
+				  arg);
 			return -EINVAL;
 		}
 		g->mem_mib = v;
