@@ -25,26 +25,53 @@ if [ -x "$bin" ] && [ "$(cat "$out/.hvprof-dr7" 2>/dev/null)" = "$stamp" ]; then
 	exit 0
 fi
 log() { echo "nested-qemu: $*" >&2; }
+# one build at a time: a second one would remove the first one's tree
+mkdir -p "$cache"
+exec 9>"$cache/.nested-qemu.lock"
+flock 9
+if [ -x "$bin" ] && [ "$(cat "$out/.hvprof-dr7" 2>/dev/null)" = "$stamp" ]; then
+	echo "$bin"
+	exit 0
+fi
+# each step's output goes to $blog; a failed step is named, with the log's end
+blog=$cache/nested-qemu.log
+: > "$blog"
+step() {
+	local what=$1
+	shift
+	if ! "$@" >>"$blog" 2>&1; then
+		log "$what failed; the end of $blog:"
+		tail -25 "$blog" >&2
+		exit 1
+	fi
+}
 
 if ! apt-get source --print-uris qemu >/dev/null 2>&1; then
 	log "no deb-src entry: adding /etc/apt/sources.list.d/hvprof-deb-src.sources"
 	. /etc/os-release
+	# the suites the installed QEMU may come from (its updates and security fixes included)
 	cat > /etc/apt/sources.list.d/hvprof-deb-src.sources <<EOF
 Types: deb-src
 URIs: http://deb.debian.org/debian
-Suites: $VERSION_CODENAME
+Suites: $VERSION_CODENAME $VERSION_CODENAME-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://deb.debian.org/debian-security
+Suites: $VERSION_CODENAME-security
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
-	apt-get update >/dev/null
+	step "apt-get update" apt-get update
 fi
-apt-get install -y ninja-build meson libglib2.0-dev libpixman-1-dev libattr1-dev \
-	libcap-ng-dev libfdt-dev flex bison dpkg-dev >/dev/null
+step "installing QEMU's build dependencies" apt-get install -y ninja-build meson \
+	libglib2.0-dev libpixman-1-dev libattr1-dev libcap-ng-dev libfdt-dev flex bison dpkg-dev
 
 rm -rf "$out"
 mkdir -p "$out/dl"
-(cd "$out/dl" && apt-get source --download-only qemu >/dev/null 2>&1)
-dpkg-source -x "$out"/dl/qemu_*.dsc "$out/src" >/dev/null
+step "apt-get source qemu" sh -c "cd '$out/dl' && apt-get source --download-only qemu"
+step "unpacking the QEMU source" dpkg-source -x "$out"/dl/qemu_*.dsc "$out/src"
 rm -rf "$out/dl"
 f=$out/src/target/i386/tcg/sysemu/svm_helper.c
 [ -f "$f" ] || { log "no $f in this QEMU source: the change is for QEMU 7.2"; exit 1; }
@@ -61,9 +88,12 @@ if len(run.findall(s)) != 1 or len(ext.findall(s)) != 1 or s.count(chk) != 1:
     sys.exit("nested-qemu: svm_helper.c is not the QEMU 7.2 this change knows")
 s = run.sub(r"uint64_t new_dr7 = \1;", s)
 s = s.replace(chk, "if (new_dr7 & DR_RESERVED_MASK) {")
-# after the checks of the loaded state (the #ifdef that holds them ends the block)
+# after the checks of the loaded state (the #ifdef that holds them ends the block: nothing but
+# the check's own body may stand between)
 i = s.index("if (new_dr7 & DR_RESERVED_MASK) {")
 j = s.index("#endif", i) + len("#endif")
+if s[i:j].count("cpu_vmexit") != 1 or s[i:j].count("}") != 1:
+    sys.exit("nested-qemu: svm_helper.c's DR7 check is not laid out as in QEMU 7.2")
 arm = """
     cpu_x86_update_dr7(env, new_dr7); /* hvprof: arm the guest's breakpoints */
     {
@@ -87,10 +117,11 @@ open(p, "w").write(s)
 PY
 mkdir -p "$out/build"
 log "building QEMU (x86_64 system emulator, TCG) in $out/build"
-(cd "$out/build" && ../src/configure --target-list=x86_64-softmmu --disable-docs \
-	--disable-werror --enable-virtfs --disable-slirp --disable-gtk --disable-sdl --disable-vnc \
-	--disable-opengl --disable-spice --disable-curses --disable-capstone --disable-tools \
-	--disable-guest-agent --disable-plugins --disable-xen --disable-kvm >/dev/null)
-nice ninja -C "$out/build" qemu-system-x86_64 >/dev/null
+step "configuring QEMU" sh -c "cd '$out/build' && ../src/configure \
+	--target-list=x86_64-softmmu --disable-docs --disable-werror --enable-virtfs \
+	--disable-slirp --disable-gtk --disable-sdl --disable-vnc --disable-opengl --disable-spice \
+	--disable-curses --disable-capstone --disable-tools --disable-guest-agent --disable-plugins \
+	--disable-xen --disable-kvm"
+step "building QEMU" nice ninja -C "$out/build" qemu-system-x86_64
 echo "$stamp" > "$out/.hvprof-dr7"
 echo "$bin"

@@ -44,7 +44,12 @@ command -v qemu-system-x86_64 >/dev/null || apt-get install -y qemu-system-x86 >
 # -b: the QEMU whose emulated SVM arms the nested guest's breakpoints
 qemu_bin=qemu-system-x86_64 nested_bp=0
 if [ "$bp" = 1 ]; then
-	qemu_bin=${NESTED_SVM_QEMU:-$("$top/scripts/nested-qemu.sh" | tail -1)}
+	if [ -z "${NESTED_SVM_QEMU:-}" ]; then
+		qemu_bin=$("$top/scripts/nested-qemu.sh" | tail -1) ||
+			{ echo "nested-svm: building the QEMU for -b failed (above)" >&2; exit 2; }
+	else
+		qemu_bin=$NESTED_SVM_QEMU
+	fi
 	[ -x "$qemu_bin" ] || { echo "nested-svm: no QEMU at '$qemu_bin'" >&2; exit 2; }
 	nested_bp=1
 fi

@@ -306,7 +306,7 @@ for path, why in ((plain, "not a control socket"),
 # no recording at all (the default hvprof.data here): the line says how to get one
 r = subprocess.run([HVPROF, "report"], capture_output=True, text=True, timeout=60, cwd=work)
 ok = (r.returncode == 3 and r.stderr.strip() == "hvprof: error: report: hvprof.data: No such "
-      "file or directory (make one with 'hvprof record', or name one)")
+      "file or directory (make one with 'hvprof record', or name one: '-i FILE' or FILE)")
 print(f"{'ok' if ok else 'FAIL'}: report without a recording says how to get one: exit "
       f"{r.returncode}, stderr {r.stderr.strip()!r}")
 failures += not ok
