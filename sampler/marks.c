@@ -114,7 +114,7 @@ static void mark_trap(struct svcpu *sv, struct marks *m, struct mark *mk)
 static void mark_kind(struct svcpu *sv, struct marks *m, struct mark *mk,
 		      const struct mark_req *req)
 {
-	if (m->flag_marks && req->exit_tail)
+	if (req->exit_tail)
 		return; /* resolved by the caller, now */
 	if (!m->flag_marks || mk->trap) {
 		mark_trap(sv, m, mk);

@@ -289,6 +289,102 @@ fini:
 	return ret;
 }
 
+/*
+ * A sample on a return-to-user breakpoint whose hit was taken and is being stepped over (RIP
+ * at the loop's clear of TIF_NOTIFY_RESUME or at sysretq/iretq, RFLAGS.RF set): the clear
+ * would clear a flag set now itself, sysretq would not hit a trap armed now, and the mark
+ * would outlive its return unseen. Resolved at once (walked into the sample: no flag, no
+ * trap). Without RF (the hit still to come, or PVM, where the hit completes the instruction)
+ * the same RIP flags a mark as usual; with the strategy of traps (no flag marks), sysretq with
+ * RF is resolved at once too and arms no trap.
+ */
+static int test_sample_on_stepped_site(void)
+{
+	const uint64_t clear = FK_STEXT + 0x10008, sysret = FK_STEXT + 0x20000;
+	const uint64_t iret = FK_STEXT + 0x20100;
+	struct kvm_regs vregs = { .rflags = 0x2 | (1u << 16) };
+	struct fixture f;
+	struct hvp_sample smp;
+	struct svcpu *sv;
+	int ret = TEST_FAIL;
+
+	if (flag_fixture_init(&f))
+		goto fini;
+	sv = &f.s->vcpus[0];
+	f.s->traps.flag = true;
+	fake_exit_tail(&f, FK_STEXT + 0x100, FK_STEXT + 0x200); /* the clear is outside it */
+	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, clear, NULL, 0));
+	f.s->traps.available = true;
+	f.s->traps.sites.sysret = sysret;
+	f.s->traps.sites.iret = iret;
+	f.s->traps.ew.clear = clear;
+	atomic_store(&f.s->traps.ready, true);
+	ASSERT_EQ_INT(write_pt_regs(&f, &f.entry), 0);
+	sv->sample_vcpu_regs = &vregs;
+
+	/* on the clear, RF set: walked into the sample, no flag, no mark */
+	tail_sample(&smp, clear);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_INT(smp.n_user, 4);
+	ASSERT_EQ_U64(smp.user_ips[0], f.entry.ip);
+	ASSERT_EQ_INT(n_flag_set, 0);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 1);
+	ASSERT_EQ_U64(sv->c.tail_walked_inline, 1);
+
+	/* on iretq, RF set: the same */
+	tail_sample(&smp, iret);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 2);
+
+	/* on the clear, RF clear: the hit is still to come and resolves the flagged mark */
+	vregs.rflags &= ~(1ull << 16);
+	tail_sample(&smp, clear);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_DEFERRED);
+	ASSERT_EQ_INT(n_flag_set, 1);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 2);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+
+	/* RF set elsewhere (a guest's own IRET with RF): no effect */
+	vregs.rflags |= 1ull << 16;
+	tail_sample(&smp, FK_STEXT + 0x400);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(n_flag_set, 2);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 2);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+
+	/* traps (no flag marks), "both" mode (a mark always made): sysretq with RF is resolved
+	 * by the sample and arms no trap */
+	f.s->traps.flag = false;
+	f.s->marks.flag_marks = false;
+	f.s->callchain = SAMPLER_CALLCHAIN_BOTH;
+	tail_sample(&smp, sysret);
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(n_first, 0); /* the sysretq/iretq trap was not armed */
+	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
+	ASSERT_EQ_INT(n_recs, 3); /* the two flagged marks' walks, then this one */
+	ASSERT_EQ_INT(check_good_walk(&recs[2], smp.cookie), TEST_OK);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 3);
+	ret = TEST_OK;
+fini:
+	if (f.s)
+		f.s->vcpus[0].sample_vcpu_regs = NULL;
+	fixture_fini(&f);
+	return ret;
+}
+
 /* Guest reads through a gmem, and those of page-table entries (the fake's tables, 1 MiB up). */
 struct counting_gmem {
 	struct gmem inner;
@@ -462,6 +558,8 @@ static const struct test_case tests[] = {
 	{ "flag marks in the exit tail: no flag, no trap, resolved by the sample", test_flag_exit_tail },
 	{ "deferred, exit tail, no mark yet: walked into the sample, no mark",
 	  test_flag_exit_tail_inline },
+	{ "a sample on a return breakpoint being stepped over (RF) is resolved at once",
+	  test_sample_on_stepped_site },
 	{ "deferred, an exception's return to user (error_return) is the exit tail",
 	  test_flag_exception_return },
 	{ "flag marks: the loop's hit resolves through the exit's translation and task caches",
