@@ -95,9 +95,11 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 		fprintf(f, "{\"head\": \"0x%llx\", \"clear\": \"0x%llx\", \"symbol\": ",
 			(unsigned long long)d->exit_work.head, (unsigned long long)d->exit_work.clear);
 		json_str(f, d->exit_work_symbol);
-		fprintf(f, ", \"offset\": %llu, \"loop_end\": \"0x%llx\", \"notify_bit\": %u}",
+		fprintf(f, ", \"offset\": %llu, \"loop_end\": \"0x%llx\", \"notify_bit\": %u, "
+			"\"handler_epilogues\": %zu, \"handler_epilogue_bytes\": %llu}",
 			(unsigned long long)d->exit_work_off,
-			(unsigned long long)d->exit_work.loop_end, d->exit_work.notify_bit);
+			(unsigned long long)d->exit_work.loop_end, d->exit_work.notify_bit,
+			d->n_epilogues, (unsigned long long)d->epilogue_bytes);
 	} else {
 		fputs("null", f);
 	}
@@ -182,6 +184,14 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		       d->exit_work_symbol[0] ? d->exit_work_symbol : "?",
 		       (unsigned long long)d->exit_work_off,
 		       d->exit_work.clear_base ? "" : " (not completable by hvprof: RF needed)");
+	if (d->exit_work.head && d->n_epilogues)
+		printf("exit tail:     also %zu stretches (%llu bytes) of interrupt and exception "
+		       "handlers after their call of irqentry_exit\n", d->n_epilogues,
+		       (unsigned long long)d->epilogue_bytes);
+	else if (d->exit_work.head)
+		printf("exit tail:     interrupt and exception handlers' code after irqentry_exit not "
+		       "found (no __noinstr_text_start/_end symbols): a sample there flags a mark "
+		       "that acts one exit late\n");
 	else
 		printf("exit-work loop: not found (marks trap sysretq/iretq)\n");
 	if (d->has_relocs)

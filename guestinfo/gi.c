@@ -331,6 +331,12 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 		memset(&gi->exit_work, 0, sizeof(gi->exit_work));
 	}
 	exit_tail_ranges(gi);
+	if (gi->exit_work.head) {
+		err = gi_exit_epilogues_find(gi->st, gi_read_image, img, &gi->epilogues);
+		if (err == -ENOMEM)
+			goto err_close;
+		err = 0; /* none found: such samples are flagged, as before */
+	}
 	gi_find_exec_points(gi, gi_read_image, img);
 	if (!gi->orc) {
 		size_t elf_len = 0, n_cfi, n_code;
@@ -472,6 +478,7 @@ void gi_close(struct gi *gi)
 	symtab_free(gi->st);
 	gi_orc_free(gi->orc);
 	gi_prologues_free(gi->prologues);
+	gi_spans_free(&gi->epilogues);
 	free(gi);
 }
 

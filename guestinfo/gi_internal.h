@@ -76,6 +76,31 @@ static inline bool gi_ranges_has(const struct gi_ranges *set, uint64_t kva)
 	return false;
 }
 
+/* Sorted, disjoint [start, end) KVA ranges in an allocated array (gi_spans_free), with their
+ * bounds [lo, hi) for a quick miss: a set too large for struct gi_ranges. */
+struct gi_spans {
+	uint64_t (*r)[2];
+	size_t n;
+	uint64_t lo, hi;
+};
+
+/* Is @kva in one of @s's ranges? O(log n). */
+bool gi_spans_has(const struct gi_spans *s, uint64_t kva);
+/* Free @s's array and empty it (NULL, or an empty set: nothing). */
+void gi_spans_free(struct gi_spans *s);
+
+/**
+ * gi_exit_epilogues_find - the IDT entry handlers' code after their call of irqentry_exit or
+ * irqentry_exit_to_user_mode (exitepilogue.c), decoded with capstone in the noinstr text of the
+ * image read through @read: from the instruction after the call to the handler's return (a
+ * forward jump to a shared epilogue followed), where a thread on its way to user mode has read
+ * its work flags for the last time. Fills @out (link-time KVAs; the caller frees it with
+ * gi_spans_free). Return: 0; -ENOENT no __noinstr_text_start/_end or irqentry_exit symbols, or
+ * no such call; -E2BIG noinstr text over 1 MiB; -EFAULT unreadable; -ENOMEM; -EINVAL.
+ */
+int gi_exit_epilogues_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+			   struct gi_spans *out) __must_check;
+
 /* prologue.c: where a frame-pointer kernel's functions have not built their frame yet */
 struct gi_prologues;
 
@@ -198,6 +223,9 @@ struct gi {
 	/* every [start, end) gi_chain_in_exit_tail tests, link-time, from the fields above (exit_tail_
 	 * ranges() in gi.c) */
 	struct gi_ranges tail;
+	/* the IDT handlers' code after their exit work (gi_exit_epilogues_find): in the tail as
+	 * a leaf, link-time; empty when not found */
+	struct gi_spans epilogues;
 	/* the code past execve's point of no return, link-time (execpoint.c) */
 	struct gi_ranges exec_past;
 };

@@ -209,8 +209,17 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 	if (st && gi_exit_work_find(st, kinfo_read, img, &d->exit_work) == 0) {
 		const char *name;
 
+		struct gi_spans epi;
+
 		if (symtab_lookup(st, d->exit_work.clear, &name, &d->exit_work_off) == 0)
 			snprintf(d->exit_work_symbol, sizeof(d->exit_work_symbol), "%s", name);
+		err = gi_exit_epilogues_find(st, kinfo_read, img, &epi); /* as gi_open */
+		if (err == -ENOMEM)
+			goto out;
+		d->n_epilogues = epi.n;
+		for (size_t i = 0; i < epi.n; i++)
+			d->epilogue_bytes += epi.r[i][1] - epi.r[i][0];
+		gi_spans_free(&epi);
 	}
 	err = gi_exit_sites(st, kinfo_read, img, NULL, 0, 0, d->sites, GI_KINFO_MAX_SITES, &n);
 	if (err == -ENOMEM)

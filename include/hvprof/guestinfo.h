@@ -666,6 +666,10 @@ struct gi_kernel_desc {
 	struct gi_exit_work exit_work;
 	char exit_work_symbol[64];
 	uint64_t exit_work_off;
+	/* the IDT handlers' code after their call of irqentry_exit (in the exit tail): ranges and
+	 * bytes (0: none found, or no exit-work loop) */
+	size_t n_epilogues;
+	uint64_t epilogue_bytes;
 	/* KASLR relocation table after the vmlinux in a bzImage payload (gi_krelocs_parse):
 	 * whether there is one, and its three lists' lengths */
 	bool has_relocs;

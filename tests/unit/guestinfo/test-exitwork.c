@@ -2,13 +2,15 @@
 // Unit tests of guestinfo/exitwork.c: the exit-work loop and its clear of TIF_NOTIFY_RESUME
 // found in code bytes. The fixture is exit_to_user_mode_prepare of our 6.1 test kernel (the
 // generic entry code with exit_to_user_mode_loop inlined), as objdump shows it; the negative
-// cases are the same bytes with the sti or the clear changed.
+// cases are the same bytes with the sti or the clear changed. Also the IDT handlers' code after
+// their call of irqentry_exit (exitepilogue.c), on hand-assembled handlers.
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <hvprof/guestinfo.h>
 
+#include "gi_internal.h"
 #include "kimage_internal.h"
 #include "test.h"
 
@@ -161,12 +163,94 @@ static int test_tail_after_call(void)
 	return TEST_OK;
 }
 
+/* call rel32 from @at to @target into code[] (offsets from FN) */
+static void put_call(size_t at, size_t target)
+{
+	int32_t rel = (int32_t)((int64_t)target - (int64_t)(at + 5));
+
+	code[at] = 0xe8;
+	memcpy(code + at + 1, &rel, 4);
+}
+
+/*
+ * Three handlers in a noinstr text at FN: exc_page_fault's epilogue straight after its call of
+ * irqentry_exit; exc_int3's call of irqentry_exit_to_user_mode followed by a jump over its
+ * kernel-mode path to the shared epilogue; a third that calls something else. The ranges start
+ * after the call (a caller frame whose return address follows the call is inside it) and end
+ * with the return.
+ */
+static int test_epilogues(void)
+{
+	enum { PF = 0, INT3 = 16, OTHER = 32, EXIT = 64, EXIT_USER = 65, END = 80 };
+	struct ksym_entry e[7] = {
+		{ FN + PF, 'T', strdup("exc_page_fault") },
+		{ FN + INT3, 'T', strdup("exc_int3") },
+		{ FN + OTHER, 'T', strdup("other_handler") },
+		{ FN + EXIT, 'T', strdup("irqentry_exit") },
+		{ FN + EXIT_USER, 'T', strdup("irqentry_exit_to_user_mode") },
+		{ FN, 'T', strdup("__noinstr_text_start") },
+		{ FN + END, 'T', strdup("__noinstr_text_end") },
+	};
+	static const uint8_t pf_tail[] = { 0x48, 0x83, 0xc4, 0x20, 0x5b, 0x5d, 0xc3 };
+	struct symtab *st = NULL;
+	struct gi_spans sp;
+
+	ASSERT_EQ_INT(symtab_from_entries(e, 7, &st), 0);
+	for (int i = 0; i < 7; i++)
+		free(e[i].name);
+	memset(code, 0xcc, sizeof(code));
+	code[PF] = 0x55; /* push rbp; call irqentry_exit; add rsp, 0x20; pop rbx; pop rbp; ret */
+	put_call(PF + 1, EXIT);
+	memcpy(code + PF + 6, pf_tail, sizeof(pf_tail));
+	code[INT3] = 0x53; /* push rbx; call irqentry_exit_to_user_mode; jmp +5 */
+	put_call(INT3 + 1, EXIT_USER);
+	code[INT3 + 6] = 0xeb;
+	code[INT3 + 7] = 0x05;
+	put_call(INT3 + 8, OTHER); /* the kernel-mode path: not after the exit work */
+	code[INT3 + 13] = 0x5b;    /* the shared epilogue: pop rbx; ret */
+	code[INT3 + 14] = 0xc3;
+	put_call(OTHER, INT3); /* other_handler calls no exit function */
+	code[OTHER + 5] = 0xc3;
+	code[EXIT] = 0xc3;
+	code[EXIT_USER] = 0xc3;
+
+	ASSERT_EQ_INT(gi_exit_epilogues_find(st, read_code, NULL, &sp), 0);
+	ASSERT_EQ_U64(sp.n, 3);
+	ASSERT_EQ_U64(sp.r[0][0], FN + PF + 6);
+	ASSERT_EQ_U64(sp.r[0][1], FN + PF + 13);
+	ASSERT_EQ_U64(sp.r[1][0], FN + INT3 + 6);
+	ASSERT_EQ_U64(sp.r[1][1], FN + INT3 + 8);
+	ASSERT_EQ_U64(sp.r[2][0], FN + INT3 + 13);
+	ASSERT_EQ_U64(sp.r[2][1], FN + INT3 + 15);
+	ASSERT_TRUE(gi_spans_has(&sp, FN + PF + 6) && gi_spans_has(&sp, FN + PF + 12));
+	ASSERT_TRUE(!gi_spans_has(&sp, FN + PF + 5) && !gi_spans_has(&sp, FN + PF + 13));
+	ASSERT_TRUE(!gi_spans_has(&sp, FN + INT3 + 8) && gi_spans_has(&sp, FN + INT3 + 14));
+	ASSERT_TRUE(!gi_spans_has(&sp, FN + OTHER + 5) && !gi_spans_has(&sp, FN + EXIT));
+	gi_spans_free(&sp);
+	ASSERT_EQ_U64(sp.n, 0);
+	ASSERT_TRUE(!gi_spans_has(&sp, FN + PF + 6));
+
+	/* no call of an exit function: none */
+	code[PF + 1] = code[INT3 + 1] = 0x90;
+	ASSERT_EQ_INT(gi_exit_epilogues_find(st, read_code, NULL, &sp), -ENOENT);
+	ASSERT_EQ_U64(sp.n, 0);
+	symtab_free(st);
+	/* no noinstr bounds */
+	st = symbols();
+	ASSERT_TRUE(st != NULL);
+	ASSERT_EQ_INT(gi_exit_epilogues_find(st, read_code, NULL, &sp), -ENOENT);
+	ASSERT_EQ_INT(gi_exit_epilogues_find(NULL, read_code, NULL, &sp), -EINVAL);
+	symtab_free(st);
+	return TEST_OK;
+}
+
 int main(void)
 {
 	static const struct test_case tests[] = {
 		{ "the 6.1 loop, its clear of TIF_NOTIFY_RESUME and its operand", test_found },
 		{ "no sti head, another bit cleared: not found", test_not_found },
 		{ "the tail from a call of the exit function", test_tail_after_call },
+		{ "interrupt and exception handlers' code after irqentry_exit", test_epilogues },
 	};
 
 	return test_run_all(tests, sizeof(tests) / sizeof(tests[0]));

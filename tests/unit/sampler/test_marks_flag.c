@@ -290,6 +290,36 @@ fini:
 }
 
 /*
+ * The IDT handlers' code after their call of irqentry_exit (gi->epilogues): a leaf there has
+ * done its exit work (in the nested runs, a sample in exc_page_fault's epilogue flagged a mark
+ * that acted one exit late); a caller frame whose return address starts it is still inside
+ * irqentry_exit, before the read, and does not decide.
+ */
+static int test_flag_handler_epilogue(void)
+{
+	const uint64_t after = FK_STEXT + 0x3000, body = FK_STEXT + 0x400;
+	uint64_t span[1][2] = { { after, after + 7 } }, callers[1] = { after };
+	struct fixture f;
+	int ret = TEST_FAIL;
+
+	if (flag_fixture_init(&f))
+		goto fini;
+	fake_exit_tail(&f, FK_STEXT + 0x100, FK_STEXT + 0x200);
+	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, after, NULL, 0));
+	f.fk.gi->epilogues = (struct gi_spans){ .r = span, .n = 1, .lo = after, .hi = after + 7 };
+	ASSERT_TRUE(gi_chain_in_exit_tail(f.fk.gi, after, NULL, 0));
+	ASSERT_TRUE(gi_chain_in_exit_tail(f.fk.gi, after + 6, NULL, 0));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, after + 7, NULL, 0));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, body, callers, 1));
+	ret = TEST_OK;
+fini:
+	if (f.fk.gi)
+		f.fk.gi->epilogues = (struct gi_spans){ 0 }; /* not allocated: not for gi_close */
+	fixture_fini(&f);
+	return ret;
+}
+
+/*
  * A sample on a return-to-user breakpoint whose hit was taken and is being stepped over (RIP
  * at the loop's clear of TIF_NOTIFY_RESUME or at sysretq/iretq, RFLAGS.RF set): the clear
  * would clear a flag set now itself, sysretq would not hit a trap armed now, and the mark
@@ -558,6 +588,8 @@ static const struct test_case tests[] = {
 	{ "flag marks in the exit tail: no flag, no trap, resolved by the sample", test_flag_exit_tail },
 	{ "deferred, exit tail, no mark yet: walked into the sample, no mark",
 	  test_flag_exit_tail_inline },
+	{ "a leaf in a handler's code after irqentry_exit is the exit tail",
+	  test_flag_handler_epilogue },
 	{ "a sample on a return breakpoint being stepped over (RF) is resolved at once",
 	  test_sample_on_stepped_site },
 	{ "deferred, an exception's return to user (error_return) is the exit tail",
