@@ -103,24 +103,36 @@ static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs
 #define RFLAGS_RF (1ull << 16)
 
 /*
- * Did this sample stop a vCPU on a return-to-user breakpoint whose hit was already taken: RIP
- * at the exit-work loop's clear of TIF_NOTIFY_RESUME or at the sysretq/iretq site, with RF set
- * by the hit's step over it (VMX/SVM; where RF is ignored, PVM, the hit completes the
- * instruction and RIP is past it)? The instruction runs next, with no hit: it clears a flag
- * set now itself, and a trap armed now is not hit by it, so a mark made now would outlive its
- * return unseen (nested runs: 156 of 160 unseen returns were samples on the clear). Such a
- * sample is resolved at once, as one in the exit tail: pt_regs are what the thread returns
- * with or, on the loop's clear, the entry's registers its samples belong to.
+ * Is this sample's thread on a return-to-user breakpoint that will not fire for it: RIP at
+ * the exit-work loop's clear of TIF_NOTIFY_RESUME or at the sysretq/iretq site with RF set by
+ * the hit's step over it (VMX/SVM; where RF is ignored, PVM, the hit completes the instruction
+ * and RIP is past it), or an interrupt taken at the clear (a chain frame exactly there: the
+ * instruction before it is no call, so it is the interrupted context; the event was delivered
+ * before the stepped instruction ran and its frame holds RF, whose IRET then passes the clear
+ * with no hit)? The instruction runs next, with no hit: it clears a flag set now itself, and a
+ * trap armed now is not hit by it, so a mark made now would outlive its return unseen (nested
+ * runs: 156 of 160 unseen returns were samples on the clear, most of the rest interrupts
+ * taken there). Such a sample is resolved at once, as one in the exit tail: pt_regs are what
+ * the thread returns with or, on the loop's clear, the entry's registers its samples belong
+ * to. An interrupted clear whose frame had no RF is hit after all and finds no mark: one
+ * no-mark hit.
  */
-static bool on_stepped_site(const struct svcpu *sv, uint64_t rip)
+static bool on_stepped_site(const struct svcpu *sv, const struct hvp_sample *smp)
 {
 	const struct sampler *s = sv->s;
+	uint64_t clear;
 
-	if (!sv->sample_vcpu_regs || !(sv->sample_vcpu_regs->rflags & RFLAGS_RF) ||
-	    !s->traps.available || !atomic_load_explicit(&s->traps.ready, memory_order_acquire))
+	if (!s->traps.available || !atomic_load_explicit(&s->traps.ready, memory_order_acquire))
 		return false;
-	return rip == s->traps.sites.sysret || rip == s->traps.sites.iret ||
-	       (s->traps.flag && s->traps.ew.clear && rip == s->traps.ew.clear);
+	clear = s->traps.flag ? s->traps.ew.clear : 0;
+	if (sv->sample_vcpu_regs && (sv->sample_vcpu_regs->rflags & RFLAGS_RF) &&
+	    (smp->rip == s->traps.sites.sysret || smp->rip == s->traps.sites.iret ||
+	     (clear && smp->rip == clear)))
+		return true;
+	for (unsigned int i = 1; clear && i < smp->n_kernel && i < HVP_MAX_CALLCHAIN; i++)
+		if (smp->kernel_ips[i] == clear)
+			return true;
+	return false;
 }
 
 /*
@@ -142,7 +154,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 				.entry_known = true, .exiting = exiting, .mm = mm, .execve = execve,
 				.exit_tail = s->traps.flag && in_exit_tail(sv, smp, task),
 				.now_ns = smp->time_ns + sampler_start_ns(s) };
-	bool stepped = on_stepped_site(sv, smp->rip);
+	bool stepped = on_stepped_site(sv, smp);
 	/* deferred unless the host never delivered a breakpoint (marks.c, note_unseen_return) */
 	bool defer = s->callchain != SAMPLER_CALLCHAIN_EAGER &&
 		     !atomic_load_explicit(&s->bp_dead, memory_order_relaxed);

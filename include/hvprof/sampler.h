@@ -180,8 +180,9 @@ struct sampler_config {
 	X(user_root_switched)   /* kernel samples whose CR3 was not their task's mm (inside   \
 				 * switch_mm): user walks went through mm->pgd instead */      \
 	X(tail_stepped_site)    /* kernel samples on a return-to-user breakpoint being stepped  \
-				 * over (RIP at the site, RFLAGS.RF set): a flag or trap set  \
-				 * now would not act; resolved as in the exit tail */          \
+				 * over (RIP at the site, RFLAGS.RF set) or in an interrupt   \
+				 * taken at the loop's clear: a flag or trap set now would    \
+				 * not act; resolved as in the exit tail */                    \
 	X(tail_walked_inline)   /* deferred kernel samples in the exit tail with no mark of     \
 				 * their stay: walked into the sample itself, no mark made */    \
 	X(stay_walked_inline)   /* deferred kernel samples of a kind of entry whose stays see  \

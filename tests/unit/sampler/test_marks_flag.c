@@ -325,8 +325,9 @@ fini:
  * would clear a flag set now itself, sysretq would not hit a trap armed now, and the mark
  * would outlive its return unseen. Resolved at once (walked into the sample: no flag, no
  * trap). Without RF (the hit still to come, or PVM, where the hit completes the instruction)
- * the same RIP flags a mark as usual; with the strategy of traps (no flag marks), sysretq with
- * RF is resolved at once too and arms no trap.
+ * the same RIP flags a mark as usual. An interrupt taken on the clear (a chain frame exactly
+ * there) is resolved at once whatever RF. With the strategy of traps (no flag marks), sysretq
+ * with RF is resolved at once too and arms no trap.
  */
 static int test_sample_on_stepped_site(void)
 {
@@ -383,14 +384,35 @@ static int test_sample_on_stepped_site(void)
 	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
 	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
 
+	/* an interrupt taken on the clear (a chain frame exactly there), RF clear at the
+	 * handler's sample: resolved at once too */
+	tail_sample(&smp, FK_STEXT + 0x400);
+	smp.kernel_ips[1] = clear;
+	smp.n_kernel = 2;
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_INT(n_flag_set, 1);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 3);
+	/* ... but a return address just after it (a call ending there) is no such frame */
+	tail_sample(&smp, FK_STEXT + 0x400);
+	smp.kernel_ips[1] = clear + 1;
+	smp.n_kernel = 2;
+	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
+				   false);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(n_flag_set, 2);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 3);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+
 	/* RF set elsewhere (a guest's own IRET with RF): no effect */
 	vregs.rflags |= 1ull << 16;
 	tail_sample(&smp, FK_STEXT + 0x400);
 	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
 				   false);
 	ASSERT_TRUE(smp.cookie != 0);
-	ASSERT_EQ_INT(n_flag_set, 2);
-	ASSERT_EQ_U64(sv->c.tail_stepped_site, 2);
+	ASSERT_EQ_INT(n_flag_set, 3);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 3);
 	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
 
 	/* traps (no flag marks), "both" mode (a mark always made): sysretq with RF is resolved
@@ -404,9 +426,9 @@ static int test_sample_on_stepped_site(void)
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_INT(n_first, 0); /* the sysretq/iretq trap was not armed */
 	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
-	ASSERT_EQ_INT(n_recs, 3); /* the two flagged marks' walks, then this one */
-	ASSERT_EQ_INT(check_good_walk(&recs[2], smp.cookie), TEST_OK);
-	ASSERT_EQ_U64(sv->c.tail_stepped_site, 3);
+	ASSERT_EQ_INT(n_recs, 4); /* the three flagged marks' walks, then this one */
+	ASSERT_EQ_INT(check_good_walk(&recs[3], smp.cookie), TEST_OK);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 4);
 	ret = TEST_OK;
 fini:
 	if (f.s)
