@@ -52,16 +52,6 @@ static int epi_add(struct epi_scan *sc, uint64_t start, uint64_t end)
 	return 0;
 }
 
-/* A direct call's or jump's target (link-time), or 0. */
-static uint64_t epi_target(const cs_insn *insn)
-{
-	const cs_x86 *x = &insn->detail->x86;
-
-	if (x->op_count != 1 || x->operands[0].type != X86_OP_IMM)
-		return 0;
-	return (uint64_t)x->operands[0].imm;
-}
-
 /* The function (symbol) @kva is in: its start, 0 if none. */
 static uint64_t epi_func(const struct symtab *st, uint64_t kva)
 {
@@ -93,7 +83,7 @@ static int epi_follow(struct epi_scan *sc, uint64_t at)
 			return epi_add(sc, start, end);
 		if (sc->insn->id != X86_INS_JMP)
 			continue;
-		t = epi_target(sc->insn);
+		t = gi_insn_target(sc->insn);
 		err = epi_add(sc, start, end);
 		if (err || !t || t <= sc->insn->address || t >= sc->hi || hops == EPI_HOPS_MAX ||
 		    epi_func(sc->st, t) != func)
@@ -192,7 +182,7 @@ int gi_exit_epilogues_find(const struct symtab *st, gi_kva_read_fn read, void *c
 		}
 		if (sc.insn->id != X86_INS_CALL)
 			continue;
-		t = epi_target(sc.insn);
+		t = gi_insn_target(sc.insn);
 		next = sc.insn->address + sc.insn->size;
 		if (t && (t == sc.target[0] || t == sc.target[1]) && next < sc.hi)
 			err = epi_follow(&sc, next); /* decodes on its own pointers */

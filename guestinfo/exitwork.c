@@ -22,6 +22,8 @@
 #include <hvprof/kimage.h>
 #include <hvprof/log.h>
 
+#include "gi_internal.h"
+
 #define EW_MAX_BYTES 8192 /* bytes of the function decoded at most (begin_new_exec: ~2 KiB) */
 #define EW_TIF_NOTIFY_RESUME 1 /* arch/x86/include/asm/thread_info.h */
 
@@ -117,8 +119,7 @@ static int ew_walk(const struct symtab *st, gi_kva_read_fn read, void *ctx, cons
 	return 0;
 }
 
-/* A direct jump's or call's target, or 0. */
-static uint64_t ew_target(const cs_insn *insn)
+uint64_t gi_insn_target(const cs_insn *insn)
 {
 	const cs_x86 *x = &insn->detail->x86;
 
@@ -131,7 +132,7 @@ static uint64_t ew_target(const cs_insn *insn)
 static void ew_loop_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 {
 	struct gi_exit_work *w = arg;
-	uint64_t t = ew_target(insn);
+	uint64_t t = gi_insn_target(insn);
 
 	if (t >= f->start && t < insn->address && f->code[t - f->start] == 0xfb /* sti */ &&
 	    cs_insn_group(f->cs, insn, X86_GRP_JUMP)) {
@@ -282,7 +283,7 @@ int gi_jumps_to_find(gi_kva_read_fn read, void *ctx, uint64_t lo, uint64_t hi, u
 			addr++;
 			continue;
 		}
-		if (insn->id == X86_INS_JMP && ew_target(insn) == target) {
+		if (insn->id == X86_INS_JMP && gi_insn_target(insn) == target) {
 			if (*n < max)
 				out[*n] = insn->address;
 			(*n)++;
@@ -307,7 +308,7 @@ static void ew_call_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 
 	/* the first call: with several (a fast and a slow path), code after any of them may be
 	 * past the read, so the range starts at the earliest (conservative) */
-	if ((insn->id == X86_INS_CALL || insn->id == X86_INS_JMP) && ew_target(insn) == c->target &&
+	if ((insn->id == X86_INS_CALL || insn->id == X86_INS_JMP) && gi_insn_target(insn) == c->target &&
 	    !c->at) {
 		c->at = insn->address; /* the call itself: a caller frame returning after it is
 					* inside the callee (whose frame a leaf without one hides

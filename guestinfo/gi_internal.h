@@ -89,6 +89,11 @@ bool gi_spans_has(const struct gi_spans *s, uint64_t kva);
 /* Free @s's array and empty it (NULL, or an empty set: nothing). */
 void gi_spans_free(struct gi_spans *s);
 
+struct cs_insn;
+/* A decoded direct call's or jump's target (capstone detail on; link-time KVA), or 0 for any
+ * other instruction or operand (exitwork.c). */
+uint64_t gi_insn_target(const struct cs_insn *insn);
+
 /**
  * gi_exit_epilogues_find - the IDT entry handlers' code after their call of irqentry_exit or
  * irqentry_exit_to_user_mode (exitepilogue.c), decoded with capstone in the noinstr text of the

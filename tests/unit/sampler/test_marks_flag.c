@@ -159,6 +159,13 @@ static void tail_sample(struct hvp_sample *smp, uint64_t rip)
 	smp->n_kernel = 1;
 }
 
+/* The user part of kernel sample @smp of the fixture's task (its pt_regs, its mm). */
+static void user_sample(struct fixture *f, struct svcpu *sv, struct hvp_sample *smp)
+{
+	user_part_of_kernel_sample(sv, smp, f->fk.task_kva, &f->fk.fm.pg, NULL, false, f->fk.mm_kva,
+				   false);
+}
+
 /*
  * Deferred mode: a sample in the exit tail of a thread with no mark of its stay walks pt_regs
  * into the sample itself (the registers the return would walk): no mark, no USER_STACK. A tail
@@ -185,8 +192,7 @@ static int test_flag_exit_tail_inline(void)
 
 	/* no mark of the stay: walked into the sample */
 	tail_sample(&smp, tail);
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	ASSERT_EQ_U64(smp.cookie, 0);
 	ASSERT_EQ_INT(smp.n_user, 4); /* ip + 3 frames: the fixture's good chain */
 	ASSERT_EQ_U64(smp.user_ips[0], f.entry.ip);
@@ -200,15 +206,13 @@ static int test_flag_exit_tail_inline(void)
 
 	/* an earlier sample of the stay flagged a mark: the tail sample joins and resolves it */
 	tail_sample(&smp, body);
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	c = smp.cookie;
 	ASSERT_TRUE(c != 0);
 	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_DEFERRED);
 	ASSERT_EQ_INT(n_flag_set, 1);
 	tail_sample(&smp, tail);
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	ASSERT_EQ_U64(smp.cookie, c);
 	ASSERT_EQ_INT(n_recs, 1);
 	ASSERT_EQ_INT(check_good_walk(&recs[0], c), TEST_OK);
@@ -219,8 +223,7 @@ static int test_flag_exit_tail_inline(void)
 	/* "both": the tail sample makes its mark (resolved at once) beside its eager walk */
 	f.s->callchain = SAMPLER_CALLCHAIN_BOTH;
 	tail_sample(&smp, tail);
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	ASSERT_TRUE(smp.cookie != 0 && smp.cookie != c);
 	ASSERT_EQ_INT(n_recs, 2);
 	ASSERT_EQ_INT(check_good_walk(&recs[1], smp.cookie), TEST_OK);
@@ -264,8 +267,7 @@ static int test_flag_exception_return(void)
 	sv->sample_kstack_task = f.fk.task_kva;
 
 	tail_sample(&smp, err_ret + 4);
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	ASSERT_EQ_U64(smp.cookie, 0);
 	ASSERT_EQ_INT(smp.n_user, 4);
 	ASSERT_EQ_U64(smp.user_ips[0], f.entry.ip);
@@ -275,8 +277,7 @@ static int test_flag_exception_return(void)
 	/* an exception taken in kernel mode returns from lower on the stack: not the tail */
 	gr.rsp -= 8;
 	tail_sample(&smp, err_ret + 4);
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_DEFERRED);
 	ASSERT_EQ_U64(sv->c.tail_walked_inline, 1);
@@ -355,8 +356,7 @@ static int test_sample_on_stepped_site(void)
 
 	/* on the clear, RF set: walked into the sample, no flag, no mark */
 	tail_sample(&smp, clear);
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	ASSERT_EQ_U64(smp.cookie, 0);
 	ASSERT_EQ_INT(smp.n_user, 4);
 	ASSERT_EQ_U64(smp.user_ips[0], f.entry.ip);
@@ -367,16 +367,14 @@ static int test_sample_on_stepped_site(void)
 
 	/* on iretq, RF set: the same */
 	tail_sample(&smp, iret);
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	ASSERT_EQ_U64(smp.cookie, 0);
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 2);
 
 	/* on the clear, RF clear: the hit is still to come and resolves the flagged mark */
 	vregs.rflags &= ~(1ull << 16);
 	tail_sample(&smp, clear);
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_INT(smp.user_stop, HVP_WALK_DEFERRED);
 	ASSERT_EQ_INT(n_flag_set, 1);
@@ -389,8 +387,7 @@ static int test_sample_on_stepped_site(void)
 	tail_sample(&smp, FK_STEXT + 0x400);
 	smp.kernel_ips[1] = clear;
 	smp.n_kernel = 2;
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	ASSERT_EQ_U64(smp.cookie, 0);
 	ASSERT_EQ_INT(n_flag_set, 1);
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 3);
@@ -398,8 +395,7 @@ static int test_sample_on_stepped_site(void)
 	tail_sample(&smp, FK_STEXT + 0x400);
 	smp.kernel_ips[1] = clear + 1;
 	smp.n_kernel = 2;
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_INT(n_flag_set, 2);
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 3);
@@ -408,8 +404,7 @@ static int test_sample_on_stepped_site(void)
 	/* RF set elsewhere (a guest's own IRET with RF): no effect */
 	vregs.rflags |= 1ull << 16;
 	tail_sample(&smp, FK_STEXT + 0x400);
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_INT(n_flag_set, 3);
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 3);
@@ -421,8 +416,7 @@ static int test_sample_on_stepped_site(void)
 	f.s->marks.flag_marks = false;
 	f.s->callchain = SAMPLER_CALLCHAIN_BOTH;
 	tail_sample(&smp, sysret);
-	user_part_of_kernel_sample(sv, &smp, f.fk.task_kva, &f.fk.fm.pg, NULL, false, f.fk.mm_kva,
-				   false);
+	user_sample(&f, sv, &smp);
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_INT(n_first, 0); /* the sysretq/iretq trap was not armed */
 	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
