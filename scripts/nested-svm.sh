@@ -19,8 +19,9 @@
 # bp_never_fired); INT3 is no way round (TCG does not give it to the #BP intercept). The QEMU
 # that scripts/nested-qemu.sh builds (Debian's source with DR7 loaded as a MOV to DR7 loads it)
 # does fire them: -b uses it (built first if need be; NESTED_SVM_QEMU names another such QEMU),
-# and L1 then gets HVPROF_NESTED_BP=1. Not the default: L2 guests of runs with breakpoint exits
-# crash now and then there, cause not known (README "Hosts"). L1 gets HVPROF_HOST=nested-tcg, with which the kvm tests' checks that
+# and L1 then gets HVPROF_NESTED_BP=1. Not the default: L2 guests hang or crash in some runs,
+# with -b or without and with no breakpoint at all (README "Hosts": the nested emulation's, not
+# hvprof's). L1 gets HVPROF_HOST=nested-tcg, with which the kvm tests' checks that
 # need a host's timing, or breakpoints without HVPROF_NESTED_BP, say SKIP (tests/kvm/hvtest.py).
 # Timings are TCG's, not a host's. L1 runs on single-threaded TCG (see the qemu line); keep
 # its runs to a few tests, and do not rebuild what a running L1 executes (its /work is the
