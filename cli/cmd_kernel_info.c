@@ -189,9 +189,9 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		       "handlers after their call of irqentry_exit\n", d->n_epilogues,
 		       (unsigned long long)d->epilogue_bytes);
 	else if (d->exit_work.head)
-		printf("exit tail:     interrupt and exception handlers' code after irqentry_exit not "
-		       "found (no __noinstr_text_start/_end symbols): a sample there flags a mark "
-		       "that acts one exit late\n");
+		printf("exit tail:     interrupt and exception handlers' code after irqentry_exit "
+		       "not found (hvprof -vv says why): a sample there flags a mark that acts one "
+		       "exit late\n");
 	else
 		printf("exit-work loop: not found (marks trap sysretq/iretq)\n");
 	if (d->has_relocs)

@@ -37,6 +37,8 @@ struct epi_scan {
 
 static int epi_add(struct epi_scan *sc, uint64_t start, uint64_t end)
 {
+	if (end <= start)
+		return 0;
 	if (sc->n == sc->cap) {
 		size_t cap = sc->cap ? 2 * sc->cap : 64;
 		uint64_t(*r)[2] = realloc(sc->r, cap * sizeof(*r));
@@ -63,9 +65,10 @@ static uint64_t epi_func(const struct symtab *st, uint64_t kva)
 
 /*
  * The epilogue from @at (the instruction after the call) on: straight-line code up to and
- * including the return, a jump elsewhere, or EPI_INSNS_MAX instructions; a forward jump within
- * the same function (a shared epilogue) is followed, at most EPI_HOPS_MAX times. Conditional
- * branches are passed through (either way the exit work is done).
+ * including the return, a jump elsewhere, EPI_INSNS_MAX instructions, or the next function's
+ * start; a forward jump within the same function (a shared epilogue) is followed, at most
+ * EPI_HOPS_MAX times. Conditional branches are passed through (either way the exit work is
+ * done).
  */
 static int epi_follow(struct epi_scan *sc, uint64_t at)
 {
@@ -79,6 +82,8 @@ static int epi_follow(struct epi_scan *sc, uint64_t at)
 								      sc->insn); i++) {
 		uint64_t end = sc->insn->address + sc->insn->size, t;
 
+		if (epi_func(sc->st, sc->insn->address) != func)
+			return epi_add(sc, start, sc->insn->address); /* ran into the next one */
 		if (sc->insn->id == X86_INS_RET)
 			return epi_add(sc, start, end);
 		if (sc->insn->id != X86_INS_JMP)
@@ -192,7 +197,9 @@ int gi_exit_epilogues_find(const struct symtab *st, gi_kva_read_fn read, void *c
 	if (!err)
 		epi_finish(&sc, out);
 	if (err)
-		pr_debug(LOG_KSYM, "no handler code after irqentry_exit found: %s", hvp_strerror(err));
+		pr_debug(LOG_KSYM, "noinstr text [0x%llx, 0x%llx): no handler code after "
+			 "irqentry_exit found: %s", (unsigned long long)sc.lo,
+			 (unsigned long long)sc.hi, hvp_strerror(err));
 out:
 	cs_free(sc.insn, sc.insn ? 1 : 0);
 	cs_close(&sc.cs);

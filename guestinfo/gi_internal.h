@@ -98,10 +98,12 @@ uint64_t gi_insn_target(const struct cs_insn *insn);
  * gi_exit_epilogues_find - the IDT entry handlers' code after their call of irqentry_exit or
  * irqentry_exit_to_user_mode (exitepilogue.c), decoded with capstone in the noinstr text of the
  * image read through @read: from the instruction after the call to the handler's return (a
- * forward jump to a shared epilogue followed), where a thread on its way to user mode has read
- * its work flags for the last time. Fills @out (link-time KVAs; the caller frees it with
- * gi_spans_free). Return: 0; -ENOENT no __noinstr_text_start/_end or irqentry_exit symbols, or
- * no such call; -E2BIG noinstr text over 1 MiB; -EFAULT unreadable; -ENOMEM; -EINVAL.
+ * forward jump to a shared epilogue followed, never into the next function), where a thread
+ * returning to user mode has read its work flags for the last time (the same code serves
+ * returns to kernel mode: the caller tells them apart). Fills @out (link-time KVAs; the
+ * caller frees it with gi_spans_free; zeroed on every error but -EINVAL). Return: 0; -ENOENT
+ * no __noinstr_text_start/_end or irqentry_exit symbols, or no such call; -E2BIG noinstr text
+ * over 1 MiB; -EFAULT unreadable; -ENOMEM (also when capstone cannot be opened); -EINVAL.
  */
 int gi_exit_epilogues_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 			   struct gi_spans *out) __must_check;
@@ -229,7 +231,8 @@ struct gi {
 	 * ranges() in gi.c) */
 	struct gi_ranges tail;
 	/* the IDT handlers' code after their exit work (gi_exit_epilogues_find): in the tail as
-	 * a leaf, link-time; empty when not found */
+	 * a leaf with no kernel frame below its stub's (an entry from user mode), link-time;
+	 * empty when not found */
 	struct gi_spans epilogues;
 	/* the code past execve's point of no return, link-time (execpoint.c) */
 	struct gi_ranges exec_past;

@@ -273,7 +273,11 @@ bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *ca
 
 	if (!gi || !gi->exit_work.head || gi_running_slide(gi, &slide) != 0)
 		return false;
-	if (gi_ranges_has(&gi->tail, rip - slide) || gi_spans_has(&gi->epilogues, rip - slide))
+	if (gi_ranges_has(&gi->tail, rip - slide))
+		return true;
+	/* an IDT handler after irqentry_exit, entered from user mode: no interrupted kernel frame
+	 * below its stub's (from kernel mode the thread returns to its stay, not to user) */
+	if (n <= 1 && gi_spans_has(&gi->epilogues, rip - slide))
 		return true;
 	/* the leaf at the loop's bottom: its last read of the flags may be done */
 	if (gi->exit_work.loop_cli && rip - slide >= gi->exit_work.loop_cli &&

@@ -103,19 +103,20 @@ static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs
 #define RFLAGS_RF (1ull << 16)
 
 /*
- * Is this sample's thread on a return-to-user breakpoint that will not fire for it: RIP at
- * the exit-work loop's clear of TIF_NOTIFY_RESUME or at the sysretq/iretq site with RF set by
- * the hit's step over it (VMX/SVM; where RF is ignored, PVM, the hit completes the instruction
+ * Is this sample's thread on a return-to-user breakpoint that will not fire for it: RIP where
+ * this vCPU's last hit resolved a return to user (the exit-work loop's clear of
+ * TIF_NOTIFY_RESUME, or sysretq/iretq on the way to user mode: sv->stepped_pc) with RF set by
+ * that hit's step over it (VMX/SVM; where RF is ignored, PVM, the hit completes the instruction
  * and RIP is past it), or an interrupt taken at the clear (a chain frame exactly there: the
- * instruction before it is no call, so it is the interrupted context; the event was delivered
- * before the stepped instruction ran and its frame holds RF, whose IRET then passes the clear
+ * event came before the stepped clear ran, its frame keeps RF, and its IRET passes the clear
  * with no hit)? The instruction runs next, with no hit: it clears a flag set now itself, and a
  * trap armed now is not hit by it, so a mark made now would outlive its return unseen (nested
- * runs: 156 of 160 unseen returns were samples on the clear, most of the rest interrupts
- * taken there). Such a sample is resolved at once, as one in the exit tail: pt_regs are what
- * the thread returns with or, on the loop's clear, the entry's registers its samples belong
- * to. An interrupted clear whose frame had no RF is hit after all and finds no mark: one
- * no-mark hit.
+ * runs: 156 of 160 unseen returns were samples on the clear, most of the rest interrupts taken
+ * there). Such a sample is resolved at once, as one in the exit tail: pt_regs are what the
+ * thread returns with or, on the loop's clear, the entry's registers its samples belong to.
+ * An interrupted clear whose frame had no RF is hit after all and finds no mark (one no-mark
+ * hit); so is a clear right after a call, whose return address would look the same (not the
+ * 6.1 loop's: a jcc precedes it). Either way the walk made is the right one.
  */
 static bool on_stepped_site(const struct svcpu *sv, const struct hvp_sample *smp)
 {
@@ -124,11 +125,10 @@ static bool on_stepped_site(const struct svcpu *sv, const struct hvp_sample *smp
 
 	if (!s->traps.available || !atomic_load_explicit(&s->traps.ready, memory_order_acquire))
 		return false;
-	clear = s->traps.flag ? s->traps.ew.clear : 0;
-	if (sv->sample_vcpu_regs && (sv->sample_vcpu_regs->rflags & RFLAGS_RF) &&
-	    (smp->rip == s->traps.sites.sysret || smp->rip == s->traps.sites.iret ||
-	     (clear && smp->rip == clear)))
+	if (sv->stepped_pc && smp->rip == sv->stepped_pc && sv->sample_vcpu_regs &&
+	    (sv->sample_vcpu_regs->rflags & RFLAGS_RF))
 		return true;
+	clear = s->traps.flag ? s->traps.ew.clear : 0;
 	for (unsigned int i = 1; clear && i < smp->n_kernel && i < HVP_MAX_CALLCHAIN; i++)
 		if (smp->kernel_ips[i] == clear)
 			return true;

@@ -117,6 +117,11 @@ struct svcpu {
 	 * a sample in the entry window finds its user registers from them (gi_entry_user_regs) */
 	const struct kvm_regs *sample_vcpu_regs;
 	const struct gi_regs *sample_gi_regs;
+	/* where this vCPU's last breakpoint hit resolved a return to user and was stepped over
+	 * with RF (the loop's clear, or a sysretq/iretq to user mode; 0: none, or a hit that
+	 * resolved nothing, an iretq to kernel mode): a sample still there with RF set is in the
+	 * exit tail (sample.c, on_stepped_site) */
+	uint64_t stepped_pc;
 
 	/* ---- the sample's period (period.c, counter.c: counter_period) */
 	struct period_base period_base; /* the counter's count at the last sample or enable */
@@ -235,7 +240,8 @@ struct mark_req {
 	bool execve;      /* @mm is one execve is building: @entry is the old program's
 			   * (note_identity), never to be walked in @mm */
 	bool exit_tail;   /* the sample is where the thread may have read its flags for the last
-			   * time (gi_chain_in_exit_tail): a flag would act too late, and the
+			   * time (gi_chain_in_exit_tail), or on a return breakpoint being
+			   * stepped over (on_stepped_site): a flag would act too late, and the
 			   * registers it returns with are @entry; the caller resolves the mark at
 			   * once (marks_resolve_at_return), neither flag nor trap is set (in
 			   * deferred mode a thread with no mark yet is walked into the sample
@@ -288,6 +294,7 @@ unsigned int marks_drop_all(struct marks *m);
 struct traps {
 	bool available;
 	atomic_bool ready;
+	atomic_bool placing; /* a vCPU is in traps_place: the others leave it the work */
 	bool verified;
 	int slot_sysret, slot_iret;
 	struct gi_return_sites sites;

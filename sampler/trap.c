@@ -24,11 +24,17 @@ void traps_place(struct sampler *s)
 	struct gi_exit_work ew;
 
 	if (!s->traps.available || atomic_load(&s->traps.ready) ||
-	    gi_return_sites(s->gi, &s->traps.sites) != 0)
+	    atomic_exchange(&s->traps.placing, true))
+		return; /* placed, or being placed by another vCPU (which publishes ready) */
+	if (gi_return_sites(s->gi, &s->traps.sites) != 0) {
+		atomic_store(&s->traps.placing, false); /* the slide is not known yet: later */
 		return;
+	}
 	if (s->traps.flag) {
-		if (gi_exit_work(s->gi, &ew) != 0)
+		if (gi_exit_work(s->gi, &ew) != 0) {
+			atomic_store(&s->traps.placing, false);
 			return; /* the slide is known for both or neither */
+		}
 		vmm_bp_set_addr(s->vm, s->traps.slot_loop, ew.clear);
 		/* set_flag reads ew.head (under the marks lock, after this store: a mark taken
 		 * before it is trapped instead) */
@@ -253,9 +259,11 @@ static int trap_hit(struct svcpu *sv, bool is_sysret, bool repeat)
 	switch (trap_decide(is_sysret, repeat, regs, frame, &ur)) {
 	case TRAP_RESOLVE:
 		resolve(sv, sregs, regs, &pg, &ur);
+		sv->stepped_pc = regs->rip;
 		break;
 	case TRAP_TO_KERNEL:
 		sv->c.traps_to_kernel++;
+		sv->stepped_pc = 0; /* back to the kernel: a sample here is mid-stay */
 		break;
 	case TRAP_REPEAT:
 		break;
@@ -390,6 +398,7 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 		}
 		count_hit_in_workload(sv, no_mark);
 	}
+	sv->stepped_pc = regs->rip;
 	err = vmm_bp_step(sv->v);
 	if (err == -ENOTSUP)
 		err = complete_clear(sv, regs, &pg);

@@ -179,10 +179,11 @@ struct sampler_config {
 				 * return (gi_chain_past_exec_switch): no user walk of pt_regs */ \
 	X(user_root_switched)   /* kernel samples whose CR3 was not their task's mm (inside   \
 				 * switch_mm): user walks went through mm->pgd instead */      \
-	X(tail_stepped_site)    /* kernel samples on a return-to-user breakpoint being stepped  \
-				 * over (RIP at the site, RFLAGS.RF set) or in an interrupt   \
-				 * taken at the loop's clear: a flag or trap set now would    \
-				 * not act; resolved as in the exit tail */                    \
+	X(tail_stepped_site)    /* kernel samples, not in the exit tail already, on a return-  \
+				 * to-user breakpoint being stepped over (RIP where the vCPU's \
+				 * last hit resolved a return, RFLAGS.RF set) or in an        \
+				 * interrupt taken at the loop's clear: a flag or trap set    \
+				 * now would not act; resolved as in the exit tail */          \
 	X(tail_walked_inline)   /* deferred kernel samples in the exit tail with no mark of     \
 				 * their stay: walked into the sample itself, no mark made */    \
 	X(stay_walked_inline)   /* deferred kernel samples of a kind of entry whose stays see  \

@@ -244,6 +244,74 @@ static int test_epilogues(void)
 	return TEST_OK;
 }
 
+/* jmp rel8 from @at to @target in code[] (offsets from FN) */
+static void put_jmp8(size_t at, size_t target)
+{
+	code[at] = 0xeb;
+	code[at + 1] = (uint8_t)(int8_t)((int64_t)target - (int64_t)(at + 2));
+}
+
+/*
+ * Where following stops: a jump into another function (not followed), a backward jump (not
+ * followed), an undecodable byte before a call (decoding resynchronises), a jump within the
+ * function (followed), straight-line code running into the next function (cut at its start),
+ * and a third forward jump in a row (EPI_HOPS_MAX is 2). Touching spans are merged.
+ */
+static int test_epilogue_edges(void)
+{
+	enum { ONE = 0, TWO = 32, THREE = 51, FOUR = 64, FIVE = 72, EXIT = 96, END = 112 };
+	struct ksym_entry e[8] = {
+		{ FN + ONE, 'T', strdup("h_one") },     { FN + TWO, 'T', strdup("h_two") },
+		{ FN + THREE, 'T', strdup("h_three") }, { FN + FOUR, 'T', strdup("h_four") },
+		{ FN + FIVE, 'T', strdup("h_five") },   { FN + EXIT, 'T', strdup("irqentry_exit") },
+		{ FN, 'T', strdup("__noinstr_text_start") },
+		{ FN + END, 'T', strdup("__noinstr_text_end") },
+	};
+	static const uint64_t want[][2] = { { 5, 7 },   { 12, 14 }, { 20, 21 }, { 37, 39 },
+					    { 40, 42 }, { 47, 51 }, { 77, 83 } };
+	struct symtab *st = NULL;
+	struct gi_spans sp;
+
+	ASSERT_EQ_INT(symtab_from_entries(e, 8, &st), 0);
+	for (int i = 0; i < 8; i++)
+		free(e[i].name);
+	memset(code, 0xcc, sizeof(code));
+	put_call(ONE, EXIT);
+	put_jmp8(ONE + 5, FOUR + 1); /* into h_four: not followed */
+	put_call(ONE + 7, EXIT);
+	put_jmp8(ONE + 12, ONE);     /* backward: not followed */
+	code[ONE + 14] = 0x06;       /* no instruction in 64-bit mode */
+	put_call(ONE + 15, EXIT);
+	code[ONE + 20] = 0xc3;
+	put_call(TWO, EXIT);
+	put_jmp8(TWO + 5, TWO + 8);  /* over an int3, within h_two: followed */
+	code[TWO + 8] = 0x5b;
+	code[TWO + 9] = 0xc3;
+	put_call(TWO + 10, EXIT);
+	memcpy(code + TWO + 15, (const uint8_t[]){ 0x48, 0x83, 0xc4, 0x08 }, 4); /* add rsp, 8 */
+	code[THREE] = 0x55;          /* h_three: push rbp; ret */
+	code[THREE + 1] = 0xc3;
+	memcpy(code + FOUR, (const uint8_t[]){ 0x90, 0x90, 0xc3 }, 3);
+	put_call(FIVE, EXIT);
+	put_jmp8(FIVE + 5, FIVE + 7);
+	put_jmp8(FIVE + 7, FIVE + 9);
+	put_jmp8(FIVE + 9, FIVE + 11); /* the third hop: not followed */
+	code[FIVE + 11] = 0xc3;
+	code[EXIT] = 0xc3;
+
+	ASSERT_EQ_INT(gi_exit_epilogues_find(st, read_code, NULL, &sp), 0);
+	ASSERT_EQ_U64(sp.n, sizeof(want) / sizeof(want[0]));
+	for (size_t i = 0; i < sp.n; i++) {
+		ASSERT_EQ_U64(sp.r[i][0], FN + want[i][0]);
+		ASSERT_EQ_U64(sp.r[i][1], FN + want[i][1]);
+	}
+	ASSERT_TRUE(!gi_spans_has(&sp, FN + FOUR + 1) && !gi_spans_has(&sp, FN + THREE));
+	ASSERT_TRUE(gi_spans_has(&sp, FN + 20) && !gi_spans_has(&sp, FN + 14));
+	gi_spans_free(&sp);
+	symtab_free(st);
+	return TEST_OK;
+}
+
 int main(void)
 {
 	static const struct test_case tests[] = {
@@ -251,6 +319,7 @@ int main(void)
 		{ "no sti head, another bit cleared: not found", test_not_found },
 		{ "the tail from a call of the exit function", test_tail_after_call },
 		{ "interrupt and exception handlers' code after irqentry_exit", test_epilogues },
+		{ "... where following it stops", test_epilogue_edges },
 	};
 
 	return test_run_all(tests, sizeof(tests) / sizeof(tests[0]));

@@ -291,15 +291,17 @@ fini:
 }
 
 /*
- * The IDT handlers' code after their call of irqentry_exit (gi->epilogues): a leaf there has
- * done its exit work (in the nested runs, a sample in exc_page_fault's epilogue flagged a mark
- * that acted one exit late); a caller frame whose return address starts it is still inside
- * irqentry_exit, before the read, and does not decide.
+ * The IDT handlers' code after their call of irqentry_exit (gi->epilogues): a leaf there, with
+ * no kernel frame below its stub's, has done its exit work (in the nested runs, a sample in
+ * exc_page_fault's epilogue flagged a mark that acted one exit late); one entered from kernel
+ * mode returns to its stay; a caller frame whose return address starts the span is still
+ * inside irqentry_exit, before the read, and does not decide.
  */
 static int test_flag_handler_epilogue(void)
 {
 	const uint64_t after = FK_STEXT + 0x3000, body = FK_STEXT + 0x400;
 	uint64_t span[1][2] = { { after, after + 7 } }, callers[1] = { after };
+	const uint64_t stub[2] = { FK_STEXT + 0x5008, body }; /* the stub's return, a kernel frame */
 	struct fixture f;
 	int ret = TEST_FAIL;
 
@@ -312,6 +314,10 @@ static int test_flag_handler_epilogue(void)
 	ASSERT_TRUE(gi_chain_in_exit_tail(f.fk.gi, after + 6, NULL, 0));
 	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, after + 7, NULL, 0));
 	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, body, callers, 1));
+	/* below the handler only its stub (an entry from user mode): the tail; an interrupted
+	 * kernel frame below that (from kernel mode, back to the stay): not */
+	ASSERT_TRUE(gi_chain_in_exit_tail(f.fk.gi, after + 2, stub, 1));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, after + 2, stub, 2));
 	ret = TEST_OK;
 fini:
 	if (f.fk.gi)
@@ -326,8 +332,9 @@ fini:
  * would clear a flag set now itself, sysretq would not hit a trap armed now, and the mark
  * would outlive its return unseen. Resolved at once (walked into the sample: no flag, no
  * trap). Without RF (the hit still to come, or PVM, where the hit completes the instruction)
- * the same RIP flags a mark as usual. An interrupt taken on the clear (a chain frame exactly
- * there) is resolved at once whatever RF. With the strategy of traps (no flag marks), sysretq
+ * the same RIP flags a mark as usual, and so does an iretq whose hit went back to kernel mode
+ * (mid-stay). An interrupt taken on the clear (a chain frame exactly there) is resolved at
+ * once whatever RF. With the strategy of traps (no flag marks), sysretq
  * with RF is resolved at once too and arms no trap.
  */
 static int test_sample_on_stepped_site(void)
@@ -354,7 +361,22 @@ static int test_sample_on_stepped_site(void)
 	ASSERT_EQ_INT(write_pt_regs(&f, &f.entry), 0);
 	sv->sample_vcpu_regs = &vregs;
 
-	/* on the clear, RF set: walked into the sample, no flag, no mark */
+	/* placed but not published yet (traps.ready): nothing is taken as stepped */
+	sv->stepped_pc = clear;
+	atomic_store(&f.s->traps.ready, false);
+	tail_sample(&smp, FK_STEXT + 0x400);
+	smp.kernel_ips[1] = clear;
+	smp.n_kernel = 2;
+	user_sample(&f, sv, &smp);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 0);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	atomic_store(&f.s->traps.ready, true);
+	n_flag_set = 0;
+	n_recs = 0;
+
+	/* on the clear its last hit stepped over, RF set: walked into the sample, no flag, no
+	 * mark */
 	tail_sample(&smp, clear);
 	user_sample(&f, sv, &smp);
 	ASSERT_EQ_U64(smp.cookie, 0);
@@ -365,11 +387,24 @@ static int test_sample_on_stepped_site(void)
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 1);
 	ASSERT_EQ_U64(sv->c.tail_walked_inline, 1);
 
-	/* on iretq, RF set: the same */
+	/* on iretq, RF set, its last hit a return to user: the same */
+	sv->stepped_pc = iret;
 	tail_sample(&smp, iret);
 	user_sample(&f, sv, &smp);
 	ASSERT_EQ_U64(smp.cookie, 0);
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 2);
+	/* ... an iretq back to kernel mode (a trap that resolved nothing, stepped_pc 0): mid-stay,
+	 * flagged */
+	sv->stepped_pc = 0;
+	tail_sample(&smp, iret);
+	user_sample(&f, sv, &smp);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(n_flag_set, 1);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 2);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	n_flag_set = 0;
+	n_recs = 0;
+	sv->stepped_pc = clear;
 
 	/* on the clear, RF clear: the hit is still to come and resolves the flagged mark */
 	vregs.rflags &= ~(1ull << 16);
@@ -415,6 +450,7 @@ static int test_sample_on_stepped_site(void)
 	f.s->traps.flag = false;
 	f.s->marks.flag_marks = false;
 	f.s->callchain = SAMPLER_CALLCHAIN_BOTH;
+	sv->stepped_pc = sysret;
 	tail_sample(&smp, sysret);
 	user_sample(&f, sv, &smp);
 	ASSERT_TRUE(smp.cookie != 0);
