@@ -104,8 +104,8 @@ static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs
 
 /*
  * Is this sample's thread on a return-to-user breakpoint that will not fire for it: RIP where
- * this vCPU's last hit resolved a return to user (the exit-work loop's clear of
- * TIF_NOTIFY_RESUME, or sysretq/iretq on the way to user mode: sv->stepped_pc) with RF set by
+ * this vCPU's last hit on a thread's way to user mode was (the exit-work loop's clear of
+ * TIF_NOTIFY_RESUME, or sysretq/iretq to user mode: sv->stepped_pc) with RF set by
  * that hit's step over it (VMX/SVM; where RF is ignored, PVM, the hit completes the instruction
  * and RIP is past it), or an interrupt taken at the clear (a chain frame exactly there: the
  * event came before the stepped clear ran, its frame keeps RF, and its IRET passes the clear

@@ -117,10 +117,10 @@ struct svcpu {
 	 * a sample in the entry window finds its user registers from them (gi_entry_user_regs) */
 	const struct kvm_regs *sample_vcpu_regs;
 	const struct gi_regs *sample_gi_regs;
-	/* where this vCPU's last breakpoint hit resolved a return to user and was stepped over
-	 * with RF (the loop's clear, or a sysretq/iretq to user mode; 0: none, or a hit that
-	 * resolved nothing, an iretq to kernel mode): a sample still there with RF set is in the
-	 * exit tail (sample.c, on_stepped_site) */
+	/* where this vCPU's last breakpoint hit on a thread's way to user mode was stepped over
+	 * (the loop's clear, or a sysretq/iretq to user mode; 0: none, or the last was an iretq
+	 * back to kernel mode): a sample still there with RF set is in the exit tail (sample.c,
+	 * on_stepped_site) */
 	uint64_t stepped_pc;
 
 	/* ---- the sample's period (period.c, counter.c: counter_period) */
