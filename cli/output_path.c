@@ -51,8 +51,8 @@ int cli_check_input_exists(const char *what, const char *path)
 {
 	if (access(path, F_OK) == 0 || errno != ENOENT)
 		return 0; /* there (or another error, said by the reader with its reason) */
-	cli_error("%s: %s: %s (make one with 'hvprof record', or name one: '-i FILE' or FILE)", what,
-		  path, hvp_strerror(-ENOENT));
+	cli_error("%s: %s: %s (make one with 'hvprof record', or name one: '-i FILE' or FILE)",
+		  what, path, hvp_strerror(-ENOENT));
 	return -ENOENT;
 }
 

@@ -308,8 +308,8 @@ static void ew_call_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 
 	/* the first call: with several (a fast and a slow path), code after any of them may be
 	 * past the read, so the range starts at the earliest (conservative) */
-	if ((insn->id == X86_INS_CALL || insn->id == X86_INS_JMP) && gi_insn_target(insn) == c->target &&
-	    !c->at) {
+	if ((insn->id == X86_INS_CALL || insn->id == X86_INS_JMP) &&
+	    gi_insn_target(insn) == c->target && !c->at) {
 		c->at = insn->address; /* the call itself: a caller frame returning after it is
 					* inside the callee (whose frame a leaf without one hides
 					* from the frame-pointer walk) */

@@ -208,7 +208,6 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 	}
 	if (st && gi_exit_work_find(st, kinfo_read, img, &d->exit_work) == 0) {
 		const char *name;
-
 		struct gi_spans epi;
 
 		if (symtab_lookup(st, d->exit_work.clear, &name, &d->exit_work_off) == 0)

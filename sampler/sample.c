@@ -99,9 +99,6 @@ static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs
 	return true;
 }
 
-/* RFLAGS.RF, resume flag (SDM vol. 3A, 2.3): instruction breakpoints at RIP do not fire */
-#define RFLAGS_RF (1ull << 16)
-
 /*
  * Is this sample's thread on a return-to-user breakpoint that will not fire for it: RIP where
  * this vCPU's last hit on a thread's way to user mode was (the exit-work loop's clear of
@@ -126,7 +123,7 @@ static bool on_stepped_site(const struct svcpu *sv, const struct hvp_sample *smp
 	if (!s->traps.available || !atomic_load_explicit(&s->traps.ready, memory_order_acquire))
 		return false;
 	if (sv->stepped_pc && smp->rip == sv->stepped_pc && sv->sample_vcpu_regs &&
-	    (sv->sample_vcpu_regs->rflags & RFLAGS_RF))
+	    (sv->sample_vcpu_regs->rflags & VMM_RFLAGS_RF))
 		return true;
 	clear = s->traps.flag ? s->traps.ew.clear : 0;
 	for (unsigned int i = 1; clear && i < smp->n_kernel && i < HVP_MAX_CALLCHAIN; i++)
@@ -154,7 +151,6 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 				.entry_known = true, .exiting = exiting, .mm = mm, .execve = execve,
 				.exit_tail = s->traps.flag && in_exit_tail(sv, smp, task),
 				.now_ns = smp->time_ns + sampler_start_ns(s) };
-	bool stepped = on_stepped_site(sv, smp);
 	/* deferred unless the host never delivered a breakpoint (marks.c, note_unseen_return) */
 	bool defer = s->callchain != SAMPLER_CALLCHAIN_EAGER &&
 		     !atomic_load_explicit(&s->bp_dead, memory_order_relaxed);
@@ -199,7 +195,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		 * or an rt_sigreturn's would be resolved with the restored context) */
 		req.entry_known = entry_user_regs(sv, task, &ur, &req.window);
 	}
-	if (stepped && !req.exit_tail) {
+	if (!req.exit_tail && on_stepped_site(sv, smp)) {
 		req.exit_tail = true;
 		sv->c.tail_stepped_site++;
 	}

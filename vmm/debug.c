@@ -13,7 +13,6 @@
 
 #include "vmm_internal.h"
 
-#define RFLAGS_RF (1ull << 16)
 #define DR7_FIXED (1ull << 10)
 
 int vmm_bp_alloc(struct vmm *vm)
@@ -131,7 +130,7 @@ int vmm_bp_step(struct vmm_vcpu *vcpu)
 	if (err)
 		return err;
 	/* Resume with RF; if the very next exit is this breakpoint again, RF failed. */
-	regs->rflags |= RFLAGS_RF;
+	regs->rflags |= VMM_RFLAGS_RF;
 	vmm_vcpu_regs_dirty(vcpu, true, false);
 	vcpu->rf_probe_pc = regs->rip;
 	vcpu->rf_probe_rsp = regs->rsp;
@@ -171,7 +170,7 @@ static bool rf_failed_here(struct vmm_vcpu *vcpu, uint64_t pc)
 		rf_probe_check(vcpu);
 		return false;
 	}
-	if (!vcpu->vm->is_pvm && !(regs->rflags & RFLAGS_RF)) {
+	if (!vcpu->vm->is_pvm && !(regs->rflags & VMM_RFLAGS_RF)) {
 		int unknown = VMM_RF_UNKNOWN;
 
 		atomic_compare_exchange_strong(&vcpu->vm->rf, &unknown, VMM_RF_WORKS);

@@ -18,7 +18,6 @@
 #define MSR_STAR 0xc0000081
 #define MSR_LSTAR 0xc0000082
 #define MSR_SYSCALL_MASK 0xc0000084
-#define RFLAGS_RF (1ull << 16)
 #define RFLAGS_DF (1ull << 10)
 #define PF_ERR_SYSCALL_QUIRK 0x15 /* present | user | instruction fetch */
 #define USER_CS 0x33
@@ -219,12 +218,12 @@ int pvm_fixup_hit(struct vmm_vcpu *vcpu)
 		}
 		/* A real SYSCALL masked RFLAGS with SFMASK (so IF=0); a user jump to LSTAR did not,
 		 * and must get its SIGSEGV. */
-		if (frame[1] == vcpu->sc_lstar && !(frame[3] & vcpu->sc_sfmask & ~RFLAGS_RF)) {
+		if (frame[1] == vcpu->sc_lstar && !(frame[3] & vcpu->sc_sfmask & ~VMM_RFLAGS_RF)) {
 			uint64_t star = vcpu->sc_star;
 
 			regs->rip = vcpu->sc_lstar;
 			regs->rsp = frame[4]; /* SYSCALL does not switch stacks */
-			regs->rflags = (frame[3] & ~RFLAGS_RF) | 0x2;
+			regs->rflags = (frame[3] & ~VMM_RFLAGS_RF) | 0x2;
 			/* RCX and R11 already hold the user RIP and RFLAGS. */
 			set_cpl0_segments(sregs, star);
 			vmm_vcpu_regs_dirty(vcpu, true, true);

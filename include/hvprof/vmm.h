@@ -423,6 +423,9 @@ void vmm_bp_arm(struct vmm *vm, unsigned int mask, bool armed, const struct vmm_
 /** vmm_bp_armed - the slots armed VM-wide now (bit N: slot N). Any thread. */
 unsigned int vmm_bp_armed(const struct vmm *vm);
 
+/* RFLAGS.RF, the resume flag (SDM vol. 3A, 2.3): instruction breakpoints at RIP do not fire */
+#define VMM_RFLAGS_RF (1ull << 16)
+
 /**
  * vmm_bp_step - resume @v past the breakpoint it stopped at with RFLAGS.RF (SDM vol. 3B, 18.3.1.1),
  * unless this host is known to ignore RF. Whether RF worked is seen at @v's next exit.

@@ -42,6 +42,18 @@ static int read_code(void *ctx, uint64_t kva, void *dst, size_t len)
 	return 0;
 }
 
+/* A symbol table of @e[0..@n) (their names strdup'd, freed here whatever happens), or NULL. */
+static struct symtab *symtab_of(struct ksym_entry *e, size_t n)
+{
+	struct symtab *st = NULL;
+
+	if (symtab_from_entries(e, n, &st) != 0)
+		st = NULL;
+	for (size_t i = 0; i < n; i++)
+		free(e[i].name);
+	return st;
+}
+
 static struct symtab *symbols(void)
 {
 	struct ksym_entry e[3] = {
@@ -49,13 +61,8 @@ static struct symtab *symbols(void)
 		{ FN + sizeof(prepare61), 'T', strdup("syscall_exit_to_user_mode_work") },
 		{ FN + sizeof(code) - 16, 'T', strdup("after") },
 	};
-	struct symtab *st = NULL;
 
-	if (symtab_from_entries(e, 3, &st) != 0)
-		st = NULL;
-	for (int i = 0; i < 3; i++)
-		free(e[i].name);
-	return st;
+	return symtab_of(e, 3);
 }
 
 static int test_found(void)
@@ -110,13 +117,8 @@ static struct symtab *caller_and_callee(uint64_t callee)
 {
 	struct ksym_entry e[2] = { { FN, 't', strdup("exit_to_user_mode_prepare") },
 				   { callee, 'T', strdup("schedule") } };
-	struct symtab *st = NULL;
 
-	if (symtab_from_entries(e, 2, &st) != 0)
-		st = NULL;
-	free(e[0].name);
-	free(e[1].name);
-	return st;
+	return symtab_of(e, 2);
 }
 
 /* The tail after the call of the exit function: from the call instruction itself. */
@@ -192,12 +194,10 @@ static int test_epilogues(void)
 		{ FN + END, 'T', strdup("__noinstr_text_end") },
 	};
 	static const uint8_t pf_tail[] = { 0x48, 0x83, 0xc4, 0x20, 0x5b, 0x5d, 0xc3 };
-	struct symtab *st = NULL;
+	struct symtab *st = symtab_of(e, 7);
 	struct gi_spans sp;
 
-	ASSERT_EQ_INT(symtab_from_entries(e, 7, &st), 0);
-	for (int i = 0; i < 7; i++)
-		free(e[i].name);
+	ASSERT_TRUE(st != NULL);
 	memset(code, 0xcc, sizeof(code));
 	code[PF] = 0x55; /* push rbp; call irqentry_exit; add rsp, 0x20; pop rbx; pop rbp; ret */
 	put_call(PF + 1, EXIT);
@@ -269,12 +269,10 @@ static int test_epilogue_edges(void)
 	};
 	static const uint64_t want[][2] = { { 5, 7 },   { 12, 14 }, { 20, 21 }, { 37, 39 },
 					    { 40, 42 }, { 47, 51 }, { 77, 83 } };
-	struct symtab *st = NULL;
+	struct symtab *st = symtab_of(e, 8);
 	struct gi_spans sp;
 
-	ASSERT_EQ_INT(symtab_from_entries(e, 8, &st), 0);
-	for (int i = 0; i < 8; i++)
-		free(e[i].name);
+	ASSERT_TRUE(st != NULL);
 	memset(code, 0xcc, sizeof(code));
 	put_call(ONE, EXIT);
 	put_jmp8(ONE + 5, FOUR + 1); /* into h_four: not followed */

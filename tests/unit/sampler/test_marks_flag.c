@@ -159,6 +159,18 @@ static void tail_sample(struct hvp_sample *smp, uint64_t rip)
 	smp->n_kernel = 1;
 }
 
+/* A flag fixture whose exit tail is [@start, @end), flag marks on, the task's pt_regs written
+ * from f->entry; its vCPU 0 in *@sv. 0, or -1 (the fixture may need fixture_fini). */
+static int tail_fixture_init(struct fixture *f, struct svcpu **sv, uint64_t start, uint64_t end)
+{
+	if (flag_fixture_init(f))
+		return -1;
+	*sv = &f->s->vcpus[0];
+	f->s->traps.flag = true;
+	fake_exit_tail(f, start, end);
+	return write_pt_regs(f, &f->entry) == 0 ? 0 : -1;
+}
+
 /* The user part of kernel sample @smp of the fixture's task (its pt_regs, its mm). */
 static void user_sample(struct fixture *f, struct svcpu *sv, struct hvp_sample *smp)
 {
@@ -181,14 +193,10 @@ static int test_flag_exit_tail_inline(void)
 	uint64_t c;
 	int ret = TEST_FAIL;
 
-	if (flag_fixture_init(&f))
+	if (tail_fixture_init(&f, &sv, tail, tail + 0x100))
 		goto fini;
-	sv = &f.s->vcpus[0];
-	f.s->traps.flag = true;
-	fake_exit_tail(&f, tail, tail + 0x100);
 	ASSERT_TRUE(gi_chain_in_exit_tail(f.fk.gi, tail, NULL, 0));
 	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, body, NULL, 0));
-	ASSERT_EQ_INT(write_pt_regs(&f, &f.entry), 0);
 
 	/* no mark of the stay: walked into the sample */
 	tail_sample(&smp, tail);
@@ -251,15 +259,12 @@ static int test_flag_exception_return(void)
 	struct svcpu *sv;
 	int ret = TEST_FAIL;
 
-	if (flag_fixture_init(&f))
+	/* error_return is outside the chain's ranges */
+	if (tail_fixture_init(&f, &sv, tail, tail + 0x100))
 		goto fini;
-	sv = &f.s->vcpus[0];
-	f.s->traps.flag = true;
-	fake_exit_tail(&f, tail, tail + 0x100); /* error_return is outside the chain's ranges */
 	f.fk.gi->exc_ret_start = err_ret;
 	f.fk.gi->exc_ret_end = err_ret + 0x10;
 	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, err_ret + 4, NULL, 0));
-	ASSERT_EQ_INT(write_pt_regs(&f, &f.entry), 0);
 	gr = f.fk.regs;
 	gr.rsp = FK_STACK + 16384 - f.fk.layout.pt_regs_size;
 	sv->sample_gi_regs = &gr;
@@ -347,18 +352,14 @@ static int test_sample_on_stepped_site(void)
 	struct svcpu *sv;
 	int ret = TEST_FAIL;
 
-	if (flag_fixture_init(&f))
+	if (tail_fixture_init(&f, &sv, FK_STEXT + 0x100, FK_STEXT + 0x200)) /* the clear: out */
 		goto fini;
-	sv = &f.s->vcpus[0];
-	f.s->traps.flag = true;
-	fake_exit_tail(&f, FK_STEXT + 0x100, FK_STEXT + 0x200); /* the clear is outside it */
 	ASSERT_TRUE(!gi_chain_in_exit_tail(f.fk.gi, clear, NULL, 0));
 	f.s->traps.available = true;
 	f.s->traps.sites.sysret = sysret;
 	f.s->traps.sites.iret = iret;
 	f.s->traps.ew.clear = clear;
 	atomic_store(&f.s->traps.ready, true);
-	ASSERT_EQ_INT(write_pt_regs(&f, &f.entry), 0);
 	sv->sample_vcpu_regs = &vregs;
 
 	/* placed but not published yet (traps.ready): nothing is taken as stepped */
