@@ -73,6 +73,16 @@ class Checks:
             return
         self.check(name, ok, detail)
 
+    def check_threads(self, name, wrong, mine):
+        """The threads phase (pathstats.threads): no sample with the other thread's path, on
+        enough right ones to mean something (10); and the phase's sample floor (more than 50
+        right ones), which depends on how much of the phase's CPU time the guest got: a rate
+        check, SKIP under TCG (1-4 s of threads there gave 20-41)."""
+        self.check(f"{name}: no sample carries the other thread's path", wrong == 0 and mine >= 10,
+                   f"{wrong} wrong, {mine} right")
+        self.check_timing(f"{name}: more than 50 samples of the threads' own paths", mine > 50,
+                          f"{mine} right")
+
     def check_bp_delivery(self, counters):
         """Where breakpoints are delivered none of the 32 unseen returns that give them up may
         happen (bp_never_fired 0); where they are not, hvprof must have given them up for walks

@@ -69,8 +69,7 @@ check("kernel samples of an exiting workload process carry a user path or a lost
 
 # Threads: each thread uses only its own path.
 wrong, mine = pathstats.threads(stacks)
-check("threads: no sample carries the other thread's path", wrong == 0 and mine > 50,
-      f"{wrong} wrong, {mine} right")
+checks.check_threads("threads", wrong, mine)
 
 # Raw records: the cross-check, kernel threads, counters.
 rec_data = hvprec.read(data)

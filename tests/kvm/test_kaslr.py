@@ -196,8 +196,7 @@ for name in runs:
           st["share"] is not None and abs(st["share"] - 75.0) <= 5.0,
           f"alpha {st['share']}% ({st['alpha']}+{st['beta']})")
     wrong, mine = pathstats.threads(runs[name][2])
-    check(f"{name}: threads: no sample carries the other thread's path",
-          wrong == 0 and mine > 50, f"{wrong} wrong, {mine} right")
+    checks.check_threads(f"{name}: threads", wrong, mine)
     rec = runs[name][1]
     pairs = same = 0
     for s in rec["samples"]:
