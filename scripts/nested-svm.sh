@@ -23,6 +23,7 @@
 # with -b or without and with no breakpoint at all (README "Hosts": the nested emulation's, not
 # hvprof's). L1 gets HVPROF_HOST=nested-tcg, with which the kvm tests' checks that
 # need a host's timing, or breakpoints without HVPROF_NESTED_BP, say SKIP (tests/kvm/hvtest.py).
+# NESTED_SVM_APPEND adds to L1's kernel command line (e.g. kvm_amd.vgif=0, for experiments).
 # Timings are TCG's, not a host's. L1 runs on single-threaded TCG (see the qemu line); keep
 # its runs to a few tests, and do not rebuild what a running L1 executes (its /work is the
 # host's, over 9p).
@@ -99,7 +100,7 @@ chmod +x "$run/init"
 	-nographic -no-reboot -nodefaults -serial file:"$run/console" \
 	-monitor unix:"$run/monitor",server,nowait \
 	-kernel "$l1k/arch/x86/boot/bzImage" \
-	-append "console=ttyS0 root=host rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose ro init=$run/init panic=-1 quiet" \
+	-append "console=ttyS0 root=host rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose ro init=$run/init panic=-1 quiet ${NESTED_SVM_APPEND:-}" \
 	-fsdev local,id=root,path=/,security_model=none,readonly=on,multidevs=remap \
 	-device virtio-9p-pci,fsdev=root,mount_tag=host \
 	-fsdev local,id=work,path=/work,security_model=none -device virtio-9p-pci,fsdev=work,mount_tag=work \
