@@ -30,7 +30,10 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cache=${HVPROF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvprof}
-cpus=2 mem=8G bp=0
+# one L1 vCPU by default: single-threaded TCG runs L1's vCPUs in turn on one host thread, so a
+# second gains nothing, and with two the kvm-smp runs of 2026-12-05 hung or timed out where
+# with one they took ~30 s (an L2 with 2 vCPUs runs them as two threads on L1's one)
+cpus=1 mem=8G bp=0
 while getopts bc:m: o; do
 	case $o in
 	b) bp=1 ;;
