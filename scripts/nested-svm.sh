@@ -20,7 +20,7 @@
 # that scripts/nested-qemu.sh builds (Debian's source with DR7 loaded as a MOV to DR7 loads it)
 # does fire them: -b uses it (built first if need be; NESTED_SVM_QEMU names another such QEMU),
 # and L1 then gets HVPROF_NESTED_BP=1. Not the default: L2 guests hang or crash in some runs,
-# with -b or without and with no breakpoint at all (README "Hosts": the nested emulation's, not
+# with -b or without and with no breakpoint at all (docs/nested-svm.md: the nested emulation's, not
 # hvprof's). L1 gets HVPROF_HOST=nested-tcg, with which the kvm tests' checks that
 # need a host's timing, or breakpoints without HVPROF_NESTED_BP, say SKIP (tests/kvm/hvtest.py).
 # NESTED_SVM_APPEND adds to L1's kernel command line (e.g. kvm_amd.vgif=0, for experiments).
@@ -87,7 +87,7 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 cache "$cache"
 echo 0 > /proc/sys/kernel/kptr_restrict; cat /proc/kallsyms > "$run/kallsyms"
 export HOME=$HOME PATH=$PATH
 # QEMU's emulated SVM (TCG) emulates the CPU clock, and Debian's delivers no guest-debug
-# breakpoint (README "Hosts"): the kvm tests' checks that need either say SKIP here
+# breakpoint (docs/nested-svm.md): the kvm tests' checks that need either say SKIP here
 # (tests/kvm/hvtest.py); HVPROF_NESTED_BP=1: this QEMU delivers them
 export HVPROF_HOST=nested-tcg HVPROF_NESTED_BP=$nested_bp
 cd "$top" && bash "$run/cmd" 2>&1 | tee "$run/out"

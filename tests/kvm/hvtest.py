@@ -35,7 +35,7 @@ def require_vm(name="default"):
 
 
 # The nested harness (scripts/nested-svm.sh sets HVPROF_HOST=nested-tcg): QEMU's emulated SVM
-# under TCG (README "Hosts") delivers no guest-debug breakpoint, so hvprof gives deferred marks
+# under TCG (docs/nested-svm.md) delivers no guest-debug breakpoint, so hvprof gives deferred marks
 # up for walks at the sample and the checks that need a mark resolved at its return cannot
 # hold; and its CPU clock and instruction timing are emulated, so rates and the spread of
 # samples over kernel functions are TCG's. Such checks say SKIP there, with the reason.
