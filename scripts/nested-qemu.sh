@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Build the QEMU that scripts/nested-svm.sh prefers: Debian's own QEMU source (the version
-# apt installs), system emulator for x86_64 only, with one change in its emulated SVM. QEMU
+# apt installs), system emulator for x86_64 only, with two changes in its emulated SVM. QEMU
 # 7.2's VMRUN and #VMEXIT load DR7 from the VMCB as a plain assignment, so the breakpoints the
 # nested guest's DR7 enables are never armed in TCG, and hvprof's guest-debug breakpoints
-# (KVM_SET_GUEST_DEBUG in L1, which puts them in the VMCB's DR7) never fire in L2. The change
+# (KVM_SET_GUEST_DEBUG in L1, which puts them in the VMCB's DR7) never fire in L2. The first change
 # loads DR7 through QEMU's own cpu_x86_update_dr7 at both places instead, which arms the
 # guest's breakpoints at VMRUN and the host's at #VMEXIT, as a MOV to DR7 does; and when the
 # breakpoints armed at a VMRUN differ from the last VMRUN's, it flushes the translated code: a
 # block translated while none was armed holds no check, and a chained jump enters it without
 # the lookup that would check (missed hits: marks whose return went unseen).
+# Second, VMRUN's injection of an external interrupt (EVENTINJ, type INTR) delivers it at once
+# but leaves the vector in cs->exception_index, so the next exit request of TCG's loop delivers
+# it again, as an exception, wherever the guest is then, interrupts off or not (seen at the
+# first instruction of its own handler, and at CPL0 on the user's stack). L2 guests oopsed or
+# hung in about a third of the runs from that (docs/nested-svm.md), eager ones too; the second
+# change resets it once the interrupt is delivered, as TCG's own interrupt path does.
 #
 #   scripts/nested-qemu.sh            # prints the path of qemu-system-x86_64 on its last line
 #
@@ -19,7 +25,7 @@ set -euo pipefail
 cache=${HVPROF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvprof}
 out=$cache/nested-qemu
 bin=$out/build/qemu-system-x86_64
-stamp=dr7-2 # the change's version: another one rebuilds
+stamp=dr7-3 # the changes' version: another one rebuilds
 log() { echo "nested-qemu: $*" >&2; }
 # one build at a time: a second one would remove the first one's tree
 mkdir -p "$cache"
@@ -109,6 +115,13 @@ arm = """
     }"""
 s = s[:j] + arm + s[j:]
 s = ext.sub(r"cpu_x86_update_dr7(env, \1); /* hvprof: the host's breakpoints again */", s)
+# VMRUN's EVENTINJ of type INTR: delivered by do_interrupt_x86_hardirq; exception_index reset
+inj = "do_interrupt_x86_hardirq(env, vector, 1);\n            break;"
+if s.count(inj) != 1:
+    sys.exit("nested-qemu: svm_helper.c's VMRUN event injection is not QEMU 7.2's")
+s = s.replace(inj, "do_interrupt_x86_hardirq(env, vector, 1);\n"
+              "            cs->exception_index = -1; /* hvprof: delivered, not to redeliver */\n"
+              "            break;")
 open(p, "w").write(s)
 PY
 mkdir -p "$out/build"

@@ -5,7 +5,7 @@
 # gives /dev/kvm. That guest (L1) mounts the host's / read-only over virtio-9p, /work and the
 # hvprof cache read-write, runs COMMAND from the repository's top as root, and powers off.
 #
-#   scripts/nested-svm.sh [-b] [-c CPUS] [-m MEM] COMMAND...
+#   scripts/nested-svm.sh [-b | -B] [-c CPUS] [-m MEM] COMMAND...
 #   scripts/nested-svm.sh python3 -u tests/kvm/test_record.py build/cli/hvprof build/tests/kvm/mybench
 #
 # Output: COMMAND's, then "nested-svm: exit status N" (the script exits with N; 125: L1 did not
@@ -13,16 +13,17 @@
 # defconfig + kvm_guest.config + KVM_AMD, 9p: ~15 min on 2 cores) into $cache/l1-kernel.
 #
 # What it is good for: every path of a VMX/SVM host (kernel code runs at CPL0 natively, no
-# PVM emulation), boots in seconds. Debian's QEMU 7.2 cannot test deferred callchains: its
-# VMRUN loads the guest's DR7 without arming TCG's breakpoints, so hvprof's guest-debug
-# breakpoints never fire in L2 and deferred marks fall back to walks at the sample (counter
-# bp_never_fired); INT3 is no way round (TCG does not give it to the #BP intercept). The QEMU
-# that scripts/nested-qemu.sh builds (Debian's source with DR7 loaded as a MOV to DR7 loads it)
-# does fire them: -b uses it (built first if need be; NESTED_SVM_QEMU names another such QEMU),
-# and L1 then gets HVPROF_NESTED_BP=1. Not the default: L2 guests hang or crash in some runs,
-# with -b or without and with no breakpoint at all (docs/nested-svm.md: the nested emulation's, not
-# hvprof's). L1 gets HVPROF_HOST=nested-tcg, with which the kvm tests' checks that
-# need a host's timing, or breakpoints without HVPROF_NESTED_BP, say SKIP (tests/kvm/hvtest.py).
+# PVM emulation), boots in seconds. It runs the QEMU that scripts/nested-qemu.sh builds
+# (Debian's source with two changes to its emulated SVM; built on first use, ~25 min;
+# NESTED_SVM_QEMU names another such QEMU; -b, the default, says so) and tells L1
+# HVPROF_NESTED_BP=1. Debian's own QEMU 7.2 (-B) cannot test deferred callchains: its VMRUN
+# loads the guest's DR7 without arming TCG's breakpoints, so hvprof's guest-debug breakpoints
+# never fire in L2 and deferred marks fall back to walks at the sample (counter
+# bp_never_fired; INT3 is no way round: TCG does not give it to the #BP intercept); and its
+# VMRUN delivers an injected interrupt a second time at the next exit request, so L2 guests
+# oops or hang in some runs, eager ones too (docs/nested-svm.md). L1 gets
+# HVPROF_HOST=nested-tcg, with which the kvm tests' checks that need a host's timing, or
+# breakpoints without HVPROF_NESTED_BP, say SKIP (tests/kvm/hvtest.py).
 # NESTED_SVM_APPEND adds to L1's kernel command line (e.g. kvm_amd.vgif=0, for experiments).
 # Timings are TCG's, not a host's. L1 runs on single-threaded TCG (see the qemu line); keep
 # its runs to a few tests, and do not rebuild what a running L1 executes (its /work is the
@@ -33,25 +34,26 @@ cache=${HVPROF_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvprof}
 # one L1 vCPU by default: single-threaded TCG runs L1's vCPUs in turn on one host thread, so a
 # second gains nothing, and with two the kvm-smp runs of 2026-12-05 hung or timed out where
 # with one they took ~30 s (an L2 with 2 vCPUs runs them as two threads on L1's one)
-cpus=1 mem=8G bp=0
-while getopts bc:m: o; do
+cpus=1 mem=8G bp=1
+while getopts bBc:m: o; do
 	case $o in
 	b) bp=1 ;;
+	B) bp=0 ;;
 	c) cpus=$OPTARG ;;
 	m) mem=$OPTARG ;;
-	*) echo "usage: $0 [-b] [-c CPUS] [-m MEM] COMMAND..." >&2; exit 2 ;;
+	*) echo "usage: $0 [-b | -B] [-c CPUS] [-m MEM] COMMAND..." >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
-[ $# -gt 0 ] || { echo "usage: $0 [-b] [-c CPUS] [-m MEM] COMMAND..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 [-b | -B] [-c CPUS] [-m MEM] COMMAND..." >&2; exit 2; }
 case $top in /work/*) ;; *) echo "nested-svm: the repository must be under /work (shared with L1 as /work)" >&2; exit 2 ;; esac
 command -v qemu-system-x86_64 >/dev/null || apt-get install -y qemu-system-x86 >/dev/null
-# -b: the QEMU whose emulated SVM arms the nested guest's breakpoints
+# -b: the QEMU whose emulated SVM arms the nested guest's breakpoints (-B: the system's)
 qemu_bin=qemu-system-x86_64 nested_bp=0
 if [ "$bp" = 1 ]; then
 	if [ -z "${NESTED_SVM_QEMU:-}" ]; then
 		qemu_bin=$("$top/scripts/nested-qemu.sh" | tail -1) ||
-			{ echo "nested-svm: building the QEMU for -b failed (above)" >&2; exit 2; }
+			{ echo "nested-svm: building its QEMU failed (above; -B runs Debian's)" >&2; exit 2; }
 	else
 		qemu_bin=$NESTED_SVM_QEMU
 	fi
