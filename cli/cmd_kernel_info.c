@@ -90,7 +90,15 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 		json_str(f, d->sites[i].symbol);
 		fprintf(f, ", \"offset\": %llu}", (unsigned long long)d->sites[i].sym_off);
 	}
-	fputs("],\n \"exit_work_loop\": ", f);
+	fputs("],\n \"iret_user_branch\": ", f);
+	if (d->iret_user) {
+		fprintf(f, "{\"kva\": \"0x%llx\", \"symbol\": ", (unsigned long long)d->iret_user);
+		json_str(f, d->iret_user_symbol);
+		fprintf(f, ", \"offset\": %llu}", (unsigned long long)d->iret_user_off);
+	} else {
+		fputs("null", f);
+	}
+	fputs(",\n \"exit_work_loop\": ", f);
 	if (d->exit_work.head) {
 		fprintf(f, "{\"head\": \"0x%llx\", \"clear\": \"0x%llx\", \"symbol\": ",
 			(unsigned long long)d->exit_work.head, (unsigned long long)d->exit_work.clear);
@@ -177,6 +185,11 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		       gi_exit_kind_name(d->sites[i].kind),
 		       d->sites[i].symbol[0] ? d->sites[i].symbol : "?",
 		       (unsigned long long)d->sites[i].sym_off);
+	if (d->iret_user)
+		printf("  0x%llx  branch   %s+0x%llx: to the iretq on returns to user mode only "
+		       "(the trap's breakpoint)\n", (unsigned long long)d->iret_user,
+		       d->iret_user_symbol[0] ? d->iret_user_symbol : "?",
+		       (unsigned long long)d->iret_user_off);
 	if (d->exit_work.head)
 		printf("exit-work loop: TIF_NOTIFY_RESUME (bit %u) cleared at 0x%llx %s+0x%llx%s: "
 		       "guest-visible marks possible\n", d->exit_work.notify_bit,

@@ -94,6 +94,31 @@ struct cs_insn;
  * other instruction or operand (exitwork.c). */
 uint64_t gi_insn_target(const struct cs_insn *insn);
 
+/* The iretq of the interrupt return among @sites[0..@n) (native_irq_return_iret where named,
+ * else the first iretq; link-time), 0 if none (kentry.c). */
+uint64_t gi_iret_site_of(const struct gi_exit_site *sites, size_t n);
+
+/* A direct branch found in the image (iretuser.c): link-time KVAs. */
+struct gi_branch {
+	uint64_t kva, target;
+	uint8_t len, cond; /* bytes; enum gi_branch_cond */
+	uint8_t bytes[6];
+};
+
+/**
+ * gi_iret_user_branch_find - the branch to the interrupt return's iretq (@iret, link-time) that
+ * only returns to user mode take (iretuser.c): control flow followed with capstone from
+ * swapgs_restore_regs_and_return_to_usermode through direct jumps (past conditional ones) to
+ * its `swapgs`, then to the first jmp or jne whose target is @iret or at most 16 bytes before
+ * it, where nothing on the way from the swapgs, nor from the target to @iret, writes a
+ * general-purpose register or RSP (the ESPFIX test of the IRET frame's SS may stand before
+ * @iret). Fills @out. Return: 0; -ENOENT no such symbol or branch (kernels laid out otherwise:
+ * the breakpoint stays on @iret); -EFAULT unreadable code; -ENOMEM (also when capstone cannot be
+ * opened); -EINVAL.
+ */
+int gi_iret_user_branch_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+			     uint64_t iret, struct gi_branch *out) __must_check;
+
 /**
  * gi_exit_epilogues_find - the IDT entry handlers' code after their call of irqentry_exit or
  * irqentry_exit_to_user_mode (exitepilogue.c), decoded with capstone in the noinstr text of the
@@ -234,6 +259,7 @@ struct gi {
 	 * a leaf with no kernel frame below its stub's (an entry from user mode), link-time;
 	 * empty when not found */
 	struct gi_spans epilogues;
+	struct gi_branch iret_user; /* kva 0: not found (gi_iret_user_branch_find) */
 	/* the code past execve's point of no return, link-time (execpoint.c) */
 	struct gi_ranges exec_past;
 };

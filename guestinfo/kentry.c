@@ -136,31 +136,53 @@ int gi_running_slide(const struct gi *gi, uint64_t *slide)
 	}
 }
 
-int gi_return_sites(const struct gi *gi, struct gi_return_sites *out)
+uint64_t gi_iret_site_of(const struct gi_exit_site *sites, size_t n)
 {
-	uint64_t sysret = 0, iret = 0, slide;
-	int err;
+	uint64_t iret = 0;
 
-	if (!gi || !out)
-		return -EINVAL;
-	for (size_t i = 0; i < gi->n_sites; i++) {
-		const struct gi_exit_site *site = &gi->sites[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct gi_exit_site *site = &sites[i];
 
-		if (site->kind == GI_EXIT_SYSRETQ && !sysret)
-			sysret = site->kva;
 		/* the interrupt return; other iretqs (NMI) are the fallback */
 		if (site->kind == GI_EXIT_IRETQ &&
 		    (!iret || !strcmp(site->symbol, "native_irq_return_iret")))
 			iret = site->kva;
 	}
+	return iret;
+}
+
+int gi_return_sites(const struct gi *gi, struct gi_return_sites *out)
+{
+	uint64_t sysret = 0, iret, slide;
+	int err;
+
+	if (!gi || !out)
+		return -EINVAL;
+	for (size_t i = 0; i < gi->n_sites && !sysret; i++)
+		if (gi->sites[i].kind == GI_EXIT_SYSRETQ)
+			sysret = gi->sites[i].kva;
+	iret = gi_iret_site_of(gi->sites, gi->n_sites);
 	if (!sysret || !iret)
 		return -ENOENT;
 	err = gi_running_slide(gi, &slide);
 	if (err)
 		return err;
+	memset(out, 0, sizeof(*out));
 	out->sysret = sysret + slide;
 	out->iret = iret + slide;
+	if (gi->iret_user.kva) {
+		out->iret_user = gi->iret_user.kva + slide;
+		out->iret_user_target = gi->iret_user.target + slide;
+		out->iret_user_len = gi->iret_user.len;
+		out->iret_user_cond = gi->iret_user.cond;
+		memcpy(out->iret_user_bytes, gi->iret_user.bytes, sizeof(out->iret_user_bytes));
+	}
 	return 0;
+}
+
+bool gi_has_iret_user_branch(const struct gi *gi)
+{
+	return gi && gi->iret_user.kva;
 }
 
 int gi_pf_entry(const struct gi *gi, uint64_t *gva)

@@ -224,6 +224,18 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 	if (err == -ENOMEM)
 		goto out;
 	d->n_sites = n < GI_KINFO_MAX_SITES ? n : GI_KINFO_MAX_SITES;
+	if (st && gi_iret_site_of(d->sites, d->n_sites)) {
+		struct gi_branch b;
+		const char *name;
+
+		err = gi_iret_user_branch_find(st, kinfo_read, img,
+					       gi_iret_site_of(d->sites, d->n_sites), &b); /* as gi_open */
+		if (err == -ENOMEM)
+			goto out;
+		d->iret_user = b.kva;
+		if (b.kva && symtab_lookup(st, b.kva, &name, &d->iret_user_off) == 0)
+			snprintf(d->iret_user_symbol, sizeof(d->iret_user_symbol), "%s", name);
+	}
 	if (!d->n_sites)
 		kinfo_missing(d, st ? "return-to-user sites (none found from the exit-path symbols)"
 				    : "return-to-user sites (need symbols, or MSR_LSTAR at run time)");

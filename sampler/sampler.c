@@ -380,6 +380,9 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 		 s->callchain == SAMPLER_CALLCHAIN_EAGER ? ""
 		 : s->traps.flag ? " (guest-visible marks: TIF_NOTIFY_RESUME and a breakpoint where the "
 				   "exit-work loop clears it; samples in the exit tail walked from pt_regs at once)"
+				 : gi_has_iret_user_branch(gi)
+				 ? " (breakpoints on sysretq and on the branch to iretq that only returns "
+				   "to user mode take)"
 				 : " (breakpoints on sysretq/iretq)",
 		 s->callchain != SAMPLER_CALLCHAIN_DEFERRED ? ""
 		 : s->stay_adaptive ? stays : ", stays: every one marked",

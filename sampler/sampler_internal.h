@@ -323,6 +323,14 @@ int trap_debug_hook(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool r
 void trap_loop_resolve(struct svcpu *sv, const struct kvm_regs *regs,
 		       const struct kvm_sregs *sregs, const struct gi_paging *pg);
 
+/* Where the interrupt-return breakpoint goes: @r's branch to the iretq taken on returns to user
+ * mode only (iret_user) where the image has one, else the iretq (slid GVAs). */
+uint64_t trap_iret_site(const struct gi_return_sites *r);
+
+/* Where the CPU goes from @r's iret_user branch with @rflags: its target when its condition
+ * holds (jmp; jne: ZF clear), else past it (SDM vol. 2A, Jcc and JMP). Pure: unit-tested. */
+uint64_t trap_branch_next(const struct gi_return_sites *r, uint64_t rflags);
+
 /* What to do at a trap hit, decided from the registers (pure: unit-tested). */
 enum trap_action {
 	TRAP_RESOLVE,    /* a return to user: resolve the thread's mark with the user registers */

@@ -18,6 +18,7 @@
 
 #define MSR_STAR 0xc0000081
 #define SYSRET_RFLAGS_MASK 0x3c7fd7ull /* bits SYSRET loads from R11 */
+#define RFLAGS_ZF (1ull << 6)
 
 void traps_place(struct sampler *s)
 {
@@ -43,20 +44,33 @@ void traps_place(struct sampler *s)
 		pthread_mutex_unlock(&s->marks.lock);
 	}
 	vmm_bp_set_addr(s->vm, s->traps.slot_sysret, s->traps.sites.sysret);
-	vmm_bp_set_addr(s->vm, s->traps.slot_iret, s->traps.sites.iret);
+	/* interrupt returns: on the branch to the iretq that only returns to user mode take,
+	 * where the image has one (not on every interrupt return to the kernel too) */
+	vmm_bp_set_addr(s->vm, s->traps.slot_iret, trap_iret_site(&s->traps.sites));
 	atomic_store(&s->traps.ready, true);
 }
 
-/* Check once, in guest memory, that the sites hold sysretq (48 0f 07) and iretq (48 cf). */
+uint64_t trap_iret_site(const struct gi_return_sites *r)
+{
+	return r->iret_user ? r->iret_user : r->iret;
+}
+
+/* Check once, in guest memory, that the sites hold sysretq (48 0f 07) and iretq (48 cf), or the
+ * branch to it as in the image. */
 static bool sites_verified(const struct sampler *s, const struct gi_paging *pg)
 {
 	static const uint8_t sysretq[3] = { 0x48, 0x0f, 0x07 }, iretq[2] = { 0x48, 0xcf };
-	uint8_t b[3];
+	const struct gi_return_sites *r = &s->traps.sites;
+	uint8_t b[sizeof(r->iret_user_bytes)];
 
-	if (gi_read_gva(s->mem, pg, s->traps.sites.sysret, b, 3) != 0 || memcmp(b, sysretq, 3) ||
-	    gi_read_gva(s->mem, pg, s->traps.sites.iret, b, 2) != 0 || memcmp(b, iretq, 2))
+	if (gi_read_gva(s->mem, pg, r->sysret, b, 3) != 0 || memcmp(b, sysretq, 3))
 		return false;
-	return true;
+	if (r->iret_user)
+		/* SAFETY: iret_user_len <= sizeof(iret_user_bytes) = sizeof(b) (iretuser.c) */
+		return r->iret_user_len <= sizeof(b) &&
+		       gi_read_gva(s->mem, pg, r->iret_user, b, r->iret_user_len) == 0 &&
+		       !memcmp(b, r->iret_user_bytes, r->iret_user_len);
+	return gi_read_gva(s->mem, pg, r->iret, b, 2) == 0 && !memcmp(b, iretq, 2);
 }
 
 /* A segment register from its GDT descriptor (SDM vol. 3A, 3.4.5), for IRET's CS and SS. */
@@ -172,6 +186,21 @@ static int complete_iret(struct svcpu *sv, struct kvm_regs *regs, struct kvm_sre
 	return 0;
 }
 
+uint64_t trap_branch_next(const struct gi_return_sites *r, uint64_t rflags)
+{
+	bool taken = r->iret_user_cond == GI_BRANCH_ALWAYS || !(rflags & RFLAGS_ZF);
+
+	return taken ? r->iret_user_target : r->iret_user + r->iret_user_len;
+}
+
+/* The branch to the iretq (gi_return_sites.iret_user) where RF is ignored: done here. */
+static int complete_branch(struct svcpu *sv, struct kvm_regs *regs)
+{
+	regs->rip = trap_branch_next(&sv->s->traps.sites, regs->rflags);
+	vmm_vcpu_regs_dirty(sv->v, true, false);
+	return 0;
+}
+
 enum trap_action trap_decide(bool is_sysret, bool repeat, const struct kvm_regs *regs,
 			     const uint64_t frame[5], struct gi_user_regs *ur)
 {
@@ -273,8 +302,9 @@ static int trap_hit(struct svcpu *sv, bool is_sysret, bool repeat)
 	/* Past the instruction: RF where the host honours it, else complete it here. */
 	err = vmm_bp_step(sv->v);
 	if (err == -ENOTSUP)
-		err = is_sysret ? complete_sysret(sv, regs, sregs, &pg)
-				: complete_iret(sv, regs, sregs, &pg, frame);
+		err = is_sysret		       ? complete_sysret(sv, regs, sregs, &pg)
+		      : s->traps.sites.iret_user ? complete_branch(sv, regs)
+						 : complete_iret(sv, regs, sregs, &pg, frame);
 	if (err)
 		goto fail;
 	sv->c.trap_ns_total += stage_ns(&s->clock, stage_now(&s->clock) - k0);
@@ -442,9 +472,10 @@ int trap_debug_hook(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool r
 		if (!sites_verified(s, &pg)) {
 			vmm_end(s->vm, HVP_END_ERROR, -1,
 				"the return-to-user sites 0x%llx/0x%llx do not hold "
-				"sysretq/iretq in guest memory",
+				"sysretq/%s in guest memory",
 				(unsigned long long)s->traps.sites.sysret,
-				(unsigned long long)s->traps.sites.iret);
+				(unsigned long long)trap_iret_site(&s->traps.sites),
+				s->traps.sites.iret_user ? "the image's branch to iretq" : "iretq");
 			return 1;
 		}
 		s->traps.verified = true;

@@ -26,14 +26,30 @@ struct gi;
 struct gi_regs;
 struct gi_user_regs;
 
+/* The condition of a branch (struct gi_return_sites.iret_user_cond). */
+enum gi_branch_cond {
+	GI_BRANCH_ALWAYS = 0, /* jmp */
+	GI_BRANCH_NZ = 1,     /* jne/jnz: taken when RFLAGS.ZF is clear */
+};
+
 /**
  * struct gi_return_sites - where the running guest returns to user mode (slid GVAs), from the
  * sites gi_exit_sites() found at gi_open: @sysret the sysretq of the 64-bit system call exit,
- * @iret the iretq of the interrupt/exception return (native_irq_return_iret where named).
+ * @iret the iretq of the interrupt/exception return (native_irq_return_iret where named), which
+ * returns to kernel mode too. @iret_user: the branch to that iretq on the way to user mode only
+ * (after the `swapgs` of swapgs_restore_regs_and_return_to_usermode; 0: not found,
+ * gi_iret_user_branch_find): the registers there are those at the iretq (user GPRs, RSP at the
+ * IRET frame), so a breakpoint there sees every interrupt return to user and none to the kernel.
+ * It is @iret_user_len bytes, @iret_user_bytes in the image (checked in guest memory before
+ * use), and goes to @iret_user_target when @iret_user_cond holds, else falls through.
  */
 struct gi_return_sites {
 	uint64_t sysret;
 	uint64_t iret;
+	uint64_t iret_user, iret_user_target;
+	uint8_t iret_user_len;  /* 2..6 bytes */
+	uint8_t iret_user_cond; /* enum gi_branch_cond */
+	uint8_t iret_user_bytes[6];
 };
 
 /**
@@ -42,6 +58,12 @@ struct gi_return_sites {
  * slide that could not be found counts as 0); -EINVAL.
  */
 int gi_return_sites(const struct gi *gi, struct gi_return_sites *out) __must_check;
+
+/**
+ * gi_has_iret_user_branch - whether gi_return_sites() gives an iret_user branch (found in the
+ * image at gi_open; known before the KASLR slide). False for NULL.
+ */
+bool gi_has_iret_user_branch(const struct gi *gi);
 
 /**
  * gi_pf_entry - GVA of the kernel's page-fault entry (asm_exc_page_fault; page_fault before

@@ -662,6 +662,11 @@ struct gi_kernel_desc {
 	char current_task[64];
 	struct gi_exit_site sites[GI_KINFO_MAX_SITES];
 	size_t n_sites;
+	/* the branch to the interrupt return's iretq taken on the way to user mode only
+	 * (gi_return_sites' iret_user; 0: not found), and the symbol it is in */
+	uint64_t iret_user;
+	char iret_user_symbol[64];
+	uint64_t iret_user_off;
 	/* the exit-work loop (gi_exit_work_find; head 0: none) and the symbol its head is in */
 	struct gi_exit_work exit_work;
 	char exit_work_symbol[64];

@@ -13,7 +13,7 @@ samples in the entry window (pt_regs maybe the previous entry's) are walked at o
 entry's own frame: their registers must be the ones their thread returns to user with (the
 deferred walk beside them). On PVM hosts that part skips with the reason (kernel code is emulated
 at ~0.7 us per instruction: the stock kernel does not reach /init), and under the nested harness
-with breakpoints (docs/nested-svm.md: the trap strategy's exits crawl there).
+with breakpoints (docs/nested-svm.md: the trap strategy's boot crawls there).
 
 usage: test_stock_boot.py HVPROF
 Exit: 0 passed, 1 failed (2: no console line at all), 77 skipped (no /dev/kvm or no stock kernel).
@@ -257,14 +257,13 @@ if is_pvm:
     print("skip (part 2): PVM host: the stock kernel's CPL0 code is emulated (~0.7 us per "
           "instruction) and does not reach /init here; the /init run needs VMX/SVM")
 elif os.environ.get("HVPROF_HOST") == "nested-tcg" and os.environ.get("HVPROF_NESTED_BP") == "1":
-    # The stock kernel takes the sysretq/iretq trap strategy, whose iretq breakpoint also hits
-    # interrupt returns to kernel mode while a mark waits; a nested breakpoint exit under TCG
-    # takes about as long as the guest's timer period, so its boot then crawls (2026-12-05:
-    # no /init in 150 s, 5 567 of 6 734 hits back to the kernel; eager: /init in 23 s).
-    print("skip (part 2): nested SVM under TCG (scripts/nested-svm.sh): a breakpoint exit takes "
-          "about the guest's timer period there, and the trap strategy's iretq breakpoint hits "
-          "interrupt returns to the kernel too: the stock kernel's boot crawls "
-          "(docs/nested-svm.md)")
+    # The stock kernel takes the sysretq/iretq trap strategy, which arms and disarms its
+    # breakpoints around marks (two KVM_SET_GUEST_DEBUG per mark), and the nested QEMU flushes
+    # its translated code whenever the armed set changes at a VMRUN (scripts/nested-qemu.sh):
+    # with ~25 changes a second the boot crawls (2026-12-05: no /init in 200 s; eager: 23 s).
+    print("skip (part 2): nested SVM under TCG (scripts/nested-svm.sh): the trap strategy's "
+          "breakpoints change at every mark, and each change makes that QEMU retranslate all "
+          "code: the stock kernel's boot crawls (docs/nested-svm.md)")
 else:
     image = os.environ.get("HVPROF_IMAGE") or os.path.join(cache_dir(), "images", "default")
     if not os.path.isfile(os.path.join(image, "manifest")):

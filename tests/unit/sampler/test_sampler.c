@@ -450,6 +450,29 @@ static int test_trap_decide(void)
 	return TEST_OK;
 }
 
+/* The branch to the iretq on returns to user (PVM: completed by hvprof): jmp always goes; jne
+ * goes when ZF is clear (the `testb $3, 8(%rsp)` before it: a user CS), else falls through;
+ * the site where there is no branch is the iretq itself. */
+static int test_trap_branch(void)
+{
+	struct gi_return_sites r = { .iret = 0xffffffff81c01220, .iret_user = 0xffffffff81c011f7,
+				     .iret_user_target = 0xffffffff81c01219, .iret_user_len = 2,
+				     .iret_user_cond = GI_BRANCH_ALWAYS };
+
+	ASSERT_EQ_U64(trap_branch_next(&r, 0x46), 0xffffffff81c01219);
+	ASSERT_EQ_U64(trap_branch_next(&r, 0x02), 0xffffffff81c01219);
+	ASSERT_EQ_U64(trap_iret_site(&r), 0xffffffff81c011f7);
+	r.iret_user = 0xffffffff81e0187e;
+	r.iret_user_target = 0xffffffff81e01921;
+	r.iret_user_len = 6;
+	r.iret_user_cond = GI_BRANCH_NZ;
+	ASSERT_EQ_U64(trap_branch_next(&r, 0x02), 0xffffffff81e01921);     /* ZF clear */
+	ASSERT_EQ_U64(trap_branch_next(&r, 0x46), 0xffffffff81e0187e + 6); /* ZF set */
+	r.iret_user = 0;
+	ASSERT_EQ_U64(trap_iret_site(&r), 0xffffffff81c01220);
+	return TEST_OK;
+}
+
 /*
  * Attach windows: a mark is refused while sampling is off (before the first window, and a late
  * vCPU still in the sample a timed-out detach stopped waiting for: mark_new would arm the
@@ -676,6 +699,7 @@ static const struct test_case tests[] = {
 	  test_user_part_modes },
 	{ "current thread: an exiting user thread is no kernel thread", test_current_thread_exiting },
 	{ "trap decisions from sysretq/iretq registers", test_trap_decide },
+	{ "the branch to the iretq: where the CPU goes, where the breakpoint sits", test_trap_branch },
 	{ "USER_REGS: at return, saved walk, hostile RSP", test_user_regs_records },
 	{ "USER_REGS: dwarf mode sizes, the eager part's own", test_user_regs_dwarf },
 	{ "USER_REGS: the copy ends at the process's initial RSP", test_user_regs_bounded },
