@@ -110,9 +110,9 @@ struct gi_branch {
  * only returns to user mode take (iretuser.c): control flow followed with capstone from
  * swapgs_restore_regs_and_return_to_usermode through direct jumps (past conditional ones) to
  * its `swapgs`, then to the first jmp or jne whose target is @iret or at most 16 bytes before
- * it, where nothing on the way from the swapgs, nor from the target to @iret, writes a
- * general-purpose register or RSP (the ESPFIX test of the IRET frame's SS may stand before
- * @iret). Fills @out. Return: 0; -ENOENT no such symbol or branch (kernels laid out otherwise:
+ * it (a jne only with the kernel's ud2 after it), where nothing on the way from the swapgs
+ * writes a general-purpose register or RSP or branches elsewhere, nor anything from the target
+ * to @iret but the ESPFIX test of the IRET frame's SS. Fills @out (zeroed unless found). Return: 0; -ENOENT no such symbol or branch (kernels laid out otherwise:
  * the breakpoint stays on @iret); -EFAULT unreadable code; -ENOMEM (also when capstone cannot be
  * opened); -EINVAL.
  */

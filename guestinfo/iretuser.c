@@ -92,6 +92,13 @@ static int iu_walk(csh cs, cs_insn *insn, gi_kva_read_fn read, void *ctx, uint64
 		} else if (t && swapped && t <= iret && iret - t <= IU_NEAR_IRET &&
 			   (insn->id == X86_INS_JMP || insn->id == X86_INS_JNE) &&
 			   insn->size <= sizeof(out->bytes)) {
+			bool jne = insn->id == X86_INS_JNE;
+			uint16_t size = insn->size;
+
+			/* a jne's fall-through is the kernel's assertion (ud2): no way past it */
+			if (jne && (iu_decode(cs, read, ctx, pc + size, insn) != 0 ||
+				    insn->id != X86_INS_UD2))
+				return -ENOENT;
 			if (!iu_clean_to_iret(cs, read, ctx, insn, t, iret))
 				return -ENOENT;
 			if (iu_decode(cs, read, ctx, pc, insn) != 0)
@@ -110,15 +117,14 @@ static int iu_walk(csh cs, cs_insn *insn, gi_kva_read_fn read, void *ctx, uint64
 				return -ENOENT;
 			pc = t;
 			continue;
-		} else if (swapped && !iu_harmless(insn->id) &&
-			   !(cs_insn_group(cs, insn, X86_GRP_JUMP) && t)) {
-			return -ENOENT; /* a register may change after the swapgs */
+		} else if (swapped && !iu_harmless(insn->id)) {
+			return -ENOENT; /* a register may change, or a branch leave, after the swapgs */
 		} else if (cs_insn_group(cs, insn, X86_GRP_RET) ||
 			   cs_insn_group(cs, insn, X86_GRP_IRET) || insn->id == X86_INS_UD2 ||
 			   insn->id == X86_INS_SYSRET || insn->id == X86_INS_INT3) {
 			return -ENOENT;
 		}
-		pc += insn->size; /* conditional jumps: the fall-through is the common way */
+		pc += insn->size; /* before the swapgs, conditional jumps: the fall-through */
 	}
 	return -ENOENT;
 }
@@ -146,8 +152,6 @@ int gi_iret_user_branch_find(const struct symtab *st, gi_kva_read_fn read, void 
 		return -ENOMEM;
 	}
 	err = iu_walk(cs, insn, read, ctx, start, iret, out);
-	if (err)
-		memset(out, 0, sizeof(*out));
 	cs_free(insn, 1);
 	cs_close(&cs);
 	return err;

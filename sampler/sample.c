@@ -102,9 +102,11 @@ static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs
 /*
  * Is this sample's thread on a return-to-user breakpoint that will not fire for it: RIP where
  * this vCPU's last hit on a thread's way to user mode was (the exit-work loop's clear of
- * TIF_NOTIFY_RESUME, or sysretq/iretq to user mode: sv->stepped_pc) with RF set by
- * that hit's step over it (VMX/SVM; where RF is ignored, PVM, the hit completes the instruction
- * and RIP is past it), or an interrupt taken at the clear (a chain frame exactly there: the
+ * TIF_NOTIFY_RESUME, sysretq/iretq to user mode, or the branch to that iretq:
+ * sv->stepped_pc) with RF set by that hit's step over it (VMX/SVM; where RF is ignored, PVM, the
+ * hit completes the instruction and RIP is past it), or, after that branch, on its way from the
+ * branch's target to the iretq (no breakpoint there: a mark made now would outlive the
+ * return), or an interrupt taken at the clear (a chain frame exactly there: the
  * event came before the stepped clear ran, its frame keeps RF, and its IRET passes the clear
  * with no hit)? The instruction runs next, with no hit: it clears a flag set now itself, and a
  * trap armed now is not hit by it, so a mark made now would outlive its return unseen (nested
@@ -124,6 +126,11 @@ static bool on_stepped_site(const struct svcpu *sv, const struct hvp_sample *smp
 		return false;
 	if (sv->stepped_pc && smp->rip == sv->stepped_pc && sv->sample_vcpu_regs &&
 	    (sv->sample_vcpu_regs->rflags & VMM_RFLAGS_RF))
+		return true;
+	/* past the branch to the iretq that this vCPU's last hit stepped or completed (the trap
+	 * strategy's site where the image has it): up to the iretq nothing more is hit */
+	if (sv->stepped_pc && sv->stepped_pc == s->traps.sites.iret_user &&
+	    smp->rip >= s->traps.sites.iret_user_target && smp->rip <= s->traps.sites.iret)
 		return true;
 	clear = s->traps.flag ? s->traps.ew.clear : 0;
 	for (unsigned int i = 1; clear && i < smp->n_kernel && i < HVP_MAX_CALLCHAIN; i++)

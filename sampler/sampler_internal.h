@@ -118,8 +118,9 @@ struct svcpu {
 	const struct kvm_regs *sample_vcpu_regs;
 	const struct gi_regs *sample_gi_regs;
 	/* where this vCPU's last breakpoint hit on a thread's way to user mode was stepped over
-	 * (the loop's clear, or a sysretq/iretq to user mode; 0: none, or the last was an iretq
-	 * back to kernel mode): a sample still there with RF set is in the exit tail (sample.c,
+	 * (the loop's clear, a sysretq/iretq to user mode or the branch to that iretq; 0: none,
+	 * or the last was an iretq back to kernel mode): a sample still there with RF set, or
+	 * between that branch's target and the iretq, is in the exit tail (sample.c,
 	 * on_stepped_site) */
 	uint64_t stepped_pc;
 

@@ -3,11 +3,13 @@
 // thread has TIF_NOTIFY_RESUME set, so it enters the exit-work loop, whose clear of that flag
 // holds a hardware breakpoint from a flagged mark until a hit finds no mark (loop_hit).
 // Otherwise (or for a sample in the exit tail), while any thread is marked, a breakpoint sits on
-// the guest kernel's sysretq and iretq exit instructions of every vCPU. A hit takes the user
-// registers about to be restored, resolves the thread's mark, and gets past the instruction by
-// the method this host supports (vmm_bp_step): RFLAGS.RF
-// (VMX/SVM), or, where RF is ignored (PVM), by completing sysretq/iretq here (SDM vol. 2B,
-// SYSRET and IRET, 64-bit mode). The sites come from guestinfo (gi_return_sites).
+// the guest kernel's sysretq of every vCPU, and on its iretq, or where the image has it on the
+// branch to that iretq which only returns to user mode take (the iretq serves returns to the
+// kernel too). A hit takes the user registers about to be restored, resolves the thread's mark,
+// and gets past the instruction by the method this host supports (vmm_bp_step): RFLAGS.RF
+// (VMX/SVM), or, where RF is ignored (PVM), by completing sysretq/iretq/the jump here (SDM vol.
+// 2B, SYSRET and IRET, 64-bit mode; vol. 2A, Jcc). The sites come from guestinfo
+// (gi_return_sites).
 #define pr_fmt(fmt) "sampler: trap: " fmt
 #include <errno.h>
 #include <string.h>

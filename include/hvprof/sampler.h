@@ -162,7 +162,8 @@ struct sampler_config {
 				 * in the entry window, whose task execve moved to a new mm) */  \
 	X(traps_hit)            /* return-to-user breakpoint hits */                            \
 	X(traps_no_mark)        /* hits whose thread had no mark */                             \
-	X(traps_to_kernel)      /* iretq hits returning to kernel mode */                       \
+	X(traps_to_kernel)      /* iretq hits returning to kernel mode (0 where the branch to \
+				 * the iretq that only returns to user take holds the trap) */ \
 	X(marks_flagged)        /* TIF_NOTIFY_RESUME set on a marked task (flag marks) */        \
 	X(marks_trapped)        /* flag marks left to the sysretq/iretq trap (the flag could not \
 				 * be set) */                                                   \

@@ -427,6 +427,26 @@ static int test_iret_user_refused(void)
 	iu_load(ret612, sizeof(ret612));
 	memcpy(iu_code + 0xf1, (const uint8_t[]){ 0x5f, 0x90, 0x90, 0x90, 0x90 }, 5);
 	ASSERT_EQ_INT(gi_iret_user_branch_find(st, iu_read, NULL, IU + 0xf8, &b), -ENOENT);
+	/* a jne whose fall-through is not the kernel's ud2; a je instead of the jne */
+	iu_load(ret612, sizeof(ret612));
+	memcpy(iu_code + 0x54, (const uint8_t[]){ 0x90, 0x90 }, 2);
+	ASSERT_EQ_INT(gi_iret_user_branch_find(st, iu_read, NULL, IU + 0xf8, &b), -ENOENT);
+	iu_load(ret612, sizeof(ret612));
+	iu_code[0x4f] = 0x84;
+	ASSERT_EQ_INT(gi_iret_user_branch_find(st, iu_read, NULL, IU + 0xf8, &b), -ENOENT);
+	/* a conditional jump elsewhere after the swapgs (je where the jump over VERW was) */
+	iu_load(ret61, sizeof(ret61));
+	iu_code[0x7e] = 0x74;
+	ASSERT_EQ_INT(gi_iret_user_branch_find(st, iu_read, NULL, IU + 0xa4, &b), -ENOENT);
+	/* a second swapgs on the way (where the jump over VERW and VERW were) */
+	iu_load(ret61, sizeof(ret61));
+	memcpy(iu_code + 0x7e, (const uint8_t[]){ 0x90, 0x90, 0x0f, 0x01, 0xf8, 0x90, 0x90, 0x90,
+						  0x90 }, 9);
+	ASSERT_EQ_INT(gi_iret_user_branch_find(st, iu_read, NULL, IU + 0xa4, &b), -ENOENT);
+	/* a jump to the iretq before any swapgs: followed, never taken for the branch */
+	iu_load((const uint8_t[]){ 0xeb, 0x10 }, 2);
+	memcpy(iu_code + 0x12, (const uint8_t[]){ 0x48, 0xcf }, 2);
+	ASSERT_EQ_INT(gi_iret_user_branch_find(st, iu_read, NULL, IU + 0x12, &b), -ENOENT);
 	/* the iretq before the symbol, or too far after it; the code unreadable */
 	iu_load(ret61, sizeof(ret61));
 	ASSERT_EQ_INT(gi_iret_user_branch_find(st, iu_read, NULL, IU - 2, &b), -ENOENT);

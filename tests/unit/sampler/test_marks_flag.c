@@ -446,6 +446,36 @@ static int test_sample_on_stepped_site(void)
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 3);
 	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
 
+	/* the branch to the iretq (the trap strategy's site): a sample from its target to the
+	 * iretq after its hit, RF or not (PVM completes the jump), is past every breakpoint:
+	 * resolved at once; before the target, or when the last hit was elsewhere, flagged */
+	f.s->traps.sites.iret_user = iret - 0x20;
+	f.s->traps.sites.iret_user_target = iret - 7;
+	sv->stepped_pc = iret - 0x20;
+	vregs.rflags &= ~(1ull << 16);
+	tail_sample(&smp, iret - 2);
+	user_sample(&f, sv, &smp);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 4);
+	tail_sample(&smp, iret);
+	user_sample(&f, sv, &smp);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 5);
+	tail_sample(&smp, iret - 8);
+	user_sample(&f, sv, &smp);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(n_flag_set, 4);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	sv->stepped_pc = clear;
+	tail_sample(&smp, iret - 2);
+	user_sample(&f, sv, &smp);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(n_flag_set, 5);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 5);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	f.s->traps.sites.iret_user = f.s->traps.sites.iret_user_target = 0;
+	vregs.rflags |= 1ull << 16;
+
 	/* traps (no flag marks), "both" mode (a mark always made): sysretq with RF is resolved
 	 * by the sample and arms no trap */
 	f.s->traps.flag = false;
@@ -457,9 +487,9 @@ static int test_sample_on_stepped_site(void)
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_INT(n_first, 0); /* the sysretq/iretq trap was not armed */
 	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
-	ASSERT_EQ_INT(n_recs, 4); /* the three flagged marks' walks, then this one */
-	ASSERT_EQ_INT(check_good_walk(&recs[3], smp.cookie), TEST_OK);
-	ASSERT_EQ_U64(sv->c.tail_stepped_site, 4);
+	ASSERT_EQ_INT(n_recs, 6); /* the five flagged marks' walks, then this one */
+	ASSERT_EQ_INT(check_good_walk(&recs[5], smp.cookie), TEST_OK);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 6);
 	ret = TEST_OK;
 fini:
 	if (f.s)
