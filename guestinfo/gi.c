@@ -181,7 +181,7 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 {
 	struct gi_kimage *img = NULL;
 	struct gi *gi;
-	uint64_t hot;
+	uint64_t hot, iret;
 	size_t n = 0;
 	int err;
 
@@ -366,10 +366,9 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 		gi->n_sites = n < GI_MAX_EXIT_SITES ? n : GI_MAX_EXIT_SITES;
 	else
 		pr_warn("%s: no return-to-user instruction found on the exit paths", cfg->vmlinux);
-	if (gi_iret_site_of(gi->sites, gi->n_sites)) {
-		err = gi_iret_user_branch_find(gi->st, gi_read_image, img,
-					       gi_iret_site_of(gi->sites, gi->n_sites),
-					       &gi->iret_user);
+	iret = gi_iret_site_of(gi->sites, gi->n_sites);
+	if (iret) {
+		err = gi_iret_user_branch_find(gi->st, gi_read_image, img, iret, &gi->iret_user);
 		if (err == -ENOMEM)
 			goto err_close;
 		err = 0; /* not found: the iretq itself traps returns to user (and to the kernel) */

@@ -112,8 +112,9 @@ struct gi_branch {
  * its `swapgs`, then to the first jmp or jne whose target is @iret or at most 16 bytes before
  * it (a jne only with the kernel's ud2 after it), where nothing on the way from the swapgs
  * writes a general-purpose register or RSP or branches elsewhere, nor anything from the target
- * to @iret but the ESPFIX test of the IRET frame's SS. Fills @out (zeroed unless found). Return: 0; -ENOENT no such symbol or branch (kernels laid out otherwise:
- * the breakpoint stays on @iret); -EFAULT unreadable code; -ENOMEM (also when capstone cannot be
+ * to @iret but the ESPFIX test of the IRET frame's SS. Fills @out (zeroed unless found, but
+ * for -EINVAL). Return: 0; -ENOENT no such symbol or branch (kernels laid out otherwise: the
+ * breakpoint stays on @iret); -EFAULT unreadable code; -ENOMEM (also when capstone cannot be
  * opened); -EINVAL.
  */
 int gi_iret_user_branch_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,

@@ -92,22 +92,20 @@ static int iu_walk(csh cs, cs_insn *insn, gi_kva_read_fn read, void *ctx, uint64
 		} else if (t && swapped && t <= iret && iret - t <= IU_NEAR_IRET &&
 			   (insn->id == X86_INS_JMP || insn->id == X86_INS_JNE) &&
 			   insn->size <= sizeof(out->bytes)) {
-			bool jne = insn->id == X86_INS_JNE;
-			uint16_t size = insn->size;
+			struct gi_branch b = { .kva = pc, .target = t, .len = (uint8_t)insn->size,
+					       .cond = insn->id == X86_INS_JNE ? GI_BRANCH_NZ
+									: GI_BRANCH_ALWAYS };
 
+			/* SAFETY: insn->size <= sizeof(b.bytes) (checked above) */
+			memcpy(b.bytes, insn->bytes, insn->size);
 			/* a jne's fall-through is the kernel's assertion (ud2): no way past it */
-			if (jne && (iu_decode(cs, read, ctx, pc + size, insn) != 0 ||
-				    insn->id != X86_INS_UD2))
+			if (b.cond == GI_BRANCH_NZ &&
+			    (iu_decode(cs, read, ctx, pc + b.len, insn) != 0 ||
+			     insn->id != X86_INS_UD2))
 				return -ENOENT;
 			if (!iu_clean_to_iret(cs, read, ctx, insn, t, iret))
 				return -ENOENT;
-			if (iu_decode(cs, read, ctx, pc, insn) != 0)
-				return -EFAULT;
-			out->kva = pc;
-			out->target = t;
-			out->len = (uint8_t)insn->size;
-			out->cond = insn->id == X86_INS_JMP ? GI_BRANCH_ALWAYS : GI_BRANCH_NZ;
-			memcpy(out->bytes, insn->bytes, insn->size);
+			*out = b;
 			return 0;
 		} else if (insn->id == X86_INS_JMP) {
 			/* an unconditional jump is followed (direct only, near the symbol) */

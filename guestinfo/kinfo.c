@@ -225,11 +225,12 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 		goto out;
 	d->n_sites = n < GI_KINFO_MAX_SITES ? n : GI_KINFO_MAX_SITES;
 	if (st && gi_iret_site_of(d->sites, d->n_sites)) {
-		struct gi_branch b;
+		struct gi_branch b = { 0 };
 		const char *name;
 
+		/* as gi_open */
 		err = gi_iret_user_branch_find(st, kinfo_read, img,
-					       gi_iret_site_of(d->sites, d->n_sites), &b); /* as gi_open */
+					       gi_iret_site_of(d->sites, d->n_sites), &b);
 		if (err == -ENOMEM)
 			goto out;
 		d->iret_user = b.kva;

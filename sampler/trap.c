@@ -359,7 +359,7 @@ static int complete_clear(struct svcpu *sv, struct kvm_regs *regs, const struct 
 		return err;
 	regs->rflags &= ~(uint64_t)(1u << 0 | 1u << 2 | 1u << 6 | 1u << 7 | 1u << 11);
 	if (!r)
-		regs->rflags |= 1u << 6; /* ZF */
+		regs->rflags |= RFLAGS_ZF;
 	if (r >> (w->clear_size * 8 - 1) & 1)
 		regs->rflags |= 1u << 7; /* SF */
 	if (!(__builtin_popcount((unsigned int)(r & 0xff)) & 1))

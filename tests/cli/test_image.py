@@ -7,6 +7,7 @@ image whose manifest cannot bring --add files in says so.
 
 usage: test_image.py HVPROF
 """
+import json
 import os
 import subprocess
 import sys
@@ -167,6 +168,19 @@ if os.path.exists(os.path.join(cache, "images", "default", "manifest")):
           and " SMP " in banner, banner)
     check("kernel-info --image default: frames not built, from CFI and code",
           "known for " in stacks and "call-frame information" in stacks, stacks)
+    # the trap's interrupt-return breakpoint: the branch to native_irq_return_iret that only
+    # returns to user mode take, in swapgs_restore_regs_and_return_to_usermode (JSON too)
+    status, out, err = run("kernel-info", "--image", "default", "--json")
+    try:
+        d = json.loads(out)
+        iret = next(s for s in d["exit_sites"] if s["symbol"] == "native_irq_return_iret")
+        br = d["iret_user_branch"]
+        ok = (status == 0 and br["symbol"] == "swapgs_restore_regs_and_return_to_usermode" and
+              0 < int(iret["kva"], 16) - int(br["kva"], 16) <= 0x100)
+    except (ValueError, KeyError, TypeError, StopIteration) as e:
+        ok, br = False, repr(e)
+    check("kernel-info --image default --json: the branch to the iretq on returns to user", ok,
+          f"exit {status}, {br}")
     # files named on the command line must exist
     status, _, err = run("kernel-info", "--image", "default", "--btf", os.path.join(work, "no"))
     check("kernel-info --btf of a missing file", status == 3 and "--btf" in last_error(err) and

@@ -136,7 +136,7 @@ static int test_decision(void)
 	struct gi_kaslr_observation o;
 	struct gi_return_sites rs;
 	struct fakemem fm;
-	uint64_t entry, sysret_end, iret, pf, page, detected = 0, gva;
+	uint64_t entry, sysret_end, iret, pf, page, detected = 0, gva, to_user;
 	uint8_t bytes[4096];
 	int idt = 0;
 
@@ -148,9 +148,10 @@ static int test_decision(void)
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "entry_SYSRETQ_end", &sysret_end), 0);
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "native_irq_return_iret", &iret), 0);
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "asm_exc_page_fault", &pf), 0);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "swapgs_restore_regs_and_return_to_usermode",
+				  &to_user), 0);
 	page = entry & ~0xfffull;
 	ASSERT_EQ_INT(gi_kimage_read_kva(img, page, bytes, sizeof(bytes)), 0);
-	gi_kimage_free(img);
 	ASSERT_EQ_INT(slid_guest(&fm, bytes, page, pf + SLIDE), 0);
 
 	/* guest-chosen slide, not known yet: no sites, no window, nothing decided */
@@ -176,6 +177,20 @@ static int test_decision(void)
 	ASSERT_EQ_INT(gi_return_sites(gi, &rs), 0);
 	ASSERT_EQ_U64(rs.sysret, sysret_end - 3 + SLIDE);
 	ASSERT_EQ_U64(rs.iret, iret + SLIDE);
+	/* ... and the branch to the iretq on returns to user, slid with them: in
+	 * swapgs_restore_regs_and_return_to_usermode, to the iretq or just before it (ESPFIX) */
+	ASSERT_TRUE(gi_has_iret_user_branch(gi));
+	ASSERT_TRUE(rs.iret_user > to_user + SLIDE && rs.iret_user < rs.iret);
+	ASSERT_TRUE(rs.iret_user_target <= rs.iret && rs.iret - rs.iret_user_target <= 16);
+	ASSERT_TRUE(rs.iret_user_len >= 2 && rs.iret_user_len <= sizeof(rs.iret_user_bytes));
+	{
+		uint8_t b[sizeof(rs.iret_user_bytes)];
+
+		ASSERT_EQ_INT(gi_kimage_read_kva(img, rs.iret_user - SLIDE, b, rs.iret_user_len), 0);
+		ASSERT_TRUE(!memcmp(b, rs.iret_user_bytes, rs.iret_user_len));
+	}
+	gi_kimage_free(img);
+	img = NULL;
 	ASSERT_EQ_INT(gi_pf_entry(gi, &gva), 0);
 	ASSERT_EQ_U64(gva, pf + SLIDE);
 	/* the entry code is the window, the exit paths and other text are not */
@@ -213,6 +228,7 @@ static int test_decision(void)
 	ASSERT_EQ_INT(gi_kaslr_state(gi), GI_SLIDE_FAILED);
 	ASSERT_EQ_INT(gi_return_sites(gi, &rs), 0);
 	ASSERT_EQ_U64(rs.iret, iret);
+	ASSERT_TRUE(rs.iret_user > to_user && rs.iret_user < iret); /* link-time too */
 	gi_close(gi);
 	fakemem_fini(&fm);
 	return TEST_OK;
