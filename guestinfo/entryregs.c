@@ -141,9 +141,11 @@ static int syscall_entry_regs(const struct gi *gi, const struct gmem *mem,
  * An interrupt or exception entry from user mode, without ORC: the CPU switched to the entry
  * stack (TSS.sp0) and pushed the iret frame at its top; until error_entry has pushed all 15
  * registers (it clears them only then) they are the vCPU's, after that (and once it has
- * returned) they are the pt_regs below the frame. RSP elsewhere: on the task stack with pt_regs at its top (sync_regs() has
- * moved them there: whole), in the cpu_entry_area (an IST stack: not known), or a kernel stack
- * the CPU did not switch (an interrupt of kernel mode: -ENOENT).
+ * returned) they are the pt_regs below the frame, and so they are deeper down, in a function
+ * error_entry called (sync_regs() copying them to the task stack: nothing else runs on the
+ * entry stack). RSP elsewhere: on the task stack with pt_regs at its top (sync_regs() has moved
+ * them there: whole), in the cpu_entry_area (an IST stack: not known), or a kernel stack the
+ * CPU did not switch (an interrupt of kernel mode: -ENOENT).
  */
 static int entry_stack_regs(const struct gi *gi, const struct gmem *mem,
 			    const struct gi_regs *regs, uint64_t task, uint64_t slide,
@@ -166,9 +168,9 @@ static int entry_stack_regs(const struct gi *gi, const struct gmem *mem,
 		return -EBADMSG;
 	if (rsp < sp0 && rsp >= sp0 - ENTRY_STACK_SIZE) {
 		words = (sp0 - rsp) / 8;
-		if (rsp & 7 || words < ENTRY_WORDS_FRAME || words > ENTRY_WORDS_SAVED)
+		if (rsp & 7 || words < ENTRY_WORDS_FRAME)
 			return -EAGAIN;
-		if (words == ENTRY_WORDS_SAVED || after_save_call(gi, mem, pg, regs->rip, slide))
+		if (words >= ENTRY_WORDS_SAVED || after_save_call(gi, mem, pg, regs->rip, slide))
 			return whole(l, mem, pg, sp0 - 8 * ENTRY_WORDS_FRAME - IRET_FRAME_IP, out);
 		return from_iret_frame(mem, pg, sp0 - 8 * ENTRY_WORDS_FRAME, live, out);
 	}

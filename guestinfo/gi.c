@@ -89,8 +89,11 @@ static void gi_find_exit_paths(struct gi *gi)
 		static const char *const name[] = { "error_entry", "paranoid_entry",
 						    "xen_error_entry" };
 
-		if (symtab_find(gi->st, name[i], &a) == 0)
+		if (symtab_find(gi->st, name[i], &a) == 0) {
 			gi->save_regs_kva[i] = a;
+			if (sym_end(gi->st, name[i], a, 1024, &b) == 0)
+				gi->save_regs_end[i] = b;
+		}
 	}
 	if (symtab_find(gi->st, "asm_exc_page_fault", &a) == 0) {
 		gi->pf_entry_kva = a;

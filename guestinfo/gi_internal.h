@@ -243,8 +243,10 @@ struct gi {
 	uint64_t placed_slide;
 	uint64_t idt_pf_kva;    /* asm_exc_page_fault for the IDT witness, 0 if none */
 	/* error_entry, paranoid_entry, xen_error_entry: the entry code's calls that save the user
-	 * registers below the iret frame (link-time; 0 when absent) */
+	 * registers below the iret frame (link-time; 0 when absent), and where each ends (0 when
+	 * not known: gi_in_entry_save_call) */
 	uint64_t save_regs_kva[3];
+	uint64_t save_regs_end[3];
 	uint64_t tss_off;       /* cpu_tss_rw's per-CPU offset (TSS.sp0 at +4); UINT64_MAX: none */
 	struct gi_exit_work exit_work; /* link-time; head 0 when not found (exitwork.c) */
 	uint64_t exit_callers[4][2];   /* [start, end) of its callers, link-time; 0/0 unknown: from

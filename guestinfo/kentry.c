@@ -240,6 +240,19 @@ bool gi_in_entry_window(const struct gi *gi, uint64_t rip)
 	return true;
 }
 
+bool gi_in_entry_save_call(const struct gi *gi, uint64_t ret)
+{
+	uint64_t slide;
+
+	if (!gi || gi_running_slide(gi, &slide) != 0)
+		return false;
+	ret -= slide; /* link-time from here on */
+	for (size_t i = 0; i < ARRAY_SIZE(gi->save_regs_kva); i++)
+		if (gi->save_regs_kva[i] && ret > gi->save_regs_kva[i] && ret < gi->save_regs_end[i])
+			return true;
+	return false;
+}
+
 bool gi_at_user_exception_return(const struct gi *gi, uint64_t rip, uint64_t rsp,
 				 uint64_t stack_kva)
 {

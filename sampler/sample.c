@@ -196,10 +196,14 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		if (exiting) /* the README promises a visible frame for every missing user part */
 			smp->user_stop = HVP_WALK_LOST;
 		return;
-	} else if (gi_in_entry_window(s->gi, smp->rip)) {
-		/* pt_regs may still be the previous entry's: the entry's own frame tells (in
-		 * every mode: a deferred mark needs the system call's number too, walk_at_mark,
-		 * or an rt_sigreturn's would be resolved with the restored context) */
+	} else if (gi_in_entry_window(s->gi, smp->rip) ||
+		   (smp->n_kernel > 1 && gi_in_entry_save_call(s->gi, smp->kernel_ips[1]))) {
+		/* pt_regs may still be the previous entry's (in the entry code, or in sync_regs()
+		 * while it copies them there: a sample in the copy read the previous entry's, and
+		 * the next sample of the same entry took the new ones for a return no breakpoint
+		 * saw): the entry's own frame tells (in every mode: a deferred mark needs the
+		 * system call's number too, walk_at_mark, or an rt_sigreturn's would be resolved
+		 * with the restored context) */
 		req.entry_known = entry_user_regs(sv, task, &ur, &req.window);
 	}
 	if (!req.exit_tail && on_stepped_site(sv, smp)) {

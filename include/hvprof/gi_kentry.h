@@ -80,6 +80,17 @@ int gi_pf_entry(const struct gi *gi, uint64_t *gva) __must_check;
 bool gi_in_entry_window(const struct gi *gi, uint64_t rip);
 
 /**
+ * gi_in_entry_save_call - is @ret (GVA, slid: a kernel sample's first return address) inside
+ * one of the entry code's functions that save the user registers below the iret frame
+ * (error_entry, paranoid_entry, xen_error_entry; arch/x86/entry/entry_64.S)? Then the sample
+ * is in a function that one called: sync_regs() copying pt_regs from the CPU's entry stack to
+ * the task stack, a return-thunk's untraining, fixup_bad_iret(); pt_regs at the top of the task
+ * stack are not this entry's yet (gi_entry_user_regs finds them). False while the slide is not
+ * known, or without the symbols and their ends.
+ */
+bool gi_in_entry_save_call(const struct gi *gi, uint64_t ret);
+
+/**
  * gi_at_user_exception_return - is a kernel sample at @rip (GVA, slid) with stack pointer @rsp
  * (GVA) in the exit of an exception or interrupt that returns to user mode, past the thread's
  * last read of its work flags? That is error_return (arch/x86/entry/entry_64.S, where every

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // gi_entry_user_regs (guestinfo/entryregs.c): the user registers of a kernel entry still being
 // made, over a fake guest: an exception entry at each stage (nothing saved, the save function
-// part-way and done, after it returned), with ORC and without (by the entry stack's depth), an
+// part-way and done, after it returned, a function it called), with ORC and without (by the
+// entry stack's depth), an
 // interrupt of kernel mode, SYSCALL's entry (user RSP, CR3 in RSP, pushes, pt_regs whole) and
 // the refusals. The registers the stale pt_regs would give are never the answer.
 #include <errno.h>
@@ -16,8 +17,10 @@
 
 /* Fake entry text: an exception stub S (iret frame + error code at SP + 8 in ORC) whose call of
  * the save function R returns at S + 0x20; R ({CALL, SP, 8} at its first instruction, {CALL, SP,
- * 24} while it pushes, {REGS, SP, 8} once all is saved); SYSCALL's entry Y up to its exit X. */
+ * 24} while it pushes, {REGS, SP, 8} once all is saved); a function C that R calls then (sync_regs,
+ * {CALL, SP, 8}); SYSCALL's entry Y up to its exit X. */
 #define TEXT 0xffffffff81000000ull
+#define FN_C (TEXT + 0x1000)
 #define FN_S (TEXT + 0x6000)
 #define FN_R (TEXT + 0x7000)
 #define FN_Y (TEXT + 0x8000)
@@ -42,7 +45,8 @@
 #define STALE 0x5a5a5a5aull
 #define E(t, reg, off) { .type = (t), .sp_reg = (reg), .sp_offset = (off), .bp_reg = 0 }
 
-enum stage { AT_STUB, AFTER_SAVE, IN_SAVE_PUSHES, SAVED_FULL, FROM_KERNEL, SYSCALL_FIRST,
+enum stage { AT_STUB, AFTER_SAVE, IN_SAVE_PUSHES, SAVED_FULL, IN_SAVE_CALLEE, FROM_KERNEL,
+	     SYSCALL_FIRST,
 	     SYSCALL_CR3, SYSCALL_PUSHING, SYSCALL_SS_ONLY, SYSCALL_WHOLE, SYSCALL_NO_TASK,
 	     STACK_UNMAPPED,
 	     NO_LAYOUT };
@@ -66,6 +70,10 @@ static const struct entry_want cases[] = {
 	{ "no ORC, the same", IN_SAVE_PUSHES, false, 0, UIP, USP, 0xb0 },
 	{ "ORC, the save function after its pushes: pt_regs", SAVED_FULL, true, 0, UIP, USP, 0xb1 },
 	{ "no ORC, the same by depth", SAVED_FULL, false, 0, UIP, USP, 0xb1 },
+	{ "ORC, in sync_regs called by the save function: its pt_regs", IN_SAVE_CALLEE, true, 0,
+	  UIP, USP, 0xb1 },
+	{ "no ORC, the same by depth (below the saved words)", IN_SAVE_CALLEE, false, 0, UIP, USP,
+	  0xb1 },
 	{ "ORC, an interrupt of kernel mode", FROM_KERNEL, true, -ENOENT, 0, 0, 0 },
 	{ "no ORC, an interrupt of kernel mode", FROM_KERNEL, false, -ENOENT, 0, 0, 0 },
 	{ "SYSCALL's first instruction: RCX and RSP", SYSCALL_FIRST, true, 0, UIP + 2, USP, 0xb0 },
@@ -121,7 +129,7 @@ static void build(const struct entry_want *w, struct fakemem *fm, struct gi_regs
 	fakemem_w64(fm, STACK_GPA + 0x220, 0x2b);
 	for (unsigned int off = 0; off < 128; off += 8)
 		fakemem_w64(fm, STACK_GPA + 0x200 - 128 + off, STALE);
-	if (w->stage == AFTER_SAVE || w->stage == SAVED_FULL)
+	if (w->stage == AFTER_SAVE || w->stage == SAVED_FULL || w->stage == IN_SAVE_CALLEE)
 		fakemem_w64(fm, STACK_GPA + 0x200 - 128 + 40, 0xb1); /* bx, saved */
 	/* the task stack's pt_regs: the previous entry's, but for what this one pushed */
 	pt_regs_at(fm, TSTACK_GPA + 0x1000 - 168, UIP + 0x99, USP + 0x99);
@@ -145,6 +153,12 @@ static void build(const struct entry_want *w, struct fakemem *fm, struct gi_regs
 	case SAVED_FULL: /* pt_regs at SP + 8 (below it R's return address) */
 		r->rip = FN_R + 0x40;
 		r->rsp = FRAME - 128 - 8;
+		break;
+	case IN_SAVE_CALLEE: /* C's return address at SP, into R after its pushes; R's above it */
+		r->rip = FN_C + 0x1e;
+		r->rsp = FRAME - 128 - 16;
+		fakemem_w64(fm, STACK_GPA + 0x200 - 128 - 16, FN_R + 0x44);
+		fakemem_w64(fm, STACK_GPA + 0x200 - 128 - 8, FN_S + 0x20);
 		break;
 	case SYSCALL_FIRST:
 		r->rip = FN_Y;
@@ -173,11 +187,11 @@ static void build(const struct entry_want *w, struct fakemem *fm, struct gi_regs
 
 static int one(const struct entry_want *w)
 {
-	static const uint64_t ips[] = { FN_S, FN_S + 0x20, FN_R, FN_R + 0x4, FN_R + 0x40, FN_Y,
-					ETEXT };
+	static const uint64_t ips[] = { FN_C, FN_S, FN_S + 0x20, FN_R, FN_R + 0x4, FN_R + 0x40,
+					FN_Y, ETEXT };
 	const struct gi_orc_entry ent[] = {
-		E(GI_ORC_REGS_PARTIAL, 5, 8), E(GI_ORC_REGS_PARTIAL, 5, 8), E(GI_ORC_CALL, 5, 8),
-		E(GI_ORC_CALL, 5, 24), E(GI_ORC_REGS, 5, 8), E(GI_ORC_END, 0, 0),
+		E(GI_ORC_CALL, 5, 8), E(GI_ORC_REGS_PARTIAL, 5, 8), E(GI_ORC_REGS_PARTIAL, 5, 8),
+		E(GI_ORC_CALL, 5, 8), E(GI_ORC_CALL, 5, 24), E(GI_ORC_REGS, 5, 8), E(GI_ORC_END, 0, 0),
 		E(GI_ORC_UNDEFINED, 0, 0),
 	};
 	struct gi_user_regs live = { .bp = 0xbb, .bx = 0xb0, .cx = UIP + 2, .ax = 39 }, out;

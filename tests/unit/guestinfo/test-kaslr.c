@@ -137,6 +137,7 @@ static int test_decision(void)
 	struct gi_return_sites rs;
 	struct fakemem fm;
 	uint64_t entry, sysret_end, iret, pf, page, detected = 0, gva, to_user;
+	uint64_t save, sync, sync_ret = 0;
 	uint8_t bytes[4096];
 	int idt = 0;
 
@@ -150,6 +151,18 @@ static int test_decision(void)
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "asm_exc_page_fault", &pf), 0);
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "swapgs_restore_regs_and_return_to_usermode",
 				  &to_user), 0);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "error_entry", &save), 0);
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "sync_regs", &sync), 0);
+	/* the return address of error_entry's call of sync_regs (e8 rel32) */
+	ASSERT_EQ_INT(gi_kimage_read_kva(img, save, bytes, 256), 0);
+	for (unsigned int k = 0; k + 5 <= 256 && !sync_ret; k++) {
+		int32_t rel;
+
+		memcpy(&rel, bytes + k + 1, sizeof(rel));
+		if (bytes[k] == 0xe8 && save + k + 5 + (uint64_t)(int64_t)rel == sync)
+			sync_ret = save + k + 5;
+	}
+	ASSERT_TRUE(sync_ret != 0);
 	page = entry & ~0xfffull;
 	ASSERT_EQ_INT(gi_kimage_read_kva(img, page, bytes, sizeof(bytes)), 0);
 	ASSERT_EQ_INT(slid_guest(&fm, bytes, page, pf + SLIDE), 0);
@@ -158,6 +171,7 @@ static int test_decision(void)
 	ASSERT_EQ_INT(gi_return_sites(gi, &rs), -EAGAIN);
 	ASSERT_EQ_INT(gi_pf_entry(gi, &gva), -EAGAIN);
 	ASSERT_TRUE(!gi_in_entry_window(gi, entry + SLIDE + 0x10));
+	ASSERT_TRUE(!gi_in_entry_save_call(gi, sync_ret + SLIDE));
 	ASSERT_EQ_INT(gi_kaslr_observe(gi, &fm.mem, &fm.pg, 0, IDT_GVA, 4095, &o), -EAGAIN);
 	ASSERT_EQ_INT(gi_kaslr_observe(gi, &fm.mem, &fm.pg, entry + 2 * SLIDE, IDT_GVA, 4095, &o),
 		      -EAGAIN); /* not mapped through this CR3: ask again */
@@ -198,6 +212,13 @@ static int test_decision(void)
 	ASSERT_TRUE(!gi_in_entry_window(gi, rs.sysret));
 	ASSERT_TRUE(!gi_in_entry_window(gi, rs.iret));
 	ASSERT_TRUE(!gi_in_entry_window(gi, pf + SLIDE + 0x1000000));
+	/* sync_regs is outside the entry text; a sample there is in error_entry's call, slid */
+	ASSERT_TRUE(!gi_in_entry_window(gi, sync + SLIDE));
+	ASSERT_TRUE(gi_in_entry_save_call(gi, sync_ret + SLIDE));
+	ASSERT_TRUE(!gi_in_entry_save_call(gi, sync_ret));
+	ASSERT_TRUE(!gi_in_entry_save_call(gi, save + SLIDE)); /* its entry: no call made yet */
+	ASSERT_TRUE(!gi_in_entry_save_call(gi, sync + SLIDE + 1));
+	ASSERT_TRUE(!gi_in_entry_save_call(gi, entry + SLIDE + 0x10));
 	gi_close(gi);
 	gi = NULL;
 

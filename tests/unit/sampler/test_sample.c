@@ -293,6 +293,48 @@ static int sample_entry_window(struct fixture *f)
 }
 
 /*
+ * Eager, a sample in a function the entry's register-saving code called (sync_regs copying
+ * pt_regs to the task stack: the sample's first caller is inside error_entry, its RIP outside
+ * the entry text): the task stack's pt_regs are the previous entry's, and are not walked, as in
+ * the entry window (here nothing finds the entry's own: lost and counted). A caller anywhere
+ * else reads them as usual.
+ */
+static int sample_entry_save_call(struct fixture *f)
+{
+	struct svcpu *sv = &f->s->vcpus[0];
+	struct gi_user_regs stale = f->entry;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct gi *gi = f->s->gi;
+	uint64_t caller;
+
+	ASSERT_EQ_INT(sample_at(f, 0, 1000000, 0), 0);
+	ASSERT_EQ_INT(n_got, 1);
+	ASSERT_TRUE(got[0].n_kernel > 1);
+	caller = got[0].kernel_ips[1];
+	stale.ip = f->entry.ip + 0x99;
+	ASSERT_EQ_INT(write_pt_regs(f, &stale), 0);
+	ASSERT_EQ_INT(fixture_vcpu_regs(f, 0, &regs, &sregs), 0);
+	ASSERT_TRUE(!gi_in_entry_window(gi, regs.rip));
+	/* the save function ends at the caller: the caller is not inside it */
+	gi->save_regs_kva[1] = caller - 0x40;
+	gi->save_regs_end[1] = caller;
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
+	ASSERT_EQ_INT(n_got, 2);
+	ASSERT_EQ_U64(got[1].user_ips[0], stale.ip);
+	ASSERT_EQ_U64(sv->c.user_regs_entry_unsaved, 0);
+	/* it is: the stale registers are not walked */
+	gi->save_regs_end[1] = caller + 1;
+	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
+	ASSERT_EQ_INT(n_got, 3);
+	ASSERT_EQ_INT(got[2].user_stop, HVP_WALK_LOST);
+	ASSERT_EQ_INT(got[2].n_user, 0);
+	ASSERT_TRUE(!got_regs[2]);
+	ASSERT_EQ_U64(sv->c.user_regs_entry_unsaved, 1);
+	return TEST_OK;
+}
+
+/*
  * Both, in the entry window: the mark is made either way; the eager cross-check is walked only
  * from the entry's own registers (here SYSCALL's first instruction), never from the stale
  * pt_regs, and its absence is no loss (the deferred walk stands).
@@ -571,6 +613,11 @@ static int test_sample_entry_window(void)
 	return with_fixture(SAMPLER_CALLCHAIN_EAGER, sample_entry_window);
 }
 
+static int test_sample_entry_save_call(void)
+{
+	return with_fixture(SAMPLER_CALLCHAIN_EAGER, sample_entry_save_call);
+}
+
 static int test_sample_entry_window_deferred(void)
 {
 	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_entry_window_deferred);
@@ -673,6 +720,8 @@ static const struct test_case tests[] = {
 	{ "sample: eager kernel sample walks pt_regs' user stack", test_sample_eager },
 	{ "sample: eager in the entry window: not the stale pt_regs (lost, or SYSCALL's registers)",
 	  test_sample_entry_window },
+	{ "sample: eager in sync_regs (a call of error_entry's): not the stale pt_regs",
+	  test_sample_entry_save_call },
 	{ "sample: both, in the entry window: the cross-check only from the entry's registers",
 	  test_sample_entry_window_both },
 	{ "sample: deferred, rt_sigreturn's entry window: the mark walks the entry's registers, "
