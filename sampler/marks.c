@@ -303,6 +303,28 @@ static void note_unseen_return(struct svcpu *sv)
 		sv->c.bp_never_fired++;
 }
 
+static bool signal_frame_saved(struct svcpu *sv, const struct gi_paging *pg,
+			       const struct gi_user_regs *now, const struct gi_user_regs *entry);
+
+/*
+ * Did the kernel itself change the user registers of this stay from @entry to @now (through
+ * @pg), with no return between? rt_sigreturn's entry returns to the context it restores; a
+ * signal's delivery on the way out points them at a handler whose frame saved @entry
+ * (signal_frame_saved); a system call restarted without a handler returns to its own SYSCALL
+ * instruction, two bytes back, on the same stack (arch/x86/kernel/signal.c). Those are not
+ * returns no breakpoint saw (nested runs: every "unseen return" left of the trap strategy's,
+ * once samples in sync_regs() read the entry's registers, was one of these).
+ */
+static bool rewritten_in_stay(struct svcpu *sv, const struct gi_user_regs *entry,
+			      const struct gi_user_regs *now, const struct gi_paging *pg)
+{
+	if (entry->orig_ax == NR_RT_SIGRETURN)
+		return true;
+	if (now->sp == entry->sp && now->ip == entry->ip - 2)
+		return true;
+	return signal_frame_saved(sv, pg, now, entry);
+}
+
 /*
  * Sampling is off (a detach switched it off; under the marks lock): a vCPU still building a
  * sample the detach stopped waiting for must not make a mark after marks_drop_all, or mark_new
@@ -352,15 +374,18 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		}
 	} else if (mk && req->entry_known && !mk->exiting &&
 		   (mk->entry.ip != req->entry->ip || mk->entry.sp != req->entry->sp)) {
-		/* Same stay in the kernel, other user registers: execve set up the new program
-		 * (or the mark outlived an unseen return). The old mark ends with its walk; this
-		 * sample starts a new one. */
+		/* Same stay in the kernel, other user registers: execve set up the new program,
+		 * the kernel rewrote them (a signal's delivery, rt_sigreturn, a restart), or the
+		 * mark outlived an unseen return. The old mark ends with its walk; this sample
+		 * starts a new one. */
 		old = *mk;
 		release(sv, m, mk);
 		pthread_mutex_unlock(&m->lock);
 		emit_saved_entry_walk(sv, &old, req->entry, req->pg, req->mm);
 		sv->c.resolved_stale++;
-		if (old.mm == req->mm)
+		if (old.mm == req->mm && rewritten_in_stay(sv, &old.entry, req->entry, req->pg))
+			sv->c.marks_regs_rewritten++;
+		else if (old.mm == req->mm)
 			note_unseen_return(sv);
 		pthread_mutex_lock(&m->lock);
 		mk = NULL;

@@ -202,6 +202,9 @@ struct sampler_config {
 	X(traps_no_mark_in_workload) /* ... and traps_no_mark */                               \
 	X(returns_unseen)       /* marks that outlived a return to user no breakpoint saw (a  \
 				 * later kernel entry of the same thread and mm was sampled) */ \
+	X(marks_regs_rewritten) /* marks of a stay whose user registers the kernel rewrote    \
+				 * (a signal's delivery, rt_sigreturn, a restart): ended with \
+				 * their entry's walk at the next sample (not returns_unseen) */ \
 	X(bp_never_fired)       /* 1: BP_DEAD_UNSEEN returns went unseen before any breakpoint \
 				 * hit, and later kernel samples were walked at once (eager) */ \
 	X(flag_set_failed)      /* the task's flags could not be written: trapped instead */     \

@@ -44,11 +44,12 @@ def cache_dir():
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hvprof")
 
 
-# The kernel's entry code before the C handler (gi_in_entry_window), by symbol: there pt_regs may
-# still be the previous entry's, and an eager walk takes the entry's own frame instead.
+# The kernel's entry code before the C handler (gi_in_entry_window), by symbol, and sync_regs,
+# which error_entry calls to copy pt_regs to the task stack (gi_in_entry_save_call): there pt_regs
+# may still be the previous entry's, and an eager walk takes the entry's own frame instead.
 ENTRY_SYMS = re.compile(r"(entry_SYSCALL_64|irq_entries_start|spurious_entries_start|asm_exc_|"
                         r"asm_sysvec_|asm_common_interrupt|asm_spurious_interrupt|error_entry|"
-                        r"paranoid_entry)")
+                        r"paranoid_entry|sync_regs)")
 # USER_REGS regs[] (DWARF numbering): what a return to user must give back as it was at the entry
 # (rbx 3, rbp 6, rsp 7, r12-r15 12-15, rip 16); rax, rcx, r11 and the other scratch ones may not.
 KEPT = (3, 6, 7, 12, 13, 14, 15, 16)
