@@ -62,10 +62,13 @@ pidm = re.search(r"hvprof-demo: pid (\d+)", console)
 check("workload printed its ground truth", truth is not None and pidm is not None)
 
 # The cpu-clock counter counts the vCPU thread's CPU time (not wall time, which a busy host
-# stretches): samples per second of vCPU CPU time must match -F.
+# stretches): samples per second of vCPU CPU time must match -F. How many overflows merge into
+# one sample (a signal while one is pending) is the host's timing: under TCG ~20% did; the
+# accounting that holds everywhere is the "samples + overflows merged" check below.
 cnt = hvprec.read(data)["counters"] if os.path.exists(data) else {}
 rate = cnt.get("samples", 0) / (cnt.get("vcpu_cpu_ns", 0) / 1e9) if cnt.get("vcpu_cpu_ns") else 0
-check("1000 samples per second of vCPU time (within 10%)", 900 <= rate <= 1100, f"{rate:.0f}/s")
+checks.check_timing("1000 samples per second of vCPU time (within 10%)", 900 <= rate <= 1100,
+                    f"{rate:.0f}/s")
 # Each sample's period is the counter's real count since its vCPU's previous sample
 # (docs/recording-format.md, SAMPLE): they add up to the vCPU time sampled (from boot: all of it,
 # but the tail after each vCPU's last sample). cpu-clock counts with the scheduler's local_clock
