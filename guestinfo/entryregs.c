@@ -208,6 +208,20 @@ static int orc_entry_regs(const struct gi *gi, const struct gmem *mem, const str
 	return from_iret_frame(mem, &regs->pg, f.regs + IRET_FRAME_IP, live, out);
 }
 
+/*
+ * @rip (link-time) in a 32-bit system call's entry? Every other entry here is an interrupt's or
+ * an exception's (SYSCALL's has its own path), whose stub sets pt_regs.orig_ax to -1 once
+ * error_entry has returned (arch/x86/entry/entry_64.S, idtentry): until then the slot holds its
+ * vector or error code, which would pass for a system call's number (stay_class, walk_at_mark).
+ */
+static bool in_compat_entry(const struct gi *gi, uint64_t rip)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(gi->compat_entry); i++)
+		if (rip >= gi->compat_entry[i][0] && rip < gi->compat_entry[i][1])
+			return true;
+	return false;
+}
+
 int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
 		       uint64_t task, const struct gi_user_regs *live, struct gi_user_regs *out)
 {
@@ -226,5 +240,7 @@ int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct
 	err = gi->orc ? orc_entry_regs(gi, mem, regs, slide, live, out) : -ENOTSUP;
 	if (err == -ENOTSUP || err == -EAGAIN)
 		err = entry_stack_regs(gi, mem, regs, task, slide, live, out);
+	if (err == 0 && !in_compat_entry(gi, rip))
+		out->orig_ax = UINT64_MAX;
 	return err;
 }

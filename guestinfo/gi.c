@@ -95,6 +95,16 @@ static void gi_find_exit_paths(struct gi *gi)
 				gi->save_regs_end[i] = b;
 		}
 	}
+	for (size_t i = 0; i < ARRAY_SIZE(gi->compat_entry); i++) {
+		static const char *const name[] = { "entry_INT80_compat", "entry_SYSENTER_compat",
+						    "entry_SYSCALL_compat" };
+
+		if (symtab_find(gi->st, name[i], &a) == 0 &&
+		    sym_end(gi->st, name[i], a, 4096, &b) == 0) {
+			gi->compat_entry[i][0] = a;
+			gi->compat_entry[i][1] = b;
+		}
+	}
 	if (symtab_find(gi->st, "asm_exc_page_fault", &a) == 0) {
 		gi->pf_entry_kva = a;
 		gi->idt_pf_kva = a;

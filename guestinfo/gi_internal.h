@@ -247,6 +247,10 @@ struct gi {
 	 * not known: gi_in_entry_save_call) */
 	uint64_t save_regs_kva[3];
 	uint64_t save_regs_end[3];
+	/* entry_INT80_compat, entry_SYSENTER_compat, entry_SYSCALL_compat: [start, end), link-time,
+	 * 0/0 when absent (no IA32 emulation): 32-bit system calls, whose pt_regs.orig_ax is the
+	 * call's number where an interrupt's or exception's holds its vector or error code */
+	uint64_t compat_entry[3][2];
 	uint64_t tss_off;       /* cpu_tss_rw's per-CPU offset (TSS.sp0 at +4); UINT64_MAX: none */
 	struct gi_exit_work exit_work; /* link-time; head 0 when not found (exitwork.c) */
 	uint64_t exit_callers[4][2];   /* [start, end) of its callers, link-time; 0/0 unknown: from

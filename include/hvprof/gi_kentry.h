@@ -115,7 +115,9 @@ bool gi_at_user_exception_return(const struct gi *gi, uint64_t rip, uint64_t rsp
  * (TSS.sp0): the iret frame's ip, cs and sp with @live's other registers (the entry code changes
  * no callee-saved one before it saves it), or the pt_regs it has saved. @regs: the vCPU's
  * (CPL 0); @task: the sampled task (its kernel stack), 0 if unknown; @out: caller-owned.
- * Return: 0 and *@out (orig_ax -1 for an interrupt or exception); -ENOENT the entry interrupted
+ * Return: 0 and *@out (orig_ax -1 for an interrupt or exception, as its stub sets it before the
+ * handler, even where the slot still holds the vector or error code; the number in a 32-bit
+ * system call's entry); -ENOENT the entry interrupted
  * kernel mode (the task's pt_regs are its last user entry's); -EAGAIN the entry is part-way
  * where its registers cannot be told (an IST stack, CR3 held in RSP); -ENOTSUP the slide is
  * not known; -ENODATA no pt_regs layout; -EBADMSG, -ELOOP, read errors: a stack that does not

@@ -45,8 +45,8 @@
 #define STALE 0x5a5a5a5aull
 #define E(t, reg, off) { .type = (t), .sp_reg = (reg), .sp_offset = (off), .bp_reg = 0 }
 
-enum stage { AT_STUB, AFTER_SAVE, IN_SAVE_PUSHES, SAVED_FULL, IN_SAVE_CALLEE, FROM_KERNEL,
-	     SYSCALL_FIRST,
+enum stage { AT_STUB, AFTER_SAVE, IN_SAVE_PUSHES, SAVED_FULL, IN_SAVE_CALLEE, IN_COMPAT,
+	     FROM_KERNEL, SYSCALL_FIRST,
 	     SYSCALL_CR3, SYSCALL_PUSHING, SYSCALL_SS_ONLY, SYSCALL_WHOLE, SYSCALL_NO_TASK,
 	     STACK_UNMAPPED,
 	     NO_LAYOUT };
@@ -73,6 +73,8 @@ static const struct entry_want cases[] = {
 	{ "ORC, in sync_regs called by the save function: its pt_regs", IN_SAVE_CALLEE, true, 0,
 	  UIP, USP, 0xb1 },
 	{ "no ORC, the same by depth (below the saved words)", IN_SAVE_CALLEE, false, 0, UIP, USP,
+	  0xb1 },
+	{ "no ORC, a 32-bit system call's entry: orig_ax kept", IN_COMPAT, false, 0, UIP, USP,
 	  0xb1 },
 	{ "ORC, an interrupt of kernel mode", FROM_KERNEL, true, -ENOENT, 0, 0, 0 },
 	{ "no ORC, an interrupt of kernel mode", FROM_KERNEL, false, -ENOENT, 0, 0, 0 },
@@ -129,7 +131,8 @@ static void build(const struct entry_want *w, struct fakemem *fm, struct gi_regs
 	fakemem_w64(fm, STACK_GPA + 0x220, 0x2b);
 	for (unsigned int off = 0; off < 128; off += 8)
 		fakemem_w64(fm, STACK_GPA + 0x200 - 128 + off, STALE);
-	if (w->stage == AFTER_SAVE || w->stage == SAVED_FULL || w->stage == IN_SAVE_CALLEE)
+	if (w->stage == AFTER_SAVE || w->stage == SAVED_FULL || w->stage == IN_SAVE_CALLEE ||
+	    w->stage == IN_COMPAT)
 		fakemem_w64(fm, STACK_GPA + 0x200 - 128 + 40, 0xb1); /* bx, saved */
 	/* the task stack's pt_regs: the previous entry's, but for what this one pushed */
 	pt_regs_at(fm, TSTACK_GPA + 0x1000 - 168, UIP + 0x99, USP + 0x99);
@@ -150,6 +153,7 @@ static void build(const struct entry_want *w, struct fakemem *fm, struct gi_regs
 		r->rsp = FRAME - 8 - 8 - 16;
 		fakemem_w64(fm, STACK_GPA + 0x200 - 8 - 8, FN_S + 0x20);
 		break;
+	case IN_COMPAT: /* as SAVED_FULL, in a 32-bit system call's entry (gi->compat_entry) */
 	case SAVED_FULL: /* pt_regs at SP + 8 (below it R's return address) */
 		r->rip = FN_R + 0x40;
 		r->rsp = FRAME - 128 - 8;
@@ -212,6 +216,10 @@ static int one(const struct entry_want *w)
 	gi->exit1_start = FN_X;
 	gi->save_regs_kva[0] = FN_R;
 	gi->tss_off = TSS_OFF;
+	if (w->stage == IN_COMPAT) {
+		gi->compat_entry[1][0] = FN_R;
+		gi->compat_entry[1][1] = FN_R + 0x100;
+	}
 	ASSERT_EQ_INT(fakemem_init(&fm, 0), 0);
 	if (w->stage != STACK_UNMAPPED)
 		ASSERT_EQ_INT(fakemem_map(&fm, STACK, STACK_GPA, 4096, FPTE_NX), 0);
@@ -239,6 +247,10 @@ static int one(const struct entry_want *w)
 			ASSERT_EQ_U64(out.r12, STALE);
 		if (w->stage == SYSCALL_FIRST || w->stage == SYSCALL_PUSHING)
 			ASSERT_EQ_U64(out.orig_ax, 39);
+		else if (w->stage == IN_COMPAT)
+			ASSERT_EQ_U64(out.orig_ax, STALE); /* its system call's number, as read */
+		else if (w->stage < SYSCALL_FIRST) /* the slot's vector or error code: not a number */
+			ASSERT_EQ_U64(out.orig_ax, UINT64_MAX);
 	}
 	fakemem_fini(&fm);
 	gi_close(gi);
