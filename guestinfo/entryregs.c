@@ -141,9 +141,11 @@ static int syscall_entry_regs(const struct gi *gi, const struct gmem *mem,
  * An interrupt or exception entry from user mode, without ORC: the CPU switched to the entry
  * stack (TSS.sp0) and pushed the iret frame at its top; until error_entry has pushed all 15
  * registers (it clears them only then) they are the vCPU's, after that (and once it has
- * returned) they are the pt_regs below the frame, and so they are deeper down, in a function
- * error_entry called (sync_regs() copying them to the task stack: nothing else runs on the
- * entry stack). RSP elsewhere: on the task stack with pt_regs at its top (sync_regs() has moved
+ * returned) they are the pt_regs below the frame, and so they are one word deeper, in a function
+ * error_entry called with no frame of its own (sync_regs() copying them to the task stack, a
+ * return thunk's untraining). Deeper still is not known: a fault on the IRET to user mode is
+ * taken on this stack below its frame, and error_entry's fixup_bad_iret() rewrites pt_regs in
+ * two copies. RSP elsewhere: on the task stack with pt_regs at its top (sync_regs() has moved
  * them there: whole), in the cpu_entry_area (an IST stack: not known), or a kernel stack the
  * CPU did not switch (an interrupt of kernel mode: -ENOENT).
  */
@@ -168,7 +170,7 @@ static int entry_stack_regs(const struct gi *gi, const struct gmem *mem,
 		return -EBADMSG;
 	if (rsp < sp0 && rsp >= sp0 - ENTRY_STACK_SIZE) {
 		words = (sp0 - rsp) / 8;
-		if (rsp & 7 || words < ENTRY_WORDS_FRAME)
+		if (rsp & 7 || words < ENTRY_WORDS_FRAME || words > ENTRY_WORDS_SAVED + 1)
 			return -EAGAIN;
 		if (words >= ENTRY_WORDS_SAVED || after_save_call(gi, mem, pg, regs->rip, slide))
 			return whole(l, mem, pg, sp0 - 8 * ENTRY_WORDS_FRAME - IRET_FRAME_IP, out);

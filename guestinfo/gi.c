@@ -36,15 +36,19 @@ int gi_new_raw(const struct gi_layout *layout, uint64_t stext_kva, uint64_t etex
 }
 
 /* The end of symbol @name at @start: the next address another symbol starts at, looked for up
- * to @max bytes on. Return: 0 and *@end; -ENOENT none within @max. */
+ * to @max bytes on; the code's own inner labels, named after it (entry_SYSCALL_compat's
+ * entry_SYSCALL_compat_after_hwframe), do not end it. Return: 0 and *@end; -ENOENT none within
+ * @max. */
 static int sym_end(const struct symtab *st, const char *name, uint64_t start, uint64_t max,
 		   uint64_t *end)
 {
+	size_t len = strlen(name);
 	const char *at;
 	uint64_t off;
 
 	for (uint64_t e = start + 1; e < start + max; e++)
-		if (symtab_lookup(st, e, &at, &off) == 0 && off == 0 && strcmp(at, name) != 0) {
+		if (symtab_lookup(st, e, &at, &off) == 0 && off == 0 && strcmp(at, name) != 0 &&
+		    !(strncmp(at, name, len) == 0 && at[len] == '_')) {
 			*end = e;
 			return 0;
 		}
@@ -64,8 +68,7 @@ static void find_int3_entry(struct gi *gi)
 	gi->int3_entry[0] = gi->int3_entry[1] = 0;
 }
 
-/* The exit paths inside the entry text, and the #PF entry (see struct gi). */
-static void gi_find_exit_paths(struct gi *gi)
+void gi_find_exit_paths(struct gi *gi)
 {
 	uint64_t a, b;
 

@@ -398,6 +398,14 @@ static inline int gi_read_s32_at(const struct gmem *mem, const struct gi_paging 
 int gi_dentry_path(const struct gi *gi, const struct gmem *mem, const struct gi_paging *pg,
 		   uint64_t dentry, char *path, size_t path_size) __must_check;
 
+/*
+ * gi_find_exit_paths - from @gi->st, by symbol (link-time): the exit paths inside the entry text,
+ * error_return, the register-saving entry functions and their ends, the 32-bit system-call
+ * entries, the #PF entry (struct gi's fields; each 0 when its symbol is absent). Called by
+ * gi_open.
+ */
+void gi_find_exit_paths(struct gi *gi);
+
 /**
  * gi_new_raw - a session from explicit values, without files (unit tests, memory dumps). The
  * addresses are the running guest's: the KASLR slide is known, 0.

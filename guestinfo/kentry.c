@@ -248,7 +248,8 @@ bool gi_in_entry_save_call(const struct gi *gi, uint64_t ret)
 		return false;
 	ret -= slide; /* link-time from here on */
 	for (size_t i = 0; i < ARRAY_SIZE(gi->save_regs_kva); i++)
-		if (gi->save_regs_kva[i] && ret > gi->save_regs_kva[i] && ret < gi->save_regs_end[i])
+		if (gi->save_regs_kva[i] && ret > gi->save_regs_kva[i] &&
+		    ret < gi->save_regs_end[i])
 			return true;
 	return false;
 }

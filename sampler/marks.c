@@ -303,24 +303,32 @@ static void note_unseen_return(struct svcpu *sv)
 		sv->c.bp_never_fired++;
 }
 
+static bool sigframe_saved(struct svcpu *sv, const struct gi_paging *pg, uint64_t frame,
+			   uint64_t sc[2]);
 static bool signal_frame_saved(struct svcpu *sv, const struct gi_paging *pg,
 			       const struct gi_user_regs *now, const struct gi_user_regs *entry);
 
 /*
  * Did the kernel itself change the user registers of this stay from @entry to @now (through
- * @pg), with no return between? rt_sigreturn's entry returns to the context it restores; a
- * signal's delivery on the way out points them at a handler whose frame saved @entry
- * (signal_frame_saved); a system call restarted without a handler returns to its own SYSCALL
- * instruction, two bytes back, on the same stack (arch/x86/kernel/signal.c). Those are not
- * returns no breakpoint saw (nested runs: every "unseen return" left of the trap strategy's,
- * once samples in sync_regs() read the entry's registers, was one of these).
+ * @pg), with no return between? A 64-bit rt_sigreturn's entry returns to the context its frame
+ * holds (at the entry's RSP - 8: the handler's return popped pretcode); a signal's delivery on
+ * the way out points them at a handler whose frame saved @entry (signal_frame_saved); a system
+ * call restarted without a handler returns to its own SYSCALL instruction, two bytes back, on
+ * the same stack with the same orig_ax (arch/x86/kernel/signal.c). Those are not returns no
+ * breakpoint saw (nested runs: every "unseen return" left of the trap strategy's, once samples
+ * in sync_regs() read the entry's registers, was one of these). At most one 16-byte read.
  */
 static bool rewritten_in_stay(struct svcpu *sv, const struct gi_user_regs *entry,
 			      const struct gi_user_regs *now, const struct gi_paging *pg)
 {
+	uint64_t sc[2];
+
 	if (entry->orig_ax == NR_RT_SIGRETURN)
-		return true;
-	if (now->sp == entry->sp && now->ip == entry->ip - 2)
+		return (entry->cs & 0xffff) == SAMPLER_USER_CS_64 && entry->sp >= 8 &&
+		       sigframe_saved(sv, pg, entry->sp - 8, sc) && sc[0] == now->sp &&
+		       sc[1] == now->ip;
+	if (entry->orig_ax < NR_LIMIT && now->orig_ax == entry->orig_ax &&
+	    now->sp == entry->sp && now->ip == entry->ip - 2)
 		return true;
 	return signal_frame_saved(sv, pg, now, entry);
 }
@@ -551,13 +559,23 @@ void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint6
 static bool signal_frame_saved(struct svcpu *sv, const struct gi_paging *pg,
 			       const struct gi_user_regs *now, const struct gi_user_regs *entry)
 {
-	uint64_t sc[2], at;
+	uint64_t sc[2];
 
-	if (gi_is_kernel_gva(pg, now->sp) ||
-	    __builtin_add_overflow(now->sp, (uint64_t)SIGFRAME_SC_SP, &at) ||
-	    gi_read_gva(sv->s->mem, pg, at, sc, sizeof(sc)) != 0)
+	if (!sigframe_saved(sv, pg, now->sp, sc))
 		return false;
 	return sc[0] == entry->sp && (sc[1] == entry->ip || sc[1] == entry->ip - 2);
+}
+
+/* @sc: the RSP and RIP saved in the struct rt_sigframe at user GVA @frame (through @pg). One
+ * 16-byte guest read; false where it fails or @frame is not a user address. */
+static bool sigframe_saved(struct svcpu *sv, const struct gi_paging *pg, uint64_t frame,
+			   uint64_t sc[2])
+{
+	uint64_t at;
+
+	return !gi_is_kernel_gva(pg, frame) &&
+	       !__builtin_add_overflow(frame, (uint64_t)SIGFRAME_SC_SP, &at) &&
+	       gi_read_gva(sv->s->mem, pg, at, sc, 2 * sizeof(sc[0])) == 0;
 }
 
 /*

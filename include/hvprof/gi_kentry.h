@@ -85,8 +85,8 @@ bool gi_in_entry_window(const struct gi *gi, uint64_t rip);
  * (error_entry, paranoid_entry, xen_error_entry; arch/x86/entry/entry_64.S)? Then the sample
  * is in a function that one called: sync_regs() copying pt_regs from the CPU's entry stack to
  * the task stack, a return-thunk's untraining, fixup_bad_iret(); pt_regs at the top of the task
- * stack are not this entry's yet (gi_entry_user_regs finds them). False while the slide is not
- * known, or without the symbols and their ends.
+ * stack are not this entry's yet (gi_entry_user_regs finds them, or says they cannot be told).
+ * False while the slide is not known, or without the symbols and their ends.
  */
 bool gi_in_entry_save_call(const struct gi *gi, uint64_t ret);
 
@@ -116,8 +116,8 @@ bool gi_at_user_exception_return(const struct gi *gi, uint64_t rip, uint64_t rsp
  * no callee-saved one before it saves it), or the pt_regs it has saved. @regs: the vCPU's
  * (CPL 0); @task: the sampled task (its kernel stack), 0 if unknown; @out: caller-owned.
  * Return: 0 and *@out (orig_ax -1 for an interrupt or exception, as its stub sets it before the
- * handler, even where the slot still holds the vector or error code; the number in a 32-bit
- * system call's entry); -ENOENT the entry interrupted
+ * handler, even where the slot still holds the vector or error code; in a 32-bit system call's
+ * entry its number once saved); -ENOENT the entry interrupted
  * kernel mode (the task's pt_regs are its last user entry's); -EAGAIN the entry is part-way
  * where its registers cannot be told (an IST stack, CR3 held in RSP); -ENOTSUP the slide is
  * not known; -ENODATA no pt_regs layout; -EBADMSG, -ELOOP, read errors: a stack that does not

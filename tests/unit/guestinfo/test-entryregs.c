@@ -7,7 +7,9 @@
 // the refusals. The registers the stale pt_regs would give are never the answer.
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <hvprof/guestinfo.h>
 
@@ -45,7 +47,7 @@
 #define STALE 0x5a5a5a5aull
 #define E(t, reg, off) { .type = (t), .sp_reg = (reg), .sp_offset = (off), .bp_reg = 0 }
 
-enum stage { AT_STUB, AFTER_SAVE, IN_SAVE_PUSHES, SAVED_FULL, IN_SAVE_CALLEE, IN_COMPAT,
+enum stage { AT_STUB, AFTER_SAVE, IN_SAVE_PUSHES, SAVED_FULL, IN_SAVE_CALLEE, DEEPER, IN_COMPAT,
 	     FROM_KERNEL, SYSCALL_FIRST,
 	     SYSCALL_CR3, SYSCALL_PUSHING, SYSCALL_SS_ONLY, SYSCALL_WHOLE, SYSCALL_NO_TASK,
 	     STACK_UNMAPPED,
@@ -74,6 +76,8 @@ static const struct entry_want cases[] = {
 	  UIP, USP, 0xb1 },
 	{ "no ORC, the same by depth (below the saved words)", IN_SAVE_CALLEE, false, 0, UIP, USP,
 	  0xb1 },
+	{ "no ORC, a word deeper still (a fault on IRET, fixup_bad_iret): not known", DEEPER, false,
+	  -EAGAIN, 0, 0, 0 },
 	{ "no ORC, a 32-bit system call's entry: orig_ax kept", IN_COMPAT, false, 0, UIP, USP,
 	  0xb1 },
 	{ "ORC, an interrupt of kernel mode", FROM_KERNEL, true, -ENOENT, 0, 0, 0 },
@@ -164,6 +168,10 @@ static void build(const struct entry_want *w, struct fakemem *fm, struct gi_regs
 		fakemem_w64(fm, STACK_GPA + 0x200 - 128 - 16, FN_R + 0x44);
 		fakemem_w64(fm, STACK_GPA + 0x200 - 128 - 8, FN_S + 0x20);
 		break;
+	case DEEPER: /* as IN_SAVE_CALLEE, a word further down */
+		r->rip = FN_C + 0x1e;
+		r->rsp = FRAME - 128 - 24;
+		break;
 	case SYSCALL_FIRST:
 		r->rip = FN_Y;
 		r->rsp = USP;
@@ -195,7 +203,8 @@ static int one(const struct entry_want *w)
 					FN_Y, ETEXT };
 	const struct gi_orc_entry ent[] = {
 		E(GI_ORC_CALL, 5, 8), E(GI_ORC_REGS_PARTIAL, 5, 8), E(GI_ORC_REGS_PARTIAL, 5, 8),
-		E(GI_ORC_CALL, 5, 8), E(GI_ORC_CALL, 5, 24), E(GI_ORC_REGS, 5, 8), E(GI_ORC_END, 0, 0),
+		E(GI_ORC_CALL, 5, 8), E(GI_ORC_CALL, 5, 24), E(GI_ORC_REGS, 5, 8),
+		E(GI_ORC_END, 0, 0),
 		E(GI_ORC_UNDEFINED, 0, 0),
 	};
 	struct gi_user_regs live = { .bp = 0xbb, .bx = 0xb0, .cx = UIP + 2, .ax = 39 }, out;
@@ -218,6 +227,9 @@ static int one(const struct entry_want *w)
 	gi->tss_off = TSS_OFF;
 	if (w->stage == IN_COMPAT) {
 		gi->compat_entry[1][0] = FN_R;
+		gi->compat_entry[1][1] = FN_R + 0x100;
+	} else if (w->stage == SAVED_FULL) { /* one starting right after the sampled RIP */
+		gi->compat_entry[1][0] = FN_R + 0x41;
 		gi->compat_entry[1][1] = FN_R + 0x100;
 	}
 	ASSERT_EQ_INT(fakemem_init(&fm, 0), 0);
@@ -249,7 +261,7 @@ static int one(const struct entry_want *w)
 			ASSERT_EQ_U64(out.orig_ax, 39);
 		else if (w->stage == IN_COMPAT)
 			ASSERT_EQ_U64(out.orig_ax, STALE); /* its system call's number, as read */
-		else if (w->stage < SYSCALL_FIRST) /* the slot's vector or error code: not a number */
+		else if (w->stage < SYSCALL_FIRST) /* the slot's vector or error code: no number */
 			ASSERT_EQ_U64(out.orig_ax, UINT64_MAX);
 	}
 	fakemem_fini(&fm);
@@ -265,8 +277,59 @@ static int test_entry_regs(void)
 	return TEST_OK;
 }
 
+/*
+ * The ranges by symbol (gi_find_exit_paths, from a System.map): a 32-bit entry runs past its own
+ * inner labels (entry_SYSCALL_compat_after_hwframe) to the next other symbol; error_entry ends at
+ * the next function. A sample's first return address inside error_entry is a call it made
+ * (gi_in_entry_save_call: not at its first byte, not at its end).
+ */
+static int test_ranges_by_symbol(void)
+{
+	static const char map[] = "ffffffff81000000 T _stext\n"
+				  "ffffffff81001000 T entry_SYSCALL_compat\n"
+				  "ffffffff81001040 T entry_SYSCALL_compat_safe_stack\n"
+				  "ffffffff81001050 T entry_SYSCALL_compat_after_hwframe\n"
+				  "ffffffff810010a0 T entry_SYSRETL_compat_unsafe_stack\n"
+				  "ffffffff810010c0 T entry_SYSRETL_compat_end\n"
+				  "ffffffff81001100 T entry_INT80_compat\n"
+				  "ffffffff81001180 t error_entry\n"
+				  "ffffffff81001280 T sync_regs\n"
+				  "ffffffff81001300 T _etext\n";
+	char path[] = "/tmp/hvprof-entryregs-XXXXXX";
+	struct gi_layout l;
+	struct gi *gi = NULL;
+	int fd = mkstemp(path), ok;
+
+	ASSERT_TRUE(fd >= 0);
+	ok = write(fd, map, sizeof(map) - 1) == (ssize_t)(sizeof(map) - 1);
+	close(fd);
+	layout(&l);
+	if (!ok || gi_new_raw(&l, TEXT, ETEXT, 0, &gi) != 0 ||
+	    symtab_open_map(path, &gi->st) != 0) {
+		unlink(path);
+		gi_close(gi);
+		return TEST_FAIL;
+	}
+	unlink(path);
+	gi_find_exit_paths(gi);
+	ASSERT_EQ_U64(gi->compat_entry[2][0], 0xffffffff81001000ull);
+	ASSERT_EQ_U64(gi->compat_entry[2][1], 0xffffffff810010a0ull);
+	ASSERT_EQ_U64(gi->compat_entry[0][0], 0xffffffff81001100ull);
+	ASSERT_EQ_U64(gi->compat_entry[0][1], 0xffffffff81001180ull);
+	ASSERT_EQ_U64(gi->compat_entry[1][0], 0); /* no entry_SYSENTER_compat */
+	ASSERT_EQ_U64(gi->save_regs_kva[0], 0xffffffff81001180ull);
+	ASSERT_EQ_U64(gi->save_regs_end[0], 0xffffffff81001280ull);
+	ASSERT_TRUE(!gi_in_entry_save_call(gi, 0xffffffff81001180ull));
+	ASSERT_TRUE(gi_in_entry_save_call(gi, 0xffffffff81001181ull));
+	ASSERT_TRUE(gi_in_entry_save_call(gi, 0xffffffff8100127full));
+	ASSERT_TRUE(!gi_in_entry_save_call(gi, 0xffffffff81001280ull));
+	gi_close(gi);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "the user registers of an entry being made", test_entry_regs },
+	{ "the entry functions' ranges by symbol", test_ranges_by_symbol },
 };
 
 TEST_MAIN(tests)

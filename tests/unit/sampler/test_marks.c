@@ -698,97 +698,6 @@ out:
 	return ret;
 }
 
-/*
- * A later sample of the same stay with other user registers ends the mark either way; it counts
- * as a return no breakpoint saw only when the kernel did not rewrite the registers itself: a
- * signal's delivery (the handler's frame saved the entry's, or their SYSCALL two bytes back),
- * rt_sigreturn's entry (it restores another context), a restart with no handler (ip two bytes
- * back, same stack). Anything else, or another mm, is counted unseen.
- */
-static int regs_rewritten(struct fixture *f)
-{
-	struct gi_user_regs e = { 0x400100, U + 0x1000, U + 0x3000 }, w;
-	struct gi_user_regs handler = { 0x400900, U + 0x800, 0 }, other = { 0x400200, U + 0x900, 0 };
-	struct mark_req req, req2;
-	struct svcpu *sv = &f->s->vcpus[0];
-	uint64_t c;
-
-	e.entry_known = true;
-	e.cs = 0x33;
-	e.orig_ax = 0; /* read(2) */
-	req = req_of(f, FK_PID, &e);
-	/* another context, nothing saved the entry's: unseen */
-	c = marks_take(sv, &req);
-	req2 = req_of(f, FK_PID, &other);
-	ASSERT_TRUE(c && marks_take(sv, &req2) != c);
-	ASSERT_EQ_U64(sv->c.returns_unseen, 1);
-	ASSERT_EQ_U64(sv->c.marks_regs_rewritten, 0);
-	marks_flush(sv);
-	/* a handler's frame saved the entry's registers, or its SYSCALL instruction's */
-	ASSERT_EQ_INT(fk_w64(&f->fk, U + 0x800 + 168, e.sp), 0);
-	ASSERT_EQ_INT(fk_w64(&f->fk, U + 0x800 + 176, e.ip), 0);
-	c = marks_take(sv, &req);
-	req2 = req_of(f, FK_PID, &handler);
-	ASSERT_TRUE(c && marks_take(sv, &req2) != c);
-	ASSERT_EQ_U64(sv->c.marks_regs_rewritten, 1);
-	marks_flush(sv);
-	ASSERT_EQ_INT(fk_w64(&f->fk, U + 0x800 + 176, e.ip - 2), 0);
-	c = marks_take(sv, &req);
-	ASSERT_TRUE(c && marks_take(sv, &req2) != c);
-	ASSERT_EQ_U64(sv->c.marks_regs_rewritten, 2);
-	marks_flush(sv);
-	/* ... one saving another stack: unseen */
-	ASSERT_EQ_INT(fk_w64(&f->fk, U + 0x800 + 168, e.sp + 8), 0);
-	c = marks_take(sv, &req);
-	ASSERT_TRUE(c && marks_take(sv, &req2) != c);
-	ASSERT_EQ_U64(sv->c.marks_regs_rewritten, 2);
-	ASSERT_EQ_U64(sv->c.returns_unseen, 2);
-	marks_flush(sv);
-	/* a restart with no handler: back over the SYSCALL, same stack; not further back */
-	w = e;
-	w.ip = e.ip - 2;
-	c = marks_take(sv, &req);
-	req2 = req_of(f, FK_PID, &w);
-	ASSERT_TRUE(c && marks_take(sv, &req2) != c);
-	ASSERT_EQ_U64(sv->c.marks_regs_rewritten, 3);
-	marks_flush(sv);
-	w.ip = e.ip - 4;
-	c = marks_take(sv, &req);
-	req2 = req_of(f, FK_PID, &w);
-	ASSERT_TRUE(c && marks_take(sv, &req2) != c);
-	ASSERT_EQ_U64(sv->c.returns_unseen, 3);
-	marks_flush(sv);
-	/* rt_sigreturn's entry: the context it restores is another */
-	w = e;
-	w.orig_ax = 15;
-	req = req_of(f, FK_PID, &w);
-	c = marks_take(sv, &req);
-	req2 = req_of(f, FK_PID, &other);
-	ASSERT_TRUE(c && marks_take(sv, &req2) != c);
-	ASSERT_EQ_U64(sv->c.marks_regs_rewritten, 4);
-	ASSERT_EQ_U64(sv->c.returns_unseen, 3);
-	marks_flush(sv);
-	/* ... in another mm: neither (execve set up another program) */
-	c = marks_take(sv, &req);
-	req2.mm = f->fk.mm_kva + 0x1000;
-	ASSERT_TRUE(c && marks_take(sv, &req2) != c);
-	ASSERT_EQ_U64(sv->c.marks_regs_rewritten, 4);
-	ASSERT_EQ_U64(sv->c.returns_unseen, 3);
-	return TEST_OK;
-}
-
-static int test_regs_rewritten(void)
-{
-	struct fixture f;
-	int ret;
-
-	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
-		return TEST_FAIL;
-	ret = regs_rewritten(&f);
-	fixture_fini(&f);
-	return ret;
-}
-
 static const struct test_case tests[] = {
 	{ "marks: take, reuse within one stay, resolve on another vCPU", test_mark_reuse_resolve },
 	{ "marks: other user registers end a mark with its saved walk", test_stale_registers },
@@ -808,8 +717,6 @@ static const struct test_case tests[] = {
 	{ "marks: table full falls back, every mark ends in one record", test_table_full },
 	{ "marks: lookups and expiry bounded by the highest slot in use", test_slot_bound },
 	{ "marks: the walk at the mark only where the stack may go first", test_walk_at_mark },
-	{ "marks: registers the kernel rewrote in a stay are no unseen return",
-	  test_regs_rewritten },
 };
 
 TEST_MAIN(tests)
