@@ -248,6 +248,19 @@ static void at_syscall_entry(struct fixture *f, struct kvm_regs *regs)
 	regs->rbp = f->entry.bp;
 }
 
+/* A sample whose entry's registers were not found (the @i-th got, the first counted so): its
+ * user part lost, no USER_REGS. */
+static int sample_lost(struct svcpu *sv, struct kvm_regs *regs, struct kvm_sregs *sregs, int i)
+{
+	ASSERT_EQ_INT(sample_from_regs(sv, regs, sregs, 1000000, 0, 0), 0);
+	ASSERT_EQ_INT(n_got, i + 1);
+	ASSERT_EQ_INT(got[i].user_stop, HVP_WALK_LOST);
+	ASSERT_EQ_INT(got[i].n_user, 0);
+	ASSERT_TRUE(!got_regs[i]);
+	ASSERT_EQ_U64(sv->c.user_regs_entry_unsaved, 1);
+	return TEST_OK;
+}
+
 /*
  * Eager, a sample in the entry window: pt_regs may be the previous entry's, so they are not
  * walked. Where the entry's own registers cannot be found (this kernel has no ORC tables, and
@@ -262,12 +275,7 @@ static int sample_entry_window(struct fixture *f)
 	struct gi *gi = f->s->gi;
 
 	ASSERT_EQ_INT(in_entry_window(f, &regs, &sregs), 0);
-	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
-	ASSERT_EQ_INT(n_got, 1);
-	ASSERT_EQ_INT(got[0].user_stop, HVP_WALK_LOST);
-	ASSERT_EQ_INT(got[0].n_user, 0);
-	ASSERT_TRUE(!got_regs[0]);
-	ASSERT_EQ_U64(sv->c.user_regs_entry_unsaved, 1);
+	ASSERT_EQ_INT(sample_lost(sv, &regs, &sregs, 0), TEST_OK);
 	ASSERT_EQ_U64(sv->c.user_regs_entry_found, 0);
 
 	at_syscall_entry(f, &regs);
@@ -325,12 +333,7 @@ static int sample_entry_save_call(struct fixture *f)
 	ASSERT_EQ_U64(sv->c.user_regs_entry_unsaved, 0);
 	/* it is: the stale registers are not walked */
 	gi->save_regs_end[1] = caller + 1;
-	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 0, 0), 0);
-	ASSERT_EQ_INT(n_got, 3);
-	ASSERT_EQ_INT(got[2].user_stop, HVP_WALK_LOST);
-	ASSERT_EQ_INT(got[2].n_user, 0);
-	ASSERT_TRUE(!got_regs[2]);
-	ASSERT_EQ_U64(sv->c.user_regs_entry_unsaved, 1);
+	ASSERT_EQ_INT(sample_lost(sv, &regs, &sregs, 2), TEST_OK);
 	return TEST_OK;
 }
 
