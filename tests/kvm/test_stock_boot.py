@@ -12,8 +12,8 @@ with the default image's initramfs to /init, recorded with --callchain-mode both
 samples in the entry window (pt_regs maybe the previous entry's) are walked at once from the
 entry's own frame: their registers must be the ones their thread returns to user with (the
 deferred walk beside them). On PVM hosts that part skips with the reason (kernel code is emulated
-at ~0.7 us per instruction: the stock kernel does not reach /init), and under the nested harness
-with breakpoints (docs/nested-svm.md: the trap strategy's boot crawls there).
+at ~0.7 us per instruction: the stock kernel does not reach /init); under the nested harness it
+runs (docs/nested-svm.md).
 
 usage: test_stock_boot.py HVPROF
 Exit: 0 passed, 1 failed (2: no console line at all), 77 skipped (no /dev/kvm or no stock kernel).
@@ -257,15 +257,10 @@ else:
 if is_pvm:
     print("skip (part 2): PVM host: the stock kernel's CPL0 code is emulated (~0.7 us per "
           "instruction) and does not reach /init here; the /init run needs VMX/SVM")
-elif os.environ.get("HVPROF_HOST") == "nested-tcg" and os.environ.get("HVPROF_NESTED_BP") == "1":
-    # The stock kernel takes the sysretq/iretq trap strategy, which arms and disarms its
-    # breakpoints around marks (two KVM_SET_GUEST_DEBUG per mark), and the nested QEMU flushes
-    # its translated code whenever the armed set changes at a VMRUN (scripts/nested-qemu.sh):
-    # with ~25 changes a second the boot crawls (2026-12-05: no /init in 200 s; eager: 23 s).
-    print("skip (part 2): nested SVM under TCG (scripts/nested-svm.sh): the trap strategy's "
-          "breakpoints change at every mark, and each change makes that QEMU retranslate all "
-          "code: the stock kernel's boot crawls (docs/nested-svm.md)")
 else:
+    # Under the nested harness the trap strategy's breakpoints, armed and disarmed around
+    # marks, cost its QEMU the blocks of their pages at each change (scripts/nested-qemu.sh,
+    # stamp dr7-4: /init in 26 s; a QEMU that flushes all its code there crawls).
     image = os.environ.get("HVPROF_IMAGE") or os.path.join(cache_dir(), "images", "default")
     if not os.path.isfile(os.path.join(image, "manifest")):
         print(f"skip (part 2): no default image at {image} for the /init run")
