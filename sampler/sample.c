@@ -104,9 +104,11 @@ static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs
  * this vCPU's last hit on a thread's way to user mode was (the exit-work loop's clear of
  * TIF_NOTIFY_RESUME, sysretq/iretq to user mode, or the branch to that iretq:
  * sv->stepped_pc) with RF set by that hit's step over it (VMX/SVM; where RF is ignored, PVM, the
- * hit completes the instruction and RIP is past it), or, after that branch, on its way from the
- * branch's target to the iretq (no breakpoint there: a mark made now would outlive the
- * return), or an interrupt taken at the clear (a chain frame exactly there: the
+ * hit completes the instruction and RIP is past it), or on its way from that branch's target to
+ * the iretq with an IRET frame to user mode (no breakpoint there: a mark made now would outlive
+ * the return, whether the branch was hit or not armed when the thread took it; the same code
+ * serves returns to the kernel, which the frame's CS tells apart: one 8-byte read), or an
+ * interrupt taken at the clear (a chain frame exactly there: the
  * event came before the stepped clear ran, its frame keeps RF, and its IRET passes the clear
  * with no hit)? The instruction runs next, with no hit: it clears a flag set now itself, and a
  * trap armed now is not hit by it, so a mark made now would outlive its return unseen (nested
@@ -117,7 +119,8 @@ static bool entry_user_regs(struct svcpu *sv, uint64_t task, struct gi_user_regs
  * hit); so is a clear right after a call, whose return address would look the same (not the
  * 6.1 loop's: a jcc precedes it). Either way the walk made is the right one.
  */
-static bool on_stepped_site(const struct svcpu *sv, const struct hvp_sample *smp)
+static bool on_stepped_site(const struct svcpu *sv, const struct hvp_sample *smp,
+			    const struct gi_paging *pg)
 {
 	const struct sampler *s = sv->s;
 	uint64_t clear;
@@ -129,9 +132,17 @@ static bool on_stepped_site(const struct svcpu *sv, const struct hvp_sample *smp
 		return true;
 	/* past the branch to the iretq that this vCPU's last hit stepped or completed (the trap
 	 * strategy's site where the image has it): up to the iretq nothing more is hit */
-	if (sv->stepped_pc && sv->stepped_pc == s->traps.sites.iret_user &&
-	    smp->rip >= s->traps.sites.iret_user_target && smp->rip <= s->traps.sites.iret)
-		return true;
+	if (s->traps.sites.iret_user && smp->rip >= s->traps.sites.iret_user_target &&
+	    smp->rip <= s->traps.sites.iret) {
+		uint64_t cs, at;
+
+		if (sv->stepped_pc == s->traps.sites.iret_user)
+			return true;
+		if (sv->sample_vcpu_regs &&
+		    !__builtin_add_overflow(sv->sample_vcpu_regs->rsp, 8, &at) &&
+		    gi_read_gva(s->mem, pg, at, &cs, sizeof(cs)) == 0 && (cs & 3) == 3)
+			return true;
+	}
 	clear = s->traps.flag ? s->traps.ew.clear : 0;
 	for (unsigned int i = 1; clear && i < smp->n_kernel && i < HVP_MAX_CALLCHAIN; i++)
 		if (smp->kernel_ips[i] == clear)
@@ -206,7 +217,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		 * with the restored context) */
 		req.entry_known = entry_user_regs(sv, task, &ur, &req.window);
 	}
-	if (!req.exit_tail && on_stepped_site(sv, smp)) {
+	if (!req.exit_tail && on_stepped_site(sv, smp, pg)) {
 		req.exit_tail = true;
 		sv->c.tail_stepped_site++;
 	}

@@ -473,6 +473,31 @@ static int test_sample_on_stepped_site(void)
 	ASSERT_EQ_INT(n_flag_set, 5);
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 5);
 	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	/* ... but with RSP at an IRET frame to user mode (the branch taken while not armed, no
+	 * hit): past it all the same, resolved at once; one back to kernel mode: flagged */
+	vregs.rsp = PT_REGS + 128; /* pt_regs' ip, cs (0x33), flags, sp, ss */
+	tail_sample(&smp, iret - 2);
+	user_sample(&f, sv, &smp);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 6);
+	tail_sample(&smp, iret);
+	user_sample(&f, sv, &smp);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 7);
+	tail_sample(&smp, iret + 2); /* past the iretq: not this code */
+	user_sample(&f, sv, &smp);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(n_flag_set, 6);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	vregs.rsp = PT_REGS - 64; /* an interrupt's IRET frame back to kernel mode (CS 0x10) */
+	ASSERT_EQ_INT(fk_w64(&f.fk, PT_REGS - 56, 0x10), 0);
+	tail_sample(&smp, iret - 2);
+	user_sample(&f, sv, &smp);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(n_flag_set, 7);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 7);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	vregs.rsp = 0;
 	f.s->traps.sites.iret_user = f.s->traps.sites.iret_user_target = 0;
 	vregs.rflags |= 1ull << 16;
 
@@ -487,9 +512,9 @@ static int test_sample_on_stepped_site(void)
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_INT(n_first, 0); /* the sysretq/iretq trap was not armed */
 	ASSERT_EQ_U64(atomic_load(&f.s->marks.pending), 0);
-	ASSERT_EQ_INT(n_recs, 6); /* the five flagged marks' walks, then this one */
-	ASSERT_EQ_INT(check_good_walk(&recs[5], smp.cookie), TEST_OK);
-	ASSERT_EQ_U64(sv->c.tail_stepped_site, 6);
+	ASSERT_EQ_INT(n_recs, 8); /* the seven flagged marks' walks, then this one */
+	ASSERT_EQ_INT(check_good_walk(&recs[7], smp.cookie), TEST_OK);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 8);
 	ret = TEST_OK;
 fini:
 	if (f.s)
