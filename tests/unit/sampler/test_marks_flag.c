@@ -331,6 +331,31 @@ fini:
 	return ret;
 }
 
+/* A sample at @rip resolved at once as on a stepped site, the @stepped-th so counted. */
+static int at_once(struct fixture *f, struct svcpu *sv, uint64_t rip, uint64_t stepped)
+{
+	struct hvp_sample smp;
+
+	tail_sample(&smp, rip);
+	user_sample(f, sv, &smp);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, stepped);
+	return TEST_OK;
+}
+
+/* A sample at @rip that flags a mark (the @flags-th flag set), resolved then by its return. */
+static int flagged(struct fixture *f, struct svcpu *sv, uint64_t rip, int flags)
+{
+	struct hvp_sample smp;
+
+	tail_sample(&smp, rip);
+	user_sample(f, sv, &smp);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(n_flag_set, flags);
+	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
+	return TEST_OK;
+}
+
 /*
  * A sample on a return-to-user breakpoint whose hit was taken and is being stepped over (RIP
  * at the loop's clear of TIF_NOTIFY_RESUME or at sysretq/iretq, RFLAGS.RF set): the clear
@@ -453,50 +478,22 @@ static int test_sample_on_stepped_site(void)
 	f.s->traps.sites.iret_user_target = iret - 7;
 	sv->stepped_pc = iret - 0x20;
 	vregs.rflags &= ~(1ull << 16);
-	tail_sample(&smp, iret - 2);
-	user_sample(&f, sv, &smp);
-	ASSERT_EQ_U64(smp.cookie, 0);
-	ASSERT_EQ_U64(sv->c.tail_stepped_site, 4);
-	tail_sample(&smp, iret);
-	user_sample(&f, sv, &smp);
-	ASSERT_EQ_U64(smp.cookie, 0);
-	ASSERT_EQ_U64(sv->c.tail_stepped_site, 5);
-	tail_sample(&smp, iret - 8);
-	user_sample(&f, sv, &smp);
-	ASSERT_TRUE(smp.cookie != 0);
-	ASSERT_EQ_INT(n_flag_set, 4);
-	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	ASSERT_EQ_INT(at_once(&f, sv, iret - 2, 4), TEST_OK);
+	ASSERT_EQ_INT(at_once(&f, sv, iret, 5), TEST_OK);
+	ASSERT_EQ_INT(flagged(&f, sv, iret - 8, 4), TEST_OK);
 	sv->stepped_pc = clear;
-	tail_sample(&smp, iret - 2);
-	user_sample(&f, sv, &smp);
-	ASSERT_TRUE(smp.cookie != 0);
-	ASSERT_EQ_INT(n_flag_set, 5);
+	ASSERT_EQ_INT(flagged(&f, sv, iret - 2, 5), TEST_OK);
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 5);
-	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
 	/* ... but with RSP at an IRET frame to user mode (the branch taken while not armed, no
 	 * hit): past it all the same, resolved at once; one back to kernel mode: flagged */
 	vregs.rsp = PT_REGS + 128; /* pt_regs' ip, cs (0x33), flags, sp, ss */
-	tail_sample(&smp, iret - 2);
-	user_sample(&f, sv, &smp);
-	ASSERT_EQ_U64(smp.cookie, 0);
-	ASSERT_EQ_U64(sv->c.tail_stepped_site, 6);
-	tail_sample(&smp, iret);
-	user_sample(&f, sv, &smp);
-	ASSERT_EQ_U64(smp.cookie, 0);
-	ASSERT_EQ_U64(sv->c.tail_stepped_site, 7);
-	tail_sample(&smp, iret + 2); /* past the iretq: not this code */
-	user_sample(&f, sv, &smp);
-	ASSERT_TRUE(smp.cookie != 0);
-	ASSERT_EQ_INT(n_flag_set, 6);
-	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	ASSERT_EQ_INT(at_once(&f, sv, iret - 2, 6), TEST_OK);
+	ASSERT_EQ_INT(at_once(&f, sv, iret, 7), TEST_OK);
+	ASSERT_EQ_INT(flagged(&f, sv, iret + 2, 6), TEST_OK); /* past the iretq: not this code */
 	vregs.rsp = PT_REGS - 64; /* an interrupt's IRET frame back to kernel mode (CS 0x10) */
 	ASSERT_EQ_INT(fk_w64(&f.fk, PT_REGS - 56, 0x10), 0);
-	tail_sample(&smp, iret - 2);
-	user_sample(&f, sv, &smp);
-	ASSERT_TRUE(smp.cookie != 0);
-	ASSERT_EQ_INT(n_flag_set, 7);
+	ASSERT_EQ_INT(flagged(&f, sv, iret - 2, 7), TEST_OK);
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 7);
-	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
 	vregs.rsp = 0;
 	f.s->traps.sites.iret_user = f.s->traps.sites.iret_user_target = 0;
 	vregs.rflags |= 1ull << 16;
