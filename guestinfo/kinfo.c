@@ -88,7 +88,7 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 	struct symtab *st = NULL;
 	const void *data;
 	size_t size, n = 0;
-	uint64_t addr;
+	uint64_t addr, iret;
 	int err;
 
 	if (!kernel || !out)
@@ -224,13 +224,13 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 	if (err == -ENOMEM)
 		goto out;
 	d->n_sites = n < GI_KINFO_MAX_SITES ? n : GI_KINFO_MAX_SITES;
-	if (st && gi_iret_site_of(d->sites, d->n_sites)) {
+	iret = gi_iret_site_of(d->sites, d->n_sites);
+	if (st && iret) {
 		struct gi_branch b = { 0 };
 		const char *name;
 
 		/* as gi_open */
-		err = gi_iret_user_branch_find(st, kinfo_read, img,
-					       gi_iret_site_of(d->sites, d->n_sites), &b);
+		err = gi_iret_user_branch_find(st, kinfo_read, img, iret, &b);
 		if (err == -ENOMEM)
 			goto out;
 		d->iret_user = b.kva;

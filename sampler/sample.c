@@ -130,8 +130,10 @@ static bool on_stepped_site(const struct svcpu *sv, const struct hvp_sample *smp
 	if (sv->stepped_pc && smp->rip == sv->stepped_pc && sv->sample_vcpu_regs &&
 	    (sv->sample_vcpu_regs->rflags & VMM_RFLAGS_RF))
 		return true;
-	/* past the branch to the iretq that this vCPU's last hit stepped or completed (the trap
-	 * strategy's site where the image has it): up to the iretq nothing more is hit */
+	/* from the target of the branch to the iretq (the trap strategy's site where the image
+	 * has it) to the iretq nothing more is hit: past it once this vCPU's last hit stepped or
+	 * completed that branch, or (the branch not armed when the thread took it) when the IRET
+	 * frame at RSP goes to user mode; the same code returns to the kernel too */
 	if (s->traps.sites.iret_user && smp->rip >= s->traps.sites.iret_user_target &&
 	    smp->rip <= s->traps.sites.iret) {
 		uint64_t cs, at;
