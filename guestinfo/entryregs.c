@@ -244,5 +244,11 @@ int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct
 		err = entry_stack_regs(gi, mem, regs, task, slide, live, out);
 	if (err == 0 && !in_compat_entry(gi, rip))
 		out->orig_ax = UINT64_MAX;
+	else if (err == 0 && out->orig_ax == UINT64_MAX && rip >= gi->compat_entry[0][0] &&
+		 rip < gi->compat_entry[0][1])
+		/* entry_INT80_compat on the entry stack (the iret frame, then its pushes of orig_ax
+		 * and rdi before it moves them to the task stack): the number is still in RAX, which
+		 * the entry saves zero-extended (movl %eax, %eax; arch/x86/entry/entry_64_compat.S) */
+		out->orig_ax = (uint32_t)live->ax;
 	return err;
 }

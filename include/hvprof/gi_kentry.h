@@ -117,7 +117,8 @@ bool gi_at_user_exception_return(const struct gi *gi, uint64_t rip, uint64_t rsp
  * (CPL 0); @task: the sampled task (its kernel stack), 0 if unknown; @out: caller-owned.
  * Return: 0 and *@out (orig_ax -1 for an interrupt or exception, as its stub sets it before the
  * handler, even where the slot still holds the vector or error code; in a 32-bit system call's
- * entry its number once saved); -ENOENT the entry interrupted
+ * entry its number: as saved, or from RAX zero-extended while `int $0x80`'s entry is still on
+ * the entry stack); -ENOENT the entry interrupted
  * kernel mode (the task's pt_regs are its last user entry's); -EAGAIN the entry is part-way
  * where its registers cannot be told (an IST stack, CR3 held in RSP); -ENOTSUP the slide is
  * not known; -ENODATA no pt_regs layout; -EBADMSG, -ELOOP, read errors: a stack that does not

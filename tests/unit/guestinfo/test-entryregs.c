@@ -48,7 +48,7 @@
 #define E(t, reg, off) { .type = (t), .sp_reg = (reg), .sp_offset = (off), .bp_reg = 0 }
 
 enum stage { AT_STUB, AFTER_SAVE, IN_SAVE_PUSHES, SAVED_FULL, IN_SAVE_CALLEE, DEEPER, IN_COMPAT,
-	     FROM_KERNEL, SYSCALL_FIRST,
+	     IN_INT80, FROM_KERNEL, SYSCALL_FIRST,
 	     SYSCALL_CR3, SYSCALL_PUSHING, SYSCALL_SS_ONLY, SYSCALL_WHOLE, SYSCALL_NO_TASK,
 	     STACK_UNMAPPED,
 	     NO_LAYOUT };
@@ -80,6 +80,8 @@ static const struct entry_want cases[] = {
 	  -EAGAIN, 0, 0, 0 },
 	{ "no ORC, a 32-bit system call's entry: orig_ax kept", IN_COMPAT, false, 0, UIP, USP,
 	  0xb1 },
+	{ "no ORC, int $0x80's entry before its switch of stacks: orig_ax from RAX", IN_INT80,
+	  false, 0, UIP, USP, 0xb0 },
 	{ "ORC, an interrupt of kernel mode", FROM_KERNEL, true, -ENOENT, 0, 0, 0 },
 	{ "no ORC, an interrupt of kernel mode", FROM_KERNEL, false, -ENOENT, 0, 0, 0 },
 	{ "SYSCALL's first instruction: RCX and RSP", SYSCALL_FIRST, true, 0, UIP + 2, USP, 0xb0 },
@@ -168,6 +170,10 @@ static void build(const struct entry_want *w, struct fakemem *fm, struct gi_regs
 		fakemem_w64(fm, STACK_GPA + 0x200 - 128 - 16, FN_R + 0x44);
 		fakemem_w64(fm, STACK_GPA + 0x200 - 128 - 8, FN_S + 0x20);
 		break;
+	case IN_INT80: /* the iret frame (no error code), orig_ax and rdi pushed */
+		r->rip = FN_S + 0x4;
+		r->rsp = FRAME - 16;
+		break;
 	case DEEPER: /* as IN_SAVE_CALLEE, a word further down */
 		r->rip = FN_C + 0x1e;
 		r->rsp = FRAME - 128 - 24;
@@ -228,6 +234,10 @@ static int one(const struct entry_want *w)
 	if (w->stage == IN_COMPAT) {
 		gi->compat_entry[1][0] = FN_R;
 		gi->compat_entry[1][1] = FN_R + 0x100;
+	} else if (w->stage == IN_INT80) { /* entry_INT80_compat */
+		gi->compat_entry[0][0] = FN_S;
+		gi->compat_entry[0][1] = FN_S + 0x10;
+		live.ax = 0xdead00000000ull | 11; /* the number in EAX; the upper half the user's */
 	} else if (w->stage == SAVED_FULL) { /* one starting right after the sampled RIP */
 		gi->compat_entry[1][0] = FN_R + 0x41;
 		gi->compat_entry[1][1] = FN_R + 0x100;
@@ -261,6 +271,8 @@ static int one(const struct entry_want *w)
 			ASSERT_EQ_U64(out.orig_ax, 39);
 		else if (w->stage == IN_COMPAT)
 			ASSERT_EQ_U64(out.orig_ax, STALE); /* its system call's number, as read */
+		else if (w->stage == IN_INT80)
+			ASSERT_EQ_U64(out.orig_ax, 11); /* as the entry will push it: zero-extended */
 		else if (w->stage < SYSCALL_FIRST) /* the slot's vector or error code: no number */
 			ASSERT_EQ_U64(out.orig_ax, UINT64_MAX);
 	}
