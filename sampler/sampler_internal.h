@@ -328,6 +328,11 @@ void trap_loop_resolve(struct svcpu *sv, const struct kvm_regs *regs,
  * mode only (iret_user) where the image has one, else the iretq (slid GVAs). */
 uint64_t trap_iret_site(const struct gi_return_sites *r);
 
+/* Whether guest memory (through @pg) holds sysretq (48 0f 07) at the traps' sysretq site and,
+ * at the interrupt-return site, the image's branch to the iretq (its iret_user_len bytes) where
+ * it has one, else iretq (48 cf): checked once, at the first hit, before a hit is trusted. */
+bool trap_sites_verified(const struct sampler *s, const struct gi_paging *pg);
+
 /* Where the CPU goes from @r's iret_user branch with @rflags: its target when its condition
  * holds (jmp; jne: ZF clear), else past it (SDM vol. 2A, Jcc and JMP). Pure: unit-tested. */
 uint64_t trap_branch_next(const struct gi_return_sites *r, uint64_t rflags);

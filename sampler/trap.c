@@ -57,9 +57,7 @@ uint64_t trap_iret_site(const struct gi_return_sites *r)
 	return r->iret_user ? r->iret_user : r->iret;
 }
 
-/* Check once, in guest memory, that the sites hold sysretq (48 0f 07) and iretq (48 cf), or the
- * branch to it as in the image. */
-static bool sites_verified(const struct sampler *s, const struct gi_paging *pg)
+bool trap_sites_verified(const struct sampler *s, const struct gi_paging *pg)
 {
 	static const uint8_t sysretq[3] = { 0x48, 0x0f, 0x07 }, iretq[2] = { 0x48, 0xcf };
 	const struct gi_return_sites *r = &s->traps.sites;
@@ -471,7 +469,7 @@ int trap_debug_hook(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool r
 		if (vmm_vcpu_regs(v, NULL, &sregs) != 0)
 			return 1;
 		pg = sampler_paging(s, sregs);
-		if (!sites_verified(s, &pg)) {
+		if (!trap_sites_verified(s, &pg)) {
 			vmm_end(s->vm, HVP_END_ERROR, -1,
 				"the return-to-user sites 0x%llx/0x%llx do not hold "
 				"sysretq/%s in guest memory",

@@ -473,6 +473,54 @@ static int test_trap_branch(void)
 	return TEST_OK;
 }
 
+/* The sites in guest memory, checked at the first hit: sysretq, then the image's branch to the
+ * iretq (its bytes, as many as the image's) where it has one, else iretq; a byte off, a site not
+ * mapped, or a branch longer than its bytes refuses. */
+static int test_trap_sites_verified(void)
+{
+	static const uint8_t sysretq[3] = { 0x48, 0x0f, 0x07 }, iretq[2] = { 0x48, 0xcf };
+	static const uint8_t jne[6] = { 0x0f, 0x85, 0x9d, 0x00, 0x00, 0x00 };
+	const uint64_t page = FK_STEXT + 0x20000, page_gpa = 0x600000;
+	struct gi_return_sites *r;
+	struct fixture f;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 1) ||
+	    fakemem_map(&f.fk.fm, page, page_gpa, 4096, 0) != 0)
+		goto fini;
+	r = &f.s->traps.sites;
+	*r = (struct gi_return_sites){ .sysret = page + 0x10, .iret = page + 0x100 };
+	fakemem_wbytes(&f.fk.fm, page_gpa + 0x10, sysretq, sizeof(sysretq));
+	ASSERT_TRUE(!trap_sites_verified(f.s, &f.fk.fm.pg)); /* no iretq yet */
+	fakemem_wbytes(&f.fk.fm, page_gpa + 0x100, iretq, sizeof(iretq));
+	ASSERT_TRUE(trap_sites_verified(f.s, &f.fk.fm.pg));
+	fakemem_wbytes(&f.fk.fm, page_gpa + 0x11, "\x05", 1); /* syscall, not sysretq */
+	ASSERT_TRUE(!trap_sites_verified(f.s, &f.fk.fm.pg));
+	fakemem_wbytes(&f.fk.fm, page_gpa + 0x10, sysretq, sizeof(sysretq));
+
+	/* the branch: its own bytes at its own site, whatever is at the iretq's */
+	r->iret_user = page + 0x80;
+	r->iret_user_len = sizeof(jne);
+	memcpy(r->iret_user_bytes, jne, sizeof(jne));
+	ASSERT_TRUE(!trap_sites_verified(f.s, &f.fk.fm.pg)); /* not in guest memory yet */
+	fakemem_wbytes(&f.fk.fm, page_gpa + 0x80, jne, sizeof(jne));
+	ASSERT_TRUE(trap_sites_verified(f.s, &f.fk.fm.pg));
+	fakemem_wbytes(&f.fk.fm, page_gpa + 0x100, "\x90\x90", 2); /* the iretq's not checked */
+	ASSERT_TRUE(trap_sites_verified(f.s, &f.fk.fm.pg));
+	fakemem_wbytes(&f.fk.fm, page_gpa + 0x85, "\x01", 1); /* the last byte differs */
+	ASSERT_TRUE(!trap_sites_verified(f.s, &f.fk.fm.pg));
+	fakemem_wbytes(&f.fk.fm, page_gpa + 0x85, jne + 5, 1);
+	r->iret_user_len = sizeof(r->iret_user_bytes) + 1; /* more than it holds */
+	ASSERT_TRUE(!trap_sites_verified(f.s, &f.fk.fm.pg));
+	r->iret_user_len = sizeof(jne);
+	r->iret_user = page + 0x1000; /* not mapped */
+	ASSERT_TRUE(!trap_sites_verified(f.s, &f.fk.fm.pg));
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
 /*
  * Attach windows: a mark is refused while sampling is off (before the first window, and a late
  * vCPU still in the sample a timed-out detach stopped waiting for: mark_new would arm the
@@ -700,6 +748,7 @@ static const struct test_case tests[] = {
 	{ "current thread: an exiting user thread is no kernel thread", test_current_thread_exiting },
 	{ "trap decisions from sysretq/iretq registers", test_trap_decide },
 	{ "the branch to the iretq: where the CPU goes, where the breakpoint sits", test_trap_branch },
+	{ "the traps' sites in guest memory: sysretq, the branch or the iretq", test_trap_sites_verified },
 	{ "USER_REGS: at return, saved walk, hostile RSP", test_user_regs_records },
 	{ "USER_REGS: dwarf mode sizes, the eager part's own", test_user_regs_dwarf },
 	{ "USER_REGS: the copy ends at the process's initial RSP", test_user_regs_bounded },
