@@ -15,9 +15,9 @@
 
 #define MARKS_EXPIRE_PER_CALL 4 /* slots looked at per sample: bounded work */
 
-static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk,
-				  const struct gi_user_regs *now, const struct gi_paging *pg,
-				  uint64_t mm);
+static int emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk,
+				 const struct gi_user_regs *now, const struct gi_paging *pg,
+				 uint64_t mm);
 static void emit_execve(struct svcpu *sv, const struct mark *mk);
 static void emit_lost(struct svcpu *sv, const struct mark *mk);
 
@@ -316,10 +316,13 @@ static bool signal_frame_saved(struct svcpu *sv, const struct gi_paging *pg,
  * call restarted without a handler returns to its own SYSCALL instruction, two bytes back, on
  * the same stack with the same orig_ax (arch/x86/kernel/signal.c). Those are not returns no
  * breakpoint saw (nested runs: every "unseen return" left of the trap strategy's, once samples
- * in sync_regs() read the entry's registers, was one of these). At most one 16-byte read.
+ * in sync_regs() read the entry's registers, was one of these). @handler: what the caller
+ * found of the handler's frame at @now's RSP already (emit_saved_entry_walk: 1 it saved
+ * @entry, 0 it did not, -1 not looked at). At most one 16-byte read.
  */
 static bool rewritten_in_stay(struct svcpu *sv, const struct gi_user_regs *entry,
-			      const struct gi_user_regs *now, const struct gi_paging *pg)
+			      const struct gi_user_regs *now, const struct gi_paging *pg,
+			      int handler)
 {
 	uint64_t sc[2];
 
@@ -330,7 +333,7 @@ static bool rewritten_in_stay(struct svcpu *sv, const struct gi_user_regs *entry
 	if (entry->orig_ax < NR_LIMIT && now->orig_ax == entry->orig_ax &&
 	    now->sp == entry->sp && now->ip == entry->ip - 2)
 		return true;
-	return signal_frame_saved(sv, pg, now, entry);
+	return handler >= 0 ? handler == 1 : signal_frame_saved(sv, pg, now, entry);
 }
 
 /*
@@ -386,12 +389,15 @@ uint64_t marks_take(struct svcpu *sv, const struct mark_req *req)
 		 * the kernel rewrote them (a signal's delivery, rt_sigreturn, a restart), or the
 		 * mark outlived an unseen return. The old mark ends with its walk; this sample
 		 * starts a new one. */
+		int handler;
+
 		old = *mk;
 		release(sv, m, mk);
 		pthread_mutex_unlock(&m->lock);
-		emit_saved_entry_walk(sv, &old, req->entry, req->pg, req->mm);
+		handler = emit_saved_entry_walk(sv, &old, req->entry, req->pg, req->mm);
 		sv->c.resolved_stale++;
-		if (old.mm == req->mm && rewritten_in_stay(sv, &old.entry, req->entry, req->pg))
+		if (old.mm == req->mm &&
+		    rewritten_in_stay(sv, &old.entry, req->entry, req->pg, handler))
 			sv->c.marks_regs_rewritten++;
 		else if (old.mm == req->mm)
 			note_unseen_return(sv);
@@ -583,25 +589,31 @@ static bool sigframe_saved(struct svcpu *sv, const struct gi_paging *pg, uint64_
  * was taken or, when none was (walk_at_mark), one made now if @now (the thread's user registers
  * now, through @pg, in address space @mm; NULL: not known) enter a signal handler whose frame
  * saved them. Else the stack may have changed or gone since: the user part is lost (counted).
+ * Return: 1 the handler's frame at @now's RSP saved the mark's entry registers, 0 it did not,
+ * -1 it was not looked at (rewritten_in_stay's @handler).
  */
-static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk,
-				  const struct gi_user_regs *now, const struct gi_paging *pg,
-				  uint64_t mm)
+static int emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk,
+				 const struct gi_user_regs *now, const struct gi_paging *pg,
+				 uint64_t mm)
 {
 	struct hvp_user_stack *u = &sv->ustack;
+	int handler = -1;
 
-	if (mk->entry_known && !mk->walked && now && mm == mk->mm &&
-	    signal_frame_saved(sv, pg, now, &mk->entry)) {
-		/* the stack above the entry's RSP is intact: the walk the return would have made */
-		emit_user_stack(sv, mk->cookie, mk->pid, pg, &mk->entry, mk->task, mk->mm);
-		sv->c.marks_walked_late++;
-		return;
+	if (mk->entry_known && !mk->walked && now && mm == mk->mm) {
+		handler = signal_frame_saved(sv, pg, now, &mk->entry);
+		if (handler) {
+			/* the stack above the entry's RSP is intact: the walk the return would
+			 * have made */
+			emit_user_stack(sv, mk->cookie, mk->pid, pg, &mk->entry, mk->task, mk->mm);
+			sv->c.marks_walked_late++;
+			return handler;
+		}
 	}
 	if (mk->entry_known && !mk->walked) {
 		/* no walk, so no USER_REGS either (one per user walk) */
 		sv->c.marks_walk_lost++;
 		emit_lost(sv, mk);
-		return;
+		return handler;
 	}
 	u->time_ns = vmm_now_ns() - sampler_start_ns(sv->s);
 	u->cookie = mk->cookie;
@@ -619,6 +631,7 @@ static void emit_saved_entry_walk(struct svcpu *sv, const struct mark *mk,
 	} else {
 		sampler_emit_user_stack(sv, u, NULL);
 	}
+	return handler;
 }
 
 /* @mk ends with no walk: execve replaced its address space before its registers were known. */

@@ -28,6 +28,22 @@ static int take_other(struct fixture *f, const struct mark_req *req,
 		ASSERT_EQ_U64((sv)->c.returns_unseen, (unseen));                     \
 	} while (0)
 
+/* Guest reads of a handler frame's saved sp and ip (16 bytes at one GPA; a page walk's own
+ * 1-byte look at the page is not one), through the fake's memory. */
+struct frame_reads {
+	struct gmem inner;
+	uint64_t gpa;
+	unsigned int n;
+};
+
+static int frame_reads_read(void *ctx, uint64_t gpa, void *dst, size_t len)
+{
+	struct frame_reads *fr = ctx;
+
+	fr->n += gpa == fr->gpa && len >= 16;
+	return gmem_read(&fr->inner, gpa, dst, len);
+}
+
 /*
  * Unseen unless the kernel rewrote the registers itself: a signal's delivery (the handler's
  * frame at the new RSP saved the entry's, or their SYSCALL two bytes back), a 64-bit
@@ -58,9 +74,18 @@ static int regs_rewritten(struct fixture *f)
 	ASSERT_EQ_INT(fk_w64(&f->fk, U + 0x800 + 176, e.ip - 2), 0);
 	TAKE_OTHER(f, &req, &handler);
 	COUNTS(sv, 2, 1);
-	/* ... one saving another stack: unseen */
+	/* ... one saving another stack: unseen, the frame read once (the late walk's look at it
+	 * is the rewrite's too) */
 	ASSERT_EQ_INT(fk_w64(&f->fk, U + 0x800 + 168, e.sp + 8), 0);
-	TAKE_OTHER(f, &req, &handler);
+	{
+		struct frame_reads fr = { .inner = f->fk.fm.mem,
+					  .gpa = FK_USER_STACK_GPA + 0x800 + 168 };
+
+		f->fk.fm.mem = (struct gmem){ .read = frame_reads_read, .ctx = &fr };
+		TAKE_OTHER(f, &req, &handler);
+		f->fk.fm.mem = fr.inner;
+		ASSERT_EQ_U64(fr.n, 1);
+	}
 	COUNTS(sv, 2, 2);
 	/* a restart with no handler: back over the SYSCALL, same stack and orig_ax */
 	w = e;
