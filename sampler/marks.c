@@ -65,6 +65,13 @@ static struct mark *find(struct marks *m, uint64_t task, int32_t pid)
 	return NULL;
 }
 
+bool marks_flag_pending(struct marks *m, uint64_t task, int32_t pid)
+{
+	const struct mark *mk = find(m, task, pid);
+
+	return mk && mk->flag;
+}
+
 static void release(struct svcpu *sv, struct marks *m, struct mark *mk)
 {
 	/* SAFETY: @mk is an element of m->slot (every caller passes one) */
@@ -114,18 +121,21 @@ static void mark_trap(struct svcpu *sv, struct marks *m, struct mark *mk)
 static void mark_kind(struct svcpu *sv, struct marks *m, struct mark *mk,
 		      const struct mark_req *req)
 {
+	bool was_set = false;
+
 	if (req->exit_tail)
 		return; /* resolved by the caller, now */
 	if (!m->flag_marks || mk->trap) {
 		mark_trap(sv, m, mk);
 		return;
 	}
-	if (m->set_flag(sv, req->task, req->pg) != 0) {
+	if (m->set_flag(sv, req->task, req->pg, &was_set) != 0) {
 		sv->c.flag_set_failed++;
 		mark_trap(sv, m, mk);
 		return;
 	}
 	sv->c.marks_flagged++;
+	flag_ledger_note(sv, req->task, req->pid, req->pg, mk->flag ? -1 : was_set);
 	if (!mk->flag) {
 		mk->flag = true;
 		if (m->n_flag++ == 0 && m->on_flag_first)

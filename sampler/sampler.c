@@ -150,6 +150,7 @@ static void hook_run_end(void *ctx, struct vmm_vcpu *v0)
 
 	if (s->n_vcpus && s->gi && s->cfg.sink) {
 		s->vcpus[0].v = v0;
+		flag_ledger_scan(s); /* before the pending marks go: they explain flags still set */
 		marks_flush(&s->vcpus[0]);
 	}
 }
@@ -199,16 +200,19 @@ static void loop_disarm(struct svcpu *sv)
 }
 
 /* TIF_NOTIFY_RESUME on @task: an atomic OR on its thread_info.flags in guest RAM. */
-static int set_notify_resume(struct svcpu *sv, uint64_t task, const struct gi_paging *pg)
+static int set_notify_resume(struct svcpu *sv, uint64_t task, const struct gi_paging *pg,
+			     bool *was_set)
 {
 	struct sampler *s = sv->s;
-	uint64_t gpa;
+	uint64_t gpa, old = 0, bit = 1ull << s->traps.ew.notify_bit;
 	int err;
 
 	if (!s->vm || !s->traps.ew.clear)
 		return -ENOENT; /* not placed yet (slide unknown): the trap takes it */
 	err = gi_task_flags_gpa(s->gi, s->mem, pg, task, &gpa);
-	return err ? err : vmm_gpa_or64(s->vm, gpa, 1ull << s->traps.ew.notify_bit, NULL);
+	err = err ?: vmm_gpa_or64(s->vm, gpa, bit, &old);
+	*was_set = old & bit;
+	return err;
 }
 
 /* The flag strategy: the kernel's exit-work loop and thread-info layout, and a third slot. */
@@ -240,6 +244,9 @@ static void flag_setup(struct sampler *s)
 	s->marks.on_flag_first = loop_arm;
 	s->marks.on_flag_idle = loop_disarm;
 	s->marks.set_flag = set_notify_resume;
+	/* the tasks flagged, read back at each detach and at the end (flagscan.c); without it
+	 * (no memory) the flag_scan_* counters stay 0 */
+	s->ledger = calloc(1, sizeof(*s->ledger));
 }
 
 /* Deferred callchains need the return sites and two breakpoint slots; else eager. */
@@ -418,6 +425,7 @@ void sampler_destroy(struct sampler *s)
 	if (s->ident)
 		ident_cache_destroy(s);
 	marks_destroy(&s->marks);
+	free(s->ledger);
 	free(s->vcpus);
 	free(s);
 }
@@ -438,6 +446,12 @@ void sampler_get_counters(const struct sampler *s, struct sampler_counters *out)
 		out->events_dropped = atomic_load(&((struct sampler *)s)->events_dropped);
 		out->marks_dropped_detach =
 			atomic_load(&((struct sampler *)s)->marks_dropped_detach);
+		out->flag_scans = atomic_load(&((struct sampler *)s)->flag_scan[0]);
+		out->flag_scan_tasks = atomic_load(&((struct sampler *)s)->flag_scan[1]);
+		out->flag_scan_clear = atomic_load(&((struct sampler *)s)->flag_scan[2]);
+		out->flag_scan_set_pending = atomic_load(&((struct sampler *)s)->flag_scan[3]);
+		out->flag_scan_set_other = atomic_load(&((struct sampler *)s)->flag_scan[4]);
+		out->flag_scan_gone = atomic_load(&((struct sampler *)s)->flag_scan[5]);
 	}
 }
 

@@ -215,13 +215,49 @@ struct marks {
 	 * on_flag_first arms the exit-work loop's breakpoint, on_flag_idle disarms it (at a hit
 	 * that found no mark with none pending: marks_loop_idle), so that it stays armed across
 	 * marks that follow each other (on_first/on_last follow n_trap instead of n_used);
-	 * set_flag writes TIF_NOTIFY_RESUME (0, or -errno: trapped) */
+	 * set_flag writes TIF_NOTIFY_RESUME (0, or -errno: trapped), *@was_set: it was set
+	 * already */
 	bool flag_marks;
 	unsigned int n_trap, n_flag;
 	void (*on_flag_first)(struct svcpu *sv);
 	void (*on_flag_idle)(struct svcpu *sv);
-	int (*set_flag)(struct svcpu *sv, uint64_t task, const struct gi_paging *pg);
+	int (*set_flag)(struct svcpu *sv, uint64_t task, const struct gi_paging *pg,
+			bool *was_set);
 };
+
+/*
+ * The tasks the flag strategy flagged (flagscan.c), read back at each detach and at the end of
+ * the run: is TIF_NOTIFY_RESUME still set in their thread_info.flags? One entry per slot,
+ * slot by the task's address: the latest task flagged there. The GPAs of its fields are found
+ * once, when it enters (task_struct is one slab object in the direct map: they stay valid
+ * while it lives; the pid read back tells whether it still does).
+ */
+#define FLAG_LEDGER_SLOTS 256
+struct flag_ledger {
+	struct flag_ledger_entry {
+		uint64_t task;          /* GVA; 0: free */
+		int32_t pid;
+		uint64_t ti_flags_gpa;  /* task->thread_info.flags */
+		uint64_t pid_gpa;       /* task->pid */
+		uint64_t task_flags_gpa; /* task->flags (PF_EXITING) */
+	} e[FLAG_LEDGER_SLOTS];
+};
+
+/* Note @task (@pid, through @pg) as flagged now by @sv; a no-op without a ledger or a field's
+ * GPA. @was_set: the flag as the write found it, for a mark's first flag (-1: a mark flagged
+ * again in its stay, not counted); a task flagged before (in the ledger) counts it in
+ * flags_seen_clear or flags_seen_set. Under the marks lock. */
+void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct gi_paging *pg,
+		      int was_set);
+
+/* Read the ledger's tasks back from guest RAM and add what was found to the flag_scan_*
+ * counters (s->flag_scan); a task set with a flagged mark of it pending is set_pending. Takes
+ * the marks lock: call with no sample in flight on it (the end of the run, a detach after
+ * every vCPU acknowledged). */
+void flag_ledger_scan(struct sampler *s);
+
+/* Is a mark of (@task, @pid) pending with its flag set? Under @m's lock. */
+bool marks_flag_pending(struct marks *m, uint64_t task, int32_t pid);
 
 void marks_init(struct marks *m, uint64_t timeout_ns);
 void marks_destroy(struct marks *m);
@@ -434,6 +470,9 @@ struct sampler {
 	atomic_bool window_open;
 	atomic_uint hz;            /* the sampling rate of the window (cfg.sample_hz otherwise) */
 	atomic_uint_fast64_t marks_dropped_detach;
+	struct flag_ledger *ledger; /* flag strategy: the tasks flagged (NULL: none kept) */
+	/* flag_scans, flag_scan_tasks, _clear, _set_pending, _set_other, _gone (flagscan.c) */
+	atomic_uint_fast64_t flag_scan[6];
 	/* a detach whose wait timed out: disarm the return-to-user breakpoints again (and drop
 	 * the marks) once every running vCPU acknowledged, or at the next attach */
 	atomic_bool retry_disarm;

@@ -26,11 +26,13 @@ static void flag_idle(struct svcpu *sv)
 	n_flag_idle++;
 }
 
-static int flag_set(struct svcpu *sv, uint64_t task, const struct gi_paging *pg)
+static int flag_set(struct svcpu *sv, uint64_t task, const struct gi_paging *pg,
+		    bool *was_set)
 {
 	(void)sv;
 	(void)task;
 	(void)pg;
+	*was_set = false;
 	n_flag_set++;
 	return 0;
 }
