@@ -213,6 +213,13 @@ def interleaved(hvprof, rounds, work):
                 if c.get("traps_in_workload"):
                     rr["no_mark_workload_pct"] = 100 * c.get("traps_no_mark_in_workload", 0) / \
                         c["traps_in_workload"]
+                # the guest-side evidence (flag strategy): a new mark's flag on a task flagged
+                # before found the earlier one cleared; flagged tasks read back at the end set
+                # with no mark pending
+                seen = c.get("flags_seen_clear", 0) + c.get("flags_seen_set", 0)
+                if seen:
+                    rr["cleared_pct"] = 100 * c.get("flags_seen_clear", 0) / seen
+                    rr["left_at_end"] = c.get("flag_scan_set_other", 0)
             row["rounds"].append(rr)
         rows.append(row)
     bare = next(r for r in rows if r["config"] == "bare")
@@ -227,7 +234,7 @@ def interleaved(hvprof, rounds, work):
     print(f"{'config':10} {'cpu x':>22} {'sys x':>22} {'floor cpu':>20} {'floor sys':>20} "
           f"{'VMM ns/sample':>20} {'... in workload':>20} {'... median':>20} {'... p90':>20} "
           f"{'trap us':>8} {'no-mark %':>9} {'... in wl':>9} {'... idle':>9} {'traps/mark':>10} "
-          f"{'ioctl us/sample':>18}")
+          f"{'ioctl us/sample':>18} {'cleared %':>20} {'left':>10}")
     for row in rows:
         col = lambda k, fmt: spread([rr.get(k) for rr in row["rounds"]], fmt)  # noqa: E731
         print(f"{row['config']:10} {col('cpu_ratio', '{:.3f}'):>22} "
@@ -237,13 +244,17 @@ def interleaved(hvprof, rounds, work):
               f"{col('ns_workload_p90', '{:.0f}'):>20} "
               f"{col('trap_us', '{:.1f}'):>8} {col('no_mark_pct', '{:.2f}'):>9} "
               f"{col('no_mark_workload_pct', '{:.2f}'):>9} {col('no_mark_idle_pct', '{:.2f}'):>9} "
-              f"{col('traps_per_mark', '{:.2f}'):>10} {col('ioctl_us', '{:.1f}'):>18}")
+              f"{col('traps_per_mark', '{:.2f}'):>10} {col('ioctl_us', '{:.1f}'):>18} "
+              f"{col('cleared_pct', '{:.2f}'):>20} {col('left_at_end', '{:.0f}'):>10}")
     print("floor = hvprof's cost per sample / the bare exit's in the same round; VMM ns/sample "
           "= sample_ns_total / samples (counters: the whole boot), in workload = the same over the "
           "samples taken between the guest's WORKLOAD_START and WORKLOAD_END events (mean; median "
           "and p90 from the workload_sample_le_* histogram); no-mark % = traps_no_mark / traps_hit (in wl: the same over the hits between WORKLOAD_START and END; idle: the loop's hits with no mark pending, each disarming it); ioctl "
           "us/sample = time in KVM_SET_REGS/SREGS and KVM_SET_GUEST_DEBUG per sample (the whole "
-          "boot's, the PVM SYSCALL fix-up's included)")
+          "boot's, the PVM SYSCALL fix-up's included); cleared % = flags_seen_clear / "
+          "(flags_seen_clear + flags_seen_set): a new mark's flag on a task flagged before found "
+          "the earlier one cleared by the guest kernel; left = flagged tasks read back at the "
+          "end with the flag set and no mark pending (flag_scan_set_other)")
     return {"rounds": rounds, "rows": rows, "raw": per}
 
 
