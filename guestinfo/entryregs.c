@@ -246,9 +246,12 @@ int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct
 		out->orig_ax = UINT64_MAX;
 	else if (err == 0 && out->orig_ax == UINT64_MAX && rip >= gi->compat_entry[0][0] &&
 		 rip < gi->compat_entry[0][1])
-		/* entry_INT80_compat on the entry stack (the iret frame, then its pushes of orig_ax
-		 * and rdi before it moves them to the task stack): the number is still in RAX, which
-		 * the entry saves zero-extended (movl %eax, %eax; arch/x86/entry/entry_64_compat.S) */
+		/* entry_INT80_compat on the entry stack (the iret frame, then its pushes of
+		 * orig_ax and rdi before it moves them to the task stack; RAX is not touched):
+		 * the number is in RAX, which the entry saves zero-extended (movl %eax, %eax;
+		 * arch/x86/entry/entry_64_compat.S). Kernels since the int80 IDTENTRY conversion
+		 * (6.7, and 6.1.y's backport) have no such entry: asm_int80_emulation is an
+		 * idtentry whose orig_ax is -1 until do_int80_emulation() sets it. */
 		out->orig_ax = (uint32_t)live->ax;
 	return err;
 }

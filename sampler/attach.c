@@ -144,8 +144,9 @@ int sampler_detach(struct sampler *s, uint64_t timeout_ns, struct sampler_detach
 		return -EALREADY;
 	atomic_store(&s->sampling_start, 0);
 	info.vcpus_late = sync_all(s, timeout_ns); /* every counter disabled, no sample in flight */
-	if (!info.vcpus_late)
-		flag_ledger_scan(s); /* before the marks go: they explain flags still set */
+	/* a late vCPU can make no mark now (marks_take refuses while sampling is off, under the
+	 * marks lock the scan takes) */
+	flag_ledger_scan(s);
 	info.marks_dropped = marks_drop_all(&s->marks);
 	atomic_fetch_add(&s->marks_dropped_detach, info.marks_dropped);
 	if (s->vm && s->traps.available) {

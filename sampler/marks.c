@@ -65,13 +65,6 @@ static struct mark *find(struct marks *m, uint64_t task, int32_t pid)
 	return NULL;
 }
 
-bool marks_flag_pending(struct marks *m, uint64_t task, int32_t pid)
-{
-	const struct mark *mk = find(m, task, pid);
-
-	return mk && mk->flag;
-}
-
 static void release(struct svcpu *sv, struct marks *m, struct mark *mk)
 {
 	/* SAFETY: @mk is an element of m->slot (every caller passes one) */
@@ -512,7 +505,7 @@ bool marks_has(struct svcpu *sv, uint64_t task, int32_t pid)
 	return found;
 }
 
-void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint64_t mm,
+bool marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint64_t mm,
 			     const struct gi_paging *pg, const struct gi_user_regs *ur)
 {
 	struct marks *m = &sv->s->marks;
@@ -520,14 +513,14 @@ void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint6
 
 	if (!atomic_load(&m->pending)) {
 		sv->c.traps_no_mark++;
-		return;
+		return false;
 	}
 	pthread_mutex_lock(&m->lock);
 	mk = find(m, task, pid);
 	if (!mk) {
 		pthread_mutex_unlock(&m->lock);
 		sv->c.traps_no_mark++;
-		return;
+		return false;
 	}
 	copy = *mk;
 	release(sv, m, mk);
@@ -557,6 +550,7 @@ void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint6
 		emit_saved_entry_walk(sv, &copy, ur, pg, mm);
 		sv->c.resolved_stale++;
 	}
+	return true;
 }
 
 /* x86-64 struct rt_sigframe at a signal handler's RSP (arch/x86/include/asm/sigframe.h):

@@ -244,9 +244,11 @@ static void flag_setup(struct sampler *s)
 	s->marks.on_flag_first = loop_arm;
 	s->marks.on_flag_idle = loop_disarm;
 	s->marks.set_flag = set_notify_resume;
-	/* the tasks flagged, read back at each detach and at the end (flagscan.c); without it
-	 * (no memory) the flag_scan_* counters stay 0 */
+	/* the tasks flagged, read back at each detach and at the end (flagscan.c) */
 	s->ledger = calloc(1, sizeof(*s->ledger));
+	if (!s->ledger)
+		pr_warn("no memory for the ledger of flagged tasks: no flag read-back "
+			"(flag_scans stays 0)");
 }
 
 /* Deferred callchains need the return sites and two breakpoint slots; else eager. */
@@ -446,12 +448,10 @@ void sampler_get_counters(const struct sampler *s, struct sampler_counters *out)
 		out->events_dropped = atomic_load(&((struct sampler *)s)->events_dropped);
 		out->marks_dropped_detach =
 			atomic_load(&((struct sampler *)s)->marks_dropped_detach);
-		out->flag_scans = atomic_load(&((struct sampler *)s)->flag_scan[0]);
-		out->flag_scan_tasks = atomic_load(&((struct sampler *)s)->flag_scan[1]);
-		out->flag_scan_clear = atomic_load(&((struct sampler *)s)->flag_scan[2]);
-		out->flag_scan_set_pending = atomic_load(&((struct sampler *)s)->flag_scan[3]);
-		out->flag_scan_set_other = atomic_load(&((struct sampler *)s)->flag_scan[4]);
-		out->flag_scan_gone = atomic_load(&((struct sampler *)s)->flag_scan[5]);
+		/* SAFETY: FLAG_SCAN_N counters from flag_scans on, in the enum's order (static
+		 * assertion in flagscan.c) */
+		for (unsigned int k = 0; k < FLAG_SCAN_N; k++)
+			(&out->flag_scans)[k] = atomic_load(&((struct sampler *)s)->flag_scan[k]);
 	}
 }
 

@@ -230,34 +230,43 @@ struct marks {
  * the run: is TIF_NOTIFY_RESUME still set in their thread_info.flags? One entry per slot,
  * slot by the task's address: the latest task flagged there. The GPAs of its fields are found
  * once, when it enters (task_struct is one slab object in the direct map: they stay valid
- * while it lives; the pid read back tells whether it still does).
+ * while it lives; the pid read back tells whether it still does, but for a pid reused in the
+ * same object). @returned: a trap saw the task return to user mode since its last flag.
  */
 #define FLAG_LEDGER_SLOTS 256
 struct flag_ledger {
 	struct flag_ledger_entry {
 		uint64_t task;          /* GVA; 0: free */
 		int32_t pid;
+		bool returned;
 		uint64_t ti_flags_gpa;  /* task->thread_info.flags */
 		uint64_t pid_gpa;       /* task->pid */
 		uint64_t task_flags_gpa; /* task->flags (PF_EXITING) */
+		uint64_t task_works_gpa; /* task->task_works; 0: not known */
 	} e[FLAG_LEDGER_SLOTS];
+};
+
+/* The flag_scan counters, in the order of their fields in struct sampler_counters. */
+enum flag_scan_kind {
+	FLAG_SCANS, FLAG_SCAN_TASKS, FLAG_SCAN_CLEAR, FLAG_SCAN_SET_UNRETURNED,
+	FLAG_SCAN_SET_TASK_WORK, FLAG_SCAN_SET_OTHER, FLAG_SCAN_GONE, FLAG_SCAN_N
 };
 
 /* Note @task (@pid, through @pg) as flagged now by @sv; a no-op without a ledger or a field's
  * GPA. @was_set: the flag as the write found it, for a mark's first flag (-1: a mark flagged
- * again in its stay, not counted); a task flagged before (in the ledger) counts it in
- * flags_seen_clear or flags_seen_set. Under the marks lock. */
+ * again in its stay, not counted); a task whose return a trap saw since its last flag counts
+ * it in flags_seen_clear or flags_seen_set. Under the marks lock. */
 void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct gi_paging *pg,
 		      int was_set);
 
-/* Read the ledger's tasks back from guest RAM and add what was found to the flag_scan_*
- * counters (s->flag_scan); a task set with a flagged mark of it pending is set_pending. Takes
- * the marks lock: call with no sample in flight on it (the end of the run, a detach after
- * every vCPU acknowledged). */
-void flag_ledger_scan(struct sampler *s);
+/* A trap resolved a mark of @task (@pid) at its return to user mode: the kernel has cleared,
+ * or is clearing, its flag. Takes the marks lock. */
+void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid);
 
-/* Is a mark of (@task, @pid) pending with its flag set? Under @m's lock. */
-bool marks_flag_pending(struct marks *m, uint64_t task, int32_t pid);
+/* Read the ledger's tasks back from guest RAM, add what was found to the flag_scan counters
+ * (s->flag_scan, enum flag_scan_kind) and empty the ledger. Takes the marks lock: call with no
+ * mark being made (the end of the run; a detach, once sampling is off). */
+void flag_ledger_scan(struct sampler *s);
 
 void marks_init(struct marks *m, uint64_t timeout_ns);
 void marks_destroy(struct marks *m);
@@ -308,8 +317,9 @@ bool marks_has(struct svcpu *sv, uint64_t task, int32_t pid);
 bool stay_walk_now(struct svcpu *sv, const struct gi_user_regs *e, bool *explore);
 /* The thread @task/@pid is about to return to user with @ur in the address space @mm (its
  * task->mm, page tables @pg): resolve its mark, if any. A mark with no entry registers whose mm
- * is not @mm (execve switched it) ends as HVP_WALK_EXECVE, not walked. */
-void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint64_t mm,
+ * is not @mm (execve switched it) ends as HVP_WALK_EXECVE, not walked. Return: a mark was
+ * resolved (false: none pending for the thread, traps_no_mark). */
+bool marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint64_t mm,
 			     const struct gi_paging *pg, const struct gi_user_regs *ur);
 /* Resolve marks older than the timeout (at most a few per call) from their entry registers. */
 void marks_expire(struct svcpu *sv, uint64_t now_ns);
@@ -365,8 +375,9 @@ void trap_loop_resolve(struct svcpu *sv, const struct kvm_regs *regs,
 uint64_t trap_iret_site(const struct gi_return_sites *r);
 
 /* Whether guest memory (through @pg) holds sysretq (48 0f 07) at the traps' sysretq site and,
- * at the interrupt-return site, the image's branch to the iretq (its iret_user_len bytes) where
- * it has one, else iretq (48 cf): checked once, at the first hit, before a hit is trusted. */
+ * at the interrupt-return site, the image's branch to the iretq (its iret_user_len bytes, 2 to
+ * 6) where it has one, else iretq (48 cf): checked once, at the first hit, before a hit is
+ * trusted. */
 bool trap_sites_verified(const struct sampler *s, const struct gi_paging *pg);
 
 /* Where the CPU goes from @r's iret_user branch with @rflags: its target when its condition
@@ -471,8 +482,7 @@ struct sampler {
 	atomic_uint hz;            /* the sampling rate of the window (cfg.sample_hz otherwise) */
 	atomic_uint_fast64_t marks_dropped_detach;
 	struct flag_ledger *ledger; /* flag strategy: the tasks flagged (NULL: none kept) */
-	/* flag_scans, flag_scan_tasks, _clear, _set_pending, _set_other, _gone (flagscan.c) */
-	atomic_uint_fast64_t flag_scan[6];
+	atomic_uint_fast64_t flag_scan[FLAG_SCAN_N]; /* enum flag_scan_kind (flagscan.c) */
 	/* a detach whose wait timed out: disarm the return-to-user breakpoints again (and drop
 	 * the marks) once every running vCPU acknowledged, or at the next attach */
 	atomic_bool retry_disarm;

@@ -67,7 +67,7 @@ bool trap_sites_verified(const struct sampler *s, const struct gi_paging *pg)
 		return false;
 	if (r->iret_user)
 		/* SAFETY: iret_user_len <= sizeof(iret_user_bytes) = sizeof(b) (iretuser.c) */
-		return r->iret_user_len <= sizeof(b) &&
+		return r->iret_user_len >= 2 && r->iret_user_len <= sizeof(b) &&
 		       gi_read_gva(s->mem, pg, r->iret_user, b, r->iret_user_len) == 0 &&
 		       !memcmp(b, r->iret_user_bytes, r->iret_user_len);
 	return gi_read_gva(s->mem, pg, r->iret, b, 2) == 0 && !memcmp(b, iretq, 2);
@@ -252,7 +252,8 @@ static void resolve(struct svcpu *sv, const struct kvm_sregs *sregs, const struc
 		sv->c.traps_no_mark++;
 		return;
 	}
-	marks_resolve_at_return(sv, task, t.pid, st.mm, pg, ur ? ur : &pt);
+	if (marks_resolve_at_return(sv, task, t.pid, st.mm, pg, ur ? ur : &pt) && s->ledger)
+		flag_ledger_returned(s, task, t.pid); /* the flag read back is the kernel's now */
 }
 
 void trap_loop_resolve(struct svcpu *sv, const struct kvm_regs *regs,

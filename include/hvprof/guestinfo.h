@@ -48,6 +48,8 @@ struct gi_layout {
 	uint32_t task_stack;     /* task_struct.stack (base of the kernel stack) */
 	uint32_t task_ti_flags;  /* task_struct.thread_info.flags (unsigned long; x86-64 keeps
 				  * thread_info in task_struct, CONFIG_THREAD_INFO_IN_TASK) */
+	uint32_t task_task_works; /* task_struct.task_works (struct callback_head *: task work
+				   * queued, which sets TIF_NOTIFY_RESUME itself) */
 	uint32_t mm_start_code;  /* mm_struct.start_code */
 	uint32_t mm_end_code;    /* mm_struct.end_code */
 	uint32_t mm_exe_file;    /* mm_struct.exe_file (struct file *) */

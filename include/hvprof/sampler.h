@@ -237,18 +237,21 @@ struct sampler_config {
 	X(events_dropped)       /* guest events past SAMPLER_MAX_EVENTS, or the sink failed */ \
 	X(marks_dropped_detach) /* marks pending at a detach: dropped, no USER_STACK record */ \
 	X(marks_refused_off)    /* kernel samples of a late vCPU after sampling stopped: no mark */ \
-	X(flags_seen_clear)     /* a new mark's flag on a task flagged before (flag strategy): \
-				 * TIF_NOTIFY_RESUME found clear, as the kernel left it */       \
-	X(flags_seen_set)       /* ... found set (the kernel's own task work, or the earlier \
-				 * mark ended without a return: should stay rare) */            \
+	X(flags_seen_clear)     /* a new mark's flag on a task whose return hvprof saw since \
+				 * its last flag (flag strategy): TIF_NOTIFY_RESUME found clear, \
+				 * as the kernel left it */                                     \
+	X(flags_seen_set)       /* ... found set (the kernel's own: task work queued in this \
+				 * stay before the sample) */                                   \
 	X(flag_scans)           /* read-backs of the flagged tasks' TIF_NOTIFY_RESUME (flag \
 				 * strategy: at each detach and at the end of the run) */      \
 	X(flag_scan_tasks)      /* ... tasks read back (up to 256 flagged, the latest per slot) */ \
 	X(flag_scan_clear)      /* ... with the flag clear: the guest kernel cleared it */      \
-	X(flag_scan_set_pending) /* ... set, with a flagged mark still pending (in the kernel \
-				  * since: it clears the flag at the thread's return) */        \
-	X(flag_scan_set_other)  /* ... set with no mark pending (the kernel's own task work, or \
-				 * left by hvprof: should stay ~0) */                            \
+	X(flag_scan_set_unreturned) /* ... set, no return seen since the flag (still in the \
+				     * kernel, blocked: it clears the flag at its return) */    \
+	X(flag_scan_set_task_work) /* ... set after a return seen, with task work queued (the \
+				    * kernel's own flag) */                                      \
+	X(flag_scan_set_other)  /* ... set after a return seen, no task work: left by hvprof, \
+				 * or read between a loop hit and its clear (should stay 0) */  \
 	X(flag_scan_gone)       /* ... exited or exiting (PF_EXITING, or another pid there now), \
 				 * or unreadable */                                              \
 	X(bench_bare_exits)     /* overflows in a bare-exit phase of --bench-phases (not samples) */ \

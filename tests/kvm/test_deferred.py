@@ -119,21 +119,22 @@ if c.get("loop_hits"):
           f"{c.get('marks_resolved_in_tail')} resolved in the tail, {c.get('marks_trapped')} "
           f"trapped, {c.get('flag_set_failed')} flags not set")
     # the flagged tasks read back from guest RAM at the end (sampler/flagscan.c): the kernel
-    # cleared the flag of every one that returned to user mode (hvprof never clears it); one
-    # still set has its mark pending (in the kernel since: the kernel clears it at its return)
-    # and all along: a new mark's flag on a task flagged before found the earlier one
-    # cleared by the kernel (set: the kernel's own task work, or a mark that ended without a
-    # return)
+    # cleared the flag of every one whose return a trap saw (hvprof never clears it) but for
+    # task work it queued itself; one with no return seen is still in the kernel (it clears
+    # the flag at its return). At most one read between a loop hit and its clear (the run
+    # ended there) may show as "other". And all along: a new mark's flag on a task whose
+    # return was seen found the earlier one cleared (set: the kernel's own task work)
     seen_c, seen_s = c.get("flags_seen_clear", 0), c.get("flags_seen_set", 0)
     print(f"flags on tasks flagged before: found clear {seen_c}, found set {seen_s}")
-    check("a new mark's flag on a task flagged before finds the earlier one cleared (>= 98%)",
+    check("a new mark's flag after a return seen finds the earlier one cleared (>= 98%)",
           seen_c >= 100 and seen_s <= 0.02 * (seen_c + seen_s), f"{seen_c} clear, {seen_s} set")
-    check("flags read back at the end: each clear, or set with its mark pending",
+    check("flags read back at the end: clear, or set for a reason the guest shows",
           c.get("flag_scans") == 1 and c.get("flag_scan_tasks", 0) >= 1
-          and c.get("flag_scan_clear", 0) >= 1 and c.get("flag_scan_set_other", 1) == 0,
+          and c.get("flag_scan_clear", 0) >= 1 and c.get("flag_scan_set_other", 2) <= 1,
           f"{c.get('flag_scan_tasks')} tasks: {c.get('flag_scan_clear')} clear, "
-          f"{c.get('flag_scan_set_pending')} set with a mark pending, "
-          f"{c.get('flag_scan_set_other')} set with none, {c.get('flag_scan_gone')} gone")
+          f"{c.get('flag_scan_set_unreturned')} set with no return seen, "
+          f"{c.get('flag_scan_set_task_work')} set with task work, "
+          f"{c.get('flag_scan_set_other')} set otherwise, {c.get('flag_scan_gone')} gone")
     # the loop's hits that found no mark, told apart: none pending (the disarm), or another
     # thread's kernel-set flag while marks were pending; the sysretq/iretq trap's are the rest
     loop_nm = c.get("loop_hits_idle", 0) + c.get("loop_hits_unmarked", 0)

@@ -13,6 +13,7 @@
 /* What the synthetic kernel looks like (byte offsets), chosen to differ from real kernels. */
 #define T_STACK 32
 #define T_FLAGS 44
+#define T_TASK_WORKS 0x5f0
 #define T_ANON 0x300          /* anonymous struct (randomized_struct_fields) */
 #define T_MM (T_ANON + 0x10)
 #define T_ANON_UNION (T_ANON + 0x40) /* an anonymous union nested in it */
@@ -134,7 +135,8 @@ static struct btf *make_btf(enum btf_variant v)
 		    (v != BTF_NO_STACK && btf__add_field(btf, "stack", t_void_ptr, T_STACK * 8, 0)) ||
 		    btf__add_field(btf, "flags", t_uint, T_FLAGS * 8, 0) ||
 		    btf__add_field(btf, NULL, t_anon, T_ANON * 8, 0) ||
-		    btf__add_field(btf, "comm", t_comm, T_COMM * 8, 0))
+		    btf__add_field(btf, "comm", t_comm, T_COMM * 8, 0) ||
+		    btf__add_field(btf, "task_works", t_void_ptr, T_TASK_WORKS * 8, 0))
 			goto fail;
 	}
 
@@ -209,6 +211,7 @@ static int test_full_layout(void)
 	ASSERT_EQ_INT(l.task_mm, T_MM);
 	ASSERT_EQ_INT(l.task_flags, T_FLAGS);
 	ASSERT_EQ_INT(l.task_stack, T_STACK);
+	ASSERT_EQ_INT(l.task_task_works, T_TASK_WORKS);
 	ASSERT_EQ_INT(l.mm_start_code, MM_START_CODE);
 	ASSERT_EQ_INT(l.mm_end_code, MM_END_CODE);
 	ASSERT_EQ_INT(l.mm_exe_file, MM_EXE_FILE);

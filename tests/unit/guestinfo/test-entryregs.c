@@ -48,7 +48,7 @@
 #define E(t, reg, off) { .type = (t), .sp_reg = (reg), .sp_offset = (off), .bp_reg = 0 }
 
 enum stage { AT_STUB, AFTER_SAVE, IN_SAVE_PUSHES, SAVED_FULL, IN_SAVE_CALLEE, DEEPER, IN_COMPAT,
-	     IN_INT80, FROM_KERNEL, SYSCALL_FIRST,
+	     IN_INT80, IN_INT80_SAVED, FROM_KERNEL, SYSCALL_FIRST,
 	     SYSCALL_CR3, SYSCALL_PUSHING, SYSCALL_SS_ONLY, SYSCALL_WHOLE, SYSCALL_NO_TASK,
 	     STACK_UNMAPPED,
 	     NO_LAYOUT };
@@ -82,6 +82,8 @@ static const struct entry_want cases[] = {
 	  0xb1 },
 	{ "no ORC, int $0x80's entry before its switch of stacks: orig_ax from RAX", IN_INT80,
 	  false, 0, UIP, USP, 0xb0 },
+	{ "no ORC, int $0x80's entry with pt_regs saved: orig_ax as saved", IN_INT80_SAVED, false,
+	  0, UIP, USP, 0xb1 },
 	{ "ORC, an interrupt of kernel mode", FROM_KERNEL, true, -ENOENT, 0, 0, 0 },
 	{ "no ORC, an interrupt of kernel mode", FROM_KERNEL, false, -ENOENT, 0, 0, 0 },
 	{ "SYSCALL's first instruction: RCX and RSP", SYSCALL_FIRST, true, 0, UIP + 2, USP, 0xb0 },
@@ -138,7 +140,7 @@ static void build(const struct entry_want *w, struct fakemem *fm, struct gi_regs
 	for (unsigned int off = 0; off < 128; off += 8)
 		fakemem_w64(fm, STACK_GPA + 0x200 - 128 + off, STALE);
 	if (w->stage == AFTER_SAVE || w->stage == SAVED_FULL || w->stage == IN_SAVE_CALLEE ||
-	    w->stage == IN_COMPAT)
+	    w->stage == IN_COMPAT || w->stage == IN_INT80_SAVED)
 		fakemem_w64(fm, STACK_GPA + 0x200 - 128 + 40, 0xb1); /* bx, saved */
 	/* the task stack's pt_regs: the previous entry's, but for what this one pushed */
 	pt_regs_at(fm, TSTACK_GPA + 0x1000 - 168, UIP + 0x99, USP + 0x99);
@@ -160,6 +162,7 @@ static void build(const struct entry_want *w, struct fakemem *fm, struct gi_regs
 		fakemem_w64(fm, STACK_GPA + 0x200 - 8 - 8, FN_S + 0x20);
 		break;
 	case IN_COMPAT: /* as SAVED_FULL, in a 32-bit system call's entry (gi->compat_entry) */
+	case IN_INT80_SAVED:
 	case SAVED_FULL: /* pt_regs at SP + 8 (below it R's return address) */
 		r->rip = FN_R + 0x40;
 		r->rsp = FRAME - 128 - 8;
@@ -231,9 +234,9 @@ static int one(const struct entry_want *w)
 	gi->exit1_start = FN_X;
 	gi->save_regs_kva[0] = FN_R;
 	gi->tss_off = TSS_OFF;
-	if (w->stage == IN_COMPAT) {
-		gi->compat_entry[1][0] = FN_R;
-		gi->compat_entry[1][1] = FN_R + 0x100;
+	if (w->stage == IN_COMPAT || w->stage == IN_INT80_SAVED) {
+		gi->compat_entry[w->stage == IN_COMPAT ? 1 : 0][0] = FN_R;
+		gi->compat_entry[w->stage == IN_COMPAT ? 1 : 0][1] = FN_R + 0x100;
 	} else if (w->stage == IN_INT80) { /* entry_INT80_compat */
 		gi->compat_entry[0][0] = FN_S;
 		gi->compat_entry[0][1] = FN_S + 0x10;
@@ -269,10 +272,10 @@ static int one(const struct entry_want *w)
 			ASSERT_EQ_U64(out.r12, STALE);
 		if (w->stage == SYSCALL_FIRST || w->stage == SYSCALL_PUSHING)
 			ASSERT_EQ_U64(out.orig_ax, 39);
-		else if (w->stage == IN_COMPAT)
+		else if (w->stage == IN_COMPAT || w->stage == IN_INT80_SAVED)
 			ASSERT_EQ_U64(out.orig_ax, STALE); /* its system call's number, as read */
 		else if (w->stage == IN_INT80)
-			ASSERT_EQ_U64(out.orig_ax, 11); /* as the entry will push it: zero-extended */
+			ASSERT_EQ_U64(out.orig_ax, 11); /* as the entry will push it: 32 bits */
 		else if (w->stage < SYSCALL_FIRST) /* the slot's vector or error code: no number */
 			ASSERT_EQ_U64(out.orig_ax, UINT64_MAX);
 	}

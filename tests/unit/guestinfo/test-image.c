@@ -25,6 +25,7 @@ static int test_btf_layout(void)
 	ASSERT_EQ_INT(l.task_tgid, l.task_pid + 4);
 	ASSERT_TRUE(l.task_stack < l.task_mm && l.task_mm < l.task_pid && l.task_pid < l.task_comm);
 	ASSERT_TRUE(l.task_flags != UINT32_MAX);
+	ASSERT_TRUE(l.task_task_works != UINT32_MAX && l.task_task_works % 8 == 0);
 	/* struct pt_regs is user ABI on x86-64 (arch/x86/include/uapi/asm/ptrace.h). */
 	ASSERT_EQ_INT(l.pt_regs_size, 168);
 	ASSERT_EQ_INT(l.pt_regs_bp, 32);

@@ -497,6 +497,9 @@ static int test_trap_sites_verified(void)
 	fakemem_wbytes(&f.fk.fm, page_gpa + 0x11, "\x05", 1); /* syscall, not sysretq */
 	ASSERT_TRUE(!trap_sites_verified(f.s, &f.fk.fm.pg));
 	fakemem_wbytes(&f.fk.fm, page_gpa + 0x10, sysretq, sizeof(sysretq));
+	fakemem_wbytes(&f.fk.fm, page_gpa + 0x101, "\x00", 1); /* 48 00: not iretq */
+	ASSERT_TRUE(!trap_sites_verified(f.s, &f.fk.fm.pg));
+	fakemem_wbytes(&f.fk.fm, page_gpa + 0x100, iretq, sizeof(iretq));
 
 	/* the branch: its own bytes at its own site, whatever is at the iretq's */
 	r->iret_user = page + 0x80;
@@ -511,6 +514,8 @@ static int test_trap_sites_verified(void)
 	ASSERT_TRUE(!trap_sites_verified(f.s, &f.fk.fm.pg));
 	fakemem_wbytes(&f.fk.fm, page_gpa + 0x85, jne + 5, 1);
 	r->iret_user_len = sizeof(r->iret_user_bytes) + 1; /* more than it holds */
+	ASSERT_TRUE(!trap_sites_verified(f.s, &f.fk.fm.pg));
+	r->iret_user_len = 0; /* no bytes to compare: refused, not trusted */
 	ASSERT_TRUE(!trap_sites_verified(f.s, &f.fk.fm.pg));
 	r->iret_user_len = sizeof(jne);
 	r->iret_user = page + 0x1000; /* not mapped */
@@ -748,7 +753,8 @@ static const struct test_case tests[] = {
 	{ "current thread: an exiting user thread is no kernel thread", test_current_thread_exiting },
 	{ "trap decisions from sysretq/iretq registers", test_trap_decide },
 	{ "the branch to the iretq: where the CPU goes, where the breakpoint sits", test_trap_branch },
-	{ "the traps' sites in guest memory: sysretq, the branch or the iretq", test_trap_sites_verified },
+	{ "the traps' sites in guest memory: sysretq, the branch or the iretq",
+	  test_trap_sites_verified },
 	{ "USER_REGS: at return, saved walk, hostile RSP", test_user_regs_records },
 	{ "USER_REGS: dwarf mode sizes, the eager part's own", test_user_regs_dwarf },
 	{ "USER_REGS: the copy ends at the process's initial RSP", test_user_regs_bounded },
