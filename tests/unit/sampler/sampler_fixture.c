@@ -161,3 +161,12 @@ int fixture_vcpu_regs(struct fixture *f, uint8_t cpl, struct kvm_regs *regs,
 			return -1;
 	return 0;
 }
+
+int read_counter_read(void *ctx, uint64_t gpa, void *dst, size_t len)
+{
+	struct read_counter *rc = ctx;
+
+	if (gpa < rc->gpa + rc->size && rc->gpa < gpa + len && (!rc->len || len == rc->len))
+		rc->n++;
+	return gmem_read(&rc->inner, gpa, dst, len);
+}

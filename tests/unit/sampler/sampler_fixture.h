@@ -62,4 +62,15 @@ int fixture_vcpu_regs(struct fixture *f, uint8_t cpl, struct kvm_regs *regs,
 /* @r is the walk of the fixture's good chain (ip + 3 frames), with @cookie */
 int check_good_walk(const struct rec *r, uint64_t cookie);
 
+/* A gmem over @inner (put it in place of the fake's: f->fk.fm.mem = { read_counter_read, rc })
+ * that counts in @n the reads overlapping guest RAM [@gpa, @gpa + @size) of @len bytes (0: any
+ * length; a page walk's 1-byte look at a page is a read too). */
+struct read_counter {
+	struct gmem inner;
+	uint64_t gpa, size;
+	size_t len;
+	unsigned int n;
+};
+int read_counter_read(void *ctx, uint64_t gpa, void *dst, size_t len);
+
 #endif

@@ -28,22 +28,6 @@ static int take_other(struct fixture *f, const struct mark_req *req,
 		ASSERT_EQ_U64((sv)->c.returns_unseen, (unseen));                     \
 	} while (0)
 
-/* Guest reads of a handler frame's saved sp and ip (16 bytes at one GPA; a page walk's own
- * 1-byte look at the page is not one), through the fake's memory. */
-struct frame_reads {
-	struct gmem inner;
-	uint64_t gpa;
-	unsigned int n;
-};
-
-static int frame_reads_read(void *ctx, uint64_t gpa, void *dst, size_t len)
-{
-	struct frame_reads *fr = ctx;
-
-	fr->n += gpa == fr->gpa && len >= 16;
-	return gmem_read(&fr->inner, gpa, dst, len);
-}
-
 /*
  * Unseen unless the kernel rewrote the registers itself: a signal's delivery (the handler's
  * frame at the new RSP saved the entry's, or their SYSCALL two bytes back), a 64-bit
@@ -78,10 +62,13 @@ static int regs_rewritten(struct fixture *f)
 	 * is the rewrite's too) */
 	ASSERT_EQ_INT(fk_w64(&f->fk, U + 0x800 + 168, e.sp + 8), 0);
 	{
-		struct frame_reads fr = { .inner = f->fk.fm.mem,
-					  .gpa = FK_USER_STACK_GPA + 0x800 + 168 };
+		/* the 16-byte reads of the handler frame's saved sp and ip (not a stack copy
+		 * through them, nor a page walk's 1-byte look) */
+		struct read_counter fr = { .inner = f->fk.fm.mem,
+					   .gpa = FK_USER_STACK_GPA + 0x800 + 168, .size = 16,
+					   .len = 16 };
 
-		f->fk.fm.mem = (struct gmem){ .read = frame_reads_read, .ctx = &fr };
+		f->fk.fm.mem = (struct gmem){ .read = read_counter_read, .ctx = &fr };
 		TAKE_OTHER(f, &req, &handler);
 		f->fk.fm.mem = fr.inner;
 		ASSERT_EQ_U64(fr.n, 1);

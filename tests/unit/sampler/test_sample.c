@@ -47,22 +47,6 @@ static int cap_process(void *ctx, const struct hvp_process *p)
 static const struct sampler_sink cap_sink = { .sample = cap_sample, .user_stack = sink_user_stack,
 					      .thread = cap_thread, .process = cap_process };
 
-/* A gmem that counts the reads overlapping one 8-byte guest field (task->stack). */
-struct field_counter {
-	struct gmem inner;
-	uint64_t gpa;
-	unsigned int reads;
-};
-
-static int count_field_reads(void *ctx, uint64_t gpa, void *dst, size_t len)
-{
-	struct field_counter *fc = ctx;
-
-	if (gpa < fc->gpa + 8 && fc->gpa < gpa + len)
-		fc->reads++;
-	return gmem_read(&fc->inner, gpa, dst, len);
-}
-
 static int setup(struct fixture *f, enum sampler_callchain_mode mode)
 {
 	n_got = n_threads = n_procs = 0;
@@ -110,7 +94,7 @@ static int check_kernel_sample(const struct hvp_sample *s, uint64_t task)
 static int sample_deferred(struct fixture *f)
 {
 	struct svcpu *sv = &f->s->vcpus[0];
-	struct field_counter fc;
+	struct read_counter fc;
 	uint64_t misses;
 
 	ASSERT_EQ_INT(sample_at(f, 0, 1000000, 5000), 0);
@@ -134,14 +118,15 @@ static int sample_deferred(struct fixture *f)
 	ASSERT_EQ_U64(sv->c.sample_ns_in_workload, 0);
 	atomic_store(&f->s->in_workload, true); /* what the WORKLOAD_START event's hook sets */
 	misses = sv->tcache.misses;
-	fc = (struct field_counter){ .inner = f->fk.fm.mem,
-				     .gpa = FK_TASK_GPA + f->fk.layout.task_stack };
-	f->fk.fm.mem = (struct gmem){ .read = count_field_reads, .ctx = &fc };
+	/* the reads overlapping the 8-byte task->stack */
+	fc = (struct read_counter){ .inner = f->fk.fm.mem,
+				    .gpa = FK_TASK_GPA + f->fk.layout.task_stack, .size = 8 };
+	f->fk.fm.mem = (struct gmem){ .read = read_counter_read, .ctx = &fc };
 	ASSERT_EQ_INT(sample_at(f, 0, 999000, 6000), 0);
 	f->fk.fm.mem = fc.inner;
 	/* task->stack read by the seed and by the frame-pointer unwinder (its bounds), not again
 	 * for pt_regs (gi_stack_user_regs) */
-	ASSERT_EQ_INT(fc.reads, 2);
+	ASSERT_EQ_INT(fc.n, 2);
 	ASSERT_EQ_U64(sv->c.samples_in_workload, 1);
 	ASSERT_TRUE(sv->c.sample_ns_in_workload > 0 &&
 		    sv->c.sample_ns_in_workload < sv->c.sample_ns_total);
