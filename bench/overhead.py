@@ -216,7 +216,8 @@ def interleaved(hvprof, rounds, work):
                 # the guest-side evidence (flag strategy): a new mark's flag on a task flagged
                 # before found the earlier one cleared; flagged tasks read back at the end set
                 # with no mark pending
-                seen = c.get("flags_seen_clear", 0) + c.get("flags_seen_set", 0)
+                seen = c.get("flags_seen_clear", 0) + c.get("flags_seen_task_work", 0) + \
+                    c.get("flags_seen_set", 0)
                 if seen:
                     rr["cleared_pct"] = 100 * c.get("flags_seen_clear", 0) / seen
                     rr["left_at_end"] = c.get("flag_scan_set_other", 0)
@@ -251,10 +252,10 @@ def interleaved(hvprof, rounds, work):
           "samples taken between the guest's WORKLOAD_START and WORKLOAD_END events (mean; median "
           "and p90 from the workload_sample_le_* histogram); no-mark % = traps_no_mark / traps_hit (in wl: the same over the hits between WORKLOAD_START and END; idle: the loop's hits with no mark pending, each disarming it); ioctl "
           "us/sample = time in KVM_SET_REGS/SREGS and KVM_SET_GUEST_DEBUG per sample (the whole "
-          "boot's, the PVM SYSCALL fix-up's included); cleared % = flags_seen_clear / "
-          "(flags_seen_clear + flags_seen_set): a new mark's flag on a task flagged before found "
-          "the earlier one cleared by the guest kernel; left = flagged tasks read back at the "
-          "end with the flag set and no mark pending (flag_scan_set_other)")
+          "boot's, the PVM SYSCALL fix-up's included); cleared % = flags_seen_clear over all "
+          "flags_seen_*: a new mark's flag on a task whose return a trap saw found the earlier "
+          "one cleared by the guest kernel; left = flagged tasks read back at the end with the "
+          "flag set for no reason the guest shows (flag_scan_set_other)")
     return {"rounds": rounds, "rows": rows, "raw": per}
 
 

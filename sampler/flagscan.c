@@ -40,6 +40,15 @@ static struct flag_ledger_entry *slot_of(struct flag_ledger *l, uint64_t task)
 	return &l->e[(task >> 6) % FLAG_LEDGER_SLOTS];
 }
 
+/* Has @e's task work queued (task->task_works not NULL)? False where it cannot be read. */
+static bool task_work_queued(const struct sampler *s, const struct flag_ledger_entry *e)
+{
+	uint64_t works = 0;
+
+	return e->task_works_gpa &&
+	       gmem_read(s->mem, e->task_works_gpa, &works, sizeof(works)) == 0 && works;
+}
+
 void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct gi_paging *pg,
 		      int was_set)
 {
@@ -52,8 +61,14 @@ void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct
 	e = slot_of(s->ledger, task);
 	if (e->task == task && e->pid == pid) {
 		/* its earlier flag met a return: the kernel cleared it, unless it set its own */
-		if (was_set >= 0 && e->returned)
-			was_set ? sv->c.flags_seen_set++ : sv->c.flags_seen_clear++;
+		if (was_set >= 0 && e->returned) {
+			if (!was_set)
+				sv->c.flags_seen_clear++;
+			else if (task_work_queued(s, e))
+				sv->c.flags_seen_task_work++;
+			else
+				sv->c.flags_seen_set++;
+		}
 		e->returned = false;
 		return; /* its fields found already */
 	}
@@ -83,7 +98,7 @@ void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid)
 /* What @e reads as now: an enum flag_scan_kind from FLAG_SCAN_CLEAR on. */
 static enum flag_scan_kind scan_one(struct sampler *s, const struct flag_ledger_entry *e)
 {
-	uint64_t ti_flags, works = 0;
+	uint64_t ti_flags;
 	int32_t pid;
 	uint32_t flags;
 
@@ -97,8 +112,7 @@ static enum flag_scan_kind scan_one(struct sampler *s, const struct flag_ledger_
 		return FLAG_SCAN_CLEAR;
 	if (!e->returned)
 		return FLAG_SCAN_SET_UNRETURNED;
-	if (e->task_works_gpa && gmem_read(s->mem, e->task_works_gpa, &works, sizeof(works)) == 0 &&
-	    works)
+	if (task_work_queued(s, e))
 		return FLAG_SCAN_SET_TASK_WORK;
 	return FLAG_SCAN_SET_OTHER;
 }

@@ -255,7 +255,7 @@ enum flag_scan_kind {
 /* Note @task (@pid, through @pg) as flagged now by @sv; a no-op without a ledger or a field's
  * GPA. @was_set: the flag as the write found it, for a mark's first flag (-1: a mark flagged
  * again in its stay, not counted); a task whose return a trap saw since its last flag counts
- * it in flags_seen_clear or flags_seen_set. Under the marks lock. */
+ * it in flags_seen_clear, flags_seen_task_work or flags_seen_set. Under the marks lock. */
 void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct gi_paging *pg,
 		      int was_set);
 

@@ -240,8 +240,10 @@ struct sampler_config {
 	X(flags_seen_clear)     /* a new mark's flag on a task whose return hvprof saw since \
 				 * its last flag (flag strategy): TIF_NOTIFY_RESUME found clear, \
 				 * as the kernel left it */                                     \
-	X(flags_seen_set)       /* ... found set (the kernel's own: task work queued in this \
-				 * stay before the sample) */                                   \
+	X(flags_seen_task_work) /* ... found set, with task work queued (the kernel's own flag, \
+				 * set in this stay before the sample) */                       \
+	X(flags_seen_set)       /* ... found set, no task work queued (another of the kernel's \
+				 * reasons, or one hvprof left) */                              \
 	X(flag_scans)           /* read-backs of the flagged tasks' TIF_NOTIFY_RESUME (flag \
 				 * strategy: at each detach and at the end of the run) */      \
 	X(flag_scan_tasks)      /* ... tasks read back (up to 256 flagged, the latest per slot) */ \

@@ -103,6 +103,7 @@ def window(n):
               f"no return seen, {c.get('flag_scan_set_task_work')} with task work, "
               f"{c.get('flag_scan_set_other')} otherwise, {c.get('flag_scan_gone')} gone; "
               f"new flags after a return seen: found clear {c.get('flags_seen_clear')}, set "
+              f"with task work {c.get('flags_seen_task_work')}, set otherwise "
               f"{c.get('flags_seen_set')}", flush=True)
         check(f"window {n}: flags read back at the detach, none left by hvprof",
               c.get("flag_scans") == 1 and c.get("flag_scan_tasks", 0) >= 1

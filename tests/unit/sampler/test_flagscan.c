@@ -159,6 +159,10 @@ static int flag_scans(struct fixture *f)
 	FLAG(f, FK_PID);                               /* clear */
 	resolve(f, FK_PID, true);
 	FLAG(f, FK_PID);                               /* set: not cleared */
+	resolve(f, FK_PID, true);
+	fakemem_w64(fm, works_gpa, 0xffff888000360000ull);
+	FLAG(f, FK_PID);                               /* set, task work queued */
+	fakemem_w64(fm, works_gpa, 0);
 	resolve(f, FK_PID, false);
 	FLAG(f, FK_PID);                               /* no return seen: not counted */
 	/* the return of the last mark noted late (its trap's vCPU ran behind), then this mark
@@ -169,6 +173,7 @@ static int flag_scans(struct fixture *f)
 	kernel_clears(f);
 	sampler_get_counters(f->s, &c);
 	ASSERT_EQ_U64(c.flags_seen_clear, 1);
+	ASSERT_EQ_U64(c.flags_seen_task_work, 1);
 	ASSERT_EQ_U64(c.flags_seen_set, 1);
 	flag_ledger_scan(f->s);
 	COUNTS(f, 12, 10, 2, 3, 1, 1, 3);
