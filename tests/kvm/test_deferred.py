@@ -128,8 +128,11 @@ if c.get("loop_hits"):
     seen_s = c.get("flags_seen_set", 0)
     print(f"new flags after a return seen: found clear {seen_c}, set with task work queued "
           f"{seen_w}, set otherwise {seen_s}")
-    check("a new mark's flag after a return seen finds the earlier one cleared (>= 98%)",
-          seen_c >= 100 and seen_w + seen_s <= 0.02 * (seen_c + seen_w + seen_s),
+    # (nested SVM: 2 236 clear, 18 with task work, 0 otherwise)
+    check("a new mark's flag after a return seen finds the earlier one cleared (>= 98%; set "
+          "for no reason the guest shows <= 1%)",
+          seen_c >= 100 and seen_w + seen_s <= 0.02 * (seen_c + seen_w + seen_s)
+          and seen_s <= 0.01 * (seen_c + seen_w + seen_s),
           f"{seen_c} clear, {seen_w} set with task work, {seen_s} set otherwise")
     check("flags read back at the end: clear, or set for a reason the guest shows",
           c.get("flag_scans") == 1 and c.get("flag_scan_tasks", 0) >= 1
