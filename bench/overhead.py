@@ -213,10 +213,10 @@ def interleaved(hvprof, rounds, work):
                 if c.get("traps_in_workload"):
                     rr["no_mark_workload_pct"] = 100 * c.get("traps_no_mark_in_workload", 0) / \
                         c["traps_in_workload"]
-                # the guest-side evidence (flag strategy): a new mark's flag on a task flagged
-                # before found the earlier one cleared; flagged tasks read back at the end set
-                # with no mark pending
-                seen = c.get("flags_seen_clear", 0) + c.get("flags_seen_task_work", 0) + \
+                # the guest-side evidence (flag strategy): a new mark's flag on a task whose
+                # return a trap saw found the earlier one cleared; flagged tasks read back at
+                # the end set for no reason the guest shows
+                seen = c.get("flags_seen_clear", 0) + c.get("flags_seen_kernel", 0) + \
                     c.get("flags_seen_set", 0)
                 if seen:
                     rr["cleared_pct"] = 100 * c.get("flags_seen_clear", 0) / seen

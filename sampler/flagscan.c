@@ -4,9 +4,10 @@
 // and at the end of the run their thread_info.flags are read again. hvprof never clears
 // TIF_NOTIFY_RESUME itself (docs/guest-interface.md); the kernel does, in the exit-work loop, at
 // the thread's next return to user mode. So a flagged task whose return a trap saw reads clear,
-// unless the kernel set the flag again for itself (task work queued: task->task_works); one
-// with no return seen since its flag (in the kernel: blocked, or its mark expired) may read
-// set. Set after a return seen and with no task work is what hvprof would have left.
+// unless the kernel set the flag again for itself (task work queued: task->task_works; an rseq
+// event pending: task->rseq_event_mask); one with no return seen since its flag (in the
+// kernel: blocked, or its mark expired) may read set. Set after a return seen for neither
+// reason is what hvprof would have left (or another of the kernel's reasons: memcg, blkcg).
 #include <errno.h>
 #include <string.h>
 
@@ -14,10 +15,19 @@
 
 #define PF_EXITING 0x00000004u /* task_struct.flags (include/linux/sched.h) */
 
-_Static_assert(offsetof(struct sampler_counters, flag_scan_gone) -
-			       offsetof(struct sampler_counters, flag_scans) ==
-		       sizeof(uint64_t) * FLAG_SCAN_GONE,
-	       "the flag_scan counters are contiguous, in enum flag_scan_kind's order");
+/* The flag_scan counters, in the enum's order (sampler_get_counters copies them by index). */
+#define AT(kind, field)                                                                   \
+	_Static_assert(offsetof(struct sampler_counters, field) ==                        \
+			       offsetof(struct sampler_counters, flag_scans) +             \
+				       sizeof(uint64_t) * (kind),                          \
+		       #field " is counter " #kind)
+AT(FLAG_SCAN_TASKS, flag_scan_tasks);
+AT(FLAG_SCAN_CLEAR, flag_scan_clear);
+AT(FLAG_SCAN_SET_UNRETURNED, flag_scan_set_unreturned);
+AT(FLAG_SCAN_SET_KERNEL, flag_scan_set_kernel);
+AT(FLAG_SCAN_SET_OTHER, flag_scan_set_other);
+AT(FLAG_SCAN_GONE, flag_scan_gone);
+#undef AT
 
 /* The GPA of the @size-byte field at byte @off of @task (through @pg); aligned to its size, so
  * within one page. Return: 0; -EINVAL no such field, misaligned or not a kernel GVA; a walk's
@@ -33,20 +43,26 @@ static int field_gpa(const struct sampler *s, const struct gi_paging *pg, uint64
 	return gi_gva_to_gpa(s->mem, pg, kva, gpa, &page_size, NULL);
 }
 
-static struct flag_ledger_entry *slot_of(struct flag_ledger *l, uint64_t task)
+struct flag_ledger_entry *flag_ledger_slot(struct flag_ledger *l, uint64_t task)
 {
-	/* SAFETY: modulo FLAG_LEDGER_SLOTS (task_structs are 64-byte aligned: the bits above
-	 * those spread them) */
-	return &l->e[(task >> 6) % FLAG_LEDGER_SLOTS];
+	/* task_structs sit a few to a slab (6.1: 5 of 6 464 bytes in 32 KiB): their low bits
+	 * take few values, so the address is hashed (Fibonacci hashing: the top 8 bits of the
+	 * product). SAFETY: the index is below 256 = FLAG_LEDGER_SLOTS. */
+	_Static_assert(FLAG_LEDGER_SLOTS == 256, "the hash gives 8 bits");
+	return &l->e[((task >> 6) * 0x9e3779b97f4a7c15ull) >> 56];
 }
 
-/* Has @e's task work queued (task->task_works not NULL)? False where it cannot be read. */
-static bool task_work_queued(const struct sampler *s, const struct flag_ledger_entry *e)
+/* Did the kernel set @e's flag for itself: task work queued (task->task_works not NULL; TWA_
+ * SIGNAL's sets TIF_NOTIFY_SIGNAL instead, so this may overlook a flag hvprof left), or an
+ * rseq event not handled yet (rseq_event_mask)? False where neither can be read. */
+static bool kernel_reason(const struct sampler *s, const struct flag_ledger_entry *e)
 {
-	uint64_t works = 0;
+	uint64_t works = 0, events = 0;
 
-	return e->task_works_gpa &&
-	       gmem_read(s->mem, e->task_works_gpa, &works, sizeof(works)) == 0 && works;
+	return (e->task_works_gpa &&
+		gmem_read(s->mem, e->task_works_gpa, &works, sizeof(works)) == 0 && works) ||
+	       (e->rseq_events_gpa &&
+		gmem_read(s->mem, e->rseq_events_gpa, &events, sizeof(events)) == 0 && events);
 }
 
 void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct gi_paging *pg,
@@ -58,14 +74,14 @@ void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct
 
 	if (!s->ledger || !task)
 		return;
-	e = slot_of(s->ledger, task);
+	e = flag_ledger_slot(s->ledger, task);
 	if (e->task == task && e->pid == pid) {
 		/* its earlier flag met a return: the kernel cleared it, unless it set its own */
 		if (was_set >= 0 && e->returned) {
 			if (!was_set)
 				sv->c.flags_seen_clear++;
-			else if (task_work_queued(s, e))
-				sv->c.flags_seen_task_work++;
+			else if (kernel_reason(s, e))
+				sv->c.flags_seen_kernel++;
 			else
 				sv->c.flags_seen_set++;
 		}
@@ -77,8 +93,11 @@ void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct
 	    field_gpa(s, pg, task, l->task_pid, 4, &n.pid_gpa) ||
 	    field_gpa(s, pg, task, l->task_flags, 4, &n.task_flags_gpa))
 		return; /* not read back: the scan counts only what it can read */
+	/* optional: without them a flag set after a return counts as "other" */
 	if (field_gpa(s, pg, task, l->task_task_works, 8, &n.task_works_gpa))
-		n.task_works_gpa = 0; /* set flags after a return are then all "other" */
+		n.task_works_gpa = 0;
+	if (field_gpa(s, pg, task, l->task_rseq_event_mask, 8, &n.rseq_events_gpa))
+		n.rseq_events_gpa = 0;
 	*e = n;
 }
 
@@ -89,7 +108,7 @@ void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid)
 	if (!s->ledger)
 		return;
 	pthread_mutex_lock(&s->marks.lock);
-	e = slot_of(s->ledger, task);
+	e = flag_ledger_slot(s->ledger, task);
 	if (e->task == task && e->pid == pid)
 		e->returned = true;
 	pthread_mutex_unlock(&s->marks.lock);
@@ -112,8 +131,8 @@ static enum flag_scan_kind scan_one(struct sampler *s, const struct flag_ledger_
 		return FLAG_SCAN_CLEAR;
 	if (!e->returned)
 		return FLAG_SCAN_SET_UNRETURNED;
-	if (task_work_queued(s, e))
-		return FLAG_SCAN_SET_TASK_WORK;
+	if (kernel_reason(s, e))
+		return FLAG_SCAN_SET_KERNEL;
 	return FLAG_SCAN_SET_OTHER;
 }
 

@@ -150,7 +150,7 @@ static void hook_run_end(void *ctx, struct vmm_vcpu *v0)
 
 	if (s->n_vcpus && s->gi && s->cfg.sink) {
 		s->vcpus[0].v = v0;
-		flag_ledger_scan(s); /* before the pending marks go: they explain flags still set */
+		flag_ledger_scan(s); /* the flags as the run left them (docs/guest-interface.md) */
 		marks_flush(&s->vcpus[0]);
 	}
 }
@@ -448,10 +448,11 @@ void sampler_get_counters(const struct sampler *s, struct sampler_counters *out)
 		out->events_dropped = atomic_load(&((struct sampler *)s)->events_dropped);
 		out->marks_dropped_detach =
 			atomic_load(&((struct sampler *)s)->marks_dropped_detach);
-		/* SAFETY: FLAG_SCAN_N counters from flag_scans on, in the enum's order (static
-		 * assertion in flagscan.c) */
+		/* SAFETY: FLAG_SCAN_N uint64_t counters from flag_scans on, in the enum's order
+		 * (static assertions in flagscan.c), inside the struct's array of counters */
 		for (unsigned int k = 0; k < FLAG_SCAN_N; k++)
-			(&out->flag_scans)[k] = atomic_load(&((struct sampler *)s)->flag_scan[k]);
+			dst[offsetof(struct sampler_counters, flag_scans) / sizeof(uint64_t) + k] =
+				atomic_load(&((struct sampler *)s)->flag_scan[k]);
 	}
 }
 

@@ -243,19 +243,23 @@ struct flag_ledger {
 		uint64_t pid_gpa;       /* task->pid */
 		uint64_t task_flags_gpa; /* task->flags (PF_EXITING) */
 		uint64_t task_works_gpa; /* task->task_works; 0: not known */
+		uint64_t rseq_events_gpa; /* task->rseq_event_mask; 0: not known (no rseq) */
 	} e[FLAG_LEDGER_SLOTS];
 };
 
 /* The flag_scan counters, in the order of their fields in struct sampler_counters. */
 enum flag_scan_kind {
 	FLAG_SCANS, FLAG_SCAN_TASKS, FLAG_SCAN_CLEAR, FLAG_SCAN_SET_UNRETURNED,
-	FLAG_SCAN_SET_TASK_WORK, FLAG_SCAN_SET_OTHER, FLAG_SCAN_GONE, FLAG_SCAN_N
+	FLAG_SCAN_SET_KERNEL, FLAG_SCAN_SET_OTHER, FLAG_SCAN_GONE, FLAG_SCAN_N
 };
+
+/* The ledger's slot for @task (a hash of its address). */
+struct flag_ledger_entry *flag_ledger_slot(struct flag_ledger *l, uint64_t task);
 
 /* Note @task (@pid, through @pg) as flagged now by @sv; a no-op without a ledger or a field's
  * GPA. @was_set: the flag as the write found it, for a mark's first flag (-1: a mark flagged
  * again in its stay, not counted); a task whose return a trap saw since its last flag counts
- * it in flags_seen_clear, flags_seen_task_work or flags_seen_set. Under the marks lock. */
+ * it in flags_seen_clear, flags_seen_kernel or flags_seen_set. Under the marks lock. */
 void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct gi_paging *pg,
 		      int was_set);
 

@@ -240,20 +240,20 @@ struct sampler_config {
 	X(flags_seen_clear)     /* a new mark's flag on a task whose return hvprof saw since \
 				 * its last flag (flag strategy): TIF_NOTIFY_RESUME found clear, \
 				 * as the kernel left it */                                     \
-	X(flags_seen_task_work) /* ... found set, with task work queued (the kernel's own flag, \
-				 * set in this stay before the sample) */                       \
-	X(flags_seen_set)       /* ... found set, no task work queued (another of the kernel's \
-				 * reasons, or one hvprof left) */                              \
+	X(flags_seen_kernel)    /* ... found set, with task work queued or an rseq event \
+				 * pending (the kernel's own flag, set in this stay) */         \
+	X(flags_seen_set)       /* ... found set for neither (another of the kernel's reasons, \
+				 * or one hvprof left) */                                        \
 	X(flag_scans)           /* read-backs of the flagged tasks' TIF_NOTIFY_RESUME (flag \
 				 * strategy: at each detach and at the end of the run) */      \
-	X(flag_scan_tasks)      /* ... tasks read back (up to 256 flagged, the latest per slot) */ \
+	X(flag_scan_tasks)      /* ... tasks read back (the latest flagged per slot, 256 slots) */ \
 	X(flag_scan_clear)      /* ... with the flag clear: the guest kernel cleared it */      \
 	X(flag_scan_set_unreturned) /* ... set, no return seen since the flag (still in the \
 				     * kernel, blocked: it clears the flag at its return) */    \
-	X(flag_scan_set_task_work) /* ... set after a return seen, with task work queued (the \
-				    * kernel's own flag) */                                      \
-	X(flag_scan_set_other)  /* ... set after a return seen, no task work: left by hvprof, \
-				 * or read between a loop hit and its clear (should stay 0) */  \
+	X(flag_scan_set_kernel) /* ... set after a return seen, with task work queued or an \
+				 * rseq event pending (the kernel's own flag) */               \
+	X(flag_scan_set_other)  /* ... set after a return seen for neither: left by hvprof, or \
+				 * read between a loop hit and its clear (0, or 1 at most) */   \
 	X(flag_scan_gone)       /* ... exited or exiting (PF_EXITING, or another pid there now), \
 				 * or unreadable */                                              \
 	X(bench_bare_exits)     /* overflows in a bare-exit phase of --bench-phases (not samples) */ \

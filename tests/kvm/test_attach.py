@@ -94,22 +94,23 @@ def window(n):
           f"of attached)", after_ovf == 0 and after_intr < 0.1 * att_intr,
           f"attached {att_intr:.0f}/s, after {after_intr:.0f}/s, overflow {after_ovf:.0f}/s")
     # the flagged tasks read back at the detach: clear (the kernel cleared the flag at their
-    # return), or set with no return seen (in the kernel) or task work queued (the kernel's
-    # own); at most one read between a loop hit and its clear may show as "other" 
+    # return), or set with no return seen (in the kernel), or set by the kernel for itself (task
+    # work queued, an rseq event); at most one read between a loop hit and its clear may show as
+    # "other"
     c = raw["counters"]
     if c.get("marks_flagged", 0) > 0:  # the flag strategy (not on kernels without it)
         print(f"window {n}: flags read back: {c.get('flag_scan_tasks')} tasks, "
               f"{c.get('flag_scan_clear')} clear, {c.get('flag_scan_set_unreturned')} set with "
-              f"no return seen, {c.get('flag_scan_set_task_work')} with task work, "
+              f"no return seen, {c.get('flag_scan_set_kernel')} set by the kernel for itself, "
               f"{c.get('flag_scan_set_other')} otherwise, {c.get('flag_scan_gone')} gone; "
               f"new flags after a return seen: found clear {c.get('flags_seen_clear')}, set "
-              f"with task work {c.get('flags_seen_task_work')}, set otherwise "
+              f"by the kernel {c.get('flags_seen_kernel')}, set otherwise "
               f"{c.get('flags_seen_set')}", flush=True)
         check(f"window {n}: flags read back at the detach, none left by hvprof",
               c.get("flag_scans") == 1 and c.get("flag_scan_tasks", 0) >= 1
               and c.get("flag_scan_set_other", 2) <= 1,
               f"{c.get('flag_scans')} scans, {c.get('flag_scan_tasks')} tasks, "
-              f"{c.get('flag_scan_set_other')} set with no mark")
+              f"{c.get('flag_scan_set_other')} set for no reason the guest shows")
     check(f"window {n}: no breakpoint armed but the PVM fix-up's (slot 0)",
           int(st2["bp_armed"]) & ~1 == 0, st2["bp_armed"])
     return raw

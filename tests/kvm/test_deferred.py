@@ -124,22 +124,22 @@ if c.get("loop_hits"):
     # the flag at its return). At most one read between a loop hit and its clear (the run
     # ended there) may show as "other". And all along: a new mark's flag on a task whose
     # return was seen found the earlier one cleared (set: the kernel's own task work)
-    seen_c, seen_w = c.get("flags_seen_clear", 0), c.get("flags_seen_task_work", 0)
+    seen_c, seen_w = c.get("flags_seen_clear", 0), c.get("flags_seen_kernel", 0)
     seen_s = c.get("flags_seen_set", 0)
-    print(f"new flags after a return seen: found clear {seen_c}, set with task work queued "
+    print(f"new flags after a return seen: found clear {seen_c}, set by the kernel for itself "
           f"{seen_w}, set otherwise {seen_s}")
     # (nested SVM: 2 236 clear, 18 with task work, 0 otherwise)
     check("a new mark's flag after a return seen finds the earlier one cleared (>= 98%; set "
           "for no reason the guest shows <= 1%)",
           seen_c >= 100 and seen_w + seen_s <= 0.02 * (seen_c + seen_w + seen_s)
           and seen_s <= 0.01 * (seen_c + seen_w + seen_s),
-          f"{seen_c} clear, {seen_w} set with task work, {seen_s} set otherwise")
+          f"{seen_c} clear, {seen_w} set by the kernel for itself, {seen_s} set otherwise")
     check("flags read back at the end: clear, or set for a reason the guest shows",
           c.get("flag_scans") == 1 and c.get("flag_scan_tasks", 0) >= 1
           and c.get("flag_scan_clear", 0) >= 1 and c.get("flag_scan_set_other", 2) <= 1,
           f"{c.get('flag_scan_tasks')} tasks: {c.get('flag_scan_clear')} clear, "
           f"{c.get('flag_scan_set_unreturned')} set with no return seen, "
-          f"{c.get('flag_scan_set_task_work')} set with task work, "
+          f"{c.get('flag_scan_set_kernel')} set by the kernel for itself, "
           f"{c.get('flag_scan_set_other')} set otherwise, {c.get('flag_scan_gone')} gone")
     # the loop's hits that found no mark, told apart: none pending (the disarm), or another
     # thread's kernel-set flag while marks were pending; the sysretq/iretq trap's are the rest

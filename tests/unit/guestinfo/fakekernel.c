@@ -15,6 +15,7 @@ static const struct gi_layout fk_layout = {
 	.task_mm = 768,
 	.task_flags = 44,
 	.task_task_works = 0x7f8,
+	.task_rseq_event_mask = 0x7f0,
 	.task_stack = 32,
 	.mm_start_code = 0x110,
 	.mm_end_code = 0x118,

@@ -4,6 +4,7 @@
 // return seen (still in the kernel), set with task work queued (the kernel's own), set with
 // neither (left), or gone (another pid, exiting, unreadable); and a new mark's flag on a task
 // whose return was seen says whether the kernel had cleared the earlier one.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,15 +65,20 @@ static int resolve_mark(struct fixture *f, int32_t pid, bool seen)
 #define FLAG(f, pid) ASSERT_EQ_INT(flag((f), (pid)), TEST_OK)
 #define resolve(f, pid, seen) ASSERT_EQ_INT(resolve_mark((f), (pid), (seen)), TEST_OK)
 
-/* The flag_scan counters since the start: scans, tasks, then clear, unreturned, task work,
- * other, gone. */
+/* The flag_scan counters since the start, by name: scans, tasks, then clear, unreturned,
+ * the kernel's own, other, gone. */
 static int counts(struct fixture *f, const uint64_t want[FLAG_SCAN_N])
 {
 	struct sampler_counters c;
 
 	sampler_get_counters(f->s, &c);
-	for (unsigned int k = 0; k < FLAG_SCAN_N; k++)
-		ASSERT_EQ_U64((&c.flag_scans)[k], want[k]);
+	ASSERT_EQ_U64(c.flag_scans, want[FLAG_SCANS]);
+	ASSERT_EQ_U64(c.flag_scan_tasks, want[FLAG_SCAN_TASKS]);
+	ASSERT_EQ_U64(c.flag_scan_clear, want[FLAG_SCAN_CLEAR]);
+	ASSERT_EQ_U64(c.flag_scan_set_unreturned, want[FLAG_SCAN_SET_UNRETURNED]);
+	ASSERT_EQ_U64(c.flag_scan_set_kernel, want[FLAG_SCAN_SET_KERNEL]);
+	ASSERT_EQ_U64(c.flag_scan_set_other, want[FLAG_SCAN_SET_OTHER]);
+	ASSERT_EQ_U64(c.flag_scan_gone, want[FLAG_SCAN_GONE]);
 	return TEST_OK;
 }
 
@@ -84,6 +90,7 @@ static int flag_scans(struct fixture *f)
 	const struct gi_layout *l = gi_layout(f->fk.gi);
 	uint64_t pid_gpa = field(f, l->task_pid), flags_gpa = field(f, l->task_flags);
 	uint64_t works_gpa = field(f, l->task_task_works);
+	uint64_t rseq_gpa = field(f, l->task_rseq_event_mask);
 	struct sampler_counters c;
 
 	/* flagged, its mark pending: set, no return seen (in the kernel) */
@@ -107,15 +114,25 @@ static int flag_scans(struct fixture *f)
 	flag_ledger_scan(f->s);
 	COUNTS(f, 4, 3, 1, 1, 1, 0, 0);
 	fakemem_w64(fm, works_gpa, 0);
+	/* ... or an rseq event not handled yet (rseq_preempt() at a registered thread's switch) */
+	FLAG(f, FK_PID);
+	resolve(f, FK_PID, true);
+	fakemem_w64(fm, rseq_gpa, 1);
+	flag_ledger_scan(f->s);
+	fakemem_w64(fm, rseq_gpa, 0);
+	COUNTS(f, 5, 4, 1, 1, 2, 0, 0);
 	FLAG(f, FK_PID);
 	resolve(f, FK_PID, true);
 	flag_ledger_scan(f->s);
-	COUNTS(f, 5, 4, 1, 1, 1, 1, 0);
-	/* its mark ended with no return seen (expired while blocked): set, explained */
+	COUNTS(f, 6, 5, 1, 1, 2, 1, 0);
+	/* its mark ended with no return seen (expired while blocked): set, explained as such
+	 * (before any task work it queued since) */
 	FLAG(f, FK_PID);
 	resolve(f, FK_PID, false);
+	fakemem_w64(fm, works_gpa, 0xffff888000360000ull);
 	flag_ledger_scan(f->s);
-	COUNTS(f, 6, 5, 1, 2, 1, 1, 0);
+	fakemem_w64(fm, works_gpa, 0);
+	COUNTS(f, 7, 6, 1, 2, 2, 1, 0);
 	/* exiting (PF_EXITING), another pid in its place, or unreadable: gone */
 	fakemem_w32(fm, flags_gpa, 0x00400104);
 	FLAG(f, FK_PID);
@@ -128,10 +145,10 @@ static int flag_scans(struct fixture *f)
 	fakemem_w32(fm, pid_gpa, FK_PID);
 	resolve(f, FK_PID, false);
 	FLAG(f, FK_PID);
-	f->s->ledger->e[(f->fk.task_kva >> 6) % FLAG_LEDGER_SLOTS].ti_flags_gpa = 1ull << 40;
+	flag_ledger_slot(f->s->ledger, f->fk.task_kva)->ti_flags_gpa = 1ull << 40;
 	flag_ledger_scan(f->s);
 	resolve(f, FK_PID, false);
-	COUNTS(f, 9, 8, 1, 2, 1, 1, 3);
+	COUNTS(f, 10, 9, 1, 2, 2, 1, 3);
 	/* the same task_struct, another thread's now, flagged: read back under its new pid */
 	FLAG(f, FK_PID);
 	resolve(f, FK_PID, true);
@@ -141,12 +158,12 @@ static int flag_scans(struct fixture *f)
 	flag_ledger_scan(f->s);
 	fakemem_w32(fm, pid_gpa, FK_PID);
 	resolve(f, FK_PID + 1, false);
-	COUNTS(f, 10, 9, 1, 3, 1, 1, 3);
+	COUNTS(f, 11, 10, 1, 3, 2, 1, 3);
 	/* not a kernel address (a user page mapped in this mm), or misaligned: not kept */
 	flag_ledger_note(&f->s->vcpus[0], FK_USER_STACK, FK_PID, &f->fk.fm.pg, -1);
 	flag_ledger_note(&f->s->vcpus[0], f->fk.task_kva + 4, FK_PID, &f->fk.fm.pg, -1);
 	flag_ledger_scan(f->s);
-	COUNTS(f, 11, 9, 1, 3, 1, 1, 3);
+	COUNTS(f, 12, 10, 1, 3, 2, 1, 3);
 	kernel_clears(f);
 
 	/* a new mark's flag on a task whose return was seen: found clear (the kernel cleared
@@ -173,14 +190,14 @@ static int flag_scans(struct fixture *f)
 	kernel_clears(f);
 	sampler_get_counters(f->s, &c);
 	ASSERT_EQ_U64(c.flags_seen_clear, 1);
-	ASSERT_EQ_U64(c.flags_seen_task_work, 1);
+	ASSERT_EQ_U64(c.flags_seen_kernel, 1);
 	ASSERT_EQ_U64(c.flags_seen_set, 1);
 	flag_ledger_scan(f->s);
-	COUNTS(f, 12, 10, 2, 3, 1, 1, 3);
+	COUNTS(f, 13, 11, 2, 3, 2, 1, 3);
 	/* not the flag strategy: no scan */
 	f->s->traps.flag = false;
 	flag_ledger_scan(f->s);
-	COUNTS(f, 12, 10, 2, 3, 1, 1, 3);
+	COUNTS(f, 13, 11, 2, 3, 2, 1, 3);
 	return TEST_OK;
 }
 
@@ -204,7 +221,78 @@ fini:
 	return ret;
 }
 
+/* Through the production path: a kernel sample flags the thread (sample_from_regs), the exit-
+ * work loop's hit resolves it (trap_loop_resolve) and notes the return, the kernel clears the
+ * flag, and the next stay's flag finds it clear. */
+static int test_flag_return_seen_by_trap(void)
+{
+	struct fixture f;
+	struct kvm_regs regs;
+	struct kvm_sregs sregs;
+	struct gi_paging pg;
+	struct sampler_counters c;
+	struct svcpu *sv;
+	int ret = TEST_FAIL;
+
+	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		goto fini;
+	fm = &f.fk.fm;
+	sv = &f.s->vcpus[0];
+	f.s->marks.flag_marks = true;
+	f.s->marks.set_flag = flag_set;
+	f.s->traps.flag = true;
+	f.s->traps.ew.notify_bit = TIF_NOTIFY_RESUME_BIT;
+	f.s->ledger = calloc(1, sizeof(*f.s->ledger));
+	ASSERT_TRUE(f.s->ledger != NULL);
+	sv->kaslr_decided = true; /* the fake kernel has no MSR_LSTAR to decide the KASLR check */
+	f.s->stay_adaptive = false; /* every stay marks */
+	fixture_process(&f.fk, 0x400000);
+	ASSERT_TRUE(write_pt_regs(&f, &f.entry) == 0);
+	ASSERT_TRUE(fixture_vcpu_regs(&f, 0, &regs, &sregs) == 0);
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 1000 * (i + 1), 0), 0);
+		ASSERT_TRUE(sv->sample.cookie != 0);
+		pg = sampler_exit_paging(sv, &sregs);
+		trap_loop_resolve(sv, &regs, &sregs, &pg);
+		kernel_clears(&f);
+	}
+	sampler_get_counters(f.s, &c);
+	ASSERT_EQ_U64(c.marks_flagged, 2);
+	ASSERT_EQ_U64(c.flags_seen_clear, 1);
+	ASSERT_EQ_U64(c.flags_seen_kernel + c.flags_seen_set, 0);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+/* task_structs sit a few to a slab (6.1: 5 of 6 464 bytes in each 32 KiB-aligned slab): their
+ * low address bits take 5 values, and the slots must not follow them (100 tasks of 20 slabs
+ * fall in 5 slots by bits 6-13 alone; a fair hash leaves ~83 of 100 distinct). */
+static int test_slots_spread(void)
+{
+	static struct flag_ledger l;
+	bool used[FLAG_LEDGER_SLOTS] = { false };
+	unsigned int distinct = 0;
+
+	for (uint64_t slab = 0; slab < 20; slab++)
+		for (uint64_t i = 0; i < 5; i++) {
+			uint64_t task = 0xffff888004000000ull + slab * 0x8000 + i * 6464;
+			size_t k = (size_t)(flag_ledger_slot(&l, task) - l.e);
+
+			ASSERT_TRUE(k < FLAG_LEDGER_SLOTS);
+			distinct += !used[k];
+			used[k] = true;
+		}
+	printf("# 100 tasks in %u slots\n", distinct);
+	ASSERT_TRUE(distinct >= 75);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
+	{ "flag ledger: tasks of the same slabs spread over the slots", test_slots_spread },
+	{ "flag ledger: the loop's hit notes the return, the next flag finds it cleared",
+	  test_flag_return_seen_by_trap },
 	{ "flag strategy: flagged tasks read back (clear, set: no return seen, task work, left; "
 	  "gone), a new flag finding the last one cleared",
 	  test_flag_scan },
