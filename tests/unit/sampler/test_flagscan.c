@@ -63,6 +63,23 @@ static int resolve_mark(struct fixture *f, int32_t pid, bool seen)
 }
 
 #define FLAG(f, pid) ASSERT_EQ_INT(flag((f), (pid)), TEST_OK)
+
+/* A flag of the fake task, its mark resolved (the return seen by a trap, or not), then a scan
+ * with the 8-byte word at @gpa (when not 0) holding @value, put back to 0 after. */
+static int flag_scan_with(struct fixture *f, bool seen, uint64_t gpa, uint64_t value)
+{
+	ASSERT_EQ_INT(flag(f, FK_PID), TEST_OK);
+	ASSERT_EQ_INT(resolve_mark(f, FK_PID, seen), TEST_OK);
+	if (gpa)
+		fakemem_w64(fm, gpa, value);
+	flag_ledger_scan(f->s);
+	if (gpa)
+		fakemem_w64(fm, gpa, 0);
+	return TEST_OK;
+}
+
+#define SCAN_WITH(f, seen, gpa, value) \
+	ASSERT_EQ_INT(flag_scan_with((f), (seen), (gpa), (value)), TEST_OK)
 #define resolve(f, pid, seen) ASSERT_EQ_INT(resolve_mark((f), (pid), (seen)), TEST_OK)
 
 /* The flag_scan counters since the start, by name: scans, tasks, then clear, unreturned,
@@ -107,31 +124,17 @@ static int flag_scans(struct fixture *f)
 	kernel_clears(f);
 	flag_ledger_scan(f->s);
 	COUNTS(f, 3, 2, 1, 1, 0, 0, 0);
-	/* its return seen but still set: the kernel's task work queued, or left (other) */
-	FLAG(f, FK_PID);
-	resolve(f, FK_PID, true);
-	fakemem_w64(fm, works_gpa, 0xffff888000360000ull);
-	flag_ledger_scan(f->s);
+	/* its return seen but still set: the kernel's task work queued, an rseq event not
+	 * handled yet (rseq_preempt() at a registered thread's switch), or neither: left */
+	SCAN_WITH(f, true, works_gpa, 0xffff888000360000ull);
 	COUNTS(f, 4, 3, 1, 1, 1, 0, 0);
-	fakemem_w64(fm, works_gpa, 0);
-	/* ... or an rseq event not handled yet (rseq_preempt() at a registered thread's switch) */
-	FLAG(f, FK_PID);
-	resolve(f, FK_PID, true);
-	fakemem_w64(fm, rseq_gpa, 1);
-	flag_ledger_scan(f->s);
-	fakemem_w64(fm, rseq_gpa, 0);
+	SCAN_WITH(f, true, rseq_gpa, 1);
 	COUNTS(f, 5, 4, 1, 1, 2, 0, 0);
-	FLAG(f, FK_PID);
-	resolve(f, FK_PID, true);
-	flag_ledger_scan(f->s);
+	SCAN_WITH(f, true, 0, 0);
 	COUNTS(f, 6, 5, 1, 1, 2, 1, 0);
 	/* its mark ended with no return seen (expired while blocked): set, explained as such
 	 * (before any task work it queued since) */
-	FLAG(f, FK_PID);
-	resolve(f, FK_PID, false);
-	fakemem_w64(fm, works_gpa, 0xffff888000360000ull);
-	flag_ledger_scan(f->s);
-	fakemem_w64(fm, works_gpa, 0);
+	SCAN_WITH(f, false, works_gpa, 0xffff888000360000ull);
 	COUNTS(f, 7, 6, 1, 2, 2, 1, 0);
 	/* exiting (PF_EXITING), another pid in its place, or unreadable: gone */
 	fakemem_w32(fm, flags_gpa, 0x00400104);
