@@ -214,7 +214,7 @@ def interleaved(hvprof, rounds, work):
                     rr["no_mark_workload_pct"] = 100 * c.get("traps_no_mark_in_workload", 0) / \
                         c["traps_in_workload"]
                 # the guest-side evidence (flag strategy): a new mark's flag on a task whose
-                # return a trap saw found the earlier one cleared; flagged tasks read back at
+                # return hvprof saw found the earlier one cleared; flagged tasks read back at
                 # the end set for no reason the guest shows
                 seen = c.get("flags_seen_clear", 0) + c.get("flags_seen_kernel", 0) + \
                     c.get("flags_seen_set", 0)
@@ -253,7 +253,7 @@ def interleaved(hvprof, rounds, work):
           "and p90 from the workload_sample_le_* histogram); no-mark % = traps_no_mark / traps_hit (in wl: the same over the hits between WORKLOAD_START and END; idle: the loop's hits with no mark pending, each disarming it); ioctl "
           "us/sample = time in KVM_SET_REGS/SREGS and KVM_SET_GUEST_DEBUG per sample (the whole "
           "boot's, the PVM SYSCALL fix-up's included); cleared % = flags_seen_clear over all "
-          "flags_seen_*: a new mark's flag on a task whose return a trap saw found the earlier "
+          "flags_seen_*: a new mark's flag on a task whose return hvprof saw found the earlier "
           "one cleared by the guest kernel; left = flagged tasks read back at the end with the "
           "flag set for no reason the guest shows (flag_scan_set_other)")
     return {"rounds": rounds, "rows": rows, "raw": per}

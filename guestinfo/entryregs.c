@@ -211,24 +211,25 @@ static int orc_entry_regs(const struct gi *gi, const struct gmem *mem, const str
 }
 
 /*
- * @rip (link-time) in a 32-bit system call's entry? Every other entry here is an interrupt's or
- * an exception's (SYSCALL's has its own path), whose stub sets pt_regs.orig_ax to -1 once
+ * Which 32-bit system call's entry is @rip (link-time) in: an index of gi->compat_entry (0:
+ * entry_INT80_compat), or -1 for none. Every other entry here is an interrupt's or an
+ * exception's (SYSCALL's has its own path), whose stub sets pt_regs.orig_ax to -1 once
  * error_entry has returned (arch/x86/entry/entry_64.S, idtentry): until then the slot holds its
  * vector or error code, which would pass for a system call's number (stay_class, walk_at_mark).
  */
-static bool in_compat_entry(const struct gi *gi, uint64_t rip)
+static int compat_entry_of(const struct gi *gi, uint64_t rip)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(gi->compat_entry); i++)
 		if (rip >= gi->compat_entry[i][0] && rip < gi->compat_entry[i][1])
-			return true;
-	return false;
+			return (int)i;
+	return -1;
 }
 
 int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct gi_regs *regs,
 		       uint64_t task, const struct gi_user_regs *live, struct gi_user_regs *out)
 {
 	uint64_t slide, rip;
-	int err;
+	int err, compat;
 
 	if (!gi || !mem || !regs || !live || !out)
 		return -EINVAL;
@@ -242,10 +243,12 @@ int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct
 	err = gi->orc ? orc_entry_regs(gi, mem, regs, slide, live, out) : -ENOTSUP;
 	if (err == -ENOTSUP || err == -EAGAIN)
 		err = entry_stack_regs(gi, mem, regs, task, slide, live, out);
-	if (err == 0 && !in_compat_entry(gi, rip))
+	if (err)
+		return err;
+	compat = compat_entry_of(gi, rip);
+	if (compat < 0)
 		out->orig_ax = UINT64_MAX;
-	else if (err == 0 && out->orig_ax == UINT64_MAX && rip >= gi->compat_entry[0][0] &&
-		 rip < gi->compat_entry[0][1])
+	else if (compat == 0 && out->orig_ax == UINT64_MAX)
 		/* entry_INT80_compat on the entry stack (the iret frame, then its pushes of
 		 * orig_ax and rdi before it moves them to the task stack; RAX is not touched):
 		 * the number is in RAX, which the entry saves zero-extended (movl %eax, %eax;
@@ -253,5 +256,5 @@ int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct
 		 * (6.7, and 6.1.y's backport) have no such entry: asm_int80_emulation is an
 		 * idtentry whose orig_ax is -1 until do_int80_emulation() sets it. */
 		out->orig_ax = (uint32_t)live->ax;
-	return err;
+	return 0;
 }

@@ -3,7 +3,7 @@
 // hvprof sets are cleared): the tasks it flagged are kept in a small ledger, and at each detach
 // and at the end of the run their thread_info.flags are read again. hvprof never clears
 // TIF_NOTIFY_RESUME itself (docs/guest-interface.md); the kernel does, in the exit-work loop, at
-// the thread's next return to user mode. So a flagged task whose return a trap saw reads clear,
+// the thread's next return to user mode. So a flagged task whose return hvprof saw reads clear,
 // unless the kernel set the flag again for itself (task work queued: task->task_works; an rseq
 // event pending: task->rseq_event_mask); one with no return seen since its flag (in the
 // kernel: blocked, or its mark expired) may read set. Set after a return seen for neither
@@ -66,7 +66,7 @@ static bool kernel_reason(const struct sampler *s, const struct flag_ledger_entr
 }
 
 void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct gi_paging *pg,
-		      int was_set)
+		      bool was_set)
 {
 	struct sampler *s = sv->s;
 	const struct gi_layout *l;
@@ -77,7 +77,7 @@ void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct
 	e = flag_ledger_slot(s->ledger, task);
 	if (e->task == task && e->pid == pid) {
 		/* its earlier flag met a return: the kernel cleared it, unless it set its own */
-		if (was_set >= 0 && e->returned) {
+		if (e->returned) {
 			if (!was_set)
 				sv->c.flags_seen_clear++;
 			else if (kernel_reason(s, e))
@@ -107,11 +107,9 @@ void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid)
 
 	if (!s->ledger)
 		return;
-	pthread_mutex_lock(&s->marks.lock);
 	e = flag_ledger_slot(s->ledger, task);
 	if (e->task == task && e->pid == pid)
 		e->returned = true;
-	pthread_mutex_unlock(&s->marks.lock);
 }
 
 /* What @e reads as now: an enum flag_scan_kind from FLAG_SCAN_CLEAR on. */

@@ -128,7 +128,7 @@ static void mark_kind(struct svcpu *sv, struct marks *m, struct mark *mk,
 		return;
 	}
 	sv->c.marks_flagged++;
-	flag_ledger_note(sv, req->task, req->pid, req->pg, mk->flag ? -1 : was_set);
+	flag_ledger_note(sv, req->task, req->pid, req->pg, was_set);
 	if (!mk->flag) {
 		mk->flag = true;
 		if (m->n_flag++ == 0 && m->on_flag_first)
@@ -505,7 +505,7 @@ bool marks_has(struct svcpu *sv, uint64_t task, int32_t pid)
 	return found;
 }
 
-bool marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint64_t mm,
+void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint64_t mm,
 			     const struct gi_paging *pg, const struct gi_user_regs *ur)
 {
 	struct marks *m = &sv->s->marks;
@@ -513,17 +513,18 @@ bool marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint6
 
 	if (!atomic_load(&m->pending)) {
 		sv->c.traps_no_mark++;
-		return false;
+		return;
 	}
 	pthread_mutex_lock(&m->lock);
 	mk = find(m, task, pid);
 	if (!mk) {
 		pthread_mutex_unlock(&m->lock);
 		sv->c.traps_no_mark++;
-		return false;
+		return;
 	}
 	copy = *mk;
 	release(sv, m, mk);
+	flag_ledger_returned(sv->s, task, pid); /* a flag read back now is the kernel's */
 	pthread_mutex_unlock(&m->lock);
 
 	if (copy.window && mm == copy.mm) {
@@ -550,7 +551,6 @@ bool marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint6
 		emit_saved_entry_walk(sv, &copy, ur, pg, mm);
 		sv->c.resolved_stale++;
 	}
-	return true;
 }
 
 /* x86-64 struct rt_sigframe at a signal handler's RSP (arch/x86/include/asm/sigframe.h):

@@ -257,14 +257,15 @@ enum flag_scan_kind {
 struct flag_ledger_entry *flag_ledger_slot(struct flag_ledger *l, uint64_t task);
 
 /* Note @task (@pid, through @pg) as flagged now by @sv; a no-op without a ledger or a field's
- * GPA. @was_set: the flag as the write found it, for a mark's first flag (-1: a mark flagged
- * again in its stay, not counted); a task whose return a trap saw since its last flag counts
- * it in flags_seen_clear, flags_seen_kernel or flags_seen_set. Under the marks lock. */
+ * GPA. @was_set: the flag as the write found it; a task whose return was seen since its last
+ * flag counts it in flags_seen_clear, flags_seen_kernel or flags_seen_set (a mark flagged again
+ * in its stay has seen no return). Under the marks lock. */
 void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct gi_paging *pg,
-		      int was_set);
+		      bool was_set);
 
-/* A trap resolved a mark of @task (@pid) at its return to user mode: the kernel has cleared,
- * or is clearing, its flag. Takes the marks lock. */
+/* A mark of @task (@pid) was resolved at its return to user mode (a trap, or a sample past the
+ * thread's last read of its flags): the kernel has cleared, or is clearing, its flag. Under the
+ * marks lock. */
 void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid);
 
 /* Read the ledger's tasks back from guest RAM, add what was found to the flag_scan counters
@@ -321,9 +322,9 @@ bool marks_has(struct svcpu *sv, uint64_t task, int32_t pid);
 bool stay_walk_now(struct svcpu *sv, const struct gi_user_regs *e, bool *explore);
 /* The thread @task/@pid is about to return to user with @ur in the address space @mm (its
  * task->mm, page tables @pg): resolve its mark, if any. A mark with no entry registers whose mm
- * is not @mm (execve switched it) ends as HVP_WALK_EXECVE, not walked. Return: a mark was
- * resolved (false: none pending for the thread, traps_no_mark). */
-bool marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint64_t mm,
+ * is not @mm (execve switched it) ends as HVP_WALK_EXECVE, not walked. The flag ledger notes
+ * the return (flag_ledger_returned). */
+void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint64_t mm,
 			     const struct gi_paging *pg, const struct gi_user_regs *ur);
 /* Resolve marks older than the timeout (at most a few per call) from their entry registers. */
 void marks_expire(struct svcpu *sv, uint64_t now_ns);

@@ -252,8 +252,7 @@ static void resolve(struct svcpu *sv, const struct kvm_sregs *sregs, const struc
 		sv->c.traps_no_mark++;
 		return;
 	}
-	if (marks_resolve_at_return(sv, task, t.pid, st.mm, pg, ur ? ur : &pt) && s->ledger)
-		flag_ledger_returned(s, task, t.pid); /* the flag read back is the kernel's now */
+	marks_resolve_at_return(sv, task, t.pid, st.mm, pg, ur ? ur : &pt);
 }
 
 void trap_loop_resolve(struct svcpu *sv, const struct kvm_regs *regs,

@@ -119,7 +119,7 @@ if c.get("loop_hits"):
           f"{c.get('marks_resolved_in_tail')} resolved in the tail, {c.get('marks_trapped')} "
           f"trapped, {c.get('flag_set_failed')} flags not set")
     # the flagged tasks read back from guest RAM at the end (sampler/flagscan.c): the kernel
-    # cleared the flag of every one whose return a trap saw (hvprof never clears it) but for
+    # cleared the flag of every one whose return hvprof saw (hvprof never clears it) but for
     # task work it queued itself; one with no return seen is still in the kernel (it clears
     # the flag at its return). At most one read between a loop hit and its clear (the run
     # ended there) may show as "other". And all along: a new mark's flag on a task whose

@@ -48,7 +48,7 @@
 #define E(t, reg, off) { .type = (t), .sp_reg = (reg), .sp_offset = (off), .bp_reg = 0 }
 
 enum stage { AT_STUB, AFTER_SAVE, IN_SAVE_PUSHES, SAVED_FULL, IN_SAVE_CALLEE, DEEPER, IN_COMPAT,
-	     IN_INT80, IN_INT80_SAVED, FROM_KERNEL, SYSCALL_FIRST,
+	     IN_INT80, IN_INT80_SAVED, IN_SYSENTER_FRAME, FROM_KERNEL, SYSCALL_FIRST,
 	     SYSCALL_CR3, SYSCALL_PUSHING, SYSCALL_SS_ONLY, SYSCALL_WHOLE, SYSCALL_NO_TASK,
 	     STACK_UNMAPPED,
 	     NO_LAYOUT };
@@ -84,6 +84,8 @@ static const struct entry_want cases[] = {
 	  false, 0, UIP, USP, 0xb0 },
 	{ "no ORC, int $0x80's entry with pt_regs saved: orig_ax as saved", IN_INT80_SAVED, false,
 	  0, UIP, USP, 0xb1 },
+	{ "no ORC, another 32-bit entry's range at the same depth: RAX is int $0x80's rule only",
+	  IN_SYSENTER_FRAME, false, 0, UIP, USP, 0xb0 },
 	{ "ORC, an interrupt of kernel mode", FROM_KERNEL, true, -ENOENT, 0, 0, 0 },
 	{ "no ORC, an interrupt of kernel mode", FROM_KERNEL, false, -ENOENT, 0, 0, 0 },
 	{ "SYSCALL's first instruction: RCX and RSP", SYSCALL_FIRST, true, 0, UIP + 2, USP, 0xb0 },
@@ -174,6 +176,7 @@ static void build(const struct entry_want *w, struct fakemem *fm, struct gi_regs
 		fakemem_w64(fm, STACK_GPA + 0x200 - 128 - 8, FN_S + 0x20);
 		break;
 	case IN_INT80: /* the iret frame (no error code), orig_ax and rdi pushed */
+	case IN_SYSENTER_FRAME:
 		r->rip = FN_S + 0x4;
 		r->rsp = FRAME - 16;
 		break;
@@ -237,9 +240,10 @@ static int one(const struct entry_want *w)
 	if (w->stage == IN_COMPAT || w->stage == IN_INT80_SAVED) {
 		gi->compat_entry[w->stage == IN_COMPAT ? 1 : 0][0] = FN_R;
 		gi->compat_entry[w->stage == IN_COMPAT ? 1 : 0][1] = FN_R + 0x100;
-	} else if (w->stage == IN_INT80) { /* entry_INT80_compat */
-		gi->compat_entry[0][0] = FN_S;
-		gi->compat_entry[0][1] = FN_S + 0x10;
+	} else if (w->stage == IN_INT80 || w->stage == IN_SYSENTER_FRAME) {
+		/* entry_INT80_compat, or entry_SYSENTER_compat */
+		gi->compat_entry[w->stage == IN_INT80 ? 0 : 1][0] = FN_S;
+		gi->compat_entry[w->stage == IN_INT80 ? 0 : 1][1] = FN_S + 0x10;
 		live.ax = 0xdead00000000ull | 11; /* the number in EAX; the upper half the user's */
 	} else if (w->stage == SAVED_FULL) { /* one starting right after the sampled RIP */
 		gi->compat_entry[1][0] = FN_R + 0x41;

@@ -170,3 +170,13 @@ int read_counter_read(void *ctx, uint64_t gpa, void *dst, size_t len)
 		rc->n++;
 	return gmem_read(&rc->inner, gpa, dst, len);
 }
+
+int fixture_kernel_samples(struct fixture *f, struct kvm_regs *regs, struct kvm_sregs *sregs)
+{
+	f->s->vcpus[0].kaslr_decided = true;
+	f->s->stay_adaptive = false;
+	fixture_process(&f->fk, 0x400000);
+	ASSERT_TRUE(write_pt_regs(f, &f->entry) == 0);
+	ASSERT_TRUE(fixture_vcpu_regs(f, 0, regs, sregs) == 0);
+	return TEST_OK;
+}

@@ -59,6 +59,12 @@ void fixture_process(struct fakekernel *fk, uint64_t start_code);
  */
 int fixture_vcpu_regs(struct fixture *f, uint8_t cpl, struct kvm_regs *regs,
 		      struct kvm_sregs *sregs);
+/* Ready for whole kernel samples of the fake task (sample_from_regs): vCPU 0's KASLR check
+ * decided (the fake kernel has no MSR_LSTAR), every stay marked, the task's process and
+ * pt_regs (f->entry) in place, and its vCPU registers in @regs/@sregs (fixture_vcpu_regs, CPL
+ * 0). Return: TEST_OK or TEST_FAIL. */
+int fixture_kernel_samples(struct fixture *f, struct kvm_regs *regs, struct kvm_sregs *sregs);
+
 /* @r is the walk of the fixture's good chain (ip + 3 frames), with @cookie */
 int check_good_walk(const struct rec *r, uint64_t cookie);
 

@@ -42,6 +42,21 @@ static void kernel_clears(struct fixture *f)
 	fakemem_w64(fm, gpa, fakemem_r64(fm, gpa) & ~(1ull << TIF_NOTIFY_RESUME_BIT));
 }
 
+/* The fixture with the flag strategy: the flag written into the fake's RAM (flag_set) and a
+ * ledger. Return: 0, or -1 (the fixture is failed; fixture_fini it all the same). */
+static int flag_fixture_init(struct fixture *f)
+{
+	if (fixture_init(f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+		return -1;
+	fm = &f->fk.fm;
+	f->s->marks.flag_marks = true;
+	f->s->marks.set_flag = flag_set;
+	f->s->traps.flag = true;
+	f->s->traps.ew.notify_bit = TIF_NOTIFY_RESUME_BIT;
+	f->s->ledger = calloc(1, sizeof(*f->s->ledger));
+	return f->s->ledger ? 0 : -1;
+}
+
 /* A new flagged mark of the fake task (pid @pid). */
 static int flag(struct fixture *f, int32_t pid)
 {
@@ -51,14 +66,20 @@ static int flag(struct fixture *f, int32_t pid)
 	return TEST_OK;
 }
 
-/* Its mark resolved: at a return a trap saw (@seen), or otherwise (expired, ended in the tail:
- * no return seen). */
+/* Its mark resolved: at its return (@seen: a trap's, or a sample past its last read of the
+ * flags), or from its entry registers with no return seen (marks_flush: as a mark that expired
+ * while its thread blocked, or one pending at the end). */
 static int resolve_mark(struct fixture *f, int32_t pid, bool seen)
 {
-	ASSERT_TRUE(marks_resolve_at_return(&f->s->vcpus[0], f->fk.task_kva, pid, f->fk.mm_kva,
-					    &f->fk.fm.pg, &f->entry));
+	struct svcpu *sv = &f->s->vcpus[0];
+
+	ASSERT_TRUE(marks_has(sv, f->fk.task_kva, pid));
 	if (seen)
-		flag_ledger_returned(f->s, f->fk.task_kva, pid);
+		marks_resolve_at_return(sv, f->fk.task_kva, pid, f->fk.mm_kva, &f->fk.fm.pg,
+					&f->entry);
+	else
+		marks_flush(sv);
+	ASSERT_TRUE(!marks_has(sv, f->fk.task_kva, pid));
 	return TEST_OK;
 }
 
@@ -185,10 +206,7 @@ static int flag_scans(struct fixture *f)
 	fakemem_w64(fm, works_gpa, 0);
 	resolve(f, FK_PID, false);
 	FLAG(f, FK_PID);                               /* no return seen: not counted */
-	/* the return of the last mark noted late (its trap's vCPU ran behind), then this mark
-	 * flagged again in its stay: not counted either */
-	flag_ledger_returned(f->s, f->fk.task_kva, FK_PID);
-	ASSERT_EQ_INT(flag(f, FK_PID), TEST_OK);
+	ASSERT_EQ_INT(flag(f, FK_PID), TEST_OK);       /* flagged again in its stay: nor this */
 	resolve(f, FK_PID, true);
 	kernel_clears(f);
 	sampler_get_counters(f->s, &c);
@@ -209,17 +227,8 @@ static int test_flag_scan(void)
 	struct fixture f;
 	int ret = TEST_FAIL;
 
-	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
-		goto fini;
-	fm = &f.fk.fm;
-	f.s->marks.flag_marks = true;
-	f.s->marks.set_flag = flag_set;
-	f.s->traps.flag = true;
-	f.s->traps.ew.notify_bit = TIF_NOTIFY_RESUME_BIT;
-	f.s->ledger = calloc(1, sizeof(*f.s->ledger));
-	if (f.s->ledger)
+	if (flag_fixture_init(&f) == 0)
 		ret = flag_scans(&f);
-fini:
 	fixture_fini(&f);
 	return ret;
 }
@@ -237,21 +246,10 @@ static int test_flag_return_seen_by_trap(void)
 	struct svcpu *sv;
 	int ret = TEST_FAIL;
 
-	if (fixture_init(&f, SAMPLER_CALLCHAIN_DEFERRED, 4))
+	if (flag_fixture_init(&f))
 		goto fini;
-	fm = &f.fk.fm;
 	sv = &f.s->vcpus[0];
-	f.s->marks.flag_marks = true;
-	f.s->marks.set_flag = flag_set;
-	f.s->traps.flag = true;
-	f.s->traps.ew.notify_bit = TIF_NOTIFY_RESUME_BIT;
-	f.s->ledger = calloc(1, sizeof(*f.s->ledger));
-	ASSERT_TRUE(f.s->ledger != NULL);
-	sv->kaslr_decided = true; /* the fake kernel has no MSR_LSTAR to decide the KASLR check */
-	f.s->stay_adaptive = false; /* every stay marks */
-	fixture_process(&f.fk, 0x400000);
-	ASSERT_TRUE(write_pt_regs(&f, &f.entry) == 0);
-	ASSERT_TRUE(fixture_vcpu_regs(&f, 0, &regs, &sregs) == 0);
+	ASSERT_EQ_INT(fixture_kernel_samples(&f, &regs, &sregs), TEST_OK);
 	for (int i = 0; i < 2; i++) {
 		ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 1000 * (i + 1), 0), 0);
 		ASSERT_TRUE(sv->sample.cookie != 0);
@@ -263,6 +261,34 @@ static int test_flag_return_seen_by_trap(void)
 	ASSERT_EQ_U64(c.marks_flagged, 2);
 	ASSERT_EQ_U64(c.flags_seen_clear, 1);
 	ASSERT_EQ_U64(c.flags_seen_kernel + c.flags_seen_set, 0);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+/* A detach reads the window's flagged tasks back before it drops their marks: a mark pending at
+ * the detach leaves its flag set with no return seen; the next window starts an empty ledger. */
+static int test_flag_scan_at_detach(void)
+{
+	struct sampler_window win = { .sample_hz = 500, .call_graph = SAMPLER_CALL_GRAPH_FP };
+	struct sampler_detach_info info;
+	struct fixture f;
+	int ret = TEST_FAIL;
+
+	if (flag_fixture_init(&f))
+		goto fini;
+	f.s->cfg.start = SAMPLER_START_ATTACH; /* as sampler_new makes it: sampling off */
+	atomic_store(&f.s->sampling_start, 0);
+	ASSERT_EQ_INT(sampler_attach(f.s, &win), 0);
+	FLAG(&f, FK_PID);
+	ASSERT_EQ_INT(sampler_detach(f.s, 1000000, &info), 0);
+	ASSERT_EQ_INT(info.marks_dropped, 1);
+	COUNTS(&f, 1, 1, 0, 1, 0, 0, 0);
+	kernel_clears(&f);
+	ASSERT_EQ_INT(sampler_attach(f.s, &win), 0);
+	ASSERT_EQ_INT(sampler_detach(f.s, 1000000, &info), 0);
+	COUNTS(&f, 2, 1, 0, 1, 0, 0, 0);
 	ret = TEST_OK;
 fini:
 	fixture_fini(&f);
@@ -296,6 +322,8 @@ static const struct test_case tests[] = {
 	{ "flag ledger: tasks of the same slabs spread over the slots", test_slots_spread },
 	{ "flag ledger: the loop's hit notes the return, the next flag finds it cleared",
 	  test_flag_return_seen_by_trap },
+	{ "flag ledger: read back at each detach, before the marks are dropped",
+	  test_flag_scan_at_detach },
 	{ "flag strategy: flagged tasks read back (clear, set: no return seen, task work, left; "
 	  "gone), a new flag finding the last one cleared",
 	  test_flag_scan },

@@ -561,11 +561,7 @@ static int test_flag_loop_resolve_cached(void)
 	if (flag_fixture_init(&f))
 		goto fini;
 	sv = &f.s->vcpus[0];
-	sv->kaslr_decided = true; /* the fake kernel has no MSR_LSTAR to decide the KASLR check */
-	f.s->stay_adaptive = false; /* every stay marks */
-	fixture_process(&f.fk, 0x400000);
-	ASSERT_TRUE(write_pt_regs(&f, &f.entry) == 0);
-	ASSERT_TRUE(fixture_vcpu_regs(&f, 0, &regs, &sregs) == 0);
+	ASSERT_EQ_INT(fixture_kernel_samples(&f, &regs, &sregs), TEST_OK);
 	cg.inner = f.fk.fm.mem;
 	cg.table_end = f.fk.fm.next_table_gpa;
 	f.fk.fm.mem = (struct gmem){ .read = counting_gmem_read, .ctx = &cg };
@@ -669,12 +665,8 @@ static int test_breakpoints_never_fire(void)
 	if (flag_fixture_init(&f))
 		goto fini;
 	sv = &f.s->vcpus[0];
-	sv->kaslr_decided = true; /* the fake kernel has no MSR_LSTAR to decide the KASLR check */
 	f.s->traps.flag = true;
-	f.s->stay_adaptive = false;
-	fixture_process(&f.fk, 0x400000);
-	ASSERT_TRUE(write_pt_regs(&f, &f.entry) == 0);
-	ASSERT_TRUE(fixture_vcpu_regs(&f, 0, &regs, &sregs) == 0);
+	ASSERT_EQ_INT(fixture_kernel_samples(&f, &regs, &sregs), TEST_OK);
 	ASSERT_EQ_INT(sample_from_regs(sv, &regs, &sregs, 1000000, 1000, 0), 0);
 	ASSERT_TRUE(sv->sample.cookie != 0);
 	pg = sampler_exit_paging(sv, &sregs);
