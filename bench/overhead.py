@@ -34,6 +34,9 @@ eager-fp: flag and eager with --call-graph fp), repeated --boots times; the floo
 over the rounds (cost per sample = (T_phase - T_off) / (rate x T_phase)), with a bootstrap
 interval over rounds, beside the VMM's counters.
 
+Both print issue 17's targets at the end, PASS or FAIL each (bench/overhead_targets.py, which
+also reads a stored result file).
+
 usage: bench/overhead.py [--build DIR] [--json FILE] [--cpus LIST] [--quick] [--interleave N]
                          [--phases N [--slice-ms MS] [--boots B] [--kinds K,..] [--configs C,..]]
 """
@@ -52,6 +55,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "kvm"))
 import hvprec  # noqa: E402
+import overhead_targets  # noqa: E402
 
 REPEATS = 3
 RUN = f"/bin/hvprof-bench cpu {REPEATS}; /bin/hvprof-bench syscall {REPEATS}"
@@ -403,6 +407,10 @@ def main():
         else:
             key = "interleaved"
             results[key] = interleaved(hvprof, a.interleave, work)
+        # issue 17's "done when", target by target (bench/overhead_targets.py)
+        results["issue17"] = overhead_targets.targets_of(results)
+        print()
+        overhead_targets.print_targets(results["issue17"], results)
         out = a.json.replace("overhead.json", f"overhead_{key}.json")
         os.makedirs(os.path.dirname(out), exist_ok=True)
         with open(out, "w") as fh:

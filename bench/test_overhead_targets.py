@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""bench/overhead_targets.py on the stored results of earlier runs (bench/results: real boots of
+this project's PVM host) and on counters made to sit on each side of a bound: each target's
+verdict and the figure it was judged by."""
+import copy
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import overhead_targets as ot  # noqa: E402
+
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    print(f"{'ok' if cond else 'FAIL'}: {what}")
+    if not cond:
+        failures += 1
+
+
+def load(name):
+    with open(os.path.join(HERE, "results", name)) as fh:
+        return json.load(fh)
+
+
+def by_target(targets):
+    """{first word(s) of the target up to ':' or ' <': (verdict, measured)}"""
+    out = {}
+    for t in targets:
+        key = t["target"].split(":")[0] if t["target"][:4] in ("sysc", "cpu:") else \
+            t["target"].split(" ")[0]
+        out[key] = (t["verdict"], t["measured"])
+    return out
+
+
+# --phases, 150 rounds x 2 boots of the system-call loop (README: "floor pooled 1.15 [1.04-1.27]")
+t = by_target(ot.targets_of(load("overhead_phases_942ef44.json")))
+check(t["syscall"] == ("PASS", "floor 1.15, 90% 1.04-1.27, 300 rounds of 2 boot(s); "
+                               "the interval crosses 1.2"),
+      f"942ef44: the system-call floor as the README's table has it: {t['syscall']}")
+check(t["cpu"] == ("not measured", "-"), f"942ef44: no CPU-bound run: {t['cpu']}")
+check(t["traps_no_mark"][0] == "PASS" and "0.08-0.36" in t["traps_no_mark"][1],
+      f"942ef44: no-mark 0.08 and 0.36%: {t['traps_no_mark']}")
+check(t["VMM"][0] == "FAIL" and t["VMM"][1].startswith("2830 [2711-2950] ns"),
+      f"942ef44: VMM time above 1500 ns: {t['VMM']}")
+check(t["flags"] == ("not measured", "-"), f"942ef44: recorded before the flag evidence: "
+      f"{t['flags']}")
+
+# --phases 24 with the CPU-bound loop: its 90% interval stays above 1.0
+t = by_target(ot.targets_of(load("overhead_phases_24.json")))
+check(t["cpu"][0] == "FAIL" and t["cpu"][1].startswith("floor 1.10, 90% 1.01-1.21"),
+      f"phases_24: CPU-bound floor's interval above 1.0: {t['cpu']}")
+check(t["syscall"][0] == "FAIL" and t["syscall"][1].startswith("floor 1.54"),
+      f"phases_24: system-call floor 1.54: {t['syscall']}")
+
+# --interleave 3: one of three boots had 1.155% no-mark hits
+t = by_target(ot.targets_of(load("overhead_interleaved_ioctl_after.json")))
+check(t["traps_no_mark"][0] == "FAIL" and "0.62-1.15" in t["traps_no_mark"][1],
+      f"ioctl_after: one boot at 1.15% no-mark fails: {t['traps_no_mark']}")
+check(t["VMM"][1].endswith("mean over the whole boot's samples"),
+      f"ioctl_after: no workload counters, the whole boot's mean: {t['VMM']}")
+t = by_target(ot.targets_of(load("overhead_interleaved.json")))
+check(t["syscall"] == ("FAIL", "floor 2.02 [1.20-3.13] over 3 round(s); the range crosses 1.2"),
+      f"interleaved: the README's 2.02 [1.20-3.13]: {t['syscall']}")
+check(t["cpu"][0] == "FAIL" and "[1.04-1.18]" in t["cpu"][1],
+      f"interleaved: every round's CPU floor above 1.0: {t['cpu']}")
+
+# counters made to sit on each side of the bounds, in an interleaved result
+base = load("overhead_interleaved_ioctl_after.json")
+good = {"traps_hit": 10000, "traps_no_mark": 99, "samples": 1000, "sample_ns_total": 9_000_000,
+        "samples_in_workload": 800, "sample_ns_in_workload": 1_200_000,
+        "flags_seen_clear": 980, "flags_seen_kernel": 20, "flags_seen_set": 0,
+        "flag_scan_set_other": 0}
+
+
+def with_counters(*boots):
+    r = copy.deepcopy(base)
+    r["interleaved"]["raw"]["flag"] = [{"counters": c} for c in boots]
+    return by_target(ot.targets_of(r))
+
+
+t = with_counters(good, good)
+check(t["traps_no_mark"][0] == "PASS", f"0.99% no-mark passes: {t['traps_no_mark']}")
+check(t["VMM"] == ("PASS", "1500 [1500-1500] ns, mean over the workload's samples"),
+      f"1500 ns in the workload passes (9000 over the whole boot not taken): {t['VMM']}")
+check(t["flags"] == ("PASS", "cleared 98.0 [98.0-98.0]%, left 0 in all"),
+      f"98% cleared, none left: {t['flags']}")
+t = with_counters(good, dict(good, traps_no_mark=100))
+check(t["traps_no_mark"][0] == "FAIL", f"1.00% in one boot fails: {t['traps_no_mark']}")
+t = with_counters(dict(good, sample_ns_in_workload=1_201_000), good,
+                  dict(good, sample_ns_in_workload=1_201_000))
+check(t["VMM"][0] == "FAIL", f"1501 ns in two boots of three fails: {t['VMM']}")
+t = with_counters(good, dict(good, flag_scan_set_other=1))
+check(t["flags"] == ("FAIL", "cleared 98.0 [98.0-98.0]%, left 1 in all"),
+      f"one flag left at the end fails: {t['flags']}")
+t = with_counters(good, dict(good, flags_seen_clear=979, flags_seen_set=1))
+check(t["flags"][0] == "FAIL", f"97.9% cleared in one boot fails: {t['flags']}")
+
+# the command: a result file without either mode, and one that is not JSON
+script = os.path.join(HERE, "overhead_targets.py")
+r = subprocess.run([sys.executable, script, os.path.join(HERE, "results", "overhead.json")],
+                   capture_output=True, text=True)
+check(r.returncode != 0 and "overhead.json: no \"phases\" or \"interleaved\"" in r.stderr,
+      f"a result of the plain table is refused by name: {r.stderr.strip()}")
+r = subprocess.run([sys.executable, script, os.path.join(HERE, "overhead_targets.py")],
+                   capture_output=True, text=True)
+check(r.returncode != 0 and "overhead_targets.py:" in r.stderr,
+      f"a file that is not JSON is named: {r.stderr.strip()}")
+r = subprocess.run([sys.executable, script,
+                    os.path.join(HERE, "results", "overhead_phases_942ef44.json")],
+                   capture_output=True, text=True)
+check(r.returncode == 0 and "PASS         syscall: cost per sample <= 1.2 x" in r.stdout and
+      "FAIL         VMM time per sample" in r.stdout, "the command prints one line per target")
+
+print(f"{failures} failed")
+sys.exit(1 if failures else 0)
