@@ -391,7 +391,9 @@ def main():
     work = tempfile.mkdtemp(prefix="hvprof-bench-")
     results = {"machine": {"host": platform.node(), "kernel": platform.release(),
                            "cpus": os.cpu_count(),
-                           "kvm": "pvm" if os.path.exists("/sys/module/kvm_pvm") else "kvm"},
+                           "kvm": "pvm" if os.path.exists("/sys/module/kvm_pvm") else "kvm",
+                           # scripts/nested-svm.sh: "nested-tcg" (timings are QEMU's TCG's)
+                           "host_kind": os.environ.get("HVPROF_HOST", "")},
                "configs": {}, "rows": []}
     if a.phases or a.interleave:
         if a.phases:

@@ -4,6 +4,7 @@
 this project's PVM host) and on counters made to sit on each side of a bound: each target's
 verdict and the figure it was judged by."""
 import copy
+import io
 import json
 import os
 import subprocess
@@ -69,6 +70,22 @@ check(t["syscall"] == ("FAIL", "floor 2.02 [1.20-3.13] over 3 round(s); the rang
       f"interleaved: the README's 2.02 [1.20-3.13]: {t['syscall']}")
 check(t["cpu"][0] == "FAIL" and "[1.04-1.18]" in t["cpu"][1],
       f"interleaved: every round's CPU floor above 1.0: {t['cpu']}")
+
+# --phases 4 under scripts/nested-svm.sh (TCG's timings; df465c7): the flag evidence of a real
+# guest kernel, read from its counters (flags_seen_clear 100% of new flags, none left)
+nested = load("overhead_phases_nested_tcg_df465c7.json")
+t = by_target(ot.targets_of(nested))
+check(t["flags"] == ("PASS", "cleared 100.0 [100.0-100.0]%, left 0 in all"),
+      f"nested: the flag evidence from the recording's counters: {t['flags']}")
+check(t["traps_no_mark"][0] == "FAIL" and t["traps_no_mark"][1].startswith("2.15"),
+      f"nested: 2.15% no-mark: {t['traps_no_mark']}")
+buf = io.StringIO()
+ot.print_targets(ot.targets_of(nested), dict(nested, machine=dict(nested["machine"],
+                                                                  host_kind="nested-tcg")), buf)
+check("every time is QEMU's TCG's" in buf.getvalue(), "a nested run says its times are TCG's")
+buf = io.StringIO()
+ot.print_targets(ot.targets_of(nested), nested, buf)
+check("TCG" not in buf.getvalue(), "a run not marked nested says nothing of TCG")
 
 # counters made to sit on each side of the bounds, in an interleaved result
 base = load("overhead_interleaved_ioctl_after.json")
