@@ -11,7 +11,8 @@ The targets hold for the deferred mode's flag strategy (config "flag") at 1 kHz 
     sample_ns_in_workload / samples_in_workload; the whole boot's where a recording lacks them);
   - the guest-side evidence of cleared flags (counters flags_seen_* and flag_scan_set_other, in
     recordings since 30f7b7e): >= 98% of new flags on tasks whose return was seen found the
-    earlier one cleared, and no flag read back at the end set for no reason the guest shows.
+    earlier one cleared, and at most one flag read back at the end set for no reason the guest
+    shows (a run may end between a loop hit and the clear it completes; as the kvm tests).
 The ground truth (same user paths as eager, no thread with another's stack, 1 and 2 vCPUs) is
 the kvm tests' (kvm-deferred-callchains, kvm-smp), not this benchmark's.
 
@@ -33,6 +34,7 @@ FLOOR_MAX = 1.2
 NS_MAX = 1500
 NO_MARK_MAX_PCT = 1.0
 CLEARED_MIN_PCT = 98.0
+LEFT_MAX = 1  # flags read back set at the end for no reason the guest shows, per boot
 CONFIG = "flag"
 
 
@@ -80,9 +82,11 @@ def _per_boot(targets, boots):
                                  f"{' or '.join(hows)}'s samples" if vals else "-"),
                     "verdict": _verdict(ok)})
     ev = [e for e in map(_evidence, boots) if e is not None]
-    ok = (all(p >= CLEARED_MIN_PCT and left == 0 for p, left in ev)) if ev else None
-    targets.append({"target": f"flags found cleared >= {CLEARED_MIN_PCT:g}%, none left at the "
-                              "end, every boot",
+    # at most one left per boot, as kvm-deferred-callchains allows: a run may end between a
+    # loop hit and the clear that hit completes
+    ok = (all(p >= CLEARED_MIN_PCT and left <= LEFT_MAX for p, left in ev)) if ev else None
+    targets.append({"target": f"flags found cleared >= {CLEARED_MIN_PCT:g}%, at most "
+                              f"{LEFT_MAX} left at the end, every boot",
                     "measured": (f"cleared {_fmt_range([p for p, _ in ev], '{:.1f}')}%, left "
                                  f"{sum(left for _, left in ev)} in all" if ev else "-"),
                     "verdict": _verdict(ok)})
