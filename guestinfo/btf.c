@@ -235,7 +235,9 @@ static int btf_fill_layout(struct btf *btf, const char *path, struct gi_layout *
 		l.task_ti_flags = ti == UINT32_MAX || fl == UINT32_MAX ? UINT32_MAX : ti + fl;
 	}
 	l.task_task_works = btf_offset(btf, "task_struct", "task_works", NULL);
-	l.task_rseq_event_mask = btf_offset(btf, "task_struct", "rseq_event_mask", NULL);
+	l.task_rseq = btf_offset(btf, "task_struct", "rseq", NULL);
+	l.task_nvcsw = btf_offset(btf, "task_struct", "nvcsw", NULL);
+	l.task_nivcsw = btf_offset(btf, "task_struct", "nivcsw", NULL);
 	l.mm_start_code = btf_offset(btf, "mm_struct", "start_code", NULL);
 	l.mm_end_code = btf_offset(btf, "mm_struct", "end_code", NULL);
 	l.mm_exe_file = btf_offset(btf, "mm_struct", "exe_file", NULL);

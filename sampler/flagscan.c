@@ -4,10 +4,13 @@
 // and at the end of the run their thread_info.flags are read again. hvprof never clears
 // TIF_NOTIFY_RESUME itself (docs/guest-interface.md); the kernel does, in the exit-work loop, at
 // the thread's next return to user mode. So a flagged task whose return hvprof saw reads clear,
-// unless the kernel set the flag again for itself (task work queued: task->task_works; an rseq
-// event pending: task->rseq_event_mask); one with no return seen since its flag (in the
-// kernel: blocked, or its mark expired) may read set. Set after a return seen for neither
-// reason is what hvprof would have left (or another of the kernel's reasons: memcg, blkcg).
+// unless the kernel set the flag again for itself (task work queued: task->task_works; rseq: a
+// thread that registered an area, task->rseq, gets the flag at each of its context switches,
+// task->nvcsw + nivcsw, and one came after the return); one with no return seen since its flag
+// (in the kernel: blocked, or its mark expired) may read set. Set after a return seen for
+// neither reason is what hvprof would have left (or another of the kernel's reasons: memcg,
+// blkcg). (task->rseq_event_mask tells nothing: 6.1 sets its bits at every switch of every task
+// and clears them only for a registered thread preempted inside a critical section.)
 #include <errno.h>
 #include <string.h>
 
@@ -52,17 +55,36 @@ struct flag_ledger_entry *flag_ledger_slot(struct flag_ledger *l, uint64_t task)
 	return &l->e[((task >> 6) * 0x9e3779b97f4a7c15ull) >> 56];
 }
 
-/* Did the kernel set @e's flag for itself: task work queued (task->task_works not NULL; TWA_
- * SIGNAL's sets TIF_NOTIFY_SIGNAL instead, so this may overlook a flag hvprof left), or an
- * rseq event not handled yet (rseq_event_mask)? False where neither can be read. */
+/* @e's task's context switches so far (nvcsw + nivcsw) in *@n. Return: false where they
+ * cannot be read. */
+static bool read_switches(const struct sampler *s, const struct flag_ledger_entry *e,
+			  uint64_t *n)
+{
+	uint64_t v = 0, iv = 0;
+
+	if (!e->nvcsw_gpa || !e->nivcsw_gpa || gmem_read(s->mem, e->nvcsw_gpa, &v, sizeof(v)) ||
+	    gmem_read(s->mem, e->nivcsw_gpa, &iv, sizeof(iv)))
+		return false;
+	*n = v + iv;
+	return true;
+}
+
+/* Did the kernel set @e's flag for itself since the return noted? Task work queued
+ * (task->task_works not NULL; TWA_SIGNAL's sets TIF_NOTIFY_SIGNAL instead, so this may
+ * overlook a flag hvprof left), or rseq: the task registered an area (task->rseq not NULL),
+ * and a context switch came after the return (rseq_preempt() flags every switch out of such a
+ * task, and a migration needs one; switches not known: any may have). False where neither can
+ * be read. */
 static bool kernel_reason(const struct sampler *s, const struct flag_ledger_entry *e)
 {
-	uint64_t works = 0, events = 0;
+	uint64_t works = 0, rseq = 0, now;
 
-	return (e->task_works_gpa &&
-		gmem_read(s->mem, e->task_works_gpa, &works, sizeof(works)) == 0 && works) ||
-	       (e->rseq_events_gpa &&
-		gmem_read(s->mem, e->rseq_events_gpa, &events, sizeof(events)) == 0 && events);
+	if (e->task_works_gpa &&
+	    gmem_read(s->mem, e->task_works_gpa, &works, sizeof(works)) == 0 && works)
+		return true;
+	if (!e->rseq_gpa || gmem_read(s->mem, e->rseq_gpa, &rseq, sizeof(rseq)) || !rseq)
+		return false;
+	return !e->switches_known || !read_switches(s, e, &now) || now != e->switches;
 }
 
 void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct gi_paging *pg,
@@ -96,8 +118,11 @@ void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct
 	/* optional: without them a flag set after a return counts as "other" */
 	if (field_gpa(s, pg, task, l->task_task_works, 8, &n.task_works_gpa))
 		n.task_works_gpa = 0;
-	if (field_gpa(s, pg, task, l->task_rseq_event_mask, 8, &n.rseq_events_gpa))
-		n.rseq_events_gpa = 0;
+	if (field_gpa(s, pg, task, l->task_rseq, 8, &n.rseq_gpa))
+		n.rseq_gpa = 0;
+	if (field_gpa(s, pg, task, l->task_nvcsw, 8, &n.nvcsw_gpa) ||
+	    field_gpa(s, pg, task, l->task_nivcsw, 8, &n.nivcsw_gpa))
+		n.nvcsw_gpa = n.nivcsw_gpa = 0;
 	*e = n;
 }
 
@@ -108,8 +133,12 @@ void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid)
 	if (!s->ledger)
 		return;
 	e = flag_ledger_slot(s->ledger, task);
-	if (e->task == task && e->pid == pid)
-		e->returned = true;
+	if (e->task != task || e->pid != pid)
+		return;
+	e->returned = true;
+	/* only a registered rseq thread needs them (kernel_reason); reading task->rseq first
+	 * would cost as much */
+	e->switches_known = read_switches(s, e, &e->switches);
 }
 
 /* What @e reads as now: an enum flag_scan_kind from FLAG_SCAN_CLEAR on. */

@@ -243,7 +243,11 @@ struct flag_ledger {
 		uint64_t pid_gpa;       /* task->pid */
 		uint64_t task_flags_gpa; /* task->flags (PF_EXITING) */
 		uint64_t task_works_gpa; /* task->task_works; 0: not known */
-		uint64_t rseq_events_gpa; /* task->rseq_event_mask; 0: not known (no rseq) */
+		uint64_t rseq_gpa;      /* task->rseq; 0: not known (no CONFIG_RSEQ) */
+		uint64_t nvcsw_gpa, nivcsw_gpa; /* task->nvcsw, nivcsw; 0: not known */
+		/* nvcsw + nivcsw when @returned was set; @switches_known false: not read */
+		uint64_t switches;
+		bool switches_known;
 	} e[FLAG_LEDGER_SLOTS];
 };
 
@@ -264,8 +268,9 @@ void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct
 		      bool was_set);
 
 /* A mark of @task (@pid) was resolved at its return to user mode (a trap, or a sample past the
- * thread's last read of its flags): the kernel has cleared, or is clearing, its flag. Under the
- * marks lock. */
+ * thread's last read of its flags): the kernel has cleared, or is clearing, its flag. Its
+ * context switches so far are read too (two 8-byte reads): one after this is when rseq sets the
+ * flag again. Under the marks lock. */
 void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid);
 
 /* Read the ledger's tasks back from guest RAM, add what was found to the flag_scan counters

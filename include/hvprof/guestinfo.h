@@ -50,9 +50,12 @@ struct gi_layout {
 				  * thread_info in task_struct, CONFIG_THREAD_INFO_IN_TASK) */
 	uint32_t task_task_works; /* task_struct.task_works (struct callback_head *: task work
 				   * queued, which sets TIF_NOTIFY_RESUME itself) */
-	uint32_t task_rseq_event_mask; /* task_struct.rseq_event_mask (unsigned long, CONFIG_RSEQ
-					* 4.18+: rseq_preempt() sets a bit of it and
-					* TIF_NOTIFY_RESUME at a registered thread's switch) */
+	uint32_t task_rseq;      /* task_struct.rseq (struct rseq __user *, CONFIG_RSEQ 4.18+:
+				  * not NULL once the thread registered an rseq area, after which
+				  * rseq_preempt() sets its TIF_NOTIFY_RESUME at each of its
+				  * context switches) */
+	uint32_t task_nvcsw;     /* task_struct.nvcsw, nivcsw (unsigned long): its voluntary and */
+	uint32_t task_nivcsw;    /* involuntary context switches, counted at each switch out */
 	uint32_t mm_start_code;  /* mm_struct.start_code */
 	uint32_t mm_end_code;    /* mm_struct.end_code */
 	uint32_t mm_exe_file;    /* mm_struct.exe_file (struct file *) */

@@ -240,8 +240,8 @@ struct sampler_config {
 	X(flags_seen_clear)     /* a new mark's flag on a task whose return hvprof saw since \
 				 * its last flag (flag strategy): TIF_NOTIFY_RESUME found clear, \
 				 * as the kernel left it */                                     \
-	X(flags_seen_kernel)    /* ... found set, with task work queued or an rseq event \
-				 * pending (the kernel's own flag, set in this stay) */         \
+	X(flags_seen_kernel)    /* ... found set, with task work queued, or rseq's (a registered \
+				 * thread switched out since the return): the kernel's own */  \
 	X(flags_seen_set)       /* ... found set for neither (another of the kernel's reasons, \
 				 * or one hvprof left) */                                        \
 	X(flag_scans)           /* read-backs of the flagged tasks' TIF_NOTIFY_RESUME (flag \
@@ -250,8 +250,8 @@ struct sampler_config {
 	X(flag_scan_clear)      /* ... with the flag clear: the guest kernel cleared it */      \
 	X(flag_scan_set_unreturned) /* ... set, no return seen since the flag (still in the \
 				     * kernel, blocked: it clears the flag at its return) */    \
-	X(flag_scan_set_kernel) /* ... set after a return seen, with task work queued or an \
-				 * rseq event pending (the kernel's own flag) */               \
+	X(flag_scan_set_kernel) /* ... set after a return seen, with task work queued or rseq's \
+				 * switch since the return (the kernel's own flag) */          \
 	X(flag_scan_set_other)  /* ... set after a return seen for neither: left by hvprof, or \
 				 * read between a loop hit and its clear (0, or 1 at most) */   \
 	X(flag_scan_gone)       /* ... exited or exiting (PF_EXITING, or another pid there now), \

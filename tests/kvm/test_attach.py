@@ -95,8 +95,8 @@ def window(n):
           f"attached {att_intr:.0f}/s, after {after_intr:.0f}/s, overflow {after_ovf:.0f}/s")
     # the flagged tasks read back at the detach: clear (the kernel cleared the flag at their
     # return), or set with no return seen (in the kernel), or set by the kernel for itself (task
-    # work queued, an rseq event); at most one read between a loop hit and its clear may show as
-    # "other"
+    # work queued, rseq after a switch); at most one read between a loop hit and its clear may
+    # show as "other"
     c = raw["counters"]
     if c.get("marks_flagged", 0) > 0:  # the flag strategy (not on kernels without it)
         print(f"window {n}: flags read back: {c.get('flag_scan_tasks')} tasks, "

@@ -14,7 +14,9 @@
 #define T_STACK 32
 #define T_FLAGS 44
 #define T_TASK_WORKS 0x5f0
-#define T_RSEQ_EVENTS 0x5e8
+#define T_RSEQ 0x5e8
+#define T_NVCSW 0x5d8
+#define T_NIVCSW 0x5e0
 #define T_ANON 0x300          /* anonymous struct (randomized_struct_fields) */
 #define T_MM (T_ANON + 0x10)
 #define T_ANON_UNION (T_ANON + 0x40) /* an anonymous union nested in it */
@@ -138,7 +140,9 @@ static struct btf *make_btf(enum btf_variant v)
 		    btf__add_field(btf, NULL, t_anon, T_ANON * 8, 0) ||
 		    btf__add_field(btf, "comm", t_comm, T_COMM * 8, 0) ||
 		    btf__add_field(btf, "task_works", t_void_ptr, T_TASK_WORKS * 8, 0) ||
-		    btf__add_field(btf, "rseq_event_mask", t_ulong, T_RSEQ_EVENTS * 8, 0))
+		    btf__add_field(btf, "rseq", t_void_ptr, T_RSEQ * 8, 0) ||
+		    btf__add_field(btf, "nvcsw", t_ulong, T_NVCSW * 8, 0) ||
+		    btf__add_field(btf, "nivcsw", t_ulong, T_NIVCSW * 8, 0))
 			goto fail;
 	}
 
@@ -214,7 +218,9 @@ static int test_full_layout(void)
 	ASSERT_EQ_INT(l.task_flags, T_FLAGS);
 	ASSERT_EQ_INT(l.task_stack, T_STACK);
 	ASSERT_EQ_INT(l.task_task_works, T_TASK_WORKS);
-	ASSERT_EQ_INT(l.task_rseq_event_mask, T_RSEQ_EVENTS);
+	ASSERT_EQ_INT(l.task_rseq, T_RSEQ);
+	ASSERT_EQ_INT(l.task_nvcsw, T_NVCSW);
+	ASSERT_EQ_INT(l.task_nivcsw, T_NIVCSW);
 	ASSERT_EQ_INT(l.mm_start_code, MM_START_CODE);
 	ASSERT_EQ_INT(l.mm_end_code, MM_END_CODE);
 	ASSERT_EQ_INT(l.mm_exe_file, MM_EXE_FILE);

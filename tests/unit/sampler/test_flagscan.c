@@ -128,7 +128,7 @@ static int flag_scans(struct fixture *f)
 	const struct gi_layout *l = gi_layout(f->fk.gi);
 	uint64_t pid_gpa = field(f, l->task_pid), flags_gpa = field(f, l->task_flags);
 	uint64_t works_gpa = field(f, l->task_task_works);
-	uint64_t rseq_gpa = field(f, l->task_rseq_event_mask);
+	uint64_t rseq_gpa = field(f, l->task_rseq), nivcsw_gpa = field(f, l->task_nivcsw);
 	struct sampler_counters c;
 
 	/* flagged, its mark pending: set, no return seen (in the kernel) */
@@ -145,18 +145,31 @@ static int flag_scans(struct fixture *f)
 	kernel_clears(f);
 	flag_ledger_scan(f->s);
 	COUNTS(f, 3, 2, 1, 1, 0, 0, 0);
-	/* its return seen but still set: the kernel's task work queued, an rseq event not
-	 * handled yet (rseq_preempt() at a registered thread's switch), or neither: left */
+	/* its return seen but still set: the kernel's task work queued, or rseq (a registered
+	 * thread, task->rseq, switched out since the return: rseq_preempt() flags it), or
+	 * neither: left */
 	SCAN_WITH(f, true, works_gpa, 0xffff888000360000ull);
 	COUNTS(f, 4, 3, 1, 1, 1, 0, 0);
-	SCAN_WITH(f, true, rseq_gpa, 1);
+	fakemem_w64(fm, rseq_gpa, FK_USER_STACK); /* registered */
+	SCAN_WITH(f, true, nivcsw_gpa, 1);        /* a switch after the return: rseq's */
 	COUNTS(f, 5, 4, 1, 1, 2, 0, 0);
-	SCAN_WITH(f, true, 0, 0);
+	SCAN_WITH(f, true, 0, 0);                 /* none since: not rseq's */
 	COUNTS(f, 6, 5, 1, 1, 2, 1, 0);
+	/* its switches unreadable at the return (readable again at the scan): any may have come
+	 * after */
+	FLAG(f, FK_PID);
+	flag_ledger_slot(f->s->ledger, f->fk.task_kva)->nvcsw_gpa ^= 1ull << 40;
+	resolve(f, FK_PID, true);
+	flag_ledger_slot(f->s->ledger, f->fk.task_kva)->nvcsw_gpa ^= 1ull << 40;
+	flag_ledger_scan(f->s);
+	COUNTS(f, 7, 6, 1, 1, 3, 1, 0);
+	fakemem_w64(fm, rseq_gpa, 0);             /* not registered: switches tell nothing */
+	SCAN_WITH(f, true, nivcsw_gpa, 1);
+	COUNTS(f, 8, 7, 1, 1, 3, 2, 0);
 	/* its mark ended with no return seen (expired while blocked): set, explained as such
 	 * (before any task work it queued since) */
 	SCAN_WITH(f, false, works_gpa, 0xffff888000360000ull);
-	COUNTS(f, 7, 6, 1, 2, 2, 1, 0);
+	COUNTS(f, 9, 8, 1, 2, 3, 2, 0);
 	/* exiting (PF_EXITING), another pid in its place, or unreadable: gone */
 	fakemem_w32(fm, flags_gpa, 0x00400104);
 	FLAG(f, FK_PID);
@@ -172,7 +185,7 @@ static int flag_scans(struct fixture *f)
 	flag_ledger_slot(f->s->ledger, f->fk.task_kva)->ti_flags_gpa = 1ull << 40;
 	flag_ledger_scan(f->s);
 	resolve(f, FK_PID, false);
-	COUNTS(f, 10, 9, 1, 2, 2, 1, 3);
+	COUNTS(f, 12, 11, 1, 2, 3, 2, 3);
 	/* the same task_struct, another thread's now, flagged: read back under its new pid */
 	FLAG(f, FK_PID);
 	resolve(f, FK_PID, true);
@@ -182,12 +195,12 @@ static int flag_scans(struct fixture *f)
 	flag_ledger_scan(f->s);
 	fakemem_w32(fm, pid_gpa, FK_PID);
 	resolve(f, FK_PID + 1, false);
-	COUNTS(f, 11, 10, 1, 3, 2, 1, 3);
+	COUNTS(f, 13, 12, 1, 3, 3, 2, 3);
 	/* not a kernel address (a user page mapped in this mm), or misaligned: not kept */
 	flag_ledger_note(&f->s->vcpus[0], FK_USER_STACK, FK_PID, &f->fk.fm.pg, -1);
 	flag_ledger_note(&f->s->vcpus[0], f->fk.task_kva + 4, FK_PID, &f->fk.fm.pg, -1);
 	flag_ledger_scan(f->s);
-	COUNTS(f, 12, 10, 1, 3, 2, 1, 3);
+	COUNTS(f, 14, 12, 1, 3, 3, 2, 3);
 	kernel_clears(f);
 
 	/* a new mark's flag on a task whose return was seen: found clear (the kernel cleared
@@ -204,6 +217,14 @@ static int flag_scans(struct fixture *f)
 	fakemem_w64(fm, works_gpa, 0xffff888000360000ull);
 	FLAG(f, FK_PID);                               /* set, task work queued */
 	fakemem_w64(fm, works_gpa, 0);
+	resolve(f, FK_PID, true);
+	fakemem_w64(fm, rseq_gpa, FK_USER_STACK);      /* registered, */
+	fakemem_w64(fm, nivcsw_gpa, 1);                /* switched out since the return */
+	FLAG(f, FK_PID);                               /* set: rseq's */
+	resolve(f, FK_PID, true);
+	FLAG(f, FK_PID);                               /* set, no switch since: not rseq's */
+	fakemem_w64(fm, rseq_gpa, 0);
+	fakemem_w64(fm, nivcsw_gpa, 0);
 	resolve(f, FK_PID, false);
 	FLAG(f, FK_PID);                               /* no return seen: not counted */
 	ASSERT_EQ_INT(flag(f, FK_PID), TEST_OK);       /* flagged again in its stay: nor this */
@@ -211,14 +232,14 @@ static int flag_scans(struct fixture *f)
 	kernel_clears(f);
 	sampler_get_counters(f->s, &c);
 	ASSERT_EQ_U64(c.flags_seen_clear, 1);
-	ASSERT_EQ_U64(c.flags_seen_kernel, 1);
-	ASSERT_EQ_U64(c.flags_seen_set, 1);
+	ASSERT_EQ_U64(c.flags_seen_kernel, 2);
+	ASSERT_EQ_U64(c.flags_seen_set, 2);
 	flag_ledger_scan(f->s);
-	COUNTS(f, 13, 11, 2, 3, 2, 1, 3);
+	COUNTS(f, 15, 13, 2, 3, 3, 2, 3);
 	/* not the flag strategy: no scan */
 	f->s->traps.flag = false;
 	flag_ledger_scan(f->s);
-	COUNTS(f, 13, 11, 2, 3, 2, 1, 3);
+	COUNTS(f, 15, 13, 2, 3, 3, 2, 3);
 	return TEST_OK;
 }
 
