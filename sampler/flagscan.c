@@ -141,6 +141,19 @@ void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid)
 	e->switches_known = read_switches(s, e, &e->switches);
 }
 
+void flag_ledger_unmarked(struct svcpu *sv, uint64_t task, int32_t pid)
+{
+	const struct flag_ledger_entry *e;
+
+	if (!sv->s->ledger)
+		return;
+	e = flag_ledger_slot(sv->s->ledger, task);
+	if (e->task != task || e->pid != pid)
+		sv->c.no_mark_unflagged++;
+	else if (!e->returned)
+		sv->c.no_mark_flagged_late++;
+}
+
 /* What @e reads as now: an enum flag_scan_kind from FLAG_SCAN_CLEAR on. */
 static enum flag_scan_kind scan_one(struct sampler *s, const struct flag_ledger_entry *e)
 {

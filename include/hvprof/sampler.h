@@ -198,6 +198,11 @@ struct sampler_config {
 				 * traps_no_mark) */                                            \
 	X(loop_hits_unmarked)   /* ... of a thread without a mark while others were pending:   \
 				 * the kernel's own TIF_NOTIFY_RESUME (in traps_no_mark) */     \
+	X(no_mark_flagged_late) /* trap hits without a mark while others were pending, of a  \
+				 * task hvprof flagged whose mark ended with no return seen  \
+				 * (expired, flushed): its flag acting late (flag strategy) */ \
+	X(no_mark_unflagged)    /* ... of a task not in the flag ledger: not flagged by hvprof \
+				 * since the last read-back (or its slot taken since) */      \
 	X(traps_in_workload)    /* traps_hit between the guest's WORKLOAD_START and END */      \
 	X(traps_no_mark_in_workload) /* ... and traps_no_mark */                               \
 	X(returns_unseen)       /* marks that outlived a return to user no breakpoint saw (a  \

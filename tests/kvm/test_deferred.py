@@ -148,7 +148,10 @@ if c.get("loop_hits"):
           0 < c.get("loop_hits_idle", 0) and loop_nm <= c.get("traps_no_mark", 0)
           and loop_nm <= c["loop_hits"],
           f"idle {c.get('loop_hits_idle')} + unmarked {c.get('loop_hits_unmarked')} of "
-          f"{c.get('traps_no_mark')} no-mark, {c['loop_hits']} loop hits")
+          f"{c.get('traps_no_mark')} no-mark, {c['loop_hits']} loop hits; of the hits without "
+          f"a mark while others were pending: {c.get('no_mark_unflagged')} on tasks hvprof had "
+          f"not flagged, {c.get('no_mark_flagged_late')} on tasks whose mark ended with no "
+          f"return seen")
     if os.path.exists("/sys/module/kvm_pvm"):
         # RF ignored: hvprof completes the loop's clear, through the sync-regs area. The write
         # is counted when it is handed to the next KVM_RUN, and goes by ioctl when the last

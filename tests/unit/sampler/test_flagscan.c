@@ -316,6 +316,51 @@ fini:
 	return ret;
 }
 
+/* A hit that finds no mark for its task while another's is pending: a task hvprof never flagged
+ * (the kernel's own flag), one whose mark ended with no return seen (hvprof's flag acting late),
+ * one flagged and returned since (neither: the kernel set it again). */
+static int no_mark_kinds(struct fixture *f)
+{
+	struct svcpu *sv = &f->s->vcpus[0];
+	struct mark_req other = req_of(f, FK_PID + 7, &f->entry);
+	struct sampler_counters c;
+
+	other.task = f->fk.task_kva + 0x10000;
+	ASSERT_TRUE(marks_take(sv, &other) != 0);
+	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
+	FLAG(f, FK_PID);
+	marks_flush(sv); /* its mark (and the other) ended, no return seen */
+	ASSERT_TRUE(marks_take(sv, &other) != 0);
+	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
+	sampler_get_counters(f->s, &c);
+	ASSERT_EQ_U64(c.no_mark_flagged_late, 1);
+	FLAG(f, FK_PID);
+	resolve(f, FK_PID, true);
+	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
+	sampler_get_counters(f->s, &c);
+	ASSERT_EQ_U64(c.traps_no_mark, 3);
+	ASSERT_EQ_U64(c.no_mark_unflagged, 1);
+	ASSERT_EQ_U64(c.no_mark_flagged_late, 1);
+	/* no mark pending at all: an idle hit, not counted by kind */
+	marks_flush(sv);
+	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
+	sampler_get_counters(f->s, &c);
+	ASSERT_EQ_U64(c.traps_no_mark, 4);
+	ASSERT_EQ_U64(c.no_mark_unflagged + c.no_mark_flagged_late, 2);
+	return TEST_OK;
+}
+
+static int test_no_mark_kinds(void)
+{
+	struct fixture f;
+	int ret = TEST_FAIL;
+
+	if (flag_fixture_init(&f) == 0)
+		ret = no_mark_kinds(&f);
+	fixture_fini(&f);
+	return ret;
+}
+
 /* task_structs sit a few to a slab (6.1: 5 of 6 464 bytes in each 32 KiB-aligned slab): their
  * low address bits take 5 values, and the slots must not follow them (100 tasks of 20 slabs
  * fall in 5 slots by bits 6-13 alone; a fair hash leaves ~83 of 100 distinct). */
@@ -340,6 +385,7 @@ static int test_slots_spread(void)
 }
 
 static const struct test_case tests[] = {
+	{ "flag ledger: hits without a mark, by what set the flag", test_no_mark_kinds },
 	{ "flag ledger: tasks of the same slabs spread over the slots", test_slots_spread },
 	{ "flag ledger: the loop's hit notes the return, the next flag finds it cleared",
 	  test_flag_return_seen_by_trap },
