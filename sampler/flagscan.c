@@ -152,6 +152,10 @@ void flag_ledger_unmarked(struct svcpu *sv, uint64_t task, int32_t pid)
 		sv->c.no_mark_unflagged++;
 	else if (!e->returned)
 		sv->c.no_mark_flagged_late++;
+	else if (kernel_reason(sv->s, e))
+		sv->c.no_mark_kernel++;
+	else
+		sv->c.no_mark_other++;
 }
 
 /* What @e reads as now: an enum flag_scan_kind from FLAG_SCAN_CLEAR on. */

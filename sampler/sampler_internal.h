@@ -273,10 +273,11 @@ void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct
  * flag again. Under the marks lock. */
 void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid);
 
-/* A trap hit of @task (@pid) found no mark while marks were pending: count whether hvprof
- * had flagged it (no_mark_flagged_late: its mark ended with no return seen) or not
- * (no_mark_unflagged); a task flagged and returned since is neither (the kernel set the flag
- * again). A no-op without a ledger. Under the marks lock. */
+/* A trap hit of @task (@pid) found no mark while marks were pending: count whether hvprof had
+ * flagged it (no_mark_flagged_late: its mark ended with no return seen) or not
+ * (no_mark_unflagged), and for a task flagged and returned since, whether the kernel shows a
+ * reason to have set the flag again (no_mark_kernel: task work, rseq) or not (no_mark_other).
+ * A no-op without a ledger. Under the marks lock. */
 void flag_ledger_unmarked(struct svcpu *sv, uint64_t task, int32_t pid);
 
 /* Read the ledger's tasks back from guest RAM, add what was found to the flag_scan counters

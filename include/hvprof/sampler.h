@@ -203,6 +203,10 @@ struct sampler_config {
 				 * (expired, flushed): its flag acting late (flag strategy) */ \
 	X(no_mark_unflagged)    /* ... of a task not in the flag ledger: not flagged by hvprof \
 				 * since the last read-back (or its slot taken since) */      \
+	X(no_mark_kernel)       /* ... of a task flagged and returned since, with the kernel's \
+				 * own reason: task work queued (a close()'s fput), rseq */   \
+	X(no_mark_other)        /* ... flagged and returned since, for no reason the guest  \
+				 * shows */                                                    \
 	X(traps_in_workload)    /* traps_hit between the guest's WORKLOAD_START and END */      \
 	X(traps_no_mark_in_workload) /* ... and traps_no_mark */                               \
 	X(returns_unseen)       /* marks that outlived a return to user no breakpoint saw (a  \

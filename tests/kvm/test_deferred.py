@@ -148,10 +148,18 @@ if c.get("loop_hits"):
           0 < c.get("loop_hits_idle", 0) and loop_nm <= c.get("traps_no_mark", 0)
           and loop_nm <= c["loop_hits"],
           f"idle {c.get('loop_hits_idle')} + unmarked {c.get('loop_hits_unmarked')} of "
-          f"{c.get('traps_no_mark')} no-mark, {c['loop_hits']} loop hits; of the hits without "
-          f"a mark while others were pending: {c.get('no_mark_unflagged')} on tasks hvprof had "
-          f"not flagged, {c.get('no_mark_flagged_late')} on tasks whose mark ended with no "
-          f"return seen")
+          f"{c.get('traps_no_mark')} no-mark, {c['loop_hits']} loop hits")
+    # those of a thread without a mark while others were pending, by the flag ledger: nearly
+    # all are the kernel's own flag (nested SVM, aef58b6: 1 234 of 1 239 with task work
+    # queued, ____fput: the workload closes files), not hvprof's acting late or left
+    nm_k, nm_o = c.get("no_mark_kernel", 0), c.get("no_mark_other", 0)
+    nm_u, nm_l = c.get("no_mark_unflagged", 0), c.get("no_mark_flagged_late", 0)
+    check("hits without a mark while others were pending are the kernel's own flag (hvprof's "
+          "late or unexplained <= 2% + 5)",
+          nm_k + nm_o + nm_u + nm_l <= c.get("traps_no_mark", 0)
+          and nm_o + nm_l <= 0.02 * (nm_k + nm_o + nm_u + nm_l) + 5,
+          f"{nm_k} task work or rseq, {nm_u} never flagged, {nm_l} flagged with no return "
+          f"seen, {nm_o} returned and set for no reason the guest shows")
     if os.path.exists("/sys/module/kvm_pvm"):
         # RF ignored: hvprof completes the loop's clear, through the sync-regs area. The write
         # is counted when it is handed to the next KVM_RUN, and goes by ioctl when the last

@@ -318,7 +318,7 @@ fini:
 
 /* A hit that finds no mark for its task while another's is pending: a task hvprof never flagged
  * (the kernel's own flag), one whose mark ended with no return seen (hvprof's flag acting late),
- * one flagged and returned since (neither: the kernel set it again). */
+ * one flagged and returned since (the kernel set it again: task work queued, or no reason). */
 static int no_mark_kinds(struct fixture *f)
 {
 	struct svcpu *sv = &f->s->vcpus[0];
@@ -341,12 +341,21 @@ static int no_mark_kinds(struct fixture *f)
 	ASSERT_EQ_U64(c.traps_no_mark, 3);
 	ASSERT_EQ_U64(c.no_mark_unflagged, 1);
 	ASSERT_EQ_U64(c.no_mark_flagged_late, 1);
+	ASSERT_EQ_U64(c.no_mark_other, 1); /* returned since, no reason the guest shows */
+	fakemem_w64(fm, field(f, gi_layout(f->fk.gi)->task_task_works), 0xffff888000360000ull);
+	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
+	fakemem_w64(fm, field(f, gi_layout(f->fk.gi)->task_task_works), 0);
+	sampler_get_counters(f->s, &c);
+	ASSERT_EQ_U64(c.no_mark_kernel, 1); /* task work queued: the kernel's own */
+	ASSERT_EQ_U64(c.no_mark_other, 1);
+	ASSERT_EQ_U64(c.traps_no_mark, 4);
 	/* no mark pending at all: an idle hit, not counted by kind */
 	marks_flush(sv);
 	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
 	sampler_get_counters(f->s, &c);
-	ASSERT_EQ_U64(c.traps_no_mark, 4);
-	ASSERT_EQ_U64(c.no_mark_unflagged + c.no_mark_flagged_late, 2);
+	ASSERT_EQ_U64(c.traps_no_mark, 5);
+	ASSERT_EQ_U64(c.no_mark_unflagged + c.no_mark_flagged_late + c.no_mark_kernel +
+			      c.no_mark_other, 4);
 	return TEST_OK;
 }
 
