@@ -136,9 +136,9 @@ void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid)
 	if (e->task != task || e->pid != pid)
 		return;
 	e->returned = true;
-	/* only a registered rseq thread needs them (kernel_reason); reading task->rseq first
-	 * would cost as much */
-	e->switches_known = read_switches(s, e, &e->switches);
+	/* only a registered rseq thread needs them (kernel_reason): none without CONFIG_RSEQ
+	 * (no task->rseq); reading task->rseq first would cost as much as reading them */
+	e->switches_known = e->rseq_gpa && read_switches(s, e, &e->switches);
 }
 
 void flag_ledger_unmarked(struct svcpu *sv, uint64_t task, int32_t pid)

@@ -163,13 +163,21 @@ static int flag_scans(struct fixture *f)
 	flag_ledger_slot(f->s->ledger, f->fk.task_kva)->nvcsw_gpa ^= 1ull << 40;
 	flag_ledger_scan(f->s);
 	COUNTS(f, 7, 6, 1, 1, 3, 1, 0);
+	/* a kernel without rseq (no task->rseq): the return reads no switches */
+	FLAG(f, FK_PID);
+	flag_ledger_slot(f->s->ledger, f->fk.task_kva)->rseq_gpa = 0;
+	resolve(f, FK_PID, true);
+	ASSERT_TRUE(!flag_ledger_slot(f->s->ledger, f->fk.task_kva)->switches_known);
+	kernel_clears(f);
+	flag_ledger_scan(f->s);
+	COUNTS(f, 8, 7, 2, 1, 3, 1, 0);
 	fakemem_w64(fm, rseq_gpa, 0);             /* not registered: switches tell nothing */
 	SCAN_WITH(f, true, nivcsw_gpa, 1);
-	COUNTS(f, 8, 7, 1, 1, 3, 2, 0);
+	COUNTS(f, 9, 8, 2, 1, 3, 2, 0);
 	/* its mark ended with no return seen (expired while blocked): set, explained as such
 	 * (before any task work it queued since) */
 	SCAN_WITH(f, false, works_gpa, 0xffff888000360000ull);
-	COUNTS(f, 9, 8, 1, 2, 3, 2, 0);
+	COUNTS(f, 10, 9, 2, 2, 3, 2, 0);
 	/* exiting (PF_EXITING), another pid in its place, or unreadable: gone */
 	fakemem_w32(fm, flags_gpa, 0x00400104);
 	FLAG(f, FK_PID);
@@ -185,7 +193,7 @@ static int flag_scans(struct fixture *f)
 	flag_ledger_slot(f->s->ledger, f->fk.task_kva)->ti_flags_gpa = 1ull << 40;
 	flag_ledger_scan(f->s);
 	resolve(f, FK_PID, false);
-	COUNTS(f, 12, 11, 1, 2, 3, 2, 3);
+	COUNTS(f, 13, 12, 2, 2, 3, 2, 3);
 	/* the same task_struct, another thread's now, flagged: read back under its new pid */
 	FLAG(f, FK_PID);
 	resolve(f, FK_PID, true);
@@ -195,12 +203,12 @@ static int flag_scans(struct fixture *f)
 	flag_ledger_scan(f->s);
 	fakemem_w32(fm, pid_gpa, FK_PID);
 	resolve(f, FK_PID + 1, false);
-	COUNTS(f, 13, 12, 1, 3, 3, 2, 3);
+	COUNTS(f, 14, 13, 2, 3, 3, 2, 3);
 	/* not a kernel address (a user page mapped in this mm), or misaligned: not kept */
 	flag_ledger_note(&f->s->vcpus[0], FK_USER_STACK, FK_PID, &f->fk.fm.pg, -1);
 	flag_ledger_note(&f->s->vcpus[0], f->fk.task_kva + 4, FK_PID, &f->fk.fm.pg, -1);
 	flag_ledger_scan(f->s);
-	COUNTS(f, 14, 12, 1, 3, 3, 2, 3);
+	COUNTS(f, 15, 13, 2, 3, 3, 2, 3);
 	kernel_clears(f);
 
 	/* a new mark's flag on a task whose return was seen: found clear (the kernel cleared
@@ -235,11 +243,11 @@ static int flag_scans(struct fixture *f)
 	ASSERT_EQ_U64(c.flags_seen_kernel, 2);
 	ASSERT_EQ_U64(c.flags_seen_set, 2);
 	flag_ledger_scan(f->s);
-	COUNTS(f, 15, 13, 2, 3, 3, 2, 3);
+	COUNTS(f, 16, 14, 3, 3, 3, 2, 3);
 	/* not the flag strategy: no scan */
 	f->s->traps.flag = false;
 	flag_ledger_scan(f->s);
-	COUNTS(f, 15, 13, 2, 3, 3, 2, 3);
+	COUNTS(f, 16, 14, 3, 3, 3, 2, 3);
 	return TEST_OK;
 }
 
