@@ -268,9 +268,9 @@ void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct
 		      bool was_set);
 
 /* A mark of @task (@pid) was resolved at its return to user mode (a trap, or a sample past the
- * thread's last read of its flags): the kernel has cleared, or is clearing, its flag. Its
- * context switches so far are read too (two 8-byte reads): one after this is when rseq sets the
- * flag again. Under the marks lock. */
+ * thread's last read of its flags): the kernel has cleared, or is clearing, its flag. On a
+ * kernel with rseq its context switches so far are read too (two 8-byte reads): one after this
+ * is when rseq sets the flag again. Under the marks lock. */
 void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid);
 
 /* A trap hit of @task (@pid) found no mark while marks were pending: count whether hvprof had
