@@ -69,9 +69,17 @@ def _per_boot(targets, boots):
     """The targets read from each boot's counters: no-mark %, VMM ns, the flag evidence."""
     pcts = [100 * c.get("traps_no_mark", 0) / c["traps_hit"] for c in boots if c.get("traps_hit")]
     ok = all(p < NO_MARK_MAX_PCT for p in pcts) if pcts else None
+    measured = f"{_fmt_range(pcts, '{:.2f}')}% over {len(pcts)} boot(s)" if pcts else "-"
+    # recordings since aef58b6 tell the hits without a mark apart (flag ledger): the kernel's
+    # own flag (task work, rseq; or a task hvprof never flagged) against hvprof's (acting late,
+    # or set for no reason the guest shows)
+    told = [c for c in boots if c.get("traps_hit") and "no_mark_other" in c]
+    if told:
+        own = [100 * (c.get("no_mark_flagged_late", 0) + c["no_mark_other"]) / c["traps_hit"]
+               for c in told]
+        measured += f"; hvprof's own flag (late, unexplained) {_fmt_range(own, '{:.2f}')}%"
     targets.append({"target": f"traps_no_mark < {NO_MARK_MAX_PCT:g}% of trap hits, every boot",
-                    "measured": (f"{_fmt_range(pcts, '{:.2f}')}% over {len(pcts)} boot(s)"
-                                 if pcts else "-"), "verdict": _verdict(ok)})
+                    "measured": measured, "verdict": _verdict(ok)})
     ns = [(v, how) for v, how in map(_vmm_ns, boots) if v is not None]
     vals = [v for v, _ in ns]
     ok = statistics.median(vals) <= NS_MAX if vals else None

@@ -138,6 +138,12 @@ check(t["VMM"] == ("PASS", "1500 [1500-1500] ns, mean over the workload's sample
       f"1500 ns in the workload passes (9000 over the whole boot not taken): {t['VMM']}")
 check(t["flags"] == ("PASS", "cleared 98.0 [98.0-98.0]%, left 0 in all"),
       f"98% cleared, none left: {t['flags']}")
+t = with_counters(dict(good, no_mark_other=3, no_mark_flagged_late=2),
+                  dict(good, no_mark_other=0, no_mark_flagged_late=0))
+check(t["traps_no_mark"] == ("PASS", "0.99 [0.99-0.99]% over 2 boot(s); hvprof's own flag "
+                                     "(late, unexplained) 0.03 [0.00-0.05]%"),
+      f"hvprof's own share of the no-mark hits, where the recording tells it: "
+      f"{t['traps_no_mark']}")
 t = with_counters(good, dict(good, traps_no_mark=100))
 check(t["traps_no_mark"][0] == "FAIL", f"1.00% in one boot fails: {t['traps_no_mark']}")
 t = with_counters(dict(good, sample_ns_in_workload=1_201_000), good,
