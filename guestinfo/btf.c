@@ -238,6 +238,14 @@ static int btf_fill_layout(struct btf *btf, const char *path, struct gi_layout *
 	l.task_rseq = btf_offset(btf, "task_struct", "rseq", NULL);
 	l.task_nvcsw = btf_offset(btf, "task_struct", "nvcsw", NULL);
 	l.task_nivcsw = btf_offset(btf, "task_struct", "nivcsw", NULL);
+	{
+		uint32_t irq = btf_offset(btf, "paravirt_patch_template", "irq", NULL),
+			 en = btf_offset(btf, "pv_irq_ops", "irq_enable", NULL),
+			 dis = btf_offset(btf, "pv_irq_ops", "irq_disable", NULL);
+
+		l.pv_irq_enable = irq == UINT32_MAX || en == UINT32_MAX ? UINT32_MAX : irq + en;
+		l.pv_irq_disable = irq == UINT32_MAX || dis == UINT32_MAX ? UINT32_MAX : irq + dis;
+	}
 	l.mm_start_code = btf_offset(btf, "mm_struct", "start_code", NULL);
 	l.mm_end_code = btf_offset(btf, "mm_struct", "end_code", NULL);
 	l.mm_exe_file = btf_offset(btf, "mm_struct", "exe_file", NULL);

@@ -7,8 +7,10 @@
 // statement, inlined): only threads with the flag reach it, and pt_regs still holds the user
 // registers of the kernel entry there. Found here with capstone in the kernel image: the last
 // backward jump of the function whose target is `sti` (local_irq_enable_exit_to_user, the loop's
-// first statement) is the loop; inside it, the clear of bit 1 (`lock and byte [task], 0xfd`, or
-// btr 1), with its operand decoded so a VMM can complete the instruction itself.
+// first statement; in a CONFIG_PARAVIRT_XXL image, Debian's, a call of pv_ops.irq.irq_enable,
+// which the kernel patches into sti at boot) is the loop; inside it, the clear of bit 1 (`lock
+// and byte [task], 0xfd`, or btr 1), with its operand decoded so a VMM can complete the
+// instruction itself.
 #define pr_fmt(fmt) "exitwork: " fmt
 
 #include <capstone/capstone.h>
@@ -78,7 +80,27 @@ struct ew_fn {
 	uint8_t code[EW_MAX_BYTES];
 	uint64_t start, end; /* [start, end): up to the next symbol */
 	csh cs;
+	struct gi_pv_irq pv; /* zeros: not a paravirt kernel, or not known */
 };
+
+/*
+ * Does the instruction at @at (decoded already: inside [f->start, f->end)) enable (@native
+ * 0xfb, sti) or disable (0xfa, cli) interrupts: that byte, or a `call *(%rip + disp32)`
+ * (ff 15) through @slot of pv_ops (not 0)?
+ */
+static bool ew_irq_insn(const struct ew_fn *f, uint64_t at, uint8_t native, uint64_t slot)
+{
+	size_t o = (size_t)(at - f->start);
+	int32_t disp;
+
+	if (f->code[o] == native)
+		return true;
+	/* SAFETY: o + 6 <= f->end - f->start <= sizeof(f->code) */
+	if (!slot || o + 6 > f->end - f->start || f->code[o] != 0xff || f->code[o + 1] != 0x15)
+		return false;
+	memcpy(&disp, f->code + o + 2, sizeof(disp));
+	return at + 6 + (uint64_t)(int64_t)disp == slot;
+}
 
 /*
  * Decode function @fname at @start up to the next symbol (at most EW_MAX_BYTES), calling
@@ -128,13 +150,13 @@ uint64_t gi_insn_target(const cs_insn *insn)
 	return (uint64_t)x->operands[0].imm;
 }
 
-/* The loop: the last backward jump to an sti. */
+/* The loop: the last backward jump to an sti (or its paravirt call). */
 static void ew_loop_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 {
 	struct gi_exit_work *w = arg;
 	uint64_t t = gi_insn_target(insn);
 
-	if (t >= f->start && t < insn->address && f->code[t - f->start] == 0xfb /* sti */ &&
+	if (t >= f->start && t < insn->address && ew_irq_insn(f, t, 0xfb, f->pv.enable) &&
 	    cs_insn_group(f->cs, insn, X86_GRP_JUMP)) {
 		w->head = t;
 		w->loop_end = insn->address + insn->size;
@@ -147,7 +169,9 @@ static void ew_clear_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 	struct gi_exit_work *w = arg;
 	const cs_x86_op *m = &insn->detail->x86.operands[0];
 
-	if (insn->address >= w->head && insn->address < w->loop_end && insn->id == X86_INS_CLI)
+	if (insn->address >= w->head && insn->address < w->loop_end &&
+	    (insn->id == X86_INS_CLI ||
+	     (insn->id == X86_INS_CALL && ew_irq_insn(f, insn->address, 0xfa, f->pv.disable))))
 		w->loop_cli = insn->address; /* the last one wins */
 	if (w->clear || insn->address < w->head || insn->address >= w->loop_end ||
 	    !ew_clears_notify(insn))
@@ -168,8 +192,20 @@ static void ew_clear_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 	}
 }
 
+void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct gi_pv_irq *out)
+{
+	uint64_t pv;
+
+	memset(out, 0, sizeof(*out));
+	if (!st || !l || l->pv_irq_enable == UINT32_MAX || l->pv_irq_disable == UINT32_MAX ||
+	    symtab_find(st, "pv_ops", &pv) != 0)
+		return;
+	out->enable = pv + l->pv_irq_enable;
+	out->disable = pv + l->pv_irq_disable;
+}
+
 int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
-		      struct gi_exit_work *out)
+		      const struct gi_pv_irq *pv, struct gi_exit_work *out)
 {
 	struct ew_fn *f;
 	const char *fname;
@@ -185,6 +221,8 @@ int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
+	if (pv)
+		f->pv = *pv;
 	err = ew_walk(st, read, ctx, fname, start, f, ew_loop_visit, out);
 	err = err ?: !out->head ? -ENOENT : ew_walk(st, read, ctx, fname, start, f, ew_clear_visit,
 						   out);

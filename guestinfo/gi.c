@@ -198,6 +198,7 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 	struct gi_kimage *img = NULL;
 	struct gi *gi;
 	uint64_t hot, iret;
+	struct gi_pv_irq pv;
 	size_t n = 0;
 	int err;
 
@@ -296,7 +297,8 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 				gi_orc_layout_name(gi_orc_layout_for(major, minor)));
 		err = 0;
 	}
-	if (gi_exit_work_find(gi->st, gi_read_image, img, &gi->exit_work) == 0) {
+	gi_pv_irq_slots(gi->st, gi->have_layout ? &gi->layout : NULL, &pv);
+	if (gi_exit_work_find(gi->st, gi_read_image, img, &pv, &gi->exit_work) == 0) {
 		static const char *const callers[4] = { "syscall_exit_to_user_mode",
 							"syscall_exit_to_user_mode_work",
 							"irqentry_exit_to_user_mode",

@@ -89,6 +89,7 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 	const void *data;
 	size_t size, n = 0;
 	uint64_t addr, iret;
+	struct gi_pv_irq pv;
 	int err;
 
 	if (!kernel || !out)
@@ -206,7 +207,8 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 			gi_prologues_free(pro);
 		}
 	}
-	if (st && gi_exit_work_find(st, kinfo_read, img, &d->exit_work) == 0) {
+	gi_pv_irq_slots(st, d->has_btf ? &d->layout : NULL, &pv);
+	if (st && gi_exit_work_find(st, kinfo_read, img, &pv, &d->exit_work) == 0) {
 		const char *name;
 		struct gi_spans epi;
 

@@ -154,13 +154,29 @@ struct gi_exit_work {
 };
 
 /**
+ * struct gi_pv_irq - the link-time KVAs of pv_ops.irq.irq_enable and .irq_disable in a kernel
+ * whose image enables and disables interrupts by `call *pv_ops...(%rip)` (CONFIG_PARAVIRT_XXL,
+ * Debian's stock kernel; the kernel patches those calls into sti and cli at boot on bare metal
+ * and KVM, in place); 0 when unknown or not such a kernel.
+ */
+struct gi_pv_irq {
+	uint64_t enable, disable;
+};
+
+/* gi_pv_irq_slots - *@out from @st's pv_ops and @l's pv_irq_enable/pv_irq_disable (BTF); zeros
+ * where either is missing. */
+void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct gi_pv_irq *out);
+
+/**
  * gi_exit_work_find - find the loop with capstone (exit_to_user_mode_loop, or
- * exit_to_user_mode_prepare into which 6.1 inlines it) through @read. Return: 0 and *@out;
- * -ENOENT no such function, or no loop headed by sti that clears TIF_NOTIFY_RESUME (a
- * paravirt-patched or pre-5.8 kernel); -EFAULT unreadable; -ENOMEM; -EINVAL.
+ * exit_to_user_mode_prepare into which 6.1 inlines it) through @read; its head is an sti, or
+ * where @pv (may be NULL) knows the slot a call of pv_ops.irq.irq_enable (and its last cli one
+ * of irq_disable). Return: 0 and *@out; -ENOENT no such function, or no loop headed so that
+ * clears TIF_NOTIFY_RESUME (a pre-5.8 kernel, a paravirt one without BTF); -EFAULT
+ * unreadable; -ENOMEM; -EINVAL.
  */
 int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
-		      struct gi_exit_work *out) __must_check;
+		      const struct gi_pv_irq *pv, struct gi_exit_work *out) __must_check;
 
 /**
  * gi_syscall_tail_find - [*@start, *@end): the 64-bit system call entry's code after its C

@@ -56,6 +56,11 @@ struct gi_layout {
 				  * context switches) */
 	uint32_t task_nvcsw;     /* task_struct.nvcsw, nivcsw (unsigned long): its voluntary and */
 	uint32_t task_nivcsw;    /* involuntary context switches, counted at each switch out */
+	/* struct paravirt_patch_template (the type of pv_ops, CONFIG_PARAVIRT_XXL): where its
+	 * irq.irq_enable and irq.irq_disable slots sit; an image of such a kernel calls them where
+	 * others have sti and cli, and the kernel patches the calls into those at boot */
+	uint32_t pv_irq_enable;
+	uint32_t pv_irq_disable;
 	uint32_t mm_start_code;  /* mm_struct.start_code */
 	uint32_t mm_end_code;    /* mm_struct.end_code */
 	uint32_t mm_exe_file;    /* mm_struct.exe_file (struct file *) */

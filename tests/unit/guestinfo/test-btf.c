@@ -17,6 +17,7 @@
 #define T_RSEQ 0x5e8
 #define T_NVCSW 0x5d8
 #define T_NIVCSW 0x5e0
+#define T_PV_IRQ 0xe8 /* paravirt_patch_template.irq */
 #define T_ANON 0x300          /* anonymous struct (randomized_struct_fields) */
 #define T_MM (T_ANON + 0x10)
 #define T_ANON_UNION (T_ANON + 0x40) /* an anonymous union nested in it */
@@ -52,7 +53,7 @@ static struct btf *make_btf(enum btf_variant v)
 	struct btf *btf = btf__new_empty();
 	int t_int, t_uint, t_char, t_ulong, t_u32, t_pid, t_void_ptr, t_uchar, t_uchar_ptr;
 	int t_comm, t_qstr, t_dentry, t_dentry_ptr, t_path, t_file, t_file_ptr, t_mm, t_mm_ptr;
-	int t_anon, t_union, t_task, t_regs, t_qanon_s, t_qanon_u, t_dentry_fwd, t_pids;
+	int t_anon, t_union, t_task, t_regs, t_qanon_s, t_qanon_u, t_dentry_fwd, t_pids, t_pv_irq;
 
 	if (!btf)
 		return NULL;
@@ -154,6 +155,16 @@ static struct btf *make_btf(enum btf_variant v)
 	    btf__add_field(btf, "sp", t_ulong, 152 * 8, 0) ||
 	    btf__add_field(btf, "ss", t_ulong, 160 * 8, 0))
 		goto fail;
+	/* CONFIG_PARAVIRT_XXL: pv_ops's type, its irq ops at T_PV_IRQ */
+	CHECK_ID(t_pv_irq = btf__add_struct(btf, "pv_irq_ops", 24));
+	if (btf__add_field(btf, "save_fl", t_void_ptr, 0, 0) ||
+	    btf__add_field(btf, "irq_disable", t_void_ptr, 8 * 8, 0) ||
+	    btf__add_field(btf, "irq_enable", t_void_ptr, 16 * 8, 0))
+		goto fail;
+	CHECK_ID(btf__add_struct(btf, "paravirt_patch_template", T_PV_IRQ + 24));
+	if (btf__add_field(btf, "cpu", t_void_ptr, 0, 0) ||
+	    btf__add_field(btf, "irq", t_pv_irq, T_PV_IRQ * 8, 0))
+		goto fail;
 	return btf;
 fail:
 	btf__free(btf);
@@ -221,6 +232,8 @@ static int test_full_layout(void)
 	ASSERT_EQ_INT(l.task_rseq, T_RSEQ);
 	ASSERT_EQ_INT(l.task_nvcsw, T_NVCSW);
 	ASSERT_EQ_INT(l.task_nivcsw, T_NIVCSW);
+	ASSERT_EQ_INT(l.pv_irq_enable, T_PV_IRQ + 16);
+	ASSERT_EQ_INT(l.pv_irq_disable, T_PV_IRQ + 8);
 	ASSERT_EQ_INT(l.mm_start_code, MM_START_CODE);
 	ASSERT_EQ_INT(l.mm_end_code, MM_END_CODE);
 	ASSERT_EQ_INT(l.mm_exe_file, MM_EXE_FILE);

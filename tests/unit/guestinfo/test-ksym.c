@@ -551,6 +551,31 @@ static int stock_kernel(const char *flavour)
 	ASSERT_EQ_INT(gi_layout_from_btf_data(btf, btf_size, &l), 0);
 	ASSERT_EQ_INT(l.task_comm_len, 16);
 	ASSERT_EQ_INT(l.task_tgid, l.task_pid + 4);
+	/* The exit-work loop: Debian's kernels are CONFIG_PARAVIRT_XXL, their loop headed by a
+	 * call of pv_ops.irq.irq_enable (slot from BTF), found so; its clear as hvprof completes
+	 * it (lock and byte [reg], 0xfd) */
+	{
+		struct gi_pv_irq pv;
+		struct gi_exit_work w, bare;
+		uint8_t b[16];
+
+		ASSERT_TRUE(l.pv_irq_enable != UINT32_MAX && l.pv_irq_disable != UINT32_MAX);
+		gi_pv_irq_slots(st, &l, &pv);
+		ASSERT_TRUE(pv.enable != 0 && pv.disable == pv.enable - 8);
+		ASSERT_EQ_INT(gi_exit_work_find(st, image_read, img, &pv, &w), 0);
+		printf("# exit-work loop [0x%llx, 0x%llx), clear at 0x%llx, last irq disable 0x%llx; "
+		       "without the pv_ops slots: %s\n", (unsigned long long)w.head,
+		       (unsigned long long)w.loop_end, (unsigned long long)w.clear,
+		       (unsigned long long)w.loop_cli,
+		       gi_exit_work_find(st, image_read, img, NULL, &bare) ? "not found" : "found");
+		/* 6.12 puts the loop's bottom (its irq disable, the flags read again) before the
+		 * head, in the function's part before it, which is exit tail already: no loop_cli */
+		ASSERT_TRUE(w.head < w.clear && w.clear < w.loop_end &&
+			    (w.loop_cli > w.head || (w.loop_cli == 0 && w.func_start < w.head)));
+		ASSERT_TRUE(w.clear_base != 0 && w.clear_size == 1 && (w.clear_imm & 0xff) == 0xfd);
+		ASSERT_EQ_INT(gi_kimage_read_kva(img, w.clear, b, w.clear_end - w.clear), 0);
+		ASSERT_TRUE(b[0] == 0xf0 && !memcmp(b, w.clear_bytes, w.clear_end - w.clear));
+	}
 	elf = gi_kimage_elf(img, &elf_len);
 	snprintf(tmp, sizeof(tmp), "/tmp/hvprof-test-vmlinux-XXXXXX");
 	fd = mkstemp(tmp);
