@@ -10,7 +10,8 @@
 // (in the kernel: blocked, or its mark expired) may read set. Set after a return seen for
 // neither reason is what hvprof would have left (or another of the kernel's reasons: memcg,
 // blkcg). (task->rseq_event_mask tells nothing: 6.1 sets its bits at every switch of every task
-// and clears them only for a registered thread preempted inside a critical section.)
+// and clears them only for a registered thread preempted inside a critical section, at execve
+// and at a fork.)
 #include <errno.h>
 #include <string.h>
 
@@ -71,10 +72,12 @@ static bool read_switches(const struct sampler *s, const struct flag_ledger_entr
 
 /* Did the kernel set @e's flag for itself since the return noted? Task work queued
  * (task->task_works not NULL; TWA_SIGNAL's sets TIF_NOTIFY_SIGNAL instead, so this may
- * overlook a flag hvprof left), or rseq: the task registered an area (task->rseq not NULL),
- * and a context switch came after the return (rseq_preempt() flags every switch out of such a
- * task, and a migration needs one; switches not known: any may have). False where neither can
- * be read. */
+ * overlook a flag hvprof left), or rseq: the task has an area registered (task->rseq not
+ * NULL), and since the return a context switch came (rseq_preempt() flags every switch out of
+ * such a task, and a migration needs one) or the area was registered anew (sys_rseq flags the
+ * caller: glibc registers again after an execve, which unregisters it); switches not known:
+ * any may have. Not told: membarrier's rseq IPI, which flags a running thread with no switch.
+ * False where neither can be read. */
 static bool kernel_reason(const struct sampler *s, const struct flag_ledger_entry *e)
 {
 	uint64_t works = 0, rseq = 0, now;
@@ -84,7 +87,8 @@ static bool kernel_reason(const struct sampler *s, const struct flag_ledger_entr
 		return true;
 	if (!e->rseq_gpa || gmem_read(s->mem, e->rseq_gpa, &rseq, sizeof(rseq)) || !rseq)
 		return false;
-	return !e->switches_known || !read_switches(s, e, &now) || now != e->switches;
+	return !e->switches_known || rseq != e->rseq_at_return || !read_switches(s, e, &now) ||
+	       now != e->switches;
 }
 
 void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct gi_paging *pg,
@@ -137,8 +141,11 @@ void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid)
 		return;
 	e->returned = true;
 	/* only a registered rseq thread needs them (kernel_reason): none without CONFIG_RSEQ
-	 * (no task->rseq); reading task->rseq first would cost as much as reading them */
-	e->switches_known = e->rseq_gpa && read_switches(s, e, &e->switches);
+	 * (no task->rseq) */
+	e->switches_known = e->rseq_gpa &&
+			    gmem_read(s->mem, e->rseq_gpa, &e->rseq_at_return,
+				      sizeof(e->rseq_at_return)) == 0 &&
+			    read_switches(s, e, &e->switches);
 }
 
 void flag_ledger_unmarked(struct svcpu *sv, uint64_t task, int32_t pid)
@@ -148,14 +155,18 @@ void flag_ledger_unmarked(struct svcpu *sv, uint64_t task, int32_t pid)
 	if (!sv->s->ledger)
 		return;
 	e = flag_ledger_slot(sv->s->ledger, task);
-	if (e->task != task || e->pid != pid)
+	if (e->task != task || e->pid != pid) {
 		sv->c.no_mark_unflagged++;
-	else if (!e->returned)
+		return;
+	}
+	if (!e->returned)
 		sv->c.no_mark_flagged_late++;
 	else if (kernel_reason(sv->s, e))
 		sv->c.no_mark_kernel++;
 	else
 		sv->c.no_mark_other++;
+	/* this hit is a return too: the kernel clears the flag now (a later one is set anew) */
+	flag_ledger_returned(sv->s, task, pid);
 }
 
 /* What @e reads as now: an enum flag_scan_kind from FLAG_SCAN_CLEAR on. */

@@ -518,7 +518,8 @@ void marks_resolve_at_return(struct svcpu *sv, uint64_t task, int32_t pid, uint6
 	pthread_mutex_lock(&m->lock);
 	mk = find(m, task, pid);
 	if (!mk) {
-		flag_ledger_unmarked(sv, task, pid); /* what set its flag, if hvprof knows */
+		if (sv->in_loop_hit) /* its flag brought it here: who set it, if hvprof knows */
+			flag_ledger_unmarked(sv, task, pid);
 		pthread_mutex_unlock(&m->lock);
 		sv->c.traps_no_mark++;
 		return;

@@ -107,6 +107,10 @@ struct svcpu {
 	uint8_t *sample_stack, *ustack_stack;
 	struct hvp_bytes sample_segs[HVP_USER_STACK_SEGS], ustack_segs[HVP_USER_STACK_SEGS];
 	bool sample_has_regs;         /* sample_regs belongs to the sample being built */
+	/* a hit of the exit-work loop's breakpoint is being resolved (trap_loop_resolve): a
+	 * thread reaches it only with its TIF_NOTIFY_RESUME set, so one without a mark tells
+	 * what set the flag (flag_ledger_unmarked); a sysretq/iretq hit tells nothing of it */
+	bool in_loop_hit;
 	/* task->stack (a KVA) of the task sample_kstack_task as read and checked this sample
 	 * (gi_task_stack_seed; 0: not read): the pt_regs read uses it for that task only */
 	uint64_t sample_kstack_kva, sample_kstack_task;
@@ -245,8 +249,9 @@ struct flag_ledger {
 		uint64_t task_works_gpa; /* task->task_works; 0: not known */
 		uint64_t rseq_gpa;      /* task->rseq; 0: not known (no CONFIG_RSEQ) */
 		uint64_t nvcsw_gpa, nivcsw_gpa; /* task->nvcsw, nivcsw; 0: not known */
-		/* nvcsw + nivcsw when @returned was set; @switches_known false: not read */
-		uint64_t switches;
+		/* nvcsw + nivcsw and task->rseq when @returned was set (a kernel with rseq);
+		 * @switches_known false: not read */
+		uint64_t switches, rseq_at_return;
 		bool switches_known;
 	} e[FLAG_LEDGER_SLOTS];
 };

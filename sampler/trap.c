@@ -258,7 +258,9 @@ static void resolve(struct svcpu *sv, const struct kvm_sregs *sregs, const struc
 void trap_loop_resolve(struct svcpu *sv, const struct kvm_regs *regs,
 		       const struct kvm_sregs *sregs, const struct gi_paging *pg)
 {
+	sv->in_loop_hit = true;
 	resolve(sv, sregs, regs, pg, NULL);
+	sv->in_loop_hit = false;
 }
 
 static int trap_hit(struct svcpu *sv, bool is_sysret, bool repeat)

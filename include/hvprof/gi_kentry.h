@@ -141,9 +141,12 @@ int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct
  */
 struct gi_exit_work {
 	uint64_t func_start, func_end, head, loop_end, clear, clear_end;
-	/* the loop body's last cli (local_irq_disable_exit_to_user): from there to loop_end the
-	 * pass reads the flags for the loop's test, so a sample there may be past the last read
-	 * (0: none found) */
+	/* the loop body's last cli (local_irq_disable_exit_to_user, or its pv_ops call): from
+	 * there to loop_end the pass reads the flags for the loop's test, so a sample there may
+	 * be past the last read (0: none found; 6.12 has that bottom before @head, which is
+	 * exit tail already). Where the compiler put out-of-line blocks after it (Debian's 6.1:
+	 * schedule()'s return, signal delivery, the clear, task work) a leaf sample in them counts
+	 * as past it too: walked from pt_regs at once, as eager mode would, with no mark */
 	uint64_t loop_cli;
 	uint8_t clear_bytes[16];
 	int clear_base;

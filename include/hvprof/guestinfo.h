@@ -51,9 +51,9 @@ struct gi_layout {
 	uint32_t task_task_works; /* task_struct.task_works (struct callback_head *: task work
 				   * queued, which sets TIF_NOTIFY_RESUME itself) */
 	uint32_t task_rseq;      /* task_struct.rseq (struct rseq __user *, CONFIG_RSEQ 4.18+:
-				  * not NULL once the thread registered an rseq area, after which
-				  * rseq_preempt() sets its TIF_NOTIFY_RESUME at each of its
-				  * context switches) */
+				  * not NULL once the thread registered an rseq area; sys_rseq sets
+				  * its TIF_NOTIFY_RESUME then, rseq_preempt() at each of its
+				  * context switches out, membarrier's rseq IPI too) */
 	uint32_t task_nvcsw;     /* task_struct.nvcsw, nivcsw (unsigned long): its voluntary and */
 	uint32_t task_nivcsw;    /* involuntary context switches, counted at each switch out */
 	/* struct paravirt_patch_template (the type of pv_ops, CONFIG_PARAVIRT_XXL): where its

@@ -13,6 +13,7 @@
 
 #include <hvprof/guestinfo.h>
 
+#include "gi_internal.h"
 #include "kimage_internal.h"
 #include "test.h"
 
@@ -569,7 +570,9 @@ static int stock_kernel(const char *flavour)
 		       (unsigned long long)w.loop_cli,
 		       gi_exit_work_find(st, image_read, img, NULL, &bare) ? "not found" : "found");
 		/* 6.12 puts the loop's bottom (its irq disable, the flags read again) before the
-		 * head, in the function's part before it, which is exit tail already: no loop_cli */
+		 * head, in the function's part before @head, which is exit tail already (its
+		 * flag tests too: leaf samples there are walked from pt_regs at once): no
+		 * loop_cli */
 		ASSERT_TRUE(w.head < w.clear && w.clear < w.loop_end &&
 			    (w.loop_cli > w.head || (w.loop_cli == 0 && w.func_start < w.head)));
 		ASSERT_TRUE(w.clear_base != 0 && w.clear_size == 1 && (w.clear_imm & 0xff) == 0xfd);
@@ -628,6 +631,14 @@ static int test_stock_gi_open(void)
 		ASSERT_EQ_INT(gi_symbol_source(gi), SYMTAB_SRC_KALLSYMS);
 		(void)gi_exit_sites_of(gi, &n);
 		ASSERT_TRUE(n >= 2);
+		/* the exit-work loop, through pv_ops (both gi_open and kernel-info find it) */
+		ASSERT_TRUE(gi->exit_work.head != 0 && gi->exit_work.clear > gi->exit_work.head);
+		{
+			struct gi_kernel_desc d;
+
+			ASSERT_EQ_INT(gi_kernel_describe(vmlinuz, NULL, NULL, &d), 0);
+			ASSERT_EQ_U64(d.exit_work.clear, gi->exit_work.clear);
+		}
 		gi_close(gi);
 		ran++;
 	}

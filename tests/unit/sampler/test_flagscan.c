@@ -327,43 +327,84 @@ fini:
 /* A hit that finds no mark for its task while another's is pending: a task hvprof never flagged
  * (the kernel's own flag), one whose mark ended with no return seen (hvprof's flag acting late),
  * one flagged and returned since (the kernel set it again: task work queued, or no reason). */
+/* The exit-work loop's hit of the fake task, which has no mark (another's is pending): as
+ * trap_loop_resolve resolves it. */
+static void loop_hit(struct fixture *f)
+{
+	struct svcpu *sv = &f->s->vcpus[0];
+
+	sv->in_loop_hit = true;
+	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
+	sv->in_loop_hit = false;
+}
+
+/* The no_mark_* counters: unflagged, late, kernel, other. */
+static int no_marks(struct fixture *f, uint64_t unflagged, uint64_t late, uint64_t kernel,
+		    uint64_t other)
+{
+	struct sampler_counters c;
+
+	sampler_get_counters(f->s, &c);
+	ASSERT_EQ_U64(c.no_mark_unflagged, unflagged);
+	ASSERT_EQ_U64(c.no_mark_flagged_late, late);
+	ASSERT_EQ_U64(c.no_mark_kernel, kernel);
+	ASSERT_EQ_U64(c.no_mark_other, other);
+	return TEST_OK;
+}
+
+#define NO_MARKS(f, ...) ASSERT_EQ_INT(no_marks((f), __VA_ARGS__), TEST_OK)
+
 static int no_mark_kinds(struct fixture *f)
 {
 	struct svcpu *sv = &f->s->vcpus[0];
+	const struct gi_layout *l = gi_layout(f->fk.gi);
+	uint64_t works_gpa = field(f, l->task_task_works), rseq_gpa = field(f, l->task_rseq);
+	uint64_t nvcsw_gpa = field(f, l->task_nvcsw);
 	struct mark_req other = req_of(f, FK_PID + 7, &f->entry);
 	struct sampler_counters c;
 
 	other.task = f->fk.task_kva + 0x10000;
 	ASSERT_TRUE(marks_take(sv, &other) != 0);
+	loop_hit(f);                    /* never flagged: the kernel's own flag */
+	NO_MARKS(f, 1, 0, 0, 0);
+	/* a sysretq/iretq hit without a mark: every return hits those, its flag tells nothing */
 	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
+	NO_MARKS(f, 1, 0, 0, 0);
 	FLAG(f, FK_PID);
-	marks_flush(sv); /* its mark (and the other) ended, no return seen */
+	marks_flush(sv);                /* its mark (and the other) ended, no return seen */
 	ASSERT_TRUE(marks_take(sv, &other) != 0);
-	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
+	fakemem_w64(fm, works_gpa, 0xffff888000360000ull);
+	loop_hit(f);                    /* late, whatever the kernel queued meanwhile */
+	fakemem_w64(fm, works_gpa, 0);
+	NO_MARKS(f, 1, 1, 0, 0);
+	loop_hit(f);                    /* that hit was a return: set again since, no reason */
+	NO_MARKS(f, 1, 1, 0, 1);
+	fakemem_w64(fm, works_gpa, 0xffff888000360000ull);
+	loop_hit(f);                    /* task work queued: the kernel's own */
+	fakemem_w64(fm, works_gpa, 0);
+	NO_MARKS(f, 1, 1, 1, 1);
+	/* rseq: an area registered since the last return (the hit before; sys_rseq flags the
+	 * caller), a voluntary switch since, an area registered anew (after an execve), or
+	 * none of those */
+	fakemem_w64(fm, rseq_gpa, FK_USER_STACK);
+	loop_hit(f);
+	NO_MARKS(f, 1, 1, 2, 1);
+	fakemem_w64(fm, nvcsw_gpa, 5);
+	loop_hit(f);
+	NO_MARKS(f, 1, 1, 3, 1);
+	fakemem_w64(fm, rseq_gpa, FK_USER_STACK + 0x1000);
+	loop_hit(f);
+	NO_MARKS(f, 1, 1, 4, 1);
+	loop_hit(f);
+	NO_MARKS(f, 1, 1, 4, 2);
+	fakemem_w64(fm, rseq_gpa, 0);
+	fakemem_w64(fm, nvcsw_gpa, 0);
 	sampler_get_counters(f->s, &c);
-	ASSERT_EQ_U64(c.no_mark_flagged_late, 1);
-	FLAG(f, FK_PID);
-	resolve(f, FK_PID, true);
-	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
-	sampler_get_counters(f->s, &c);
-	ASSERT_EQ_U64(c.traps_no_mark, 3);
-	ASSERT_EQ_U64(c.no_mark_unflagged, 1);
-	ASSERT_EQ_U64(c.no_mark_flagged_late, 1);
-	ASSERT_EQ_U64(c.no_mark_other, 1); /* returned since, no reason the guest shows */
-	fakemem_w64(fm, field(f, gi_layout(f->fk.gi)->task_task_works), 0xffff888000360000ull);
-	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
-	fakemem_w64(fm, field(f, gi_layout(f->fk.gi)->task_task_works), 0);
-	sampler_get_counters(f->s, &c);
-	ASSERT_EQ_U64(c.no_mark_kernel, 1); /* task work queued: the kernel's own */
-	ASSERT_EQ_U64(c.no_mark_other, 1);
-	ASSERT_EQ_U64(c.traps_no_mark, 4);
+	ASSERT_EQ_U64(c.traps_no_mark, 9);
 	/* no mark pending at all: an idle hit, not counted by kind */
 	marks_flush(sv);
-	marks_resolve_at_return(sv, f->fk.task_kva, FK_PID, f->fk.mm_kva, &f->fk.fm.pg, &f->entry);
-	sampler_get_counters(f->s, &c);
-	ASSERT_EQ_U64(c.traps_no_mark, 5);
-	ASSERT_EQ_U64(c.no_mark_unflagged + c.no_mark_flagged_late + c.no_mark_kernel +
-			      c.no_mark_other, 4);
+	loop_hit(f);
+	NO_MARKS(f, 1, 1, 4, 2);
 	return TEST_OK;
 }
 
