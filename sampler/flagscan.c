@@ -56,17 +56,17 @@ struct flag_ledger_entry *flag_ledger_slot(struct flag_ledger *l, uint64_t task)
 	return &l->e[((task >> 6) * 0x9e3779b97f4a7c15ull) >> 56];
 }
 
-/* @e's task's context switches so far (nvcsw + nivcsw) in *@n. Return: false where they
- * cannot be read. */
+/* @e's task's context switches so far (nvcsw + nivcsw) in *@n, in one 16-byte read: the two
+ * words are neighbours in task_struct (include/linux/sched.h; flag_ledger_note keeps their GPA
+ * only then). Return: false where they cannot be read. */
 static bool read_switches(const struct sampler *s, const struct flag_ledger_entry *e,
 			  uint64_t *n)
 {
-	uint64_t v = 0, iv = 0;
+	uint64_t w[2];
 
-	if (!e->nvcsw_gpa || !e->nivcsw_gpa || gmem_read(s->mem, e->nvcsw_gpa, &v, sizeof(v)) ||
-	    gmem_read(s->mem, e->nivcsw_gpa, &iv, sizeof(iv)))
+	if (!e->nvcsw_gpa || gmem_read(s->mem, e->nvcsw_gpa, w, sizeof(w)))
 		return false;
-	*n = v + iv;
+	*n = w[0] + w[1];
 	return true;
 }
 
@@ -124,9 +124,11 @@ void flag_ledger_note(struct svcpu *sv, uint64_t task, int32_t pid, const struct
 		n.task_works_gpa = 0;
 	if (field_gpa(s, pg, task, l->task_rseq, 8, &n.rseq_gpa))
 		n.rseq_gpa = 0;
-	if (field_gpa(s, pg, task, l->task_nvcsw, 8, &n.nvcsw_gpa) ||
-	    field_gpa(s, pg, task, l->task_nivcsw, 8, &n.nivcsw_gpa))
-		n.nvcsw_gpa = n.nivcsw_gpa = 0;
+	/* nvcsw and nivcsw read together (read_switches): not kept where they are not
+	 * neighbours, or where the two words would cross a page */
+	if (l->task_nivcsw != l->task_nvcsw + 8 || ((task + l->task_nvcsw) & 0xfff) > 0xff0 ||
+	    field_gpa(s, pg, task, l->task_nvcsw, 8, &n.nvcsw_gpa))
+		n.nvcsw_gpa = 0;
 	*e = n;
 }
 
@@ -141,11 +143,12 @@ void flag_ledger_returned(struct sampler *s, uint64_t task, int32_t pid)
 		return;
 	e->returned = true;
 	/* only a registered rseq thread needs them (kernel_reason): none without CONFIG_RSEQ
-	 * (no task->rseq) */
+	 * (no task->rseq), and none for a thread with no area now (any registration from now on
+	 * flags it: kernel_reason sees the area changed, switches or not) */
 	e->switches_known = e->rseq_gpa &&
 			    gmem_read(s->mem, e->rseq_gpa, &e->rseq_at_return,
 				      sizeof(e->rseq_at_return)) == 0 &&
-			    read_switches(s, e, &e->switches);
+			    (!e->rseq_at_return || read_switches(s, e, &e->switches));
 }
 
 void flag_ledger_unmarked(struct svcpu *sv, uint64_t task, int32_t pid)

@@ -248,7 +248,7 @@ struct flag_ledger {
 		uint64_t task_flags_gpa; /* task->flags (PF_EXITING) */
 		uint64_t task_works_gpa; /* task->task_works; 0: not known */
 		uint64_t rseq_gpa;      /* task->rseq; 0: not known (no CONFIG_RSEQ) */
-		uint64_t nvcsw_gpa, nivcsw_gpa; /* task->nvcsw, nivcsw; 0: not known */
+		uint64_t nvcsw_gpa;     /* task->nvcsw, nivcsw after it; 0: not known */
 		/* nvcsw + nivcsw and task->rseq when @returned was set (a kernel with rseq);
 		 * @switches_known false: not read */
 		uint64_t switches, rseq_at_return;

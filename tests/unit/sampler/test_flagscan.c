@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gi_internal.h"
 #include "sampler_fixture.h"
 #include "test.h"
 
@@ -251,15 +252,21 @@ static int flag_scans(struct fixture *f)
 	return TEST_OK;
 }
 
-static int test_flag_scan(void)
+/* @fn on a flag fixture made for it, then freed. */
+static int with_flag_fixture(int (*fn)(struct fixture *f))
 {
 	struct fixture f;
 	int ret = TEST_FAIL;
 
 	if (flag_fixture_init(&f) == 0)
-		ret = flag_scans(&f);
+		ret = fn(&f);
 	fixture_fini(&f);
 	return ret;
+}
+
+static int test_flag_scan(void)
+{
+	return with_flag_fixture(flag_scans);
 }
 
 /* Through the production path: a kernel sample flags the thread (sample_from_regs), the exit-
@@ -410,13 +417,53 @@ static int no_mark_kinds(struct fixture *f)
 
 static int test_no_mark_kinds(void)
 {
-	struct fixture f;
-	int ret = TEST_FAIL;
+	return with_flag_fixture(no_mark_kinds);
+}
 
-	if (flag_fixture_init(&f) == 0)
-		ret = no_mark_kinds(&f);
-	fixture_fini(&f);
-	return ret;
+/* nvcsw and nivcsw are kept for one read together: only where they are neighbours and the two
+ * words stay in one page. */
+static int switches_kept(struct fixture *f)
+{
+	struct gi_layout *l = &f->fk.gi->layout;
+
+	/* read at a return only from a thread with an rseq area: for one without, any area
+	 * registered later tells the kernel's reason by itself */
+	for (int registered = 0; registered < 2; registered++) {
+		struct flag_ledger_entry *e;
+		struct read_counter rc;
+
+		fakemem_w64(fm, field(f, l->task_rseq), registered ? FK_USER_STACK : 0);
+		FLAG(f, FK_PID);
+		e = flag_ledger_slot(f->s->ledger, f->fk.task_kva);
+		ASSERT_TRUE(e->nvcsw_gpa != 0);
+		rc = (struct read_counter){ .inner = f->fk.fm.mem, .gpa = e->nvcsw_gpa, .size = 16,
+					    .len = 16 };
+		f->fk.fm.mem = (struct gmem){ .read = read_counter_read, .ctx = &rc };
+		resolve(f, FK_PID, true);
+		f->fk.fm.mem = rc.inner;
+		ASSERT_EQ_INT((int)rc.n, registered);
+		ASSERT_TRUE(e->switches_known);
+		kernel_clears(f);
+	}
+	fakemem_w64(fm, field(f, l->task_rseq), 0);
+	flag_ledger_scan(f->s); /* empties the ledger */
+	l->task_nivcsw += 8;   /* not neighbours */
+	FLAG(f, FK_PID);
+	ASSERT_EQ_U64(flag_ledger_slot(f->s->ledger, f->fk.task_kva)->nvcsw_gpa, 0);
+	resolve(f, FK_PID, false);
+	flag_ledger_scan(f->s);
+	l->task_nvcsw = 0xff8; /* the pair would cross the task's first page (page-aligned) */
+	l->task_nivcsw = 0x1000;
+	ASSERT_EQ_U64(f->fk.task_kva & 0xfff, 0);
+	FLAG(f, FK_PID);
+	ASSERT_EQ_U64(flag_ledger_slot(f->s->ledger, f->fk.task_kva)->nvcsw_gpa, 0);
+	resolve(f, FK_PID, false);
+	return TEST_OK;
+}
+
+static int test_switches_kept(void)
+{
+	return with_flag_fixture(switches_kept);
 }
 
 /* task_structs sit a few to a slab (6.1: 5 of 6 464 bytes in each 32 KiB-aligned slab): their
@@ -444,6 +491,7 @@ static int test_slots_spread(void)
 
 static const struct test_case tests[] = {
 	{ "flag ledger: hits without a mark, by what set the flag", test_no_mark_kinds },
+	{ "flag ledger: the switch counts kept only as one in-page pair", test_switches_kept },
 	{ "flag ledger: tasks of the same slabs spread over the slots", test_slots_spread },
 	{ "flag ledger: the loop's hit notes the return, the next flag finds it cleared",
 	  test_flag_return_seen_by_trap },
