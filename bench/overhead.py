@@ -220,11 +220,9 @@ def interleaved(hvprof, rounds, work):
                 # the guest-side evidence (flag strategy): a new mark's flag on a task whose
                 # return hvprof saw found the earlier one cleared; flagged tasks read back at
                 # the end set for no reason the guest shows
-                seen = c.get("flags_seen_clear", 0) + c.get("flags_seen_kernel", 0) + \
-                    c.get("flags_seen_set", 0)
-                if seen:
-                    rr["cleared_pct"] = 100 * c.get("flags_seen_clear", 0) / seen
-                    rr["left_at_end"] = c.get("flag_scan_set_other", 0)
+                ev = overhead_targets.flag_evidence(c)
+                if ev:
+                    rr["cleared_pct"], rr["left_at_end"] = ev
             row["rounds"].append(rr)
         rows.append(row)
     bare = next(r for r in rows if r["config"] == "bare")

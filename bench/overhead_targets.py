@@ -47,7 +47,7 @@ def _fmt_range(vals, fmt):
             f"{fmt.format(max(vals))}]")
 
 
-def _evidence(counters):
+def flag_evidence(counters):
     """(cleared %, flags left set for no reason) of one boot's counters, or None when the
     recording has no flag evidence (older than 30f7b7e, or no new flag after a seen return)."""
     seen = sum(counters.get(k, 0) for k in ("flags_seen_clear", "flags_seen_kernel",
@@ -89,7 +89,7 @@ def _per_boot(targets, boots):
                     "measured": (f"{_fmt_range(vals, '{:.0f}')} ns, mean over the "
                                  f"{' or '.join(hows)}'s samples" if vals else "-"),
                     "verdict": _verdict(ok)})
-    ev = [e for e in map(_evidence, boots) if e is not None]
+    ev = [e for e in map(flag_evidence, boots) if e is not None]
     # at most one left per boot, as kvm-deferred-callchains allows: a run may end between a
     # loop hit and the clear that hit completes
     ok = (all(p >= CLEARED_MIN_PCT and left <= LEFT_MAX for p, left in ev)) if ev else None

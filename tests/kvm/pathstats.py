@@ -52,8 +52,9 @@ def cross_check(rec, system_map):
     """--callchain-mode both: each kernel sample whose deferred walk was made (USER_STACK not
     lost) beside its eager one, as (sample, same user stack?, made from a system call?) — a
     system call's user stack cannot change between the sample and the return (a page fault's
-    may: the fault maps the memory the walk reads)."""
-    starts, names = kernel_symbols(system_map)
+    may: the fault maps the memory the walk reads). @system_map None (a stock kernel has none):
+    no sample is known to be a system call's."""
+    starts, names = kernel_symbols(system_map) if system_map else ([], [])
 
     def kname(addr):
         i = bisect.bisect_right(starts, addr) - 1

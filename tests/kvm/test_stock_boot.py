@@ -27,6 +27,10 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hvprec  # noqa: E402
+import pathstats  # noqa: E402
+
 HVPROF = sys.argv[1]
 FIRST_LINE_LIMIT_S = 60
 # Only what the test wants: what a PVM host needs (noxsave, clearcpuid=..., nolapic, ...) hvprof
@@ -55,14 +59,11 @@ ENTRY_SYMS = re.compile(r"(entry_SYSCALL_64|irq_entries_start|spurious_entries_s
 KEPT = (3, 6, 7, 12, 13, 14, 15, 16)
 
 
-def stock_flag_strategy(path):
+def stock_flag_strategy(rec):
     """Debian's stock kernels are CONFIG_PARAVIRT_XXL: their exit-work loop, headed by a call of
     pv_ops.irq.irq_enable, is found through the pv_ops slot (BTF), so the deferred marks take
-    the flag strategy there too, and the kernel clears the flags hvprof sets. Returns the number
-    of failures."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import hvprec  # noqa: E402
-    rec = hvprec.read(path)
+    the flag strategy there too, and the kernel clears the flags hvprof sets. Takes the
+    recording (hvprec.read); returns the number of failures."""
     c, strategy = rec["counters"], rec["meta"].get("strategy", "")
     seen = sum(c.get(k, 0) for k in ("flags_seen_clear", "flags_seen_kernel", "flags_seen_set"))
     print(f"stock kernel's marks: {c.get('marks_flagged', 0)} flagged, {c.get('marks_trapped', 0)} "
@@ -77,29 +78,20 @@ def stock_flag_strategy(path):
     # every kernel sample with both walks (--callchain-mode both): the deferred one, made at the
     # loop's hit, against the eager one (no System.map to single out the system calls, whose
     # user stack cannot change before the return: a page fault's may, so 99%, not 99.9%)
-    pairs = same = 0
-    for smp in rec["samples"]:
-        us = rec["user_stacks"].get(smp["cookie"]) if smp["ustop"] == 5 and smp["cookie"] \
-            and smp["uips"] else None
-        if us is None or us["stop"] == 6 or not us["uips"]:
-            continue
-        pairs += 1
-        same += tuple(smp["uips"]) == tuple(us["uips"])
+    both = pathstats.cross_check(rec, None)
+    pairs, same = len(both), sum(agree for _, agree, _ in both)
     both_ok = pairs >= 100 and same >= 0.99 * pairs
     print(f"{'ok' if both_ok else 'FAIL'}: deferred and eager user stacks agree on >= 99% of the "
           f"stock kernel's samples with both - {same}/{pairs} identical")
     return (0 if ok else 1) + (0 if both_ok else 1)
 
 
-def entry_window_truth(path):
+def entry_window_truth(path, rec):
     """Ground truth for kernel samples in the entry window, walked at once from the entry's own
     frame (ORC: the iret frame or pt_regs wherever the entry saved them; SYSCALL's first
     instruction: the vCPU's): with --callchain-mode both each has its thread's registers at the
     return to user beside them (the deferred walk, same cookie). They must agree on >= 99%
     (a signal delivered at the return changes them). Returns the number of failures."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import hvprec  # noqa: E402
-    rec = hvprec.read(path)
     c = rec["counters"]
     found = c.get("user_regs_entry_found", 0)
     print(f"entry window: user_regs_entry_found {found}, user_regs_entry_unsaved "
@@ -251,8 +243,6 @@ if "ORC entries" not in err or "kernel stacks unwound with them" not in err:
     print("FAIL: the stock kernel's ORC tables were not loaded")
     failures += 1
 if os.path.exists(data):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import hvprec  # noqa: E402
     rec = hvprec.read(data)
     added = rec["meta"].get("host_cmdline", "")
     if is_pvm and ("noxsave" not in added or "clearcpuid=" not in added or
@@ -313,6 +303,7 @@ else:
             print("FAIL: the stock kernel did not reach /init with the default initramfs")
             failures += 1
         else:
-            failures += entry_window_truth(data2)
-            failures += stock_flag_strategy(data2)
+            rec2 = hvprec.read(data2)
+            failures += entry_window_truth(data2, rec2)
+            failures += stock_flag_strategy(rec2)
 sys.exit(1 if failures else 0)
