@@ -104,17 +104,10 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 			(unsigned long long)d->exit_work.head, (unsigned long long)d->exit_work.clear);
 		json_str(f, d->exit_work_symbol);
 		fprintf(f, ", \"offset\": %llu, \"loop_end\": \"0x%llx\", \"notify_bit\": %u, "
-			"\"handler_epilogues\": %zu, \"handler_epilogue_bytes\": %llu, "
-			"\"rereads\": [",
+			"\"handler_epilogues\": %zu, \"handler_epilogue_bytes\": %llu}",
 			(unsigned long long)d->exit_work_off,
 			(unsigned long long)d->exit_work.loop_end, d->exit_work.notify_bit,
 			d->n_epilogues, (unsigned long long)d->epilogue_bytes);
-		for (size_t i = 0, n = 0; i < GI_EW_REREADS; i++)
-			if (d->exit_work.reread[i][0])
-				fprintf(f, "%s[\"0x%llx\", \"0x%llx\"]", n++ ? ", " : "",
-					(unsigned long long)d->exit_work.reread[i][0],
-					(unsigned long long)d->exit_work.reread[i][1]);
-		fputs("]}", f);
 	} else {
 		fputs("null", f);
 	}
@@ -214,12 +207,6 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		       "exit late\n");
 	else
 		printf("exit-work loop: not found (marks trap sysretq/iretq)\n");
-	for (size_t i = 0; d->exit_work.head && i < GI_EW_REREADS; i++)
-		if (d->exit_work.reread[i][0])
-			printf("exit tail:     also [0x%llx, 0x%llx) in the loop: past a read of the "
-			       "flags, before its test's jump\n",
-			       (unsigned long long)d->exit_work.reread[i][0],
-			       (unsigned long long)d->exit_work.reread[i][1]);
 	if (d->has_relocs)
 		printf("KASLR:         relocation table of %zu entries (64-bit %zu, inverse 32-bit "
 		       "%zu, 32-bit %zu): hvprof places it at a random slide (--kaslr)\n",

@@ -192,66 +192,6 @@ static void ew_clear_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 	}
 }
 
-/* A window of struct gi_exit_work.reread being found (ew_reread_visit). */
-struct ew_reread {
-	struct gi_exit_work *w;
-	unsigned int n;    /* windows kept */
-	uint64_t open;     /* its start (after the read); 0: none open */
-	unsigned int left; /* instructions it may still take before its jump */
-};
-
-#define EW_REREAD_INSNS 4 /* a read's test and jump follow it within this many instructions */
-
-/* Is @insn a read of the thread-info flags the clear's operand names (`mov r64, [base +
- * disp]`, 8 bytes)? */
-static bool ew_reads_flags(const struct gi_exit_work *w, const cs_insn *insn)
-{
-	const cs_x86 *x = &insn->detail->x86;
-	const cs_x86_op *m = &x->operands[1];
-
-	return insn->id == X86_INS_MOV && x->op_count == 2 && x->operands[0].type == X86_OP_REG &&
-	       m->type == X86_OP_MEM && m->size == 8 && m->mem.index == X86_REG_INVALID &&
-	       m->mem.segment == X86_REG_INVALID && w->clear_base &&
-	       ew_gpr(m->mem.base) == w->clear_base && m->mem.disp == w->clear_disp;
-}
-
-static void ew_reread_close(struct ew_reread *r, uint64_t end)
-{
-	if (r->open && end > r->open && r->n < GI_EW_REREADS) {
-		r->w->reread[r->n][0] = r->open;
-		r->w->reread[r->n][1] = end;
-		r->n++;
-	}
-	r->open = 0;
-}
-
-/* In the loop, before its bottom (loop_cli on, which is tail already): each read of the flags,
- * up to the end of the jump that tests it (or of a call or a return before it, or of the
- * EW_REREAD_INSNS-th instruction with none: a leaf there is past the read; a caller's return
- * address there is before a read all the same, gi_chain_in_exit_tail's callers rule). */
-static void ew_reread_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
-{
-	struct ew_reread *r = arg;
-	const struct gi_exit_work *w = r->w;
-	uint64_t end = w->loop_cli ? w->loop_cli : w->loop_end;
-
-	if (insn->address < w->head || insn->address >= end) {
-		ew_reread_close(r, r->open ? insn->address : 0);
-		return;
-	}
-	if (ew_reads_flags(w, insn)) {
-		ew_reread_close(r, insn->address);
-		r->open = insn->address + insn->size;
-		r->left = EW_REREAD_INSNS;
-		return;
-	}
-	if (!r->open)
-		return;
-	if (cs_insn_group(f->cs, insn, X86_GRP_JUMP) || cs_insn_group(f->cs, insn, X86_GRP_CALL) ||
-	    cs_insn_group(f->cs, insn, X86_GRP_RET) || --r->left == 0)
-		ew_reread_close(r, insn->address + insn->size);
-}
-
 void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct gi_pv_irq *out)
 {
 	uint64_t pv;
@@ -288,12 +228,6 @@ int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 						   out);
 	if (!err && !out->clear)
 		err = -ENOENT;
-	if (!err) {
-		struct ew_reread r = { .w = out };
-
-		err = ew_walk(st, read, ctx, fname, start, f, ew_reread_visit, &r);
-		ew_reread_close(&r, r.open ? f->end : 0);
-	}
 	if (err) {
 		pr_debug(LOG_BTF, "%s: no exit-work loop that clears TIF_NOTIFY_RESUME", fname);
 		memset(out, 0, sizeof(*out));

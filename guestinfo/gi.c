@@ -118,15 +118,13 @@ void gi_find_exit_paths(struct gi *gi)
 
 /*
  * The exit tail as one list of ranges (gi_chain_in_exit_tail), built once: the exit-work function
- * outside its loop (in the loop a thread reads its flags again) and, inside it, past a read of
- * the flags before its test's jump, its callers, the C entry points after their call, and in the
- * entry text the system call's tail and the two exit paths.
+ * outside its loop (in the loop a thread reads its flags again), its callers, the C entry points
+ * after their call, and in the entry text the system call's tail and the two exit paths.
  */
-void gi_exit_tail_build(struct gi *gi)
+static void exit_tail_ranges(struct gi *gi)
 {
 	_Static_assert(GI_TAIL_RANGES == 2 + sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]) +
-					     sizeof(gi->call_tails) / sizeof(gi->call_tails[0]) + 3 +
-					     GI_EW_REREADS,
+					     sizeof(gi->call_tails) / sizeof(gi->call_tails[0]) + 3,
 		       "room for every range added below");
 	const struct gi_exit_work *w = &gi->exit_work;
 
@@ -137,10 +135,6 @@ void gi_exit_tail_build(struct gi *gi)
 		return;
 	gi_ranges_add(t, w->func_start, w->head);
 	gi_ranges_add(t, w->loop_end, w->func_end);
-	/* past a read of the flags inside the loop, before its jump (6.12's nohz_full path): a
-	 * leaf there may have read them for the last time (a caller never stands there) */
-	for (size_t i = 0; i < GI_EW_REREADS; i++)
-		gi_ranges_add(t, w->reread[i][0], w->reread[i][1]);
 	for (size_t i = 0; i < sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]); i++)
 		gi_ranges_add(t, gi->exit_callers[i][0], gi->exit_callers[i][1]);
 	for (size_t i = 0; i < sizeof(gi->call_tails) / sizeof(gi->call_tails[0]); i++)
@@ -354,7 +348,7 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 	} else {
 		memset(&gi->exit_work, 0, sizeof(gi->exit_work));
 	}
-	gi_exit_tail_build(gi);
+	exit_tail_ranges(gi);
 	if (gi->exit_work.head) {
 		err = gi_exit_epilogues_find(gi->st, gi_read_image, img, &gi->epilogues);
 		if (err == -ENOMEM)

@@ -37,7 +37,7 @@
 #define GI_MAX_EXIT_SITES 16
 /* the exit tail's ranges: the exit-work function before and after its loop, 4 callers, the
  * system call's tail, 4 call tails, the two exit paths */
-#define GI_TAIL_RANGES 16
+#define GI_TAIL_RANGES 13
 #define GI_EXEC_RANGES 6 /* execpoint.c: begin_new_exec (1-2) and the binary loaders (4) */
 #define GI_RANGES_MAX 16
 
@@ -259,8 +259,8 @@ struct gi {
 					* yet), link-time; 0/0 when whole or unknown */
 	uint64_t syscall_tail[2];      /* gi_syscall_tail_find, link-time; 0/0 unknown */
 	uint64_t call_tails[4][2];     /* gi_tail_after_call of the C entry points, link-time */
-	/* every [start, end) gi_chain_in_exit_tail tests, link-time, from the fields above
-	 * (gi_exit_tail_build) */
+	/* every [start, end) gi_chain_in_exit_tail tests, link-time, from the fields above (exit_tail_
+	 * ranges() in gi.c) */
 	struct gi_ranges tail;
 	/* the IDT handlers' code after their exit work (gi_exit_epilogues_find): in the tail as
 	 * a leaf with no kernel frame below its stub's (an entry from user mode), link-time;
@@ -270,13 +270,6 @@ struct gi {
 	/* the code past execve's point of no return, link-time (execpoint.c) */
 	struct gi_ranges exec_past;
 };
-
-/*
- * gi_exit_tail_build - fill gi->tail from gi->exit_work (its function outside the loop, its
- * rereads), gi->exit_callers, gi->call_tails, gi->syscall_tail and the two exit paths, all
- * link-time (gi.c); empty when gi->exit_work has no head.
- */
-void gi_exit_tail_build(struct gi *gi);
 
 /*
  * gi_find_exec_points - fill gi->exec_past from the image read through @read (execpoint.c):

@@ -287,11 +287,6 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work *out)
 	out->clear_end += slide;
 	if (out->loop_cli)
 		out->loop_cli += slide;
-	for (size_t i = 0; i < GI_EW_REREADS; i++)
-		if (out->reread[i][0]) {
-			out->reread[i][0] += slide;
-			out->reread[i][1] += slide;
-		}
 	return 0;
 }
 

@@ -128,8 +128,6 @@ int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct
 		       uint64_t task, const struct gi_user_regs *live,
 		       struct gi_user_regs *out) __must_check;
 
-#define GI_EW_REREADS 3 /* struct gi_exit_work.reread */
-
 /**
  * struct gi_exit_work - the exit-work loop of the generic entry code (exitwork.c), link-time
  * kvas from the image or slid ones from gi_exit_work(): @head the loop's first instruction
@@ -150,12 +148,6 @@ struct gi_exit_work {
 	 * schedule()'s return, signal delivery, the clear, task work) a leaf sample in them counts
 	 * as past it too: walked from pt_regs at once, as eager mode would, with no mark */
 	uint64_t loop_cli;
-	/* other reads of the flags for a test inside [@head, @loop_cli or @loop_end) (6.12's
-	 * nohz_full path, out of line: tick_nohz_user_enter_prepare, the flags read again, `jne
-	 * head`, else on to user mode): [after the read, after the jump that tests it) each, where a
-	 * leaf may be past its last read (exit tail); {0, 0}: none. A read is a `mov` of 8 bytes
-	 * from the clear's operand (@clear_base, @clear_disp) */
-	uint64_t reread[GI_EW_REREADS][2];
 	uint8_t clear_bytes[16];
 	int clear_base;
 	int64_t clear_disp;
@@ -252,8 +244,7 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work *out) __must_check;
  * addresses @callers (slid; each tested at its address - 1, inside the call instruction, which
  * tells where the caller stands; @callers may be NULL when @n is 0) are looked at from the leaf
  * out. In the tail: the exit-work function outside its loop, and the loop's bottom from its last
- * cli (gi_exit_work.loop_cli) and its other reads of the flags up to their test's jump
- * (gi_exit_work.reread) for the leaf; its callers (syscall_exit_to_user_mode[_work],
+ * cli (gi_exit_work.loop_cli) for the leaf; its callers (syscall_exit_to_user_mode[_work],
  * irqentry_exit_to_user_mode, exit_to_user_mode) from their first call of it on, or whole when
  * they do not call it; the C entry points after they called those (do_syscall_64,
  * irqentry_exit, ...); in the entry text the system call's tail and the two exit paths (not the

@@ -82,39 +82,6 @@ static const uint8_t prepare61_debian[] = {
 	0x37, 0xf8, 0xff, 0xeb, 0x8d, 0x90,
 };
 
-/* Debian's 6.12 (6.12.118+deb12-amd64, CONFIG_PARAVIRT_XXL): exit_to_user_mode_loop as
- * objdump shows it in the image. The loop's head calls pv_ops.irq.irq_enable at +0x56; its
- * bottom (the irq_disable call at +0x3b, the flags read at +0x46, `je` out) comes before the
- * head; the clear is at +0x95; tick_nohz_user_enter_prepare's out-of-line path (the jump label
- * at +0x41, taken only under nohz_full) calls __tick_nohz_user_enter_prepare at +0xf7, reads the
- * flags again at +0xfc (mov rbx, [rbp]) and tests them: `jne head` at +0x106, else on to user
- * mode at +0x10c. */
-#define FN_612 0xffffffff811a3380ull
-#define PV612_ENABLE 0xffffffff82c35540ull
-#define PV612_DISABLE 0xffffffff82c35538ull
-static const uint8_t loop612[] = {
-	0xf3, 0x0f, 0x1e, 0xfa, 0x41, 0x54, 0x55, 0x53, 0x48, 0x89, 0xf3, 0xf7, 0xc6, 0x0e, 0x30,
-	0x02, 0x00, 0x0f, 0x84, 0xf5, 0x00, 0x00, 0x00, 0x65, 0x48, 0x8b, 0x2d, 0x21, 0x1e, 0xe9,
-	0x7e, 0x49, 0x89, 0xfc, 0xeb, 0x32, 0xf6, 0xc7, 0x10, 0x75, 0x42, 0xf6, 0xc7, 0x20, 0x75,
-	0x4a, 0xf7, 0xc3, 0x04, 0x00, 0x02, 0x00, 0x75, 0x52, 0x83, 0xe3, 0x02, 0x75, 0x5a, 0xff,
-	0x15, 0x77, 0x21, 0xa9, 0x01, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0x48, 0x8b, 0x5d, 0x00, 0xf7,
-	0xc3, 0x0e, 0x30, 0x02, 0x00, 0x0f, 0x84, 0xb6, 0x00, 0x00, 0x00, 0xff, 0x15, 0x64, 0x21,
-	0xa9, 0x01, 0xf6, 0xc3, 0x08, 0x74, 0xc3, 0xe8, 0xea, 0xad, 0xb4, 0x00, 0xf6, 0xc7, 0x10,
-	0x74, 0xbe, 0x4c, 0x89, 0xe7, 0xe8, 0x1d, 0x76, 0x18, 0x00, 0xf6, 0xc7, 0x20, 0x74, 0xb6,
-	0x48, 0x89, 0xef, 0xe8, 0x00, 0x44, 0xff, 0xff, 0xf7, 0xc3, 0x04, 0x00, 0x02, 0x00, 0x74,
-	0xae, 0x4c, 0x89, 0xe7, 0xe8, 0x20, 0xda, 0xe9, 0xff, 0x83, 0xe3, 0x02, 0x74, 0xa6, 0xf0,
-	0x80, 0x65, 0x00, 0xfd, 0x48, 0x8b, 0x85, 0x58, 0x0c, 0x00, 0x00, 0x48, 0x85, 0xc0, 0x75,
-	0x72, 0xbf, 0xc0, 0x0c, 0x00, 0x00, 0xe8, 0xb0, 0x7e, 0x28, 0x00, 0xe8, 0x0b, 0x96, 0x4c,
-	0x00, 0x48, 0x83, 0xbd, 0x30, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x84, 0x78, 0xff, 0xff, 0xff,
-	0x4c, 0x89, 0xe6, 0x31, 0xff, 0xe8, 0xe3, 0xb9, 0x18, 0x00, 0xe9, 0x69, 0xff, 0xff, 0xff,
-	0x80, 0x3d, 0x67, 0xeb, 0x61, 0x02, 0x00, 0x0f, 0x84, 0x67, 0xff, 0xff, 0xff, 0x65, 0x8b,
-	0x15, 0x66, 0x1d, 0xe9, 0x7e, 0x48, 0x8b, 0x05, 0x5b, 0xeb, 0x61, 0x02, 0x48, 0x0f, 0xa3,
-	0x10, 0x0f, 0x83, 0x4f, 0xff, 0xff, 0xff, 0xe8, 0xa4, 0x61, 0xfe, 0xff, 0x48, 0x8b, 0x5d,
-	0x00, 0xf7, 0xc3, 0x0e, 0x30, 0x02, 0x00, 0x0f, 0x85, 0x4a, 0xff, 0xff, 0xff, 0x48, 0x89,
-	0xd8, 0x5b, 0x5d, 0x41, 0x5c, 0xe9, 0x58, 0x3b, 0xb5, 0x00, 0xe8, 0x63, 0x79, 0xf5, 0xff,
-	0xeb, 0x87, 0x90,
-};
-
 static uint8_t code[4096];
 
 /* The function's bytes at FN, int3 after them (the next function). */
@@ -163,7 +130,6 @@ static int test_found(void)
 	ASSERT_EQ_U64(w.head, FN + 0x21);        /* sti */
 	ASSERT_EQ_U64(w.loop_end, FN + 0x6e);    /* after jne head */
 	ASSERT_EQ_U64(w.loop_cli, FN + 0x59);    /* cli before the flags are read again */
-	ASSERT_EQ_U64(w.reread[0][0], 0);         /* no read of them between head and cli */
 	ASSERT_EQ_U64(w.clear, FN + 0x41);       /* lock and byte [r12], 0xfd */
 	ASSERT_EQ_U64(w.clear_end, FN + 0x47);
 	ASSERT_EQ_INT(w.clear_base, 12 + 1);     /* r12 */
@@ -206,8 +172,6 @@ static int test_found_paravirt(void)
 	ASSERT_EQ_U64(w.head, FN_DEB + 0xc8);     /* call *pv_ops.irq.irq_enable */
 	ASSERT_EQ_U64(w.loop_end, FN_DEB + 0x233); /* after the last jne head */
 	ASSERT_EQ_U64(w.loop_cli, FN_DEB + 0xfe); /* call *pv_ops.irq.irq_disable */
-	/* its two reads of the flags (the bottom's, the nohz_full path's) are after that cli */
-	ASSERT_EQ_U64(w.reread[0][0], 0);
 	ASSERT_EQ_U64(w.clear, FN_DEB + 0x1bb);   /* lock and byte [rbp], 0xfd */
 	ASSERT_EQ_U64(w.clear_end, FN_DEB + 0x1c0);
 	ASSERT_EQ_INT(w.clear_base, 5 + 1);       /* rbp */
@@ -224,99 +188,6 @@ static int test_found_paravirt(void)
 	/* a call through the slot that is not ff 15 (ff 14 25: absolute): not taken */
 	bytes[0xc8 + 1] = 0x14;
 	ASSERT_EQ_INT(gi_exit_work_find(st, read_debian, bytes, &pv, &w), -ENOENT);
-	symtab_free(st);
-	return TEST_OK;
-}
-
-/* @ctx's 4 KiB at FN_612: the function, int3 after it. */
-static int read_612(void *ctx, uint64_t kva, void *dst, size_t len)
-{
-	const uint8_t *bytes = ctx;
-
-	if (kva < FN_612 || kva - FN_612 + len > sizeof(code))
-		return -EFAULT;
-	memcpy(dst, bytes + (kva - FN_612), len);
-	return 0;
-}
-
-/*
- * Debian's 6.12: the loop found through the pv_ops slots, its bottom before the head (no
- * loop_cli), and the nohz_full path's read of the flags inside the loop: past that read, up to
- * its jne, a leaf is in the exit tail (it may have read the flags for the last time); at the
- * read itself, in the callee before it, at the head and at the clear it is not.
- */
-static int test_reread_612(void)
-{
-	enum { HEAD = 0x56, BOTTOM_READ = 0x46, CLEAR = 0x95, READ = 0xfc, TEST = 0x100,
-	       JNE = 0x106, OUT = 0x10c };
-	const uint64_t slide = 0x1e00000; /* a KASLR slide: the tail is link-time, samples not */
-	struct ksym_entry e[2] = { { FN_612, 't', strdup("exit_to_user_mode_loop") },
-				   { FN_612 + sizeof(loop612), 'T', strdup("next") } };
-	struct symtab *st = symtab_of(e, 2);
-	const struct gi_pv_irq pv = { PV612_ENABLE, PV612_DISABLE };
-	static uint8_t bytes[sizeof(code)];
-	struct gi_exit_work w;
-	uint64_t callers[1];
-	struct gi *gi;
-
-	ASSERT_TRUE(st != NULL);
-	memset(bytes, 0xcc, sizeof(bytes));
-	memcpy(bytes, loop612, sizeof(loop612));
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_612, bytes, &pv, &w), 0);
-	ASSERT_EQ_U64(w.head, FN_612 + HEAD);
-	ASSERT_EQ_U64(w.loop_end, FN_612 + OUT); /* after the nohz path's jne head */
-	ASSERT_EQ_U64(w.loop_cli, 0);
-	ASSERT_EQ_U64(w.clear, FN_612 + CLEAR);
-	ASSERT_EQ_INT(w.clear_base, 5 + 1); /* rbp */
-	ASSERT_EQ_U64(w.reread[0][0], FN_612 + TEST);
-	ASSERT_EQ_U64(w.reread[0][1], FN_612 + OUT);
-	ASSERT_EQ_U64(w.reread[1][0], 0);
-
-	gi = calloc(1, sizeof(*gi));
-	ASSERT_TRUE(gi != NULL);
-	gi->exit_work = w;
-	gi_exit_tail_build(gi);
-	gi_set_kaslr_slide(gi, slide);
-	ASSERT_TRUE(gi_chain_in_exit_tail(gi, FN_612 + TEST + slide, NULL, 0));
-	ASSERT_TRUE(gi_chain_in_exit_tail(gi, FN_612 + JNE + slide, NULL, 0));
-	ASSERT_TRUE(gi_chain_in_exit_tail(gi, FN_612 + OUT + slide, NULL, 0));
-	ASSERT_TRUE(gi_chain_in_exit_tail(gi, FN_612 + BOTTOM_READ + slide, NULL, 0));
-	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, FN_612 + READ + slide, NULL, 0));
-	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, FN_612 + HEAD + slide, NULL, 0));
-	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, FN_612 + CLEAR + slide, NULL, 0));
-	/* in __tick_nohz_user_enter_prepare, whose return is the read: the flags still ahead */
-	callers[0] = FN_612 + READ + slide;
-	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, 0xffffffff81189620ull + slide, callers, 1));
-	/* gi_exit_work: the window slid, the unused ones left zero */
-	gi->have_layout = true;
-	gi->layout.task_ti_flags = 0;
-	ASSERT_EQ_INT(gi_exit_work(gi, &w), 0);
-	ASSERT_EQ_U64(w.reread[0][0], FN_612 + TEST + slide);
-	ASSERT_EQ_U64(w.reread[0][1], FN_612 + OUT + slide);
-	ASSERT_EQ_U64(w.reread[1][0], 0);
-	ASSERT_EQ_U64(w.reread[1][1], 0);
-	free(gi);
-
-	/* a read of another word ([rbp + 8]) is not one of the flags */
-	bytes[READ + 3] = 0x08;
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_612, bytes, &pv, &w), 0);
-	ASSERT_EQ_U64(w.reread[0][0], 0);
-	/* nor one through another register ([rbx]: 48 8b 5b 00) */
-	bytes[READ + 3] = 0x00;
-	bytes[READ + 2] = 0x5b;
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_612, bytes, &pv, &w), 0);
-	ASSERT_EQ_U64(w.reread[0][0], 0);
-	bytes[READ + 2] = 0x5d;
-	/* a window ends with a call before the jump (the test made `call next; nop`) ... */
-	memcpy(bytes + TEST, (const uint8_t[]){ 0xe8, 0, 0, 0, 0, 0x90 }, 6);
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_612, bytes, &pv, &w), 0);
-	ASSERT_EQ_U64(w.reread[0][0], FN_612 + TEST);
-	ASSERT_EQ_U64(w.reread[0][1], FN_612 + TEST + 5);
-	/* ... or with its fourth instruction when no jump comes (the test made six nops) */
-	memset(bytes + TEST, 0x90, 6);
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_612, bytes, &pv, &w), 0);
-	ASSERT_EQ_U64(w.reread[0][0], FN_612 + TEST);
-	ASSERT_EQ_U64(w.reread[0][1], FN_612 + TEST + 4);
 	symtab_free(st);
 	return TEST_OK;
 }
@@ -694,7 +565,6 @@ int main(void)
 	static const struct test_case tests[] = {
 		{ "the 6.1 loop, its clear of TIF_NOTIFY_RESUME and its operand", test_found },
 		{ "Debian's paravirt 6.1: the loop headed by a call of pv_ops.irq.irq_enable", test_found_paravirt },
-		{ "Debian's 6.12: the nohz_full path's read of the flags in the loop", test_reread_612 },
 		{ "no sti head, another bit cleared: not found", test_not_found },
 		{ "the tail from a call of the exit function", test_tail_after_call },
 		{ "interrupt and exception handlers' code after irqentry_exit", test_epilogues },
