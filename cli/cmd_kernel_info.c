@@ -109,7 +109,8 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 			(unsigned long long)d->exit_work.loop_end, d->exit_work.notify_bit,
 			d->n_epilogues, (unsigned long long)d->epilogue_bytes);
 	} else {
-		fputs("null", f);
+		fprintf(f, "null, \"exit_work_loop_missing\": \"%s\"",
+			d->exit_work_err == -ENOTSUP ? "inlined into each exit path" : "not found");
 	}
 	fprintf(f, ",\n \"kaslr_relocations\": ");
 	if (d->has_relocs)
@@ -205,6 +206,9 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		printf("exit tail:     interrupt and exception handlers' code after irqentry_exit "
 		       "not found (hvprof -vv says why): a sample there flags a mark that acts one "
 		       "exit late\n");
+	else if (d->exit_work_err == -ENOTSUP)
+		printf("exit-work loop: inlined into each exit path (system calls, interrupts), "
+		       "no one copy that hvprof can trap (marks trap sysretq/iretq)\n");
 	else
 		printf("exit-work loop: not found (marks trap sysretq/iretq)\n");
 	if (d->has_relocs)

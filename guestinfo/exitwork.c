@@ -192,6 +192,37 @@ static void ew_clear_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 	}
 }
 
+/*
+ * Does every return to user mode go through @fname's loop? The generic entry's two exit paths,
+ * syscall_exit_to_user_mode and irqentry_exit_to_user_mode (those @st has), must call or jump
+ * to @fname: where they hold copies of the loop of their own (Linux 6.12: exit_to_user_mode_loop
+ * is __always_inline there, and its out-of-line copy is called by nothing), a breakpoint on
+ * @fname's clear sees no thread. Return: 0; -ENOTSUP one does not; -ENOMEM; -EFAULT.
+ */
+static int ew_on_every_path(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+			    const char *fname)
+{
+	static const char *const paths[] = { "syscall_exit_to_user_mode",
+					     "irqentry_exit_to_user_mode" };
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		uint64_t a, at, after, end;
+		int err;
+
+		if (symtab_find(st, paths[i], &a) != 0)
+			continue; /* not this kernel's name: nothing to tell by */
+		err = gi_call_site(st, read, ctx, paths[i], fname, &at, &after, &end);
+		if (err == -ENOENT) {
+			pr_debug(LOG_BTF, "%s does not call %s: its exit-work loop is inlined there",
+				 paths[i], fname);
+			return -ENOTSUP;
+		}
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct gi_pv_irq *out)
 {
 	uint64_t pv;
@@ -228,8 +259,10 @@ int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 						   out);
 	if (!err && !out->clear)
 		err = -ENOENT;
-	if (err) {
+	if (err == -ENOENT)
 		pr_debug(LOG_BTF, "%s: no exit-work loop that clears TIF_NOTIFY_RESUME", fname);
+	err = err ?: ew_on_every_path(st, read, ctx, fname);
+	if (err) {
 		memset(out, 0, sizeof(*out));
 	} else {
 		out->func_start = f->start;

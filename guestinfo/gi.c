@@ -298,7 +298,8 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 		err = 0;
 	}
 	gi_pv_irq_slots(gi->st, gi->have_layout ? &gi->layout : NULL, &pv);
-	if (gi_exit_work_find(gi->st, gi_read_image, img, &pv, &gi->exit_work) == 0) {
+	gi->exit_work_err = gi_exit_work_find(gi->st, gi_read_image, img, &pv, &gi->exit_work);
+	if (gi->exit_work_err == 0) {
 		static const char *const callers[4] = { "syscall_exit_to_user_mode",
 							"syscall_exit_to_user_mode_work",
 							"irqentry_exit_to_user_mode",

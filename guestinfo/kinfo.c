@@ -208,7 +208,13 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 		}
 	}
 	gi_pv_irq_slots(st, d->has_btf ? &d->layout : NULL, &pv);
-	if (st && gi_exit_work_find(st, kinfo_read, img, &pv, &d->exit_work) == 0) {
+	d->exit_work_err = st ? gi_exit_work_find(st, kinfo_read, img, &pv, &d->exit_work)
+			      : -ENOENT;
+	if (d->exit_work_err == -ENOMEM) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (d->exit_work_err == 0) {
 		const char *name;
 		struct gi_spans epi;
 

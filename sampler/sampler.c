@@ -227,14 +227,24 @@ static void flag_setup(struct sampler *s)
 	if (!err && !ew.clear_base && vmm_is_pvm(s->vm))
 		err = -ENOENT; /* RF is ignored there and hvprof cannot complete this instruction */
 	if (err == -ENOENT) {
+		s->traps.flag_refused = "no exit-work loop, or no BTF for thread_info.flags";
 		if (s->cfg.marks == SAMPLER_MARKS_FLAG)
 			pr_warn("guest-visible marks need the generic entry's exit-work loop and "
 				"thread_info.flags in BTF, which this kernel lacks: marks trap "
 				"sysretq/iretq");
 		return;
 	}
+	if (err == -ENOTSUP) {
+		s->traps.flag_refused = "the kernel inlines the exit-work loop into each exit path";
+		if (s->cfg.marks == SAMPLER_MARKS_FLAG)
+			pr_warn("this kernel has a copy of the exit-work loop in each exit path "
+				"(system calls, interrupts: Linux 6.12 inlines exit_to_user_mode_loop) "
+				"and hvprof traps one loop: marks trap sysretq/iretq");
+		return;
+	}
 	slot = vmm_bp_alloc(s->vm);
 	if (slot < 0) {
+		s->traps.flag_refused = "no free breakpoint slot for the exit-work loop";
 		pr_warn("no free breakpoint slot for the exit-work loop: marks trap sysretq/iretq");
 		return;
 	}
@@ -362,6 +372,7 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 	struct vmm_hooks hooks;
 	struct sampler *s;
 	char stays[256]; /* 195 bytes at most */
+	char marks[256]; /* 160 bytes at most */
 	int err;
 
 	if (!vm)
@@ -383,16 +394,21 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 		 "marked stays average fewer than %u samples is walked from pt_regs at the sample "
 		 "(%s)", s->stay_pays, vmm_is_pvm(vm) ? "PVM: an exit costs 10-30 walks"
 						      : "VMX/SVM: an exit costs a few walks");
+	if (s->callchain == SAMPLER_CALLCHAIN_EAGER)
+		marks[0] = '\0';
+	else if (s->traps.flag)
+		snprintf(marks, sizeof(marks), " (guest-visible marks: TIF_NOTIFY_RESUME and a "
+			 "breakpoint where the exit-work loop clears it; samples in the exit tail "
+			 "walked from pt_regs at once)");
+	else
+		snprintf(marks, sizeof(marks), " (breakpoints on sysretq and on %s%s%s)",
+			 gi_has_iret_user_branch(gi) ? "the branch to iretq that only returns to "
+						       "user mode take" : "iretq",
+			 s->traps.flag_refused ? "; guest-visible marks not possible: " : "",
+			 s->traps.flag_refused ? s->traps.flag_refused : "");
 	snprintf(s->strategy, sizeof(s->strategy),
 		 ", user-callchains=%s%s%s, kernel-callchains=%s, stage-clock=%s%s",
-		 callchain_name(s->callchain),
-		 s->callchain == SAMPLER_CALLCHAIN_EAGER ? ""
-		 : s->traps.flag ? " (guest-visible marks: TIF_NOTIFY_RESUME and a breakpoint where the "
-				   "exit-work loop clears it; samples in the exit tail walked from pt_regs at once)"
-				 : gi_has_iret_user_branch(gi)
-				 ? " (breakpoints on sysretq and on the branch to iretq that only returns "
-				   "to user mode take)"
-				 : " (breakpoints on sysretq/iretq)",
+		 callchain_name(s->callchain), marks,
 		 s->callchain != SAMPLER_CALLCHAIN_DEFERRED ? ""
 		 : s->stay_adaptive ? stays : ", stays: every one marked",
 		 gi_kernel_unwinder(gi), s->clock.tsc ? "tsc" : "monotonic",

@@ -369,6 +369,7 @@ struct traps {
 	struct gi_return_sites sites;
 	/* guest-visible marks: the exit-work loop (slid, once placed) on slot_loop */
 	bool flag;
+	const char *flag_refused; /* why not, when the flag strategy was looked for (static) */
 	int slot_loop;
 	struct gi_exit_work ew;
 	bool loop_verified;

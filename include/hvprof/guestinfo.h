@@ -680,8 +680,11 @@ struct gi_kernel_desc {
 	uint64_t iret_user;
 	char iret_user_symbol[64];
 	uint64_t iret_user_off;
-	/* the exit-work loop (gi_exit_work_find; head 0: none) and the symbol its head is in */
+	/* the exit-work loop (gi_exit_work_find; head 0: none, for the reason @exit_work_err
+	 * gives: -ENOTSUP inlined into each exit path, -ENOENT none) and the symbol its head is
+	 * in */
 	struct gi_exit_work exit_work;
+	int exit_work_err;
 	char exit_work_symbol[64];
 	uint64_t exit_work_off;
 	/* the IDT handlers' code after their call of irqentry_exit (in the exit tail): ranges and

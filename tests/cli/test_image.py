@@ -187,6 +187,26 @@ if os.path.exists(os.path.join(cache, "images", "default", "manifest")):
           "No such file" in last_error(err), f"exit {status}, {err.strip()!r}")
 else:
     print("skip: kernel-info --image default: the default image is not built on this machine")
+# Debian's 6.12 (tests/fixtures/get-stock-kernel.sh fetches it as "newer"): its exit paths each
+# hold an inlined copy of the exit-work loop, so kernel-info says the flag strategy cannot trap one
+newer = os.path.join(cache, "stock-kernel", "newer", "vmlinuz")
+if os.path.exists(newer):
+    status, text, err = run("kernel-info", "--kernel", newer)
+    line = next((x for x in text.splitlines() if x.startswith("exit-work loop:")), "")
+    check("kernel-info of Debian's 6.12: the exit-work loop inlined into each exit path",
+          status == 0 and "inlined into each exit path" in line and "marks trap" in line,
+          f"exit {status}, {line!r}, {err.strip()[-200:]!r}")
+    status, out, _ = run("kernel-info", "--kernel", newer, "--json")
+    try:
+        d = json.loads(out)
+        ok = d["exit_work_loop"] is None and \
+            d["exit_work_loop_missing"] == "inlined into each exit path"
+    except (ValueError, KeyError) as e:
+        ok, d = False, repr(e)
+    check("kernel-info --json of Debian's 6.12: exit_work_loop null, and why", ok,
+          f"exit {status}, {str(d)[:200]}")
+else:
+    print(f"skip: kernel-info of Debian's 6.12: {newer} missing (tests/fixtures/get-stock-kernel.sh)")
 
 print(f"{failures} failure(s)" if failures else "all passed")
 sys.exit(1 if failures else 0)

@@ -276,6 +276,46 @@ static void put_call(size_t at, size_t target)
 }
 
 /*
+ * The loop must be on every exit path: syscall_exit_to_user_mode and irqentry_exit_to_user_mode
+ * call (or jump to) the loop's function, as both do on 6.1; where one holds an inlined copy of
+ * its own instead (6.12: exit_to_user_mode_loop's out-of-line copy is called by nothing), a
+ * breakpoint on this copy would see none of its returns: -ENOTSUP.
+ */
+static int test_every_path(void)
+{
+	enum { SYSCALL = 0x200, IRQ = 0x210, AFTER = 0x220 };
+	struct ksym_entry e[4] = { { FN, 't', strdup("exit_to_user_mode_prepare") },
+				   { FN + SYSCALL, 'T', strdup("syscall_exit_to_user_mode") },
+				   { FN + IRQ, 'T', strdup("irqentry_exit_to_user_mode") },
+				   { FN + AFTER, 'T', strdup("after") } };
+	struct symtab *st = symtab_of(e, 4);
+	struct gi_exit_work w;
+
+	ASSERT_TRUE(st != NULL);
+	memset(code, 0xcc, sizeof(code));
+	memcpy(code, prepare61, sizeof(prepare61));
+	/* syscall_exit_to_user_mode: call exit_to_user_mode_prepare; ret */
+	put_call(SYSCALL, 0);
+	code[SYSCALL + 5] = 0xc3;
+	/* irqentry_exit_to_user_mode: a tail call, jmp rel32 */
+	put_call(IRQ, 0);
+	code[IRQ] = 0xe9;
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
+	ASSERT_EQ_U64(w.clear, FN + 0x41);
+	/* the interrupt path calls something else (inside the function, not its start) */
+	put_call(IRQ, 0x21);
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOTSUP);
+	ASSERT_EQ_U64(w.head, 0);
+	ASSERT_EQ_U64(w.clear, 0);
+	/* ... or the system-call path does */
+	put_call(IRQ, 0);
+	put_call(SYSCALL, 0x21);
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOTSUP);
+	symtab_free(st);
+	return TEST_OK;
+}
+
+/*
  * Three handlers in a noinstr text at FN: exc_page_fault's epilogue straight after its call of
  * irqentry_exit; exc_int3's call of irqentry_exit_to_user_mode followed by a jump over its
  * kernel-mode path to the shared epilogue; a third that calls something else. The ranges start
@@ -566,6 +606,7 @@ int main(void)
 		{ "the 6.1 loop, its clear of TIF_NOTIFY_RESUME and its operand", test_found },
 		{ "Debian's paravirt 6.1: the loop headed by a call of pv_ops.irq.irq_enable", test_found_paravirt },
 		{ "no sti head, another bit cleared: not found", test_not_found },
+		{ "the loop on every exit path, or not taken (6.12 inlines it)", test_every_path },
 		{ "the tail from a call of the exit function", test_tail_after_call },
 		{ "interrupt and exception handlers' code after irqentry_exit", test_epilogues },
 		{ "... where following it stops", test_epilogue_edges },
