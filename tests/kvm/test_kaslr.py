@@ -67,10 +67,11 @@ def record(name, kernel, kaslr, append=None):
 
 
 def kernel_stats(stacks):
-    """Kernel samples, those with an unresolved kernel frame, and the workload's kernel leaf
-    functions (share of its kernel samples)."""
+    """Kernel samples, those with an unresolved kernel frame, the workload's kernel leaf
+    functions (share of its kernel samples), and the unresolved frames' stacks (a count each,
+    printed when the check fails)."""
     total = unresolved = 0
-    leaves = {}
+    leaves, where = {}, {}
     for s, c in stacks:
         k = [f for f in s if f.endswith("_[k]")]
         if not k:
@@ -80,10 +81,12 @@ def kernel_stats(stacks):
         total += c
         if any(f.startswith("0x") or "unknown" in f for f in k):
             unresolved += c
+            key = ";".join(k[-4:])
+            where[key] = where.get(key, 0) + c
         if s[0] == "hvprof-paths":
             leaves[k[-1]] = leaves.get(k[-1], 0) + c
     n = sum(leaves.values()) or 1
-    return total, unresolved, {f: 100.0 * c / n for f, c in leaves.items()}
+    return total, unresolved, {f: 100.0 * c / n for f, c in leaves.items()}, where
 
 
 # A slide cannot be applied to a vmlinux ELF (no relocation table): a clear error, no boot.
@@ -164,9 +167,11 @@ for name in runs:
 
 # The same names with and without.
 stats = {name: kernel_stats(runs[name][2]) for name in runs}
-for name, (total, unresolved, _) in stats.items():
+for name, (total, unresolved, _, where) in stats.items():
+    top = sorted(where.items(), key=lambda kv: -kv[1])[:5]
     check(f"{name}: kernel samples resolve to symbols (>= 99.5%)",
-          total > 1000 and unresolved <= 0.005 * total, f"{unresolved} of {total} unresolved")
+          total > 1000 and unresolved <= 0.005 * total,
+          f"{unresolved} of {total} unresolved; most often (last 4 kernel frames): {top}")
 lv0 = stats["nokaslr"][2]
 top0 = sorted(lv0, key=lambda f: -lv0[f])[:5]
 print("workload kernel leaves without KASLR:", [(f, round(lv0[f], 1)) for f in top0])
