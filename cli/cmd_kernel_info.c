@@ -110,7 +110,7 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 			d->n_epilogues, (unsigned long long)d->epilogue_bytes);
 	} else {
 		fprintf(f, "null, \"exit_work_loop_missing\": \"%s\"",
-			d->exit_work_err == -ENOTSUP ? "inlined into each exit path" : "not found");
+			d->exit_work_err == -ENOTSUP ? "not on every exit path" : "not found");
 	}
 	fprintf(f, ",\n \"kaslr_relocations\": ");
 	if (d->has_relocs)
@@ -207,8 +207,9 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		       "not found (hvprof -vv says why): a sample there flags a mark that acts one "
 		       "exit late\n");
 	else if (d->exit_work_err == -ENOTSUP)
-		printf("exit-work loop: inlined into each exit path (system calls, interrupts), "
-		       "no one copy that hvprof can trap (marks trap sysretq/iretq)\n");
+		printf("exit-work loop: not one copy on every exit path (system calls, interrupts: "
+		       "inlined into a path, or no path known), so not one hvprof can trap (marks "
+		       "trap sysretq/iretq)\n");
 	else
 		printf("exit-work loop: not found (marks trap sysretq/iretq)\n");
 	if (d->has_relocs)

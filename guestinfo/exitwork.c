@@ -192,35 +192,63 @@ static void ew_clear_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 	}
 }
 
+#define EW_PREPARE "exit_to_user_mode_prepare"
+
+/* Does @path reach @fname: a direct call or jump to it, or to exit_to_user_mode_prepare where
+ * that calls @fname (the loop out of line below it, as many 5.x-6.x kernels have it)? Return:
+ * 0 yes; -ENOENT no; -ENOMEM; -EFAULT. */
+static int ew_reaches(const struct symtab *st, gi_kva_read_fn read, void *ctx, const char *path,
+		      const char *fname)
+{
+	uint64_t at, after, end;
+	int err = gi_call_site(st, read, ctx, path, fname, &at, &after, &end);
+
+	if (err != -ENOENT || !strcmp(fname, EW_PREPARE))
+		return err;
+	err = gi_call_site(st, read, ctx, path, EW_PREPARE, &at, &after, &end);
+	return err ?: gi_call_site(st, read, ctx, EW_PREPARE, fname, &at, &after, &end);
+}
+
 /*
  * Does every return to user mode go through @fname's loop? The generic entry's two exit paths,
- * syscall_exit_to_user_mode and irqentry_exit_to_user_mode (those @st has), must call or jump
- * to @fname: where they hold copies of the loop of their own (Linux 6.12: exit_to_user_mode_loop
- * is __always_inline there, and its out-of-line copy is called by nothing), a breakpoint on
- * @fname's clear sees no thread. Return: 0; -ENOTSUP one does not; -ENOMEM; -EFAULT.
+ * syscall_exit_to_user_mode and irqentry_exit_to_user_mode (or, where one is inlined into its
+ * caller and has no symbol, do_syscall_64 or irqentry_exit) must reach @fname (ew_reaches):
+ * where a path holds a copy of the loop of its own (Linux 6.12: exit_to_user_mode_loop is
+ * __always_inline there, and its out-of-line copy is called by nothing), a breakpoint on
+ * @fname's clear misses that path's returns. With no path to check, nothing says it is on one.
+ * Return: 0; -ENOTSUP a path does not reach it, or none is known; -ENOMEM; -EFAULT.
  */
 static int ew_on_every_path(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 			    const char *fname)
 {
-	static const char *const paths[] = { "syscall_exit_to_user_mode",
-					     "irqentry_exit_to_user_mode" };
+	static const char *const paths[2][2] = {
+		{ "syscall_exit_to_user_mode", "do_syscall_64" },
+		{ "irqentry_exit_to_user_mode", "irqentry_exit" },
+	};
+	unsigned int checked = 0;
 
-	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
-		uint64_t a, at, after, end;
+	for (size_t i = 0; i < 2; i++) {
+		const char *path = paths[i][0];
+		uint64_t a;
 		int err;
 
-		if (symtab_find(st, paths[i], &a) != 0)
-			continue; /* not this kernel's name: nothing to tell by */
-		err = gi_call_site(st, read, ctx, paths[i], fname, &at, &after, &end);
+		if (symtab_find(st, path, &a) != 0)
+			path = paths[i][1];
+		if (symtab_find(st, path, &a) != 0)
+			continue;
+		checked++;
+		err = ew_reaches(st, read, ctx, path, fname);
 		if (err == -ENOENT) {
-			pr_debug(LOG_BTF, "%s does not call %s: its exit-work loop is inlined there",
-				 paths[i], fname);
+			pr_debug(LOG_BTF, "%s does not reach %s: it has the exit-work loop inlined",
+				 path, fname);
 			return -ENOTSUP;
 		}
 		if (err)
 			return err;
 	}
-	return 0;
+	if (!checked)
+		pr_debug(LOG_BTF, "no exit path known to call %s: the loop is not taken", fname);
+	return checked ? 0 : -ENOTSUP;
 }
 
 void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct gi_pv_irq *out)

@@ -224,8 +224,15 @@ static void flag_setup(struct sampler *s)
 	if (s->cfg.marks == SAMPLER_MARKS_TRAP)
 		return;
 	err = gi_exit_work(s->gi, &ew);
-	if (!err && !ew.clear_base && vmm_is_pvm(s->vm))
-		err = -ENOENT; /* RF is ignored there and hvprof cannot complete this instruction */
+	if (!err && !ew.clear_base && vmm_is_pvm(s->vm)) {
+		/* RF is ignored there and hvprof cannot complete this instruction */
+		s->traps.flag_refused = "the loop's clear is not an instruction hvprof can "
+					"complete where RF is ignored";
+		if (s->cfg.marks == SAMPLER_MARKS_FLAG)
+			pr_warn("guest-visible marks: %s (PVM): marks trap sysretq/iretq",
+				s->traps.flag_refused);
+		return;
+	}
 	if (err == -ENOENT) {
 		s->traps.flag_refused = "no exit-work loop, or no BTF for thread_info.flags";
 		if (s->cfg.marks == SAMPLER_MARKS_FLAG)
@@ -235,11 +242,11 @@ static void flag_setup(struct sampler *s)
 		return;
 	}
 	if (err == -ENOTSUP) {
-		s->traps.flag_refused = "the kernel inlines the exit-work loop into each exit path";
+		s->traps.flag_refused = "the exit-work loop is not one copy on every exit path";
 		if (s->cfg.marks == SAMPLER_MARKS_FLAG)
-			pr_warn("this kernel has a copy of the exit-work loop in each exit path "
-				"(system calls, interrupts: Linux 6.12 inlines exit_to_user_mode_loop) "
-				"and hvprof traps one loop: marks trap sysretq/iretq");
+			pr_warn("this kernel's exit paths do not all take one copy of the exit-work "
+				"loop (Linux 6.12 inlines exit_to_user_mode_loop into each) and hvprof "
+				"traps one: marks trap sysretq/iretq");
 		return;
 	}
 	slot = vmm_bp_alloc(s->vm);
@@ -372,7 +379,7 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 	struct vmm_hooks hooks;
 	struct sampler *s;
 	char stays[256]; /* 195 bytes at most */
-	char marks[256]; /* 160 bytes at most */
+	char marks[256]; /* under 200 bytes */
 	int err;
 
 	if (!vm)
@@ -401,9 +408,9 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 			 "breakpoint where the exit-work loop clears it; samples in the exit tail "
 			 "walked from pt_regs at once)");
 	else
-		snprintf(marks, sizeof(marks), " (breakpoints on sysretq and on %s%s%s)",
-			 gi_has_iret_user_branch(gi) ? "the branch to iretq that only returns to "
-						       "user mode take" : "iretq",
+		snprintf(marks, sizeof(marks), " (breakpoints on sysretq%s%s%s)",
+			 gi_has_iret_user_branch(gi) ? " and on the branch to iretq that only "
+						       "returns to user mode take" : "/iretq",
 			 s->traps.flag_refused ? "; guest-visible marks not possible: " : "",
 			 s->traps.flag_refused ? s->traps.flag_refused : "");
 	snprintf(s->strategy, sizeof(s->strategy),

@@ -105,15 +105,36 @@ static struct symtab *symtab_of(struct ksym_entry *e, size_t n)
 	return st;
 }
 
+/* Where the fixtures put the generic entry's two exit paths (offsets from the function's start,
+ * after its bytes): each reaches the loop's function (put_paths). */
+#define SYSCALL_PATH 0x300
+#define IRQ_PATH 0x310
+
+/* The exit paths into @c (a fixture's 4 KiB): syscall_exit_to_user_mode calls the function at
+ * offset @to and returns; irqentry_exit_to_user_mode jumps to it (a tail call). */
+static void put_paths(uint8_t *c, size_t to)
+{
+	int32_t rel = (int32_t)((int64_t)to - (int64_t)(SYSCALL_PATH + 5));
+
+	c[SYSCALL_PATH] = 0xe8;
+	memcpy(c + SYSCALL_PATH + 1, &rel, 4);
+	c[SYSCALL_PATH + 5] = 0xc3;
+	rel = (int32_t)((int64_t)to - (int64_t)(IRQ_PATH + 5));
+	c[IRQ_PATH] = 0xe9;
+	memcpy(c + IRQ_PATH + 1, &rel, 4);
+}
+
 static struct symtab *symbols(void)
 {
-	struct ksym_entry e[3] = {
+	struct ksym_entry e[5] = {
 		{ FN, 't', strdup("exit_to_user_mode_prepare") },
 		{ FN + sizeof(prepare61), 'T', strdup("syscall_exit_to_user_mode_work") },
+		{ FN + SYSCALL_PATH, 'T', strdup("syscall_exit_to_user_mode") },
+		{ FN + IRQ_PATH, 'T', strdup("irqentry_exit_to_user_mode") },
 		{ FN + sizeof(code) - 16, 'T', strdup("after") },
 	};
 
-	return symtab_of(e, 3);
+	return symtab_of(e, 5);
 }
 
 static int test_found(void)
@@ -124,6 +145,7 @@ static int test_found(void)
 	ASSERT_TRUE(st != NULL);
 	memset(code, 0xcc, sizeof(code));
 	memcpy(code, prepare61, sizeof(prepare61));
+	put_paths(code, 0);
 	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
 	ASSERT_EQ_U64(w.func_start, FN);
 	ASSERT_EQ_U64(w.func_end, FN + sizeof(prepare61));
@@ -156,9 +178,13 @@ static int read_debian(void *ctx, uint64_t kva, void *dst, size_t len)
 /* A paravirt image: found where the pv_ops slots are known, and only there. */
 static int test_found_paravirt(void)
 {
-	struct ksym_entry e[2] = { { FN_DEB, 't', strdup("exit_to_user_mode_prepare") },
-				   { FN_DEB + sizeof(prepare61_debian), 'T', strdup("next") } };
-	struct symtab *st = symtab_of(e, 2);
+	struct ksym_entry e[4] = {
+		{ FN_DEB, 't', strdup("exit_to_user_mode_prepare") },
+		{ FN_DEB + sizeof(prepare61_debian), 'T', strdup("next") },
+		{ FN_DEB + SYSCALL_PATH, 'T', strdup("syscall_exit_to_user_mode") },
+		{ FN_DEB + IRQ_PATH, 'T', strdup("irqentry_exit_to_user_mode") },
+	};
+	struct symtab *st = symtab_of(e, 4);
 	const struct gi_pv_irq pv = { DEB_PV_ENABLE, DEB_PV_DISABLE };
 	struct gi_pv_irq other = pv;
 	static uint8_t bytes[sizeof(code)];
@@ -167,6 +193,7 @@ static int test_found_paravirt(void)
 	ASSERT_TRUE(st != NULL);
 	memset(bytes, 0xcc, sizeof(bytes));
 	memcpy(bytes, prepare61_debian, sizeof(prepare61_debian));
+	put_paths(bytes, 0);
 	ASSERT_EQ_INT(gi_exit_work_find(st, read_debian, bytes, &pv, &w), 0);
 	ASSERT_EQ_U64(w.func_start, FN_DEB);
 	ASSERT_EQ_U64(w.head, FN_DEB + 0xc8);     /* call *pv_ops.irq.irq_enable */
@@ -275,41 +302,102 @@ static void put_call(size_t at, size_t target)
 	memcpy(code + at + 1, &rel, 4);
 }
 
+/* A symbol table of exit_to_user_mode_prepare at FN and @names[0..@n) at @at[] (offsets). */
+static struct symtab *with_paths(const char *const *names, const size_t *at, size_t n)
+{
+	struct ksym_entry e[6] = { { FN, 't', strdup("exit_to_user_mode_prepare") },
+				   { FN + 0x280, 'T', strdup("after") } };
+
+	for (size_t i = 0; i < n && i < 4; i++)
+		e[2 + i] = (struct ksym_entry){ FN + at[i], 'T', strdup(names[i]) };
+	return symtab_of(e, 2 + (n < 4 ? n : 4));
+}
+
 /*
  * The loop must be on every exit path: syscall_exit_to_user_mode and irqentry_exit_to_user_mode
- * call (or jump to) the loop's function, as both do on 6.1; where one holds an inlined copy of
- * its own instead (6.12: exit_to_user_mode_loop's out-of-line copy is called by nothing), a
- * breakpoint on this copy would see none of its returns: -ENOTSUP.
+ * call (or jump to) the loop's function, as both do on 6.1, or reach it through
+ * exit_to_user_mode_prepare; where one holds an inlined copy of its own instead (6.12:
+ * exit_to_user_mode_loop's out-of-line copy is called by nothing), a breakpoint on this copy
+ * would miss its returns, and with no path known nothing says the copy is used: -ENOTSUP. A path
+ * with no symbol (inlined into its caller) is looked for in do_syscall_64 or irqentry_exit.
  */
 static int test_every_path(void)
 {
-	enum { SYSCALL = 0x200, IRQ = 0x210, AFTER = 0x220 };
-	struct ksym_entry e[4] = { { FN, 't', strdup("exit_to_user_mode_prepare") },
-				   { FN + SYSCALL, 'T', strdup("syscall_exit_to_user_mode") },
-				   { FN + IRQ, 'T', strdup("irqentry_exit_to_user_mode") },
-				   { FN + AFTER, 'T', strdup("after") } };
-	struct symtab *st = symtab_of(e, 4);
+	static const char *const paths[2] = { "syscall_exit_to_user_mode",
+					      "irqentry_exit_to_user_mode" };
+	static const char *const callers[2] = { "do_syscall_64", "irqentry_exit" };
+	static const size_t at[2] = { SYSCALL_PATH, IRQ_PATH };
+	struct symtab *st = symbols();
 	struct gi_exit_work w;
 
 	ASSERT_TRUE(st != NULL);
 	memset(code, 0xcc, sizeof(code));
 	memcpy(code, prepare61, sizeof(prepare61));
-	/* syscall_exit_to_user_mode: call exit_to_user_mode_prepare; ret */
-	put_call(SYSCALL, 0);
-	code[SYSCALL + 5] = 0xc3;
-	/* irqentry_exit_to_user_mode: a tail call, jmp rel32 */
-	put_call(IRQ, 0);
-	code[IRQ] = 0xe9;
+	put_paths(code, 0);
 	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
 	ASSERT_EQ_U64(w.clear, FN + 0x41);
 	/* the interrupt path calls something else (inside the function, not its start) */
-	put_call(IRQ, 0x21);
+	put_call(IRQ_PATH, 0x21);
 	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOTSUP);
 	ASSERT_EQ_U64(w.head, 0);
 	ASSERT_EQ_U64(w.clear, 0);
 	/* ... or the system-call path does */
-	put_call(IRQ, 0);
-	put_call(SYSCALL, 0x21);
+	put_paths(code, 0);
+	put_call(SYSCALL_PATH, 0x21);
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOTSUP);
+	symtab_free(st);
+
+	/* no exit path in the symbols at all: nothing says this copy is the one used */
+	put_paths(code, 0);
+	st = with_paths(NULL, NULL, 0);
+	ASSERT_TRUE(st != NULL);
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOTSUP);
+	symtab_free(st);
+	/* the paths inlined into their callers, which call the function: taken */
+	st = with_paths(callers, at, 2);
+	ASSERT_TRUE(st != NULL);
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
+	symtab_free(st);
+	/* one path named, the other one's caller: both checked (the caller does not call it) */
+	{
+		const char *const mixed[2] = { paths[0], callers[1] };
+
+		put_call(IRQ_PATH, 0x21);
+		st = with_paths(mixed, at, 2);
+		ASSERT_TRUE(st != NULL);
+		ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOTSUP);
+		symtab_free(st);
+	}
+	return TEST_OK;
+}
+
+/*
+ * The loop out of line in exit_to_user_mode_loop, reached through exit_to_user_mode_prepare
+ * (paths -> prepare -> loop, as many 5.x-6.x kernels have it): taken; not where prepare does not
+ * call it.
+ */
+static int test_path_through_prepare(void)
+{
+	enum { PREPARE = 0x240 };
+	struct ksym_entry e[5] = { { FN, 't', strdup("exit_to_user_mode_loop") },
+				   { FN + PREPARE, 't', strdup("exit_to_user_mode_prepare") },
+				   { FN + SYSCALL_PATH, 'T', strdup("syscall_exit_to_user_mode") },
+				   { FN + IRQ_PATH, 'T', strdup("irqentry_exit_to_user_mode") },
+				   { FN + 0x320, 'T', strdup("after") } };
+	struct symtab *st = symtab_of(e, 5);
+	struct gi_exit_work w;
+
+	ASSERT_TRUE(st != NULL);
+	memset(code, 0xcc, sizeof(code));
+	memcpy(code, prepare61, sizeof(prepare61));
+	put_call(PREPARE, 0); /* prepare: call the loop; ret */
+	code[PREPARE + 5] = 0xc3;
+	put_paths(code, PREPARE);
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
+	ASSERT_EQ_U64(w.func_start, FN);
+	ASSERT_EQ_U64(w.clear, FN + 0x41);
+	/* prepare calls something else: the loop's copy is reached by nothing */
+	put_call(PREPARE, 0x21);
 	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOTSUP);
 	symtab_free(st);
 	return TEST_OK;
@@ -607,6 +695,7 @@ int main(void)
 		{ "Debian's paravirt 6.1: the loop headed by a call of pv_ops.irq.irq_enable", test_found_paravirt },
 		{ "no sti head, another bit cleared: not found", test_not_found },
 		{ "the loop on every exit path, or not taken (6.12 inlines it)", test_every_path },
+		{ "... reached through exit_to_user_mode_prepare", test_path_through_prepare },
 		{ "the tail from a call of the exit function", test_tail_after_call },
 		{ "interrupt and exception handlers' code after irqentry_exit", test_epilogues },
 		{ "... where following it stops", test_epilogue_edges },
