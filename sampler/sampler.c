@@ -215,6 +215,15 @@ static int set_notify_resume(struct svcpu *sv, uint64_t task, const struct gi_pa
 	return err;
 }
 
+/* The flag strategy is not taken, for @why (static; the strategy line says it): say so when
+ * --marks flag asked for it. */
+static void flag_refuse(struct sampler *s, const char *why)
+{
+	s->traps.flag_refused = why;
+	if (s->cfg.marks == SAMPLER_MARKS_FLAG)
+		pr_warn("guest-visible marks not possible: %s: marks trap sysretq/iretq", why);
+}
+
 /* The flag strategy: the kernel's exit-work loop and thread-info layout, and a third slot. */
 static void flag_setup(struct sampler *s)
 {
@@ -226,33 +235,23 @@ static void flag_setup(struct sampler *s)
 	err = gi_exit_work(s->gi, &ew);
 	if (!err && !ew.clear_base && vmm_is_pvm(s->vm)) {
 		/* RF is ignored there and hvprof cannot complete this instruction */
-		s->traps.flag_refused = "the loop's clear is not an instruction hvprof can "
-					"complete where RF is ignored";
-		if (s->cfg.marks == SAMPLER_MARKS_FLAG)
-			pr_warn("guest-visible marks: %s (PVM): marks trap sysretq/iretq",
-				s->traps.flag_refused);
+		flag_refuse(s, "the loop's clear is not an instruction hvprof can complete where RF "
+			    "is ignored (PVM)");
 		return;
 	}
 	if (err == -ENOENT) {
-		s->traps.flag_refused = "no exit-work loop, or no BTF for thread_info.flags";
-		if (s->cfg.marks == SAMPLER_MARKS_FLAG)
-			pr_warn("guest-visible marks need the generic entry's exit-work loop and "
-				"thread_info.flags in BTF, which this kernel lacks: marks trap "
-				"sysretq/iretq");
+		flag_refuse(s, "no exit-work loop of the generic entry code, or no BTF for "
+			    "thread_info.flags");
 		return;
 	}
 	if (err == -ENOTSUP) {
-		s->traps.flag_refused = "the exit-work loop is not one copy on every exit path";
-		if (s->cfg.marks == SAMPLER_MARKS_FLAG)
-			pr_warn("this kernel's exit paths do not all take one copy of the exit-work "
-				"loop (Linux 6.12 inlines exit_to_user_mode_loop into each) and hvprof "
-				"traps one: marks trap sysretq/iretq");
+		/* Linux 6.12 inlines exit_to_user_mode_loop into each path; hvprof traps one */
+		flag_refuse(s, "the exit-work loop is not one copy on every exit path");
 		return;
 	}
 	slot = vmm_bp_alloc(s->vm);
 	if (slot < 0) {
-		s->traps.flag_refused = "no free breakpoint slot for the exit-work loop";
-		pr_warn("no free breakpoint slot for the exit-work loop: marks trap sysretq/iretq");
+		flag_refuse(s, "no free breakpoint slot for the exit-work loop");
 		return;
 	}
 	s->traps.slot_loop = slot;

@@ -75,15 +75,20 @@ def stock_flag_strategy(rec):
           and c.get("flag_scan_set_other", 0) <= 1)
     print(f"{'ok' if ok else 'FAIL'}: the stock kernel's marks take the flag strategy (loop "
           "found through pv_ops), flags set and cleared by the guest")
-    # every kernel sample with both walks (--callchain-mode both): the deferred one, made at the
-    # loop's hit, against the eager one (no System.map to single out the system calls, whose
-    # user stack cannot change before the return: a page fault's may, so 99%, not 99.9%)
+    return (0 if ok else 1) + deferred_agrees(rec, "the stock kernel")
+
+
+def deferred_agrees(rec, what):
+    """Every kernel sample with both walks (--callchain-mode both): the deferred one, made at the
+    return (the loop's hit, or a sysretq/iretq trap), against the eager one (no System.map to
+    single out the system calls, whose user stack cannot change before the return: a page
+    fault's may, so 99%, not 99.9%). Returns the number of failures (0 or 1)."""
     both = pathstats.cross_check(rec, None)
     pairs, same = len(both), sum(agree for _, agree, _ in both)
     both_ok = pairs >= 100 and same >= 0.99 * pairs
-    print(f"{'ok' if both_ok else 'FAIL'}: deferred and eager user stacks agree on >= 99% of the "
-          f"stock kernel's samples with both - {same}/{pairs} identical")
-    return (0 if ok else 1) + (0 if both_ok else 1)
+    print(f"{'ok' if both_ok else 'FAIL'}: deferred and eager user stacks agree on >= 99% of "
+          f"{what}'s samples with both - {same}/{pairs} identical")
+    return 0 if both_ok else 1
 
 
 def stock_trap_strategy(rec):
@@ -102,12 +107,7 @@ def stock_trap_strategy(rec):
           and "guest-visible marks not possible: the exit-work loop is not one copy on every "
           "exit path" in strategy)
     print(f"{'ok' if ok else 'FAIL'}: 6.12's marks trap sysretq/iretq, the strategy line says why")
-    both = pathstats.cross_check(rec, None)
-    pairs, same = len(both), sum(agree for _, agree, _ in both)
-    both_ok = pairs >= 100 and same >= 0.99 * pairs
-    print(f"{'ok' if both_ok else 'FAIL'}: deferred and eager user stacks agree on >= 99% of "
-          f"6.12's samples with both - {same}/{pairs} identical")
-    return (0 if ok else 1) + (0 if both_ok else 1)
+    return (0 if ok else 1) + deferred_agrees(rec, "6.12")
 
 
 def entry_window_truth(path, rec):
@@ -313,23 +313,31 @@ else:
     # 26 s with the trap strategy; a QEMU that flushes all its code there crawls). The stock
     # kernel takes the flag strategy since its pv_ops-headed loop is found (stock_flag_strategy).
     image = os.environ.get("HVPROF_IMAGE") or os.path.join(cache_dir(), "images", "default")
-    if not os.path.isfile(os.path.join(image, "manifest")):
-        print(f"skip (part 2): no default image at {image} for the /init run")
-    else:
-        data2 = os.path.join(os.path.dirname(data), "init.data")
-        cmd = [HVPROF, "record", "-F", "1000", "-o", data2, "--image", image, "--kernel",
-               vmlinuz, "--duration", "240", "--callchain-mode", "both"]
+
+    def init_run(kernel, name, what):
+        """@kernel booted to /init with the default image's initramfs, --callchain-mode both:
+        (path, recording), or None after printing the failure (@what names the kernel)."""
+        path = os.path.join(os.path.dirname(data), f"{name}.data")
+        cmd = [HVPROF, "record", "-F", "1000", "-o", path, "--image", image, "--kernel",
+               kernel, "--duration", "240", "--callchain-mode", "both"]
         print("running:", " ".join(cmd), flush=True)
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
         print(r.stdout[-4000:])
         print(r.stderr[-2000:])
         if "Run /init" not in r.stdout and "hvprof-demo" not in r.stdout:
-            print("FAIL: the stock kernel did not reach /init with the default initramfs")
+            print(f"FAIL: {what} did not reach /init with the default initramfs")
+            return None
+        return path, hvprec.read(path)
+
+    if not os.path.isfile(os.path.join(image, "manifest")):
+        print(f"skip (part 2): no default image at {image} for the /init run")
+    else:
+        run2 = init_run(vmlinuz, "init", "the stock kernel")
+        if run2 is None:
             failures += 1
         else:
-            rec2 = hvprec.read(data2)
-            failures += entry_window_truth(data2, rec2)
-            failures += stock_flag_strategy(rec2)
+            failures += entry_window_truth(*run2)
+            failures += stock_flag_strategy(run2[1])
         # Debian's 6.12, where fetched: the exit-work loop inlined into each exit path, so
         # the marks trap (stock_trap_strategy)
         newer = os.path.join(cache_dir(), "stock-kernel", "newer", "vmlinuz")
@@ -337,16 +345,6 @@ else:
             print(f"skip (part 3): no stock kernel at {newer} "
                   "(tests/fixtures/get-stock-kernel.sh)")
         else:
-            data3 = os.path.join(os.path.dirname(data), "newer.data")
-            cmd = [HVPROF, "record", "-F", "1000", "-o", data3, "--image", image, "--kernel",
-                   newer, "--duration", "240", "--callchain-mode", "both"]
-            print("running:", " ".join(cmd), flush=True)
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
-            print(r.stdout[-3000:])
-            print(r.stderr[-2000:])
-            if "Run /init" not in r.stdout and "hvprof-demo" not in r.stdout:
-                print("FAIL: the stock 6.12 kernel did not reach /init with the default initramfs")
-                failures += 1
-            else:
-                failures += stock_trap_strategy(hvprec.read(data3))
+            run3 = init_run(newer, "newer", "the stock 6.12 kernel")
+            failures += 1 if run3 is None else stock_trap_strategy(run3[1])
 sys.exit(1 if failures else 0)

@@ -124,6 +124,14 @@ static void put_paths(uint8_t *c, size_t to)
 	memcpy(c + IRQ_PATH + 1, &rel, 4);
 }
 
+/* code[]: our 6.1's function at FN, int3 after it, and the exit paths that call it. */
+static void load_prepare61(void)
+{
+	memset(code, 0xcc, sizeof(code));
+	memcpy(code, prepare61, sizeof(prepare61));
+	put_paths(code, 0);
+}
+
 static struct symtab *symbols(void)
 {
 	struct ksym_entry e[5] = {
@@ -143,9 +151,7 @@ static int test_found(void)
 	struct gi_exit_work w;
 
 	ASSERT_TRUE(st != NULL);
-	memset(code, 0xcc, sizeof(code));
-	memcpy(code, prepare61, sizeof(prepare61));
-	put_paths(code, 0);
+	load_prepare61();
 	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
 	ASSERT_EQ_U64(w.func_start, FN);
 	ASSERT_EQ_U64(w.func_end, FN + sizeof(prepare61));
@@ -226,8 +232,7 @@ static int test_not_found(void)
 
 	ASSERT_TRUE(st != NULL);
 	/* the loop head is a call (a paravirt irq enable), not sti */
-	memset(code, 0xcc, sizeof(code));
-	memcpy(code, prepare61, sizeof(prepare61));
+	load_prepare61();
 	code[0x21] = 0x90;
 	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOENT);
 	/* the loop clears another bit (0xfb: bit 2) */
@@ -256,8 +261,7 @@ static int test_tail_after_call(void)
 	uint64_t a, b;
 
 	ASSERT_TRUE(st != NULL);
-	memset(code, 0xcc, sizeof(code));
-	memcpy(code, prepare61, sizeof(prepare61));
+	load_prepare61();
 	/* in the fixture, the call at +0x27 targets FN + 0x2c + 0x1a67ec (schedule) */
 	{
 		struct symtab *st2 = caller_and_callee(FN + 0x2c + 0x1a67ec);
@@ -331,9 +335,7 @@ static int test_every_path(void)
 	struct gi_exit_work w;
 
 	ASSERT_TRUE(st != NULL);
-	memset(code, 0xcc, sizeof(code));
-	memcpy(code, prepare61, sizeof(prepare61));
-	put_paths(code, 0);
+	load_prepare61();
 	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
 	ASSERT_EQ_U64(w.clear, FN + 0x41);
 	/* the interrupt path calls something else (inside the function, not its start) */
@@ -388,8 +390,7 @@ static int test_path_through_prepare(void)
 	struct gi_exit_work w;
 
 	ASSERT_TRUE(st != NULL);
-	memset(code, 0xcc, sizeof(code));
-	memcpy(code, prepare61, sizeof(prepare61));
+	load_prepare61();
 	put_call(PREPARE, 0); /* prepare: call the loop; ret */
 	code[PREPARE + 5] = 0xc3;
 	put_paths(code, PREPARE);
