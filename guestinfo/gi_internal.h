@@ -253,7 +253,8 @@ struct gi {
 	uint64_t compat_entry[3][2];
 	uint64_t tss_off;       /* cpu_tss_rw's per-CPU offset (TSS.sp0 at +4); UINT64_MAX: none */
 	struct gi_exit_work exit_work; /* link-time; head 0 when not found (exitwork.c) */
-	int exit_work_err;             /* gi_exit_work_find's return (-ENOTSUP: inlined) */
+	int exit_work_err;             /* gi_exit_work_find's return (-ENOTSUP: not one copy on
+					* every exit path) */
 	uint64_t exit_callers[4][2];   /* [start, end) of its callers, link-time; 0/0 unknown: from
 					* their call of it on, or whole when they do not call it */
 	uint64_t exit_before[4][2];    /* ... the callers before that call (the flags not read

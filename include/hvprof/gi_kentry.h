@@ -175,11 +175,12 @@ void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct 
  * exit_to_user_mode_prepare into which 6.1 inlines it) through @read; its head is an sti, or
  * where @pv (may be NULL) knows the slot a call of pv_ops.irq.irq_enable (and its last cli one
  * of irq_disable). The loop must be on every exit path: syscall_exit_to_user_mode and
- * irqentry_exit_to_user_mode, where the symbols have them, call or jump to its function. Return:
- * 0 and *@out; -ENOENT no such function, or no loop headed so that clears TIF_NOTIFY_RESUME (a
- * pre-5.8 kernel, a paravirt one without BTF); -ENOTSUP the loop is found, but an exit path
- * does not call its function (it has its own inlined copy: Linux 6.12); -EFAULT unreadable;
- * -ENOMEM; -EINVAL.
+ * irqentry_exit_to_user_mode (do_syscall_64 and irqentry_exit where those have no symbol) each
+ * call or jump to its function, or to exit_to_user_mode_prepare where that calls it. Return: 0
+ * and *@out; -ENOENT no such function, or no loop headed so that clears TIF_NOTIFY_RESUME (a
+ * pre-5.8 kernel, a paravirt one without BTF); -ENOTSUP the loop is found, but a path does not
+ * reach its function (it holds its own inlined copy: Debian's 6.12), or no path is known;
+ * -EFAULT unreadable; -ENOMEM; -EINVAL.
  */
 int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 		      const struct gi_pv_irq *pv, struct gi_exit_work *out) __must_check;
@@ -236,8 +237,8 @@ int gi_tail_after_call(const struct symtab *st, gi_kva_read_fn read, void *ctx, 
 		       const char *callee, uint64_t *start, uint64_t *end) __must_check;
 
 /**
- * gi_exit_work - the running guest's loop (slid). Return: 0; -ENOTSUP the kernel has the loop
- * inlined into each exit path (gi_exit_work_find); -ENOENT the kernel has none (or
+ * gi_exit_work - the running guest's loop (slid). Return: 0; -ENOTSUP the kernel's loop is not
+ * one copy on every exit path (gi_exit_work_find); -ENOENT the kernel has none (or
  * no BTF offset of thread_info.flags); -EAGAIN the KASLR slide is not known yet; -EINVAL.
  */
 int gi_exit_work(const struct gi *gi, struct gi_exit_work *out) __must_check;

@@ -681,7 +681,7 @@ struct gi_kernel_desc {
 	char iret_user_symbol[64];
 	uint64_t iret_user_off;
 	/* the exit-work loop (gi_exit_work_find; head 0: none, for the reason @exit_work_err
-	 * gives: -ENOTSUP inlined into each exit path, -ENOENT none) and the symbol its head is
+	 * gives: -ENOTSUP not one copy on every exit path, -ENOENT none) and the symbol its head is
 	 * in */
 	struct gi_exit_work exit_work;
 	int exit_work_err;
