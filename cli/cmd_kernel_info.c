@@ -109,8 +109,15 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 			(unsigned long long)d->exit_work.loop_end, d->exit_work.notify_bit,
 			d->n_epilogues, (unsigned long long)d->epilogue_bytes);
 	} else {
-		fprintf(f, "null, \"exit_work_loop_missing\": \"%s\"",
+		fprintf(f, "null, \"exit_work_loop_missing\": \"%s\", \"exit_work_loop_copies\": [",
 			d->exit_work_err == -ENOTSUP ? "not on every exit path" : "not found");
+		for (size_t i = 0; i < d->n_ew_copies; i++) {
+			fprintf(f, "%s{\"clear\": \"0x%llx\", \"symbol\": ", i ? ", " : "",
+				(unsigned long long)d->ew_copies[i].clear);
+			json_str(f, d->ew_copy_symbol[i]);
+			fprintf(f, ", \"offset\": %llu}", (unsigned long long)d->ew_copy_off[i]);
+		}
+		fputs("]", f);
 	}
 	fprintf(f, ",\n \"kaslr_relocations\": ");
 	if (d->has_relocs)
@@ -206,10 +213,16 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		printf("exit tail:     interrupt and exception handlers' code after irqentry_exit "
 		       "not found (hvprof -vv says why): a sample there flags a mark that acts one "
 		       "exit late\n");
-	else if (d->exit_work_err == -ENOTSUP)
+	else if (d->exit_work_err == -ENOTSUP) {
 		printf("exit-work loop: not one copy on every exit path (system calls, interrupts: "
 		       "inlined into a path, or no path known), so not one hvprof can trap (marks "
 		       "trap sysretq/iretq)\n");
+		for (size_t i = 0; i < d->n_ew_copies; i++)
+			printf("  inlined copy: TIF_NOTIFY_RESUME cleared at 0x%llx %s+0x%llx\n",
+			       (unsigned long long)d->ew_copies[i].clear,
+			       d->ew_copy_symbol[i][0] ? d->ew_copy_symbol[i] : "?",
+			       (unsigned long long)d->ew_copy_off[i]);
+	}
 	else
 		printf("exit-work loop: not found (marks trap sysretq/iretq)\n");
 	if (d->has_relocs)

@@ -193,6 +193,27 @@ static void ew_clear_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 }
 
 #define EW_PREPARE "exit_to_user_mode_prepare"
+#define EW_PATHS 2
+
+/* Exit path @i (0: system calls, 1: interrupts and exceptions) as @st names it: the generic
+ * entry's function, or where that has no symbol (inlined into its caller) the caller; NULL when
+ * neither is there. *@start (may be NULL): its address. */
+static const char *ew_path(const struct symtab *st, unsigned int i, uint64_t *start)
+{
+	static const char *const paths[EW_PATHS][2] = {
+		{ "syscall_exit_to_user_mode", "do_syscall_64" },
+		{ "irqentry_exit_to_user_mode", "irqentry_exit" },
+	};
+	uint64_t a;
+
+	for (unsigned int k = 0; i < EW_PATHS && k < 2; k++)
+		if (symtab_find(st, paths[i][k], &a) == 0) {
+			if (start)
+				*start = a;
+			return paths[i][k];
+		}
+	return NULL;
+}
 
 /* Does @path reach @fname: a direct call or jump to it, or to exit_to_user_mode_prepare where
  * that calls @fname (the loop out of line below it, as many 5.x-6.x kernels have it)? Return:
@@ -221,20 +242,13 @@ static int ew_reaches(const struct symtab *st, gi_kva_read_fn read, void *ctx, c
 static int ew_on_every_path(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 			    const char *fname)
 {
-	static const char *const paths[2][2] = {
-		{ "syscall_exit_to_user_mode", "do_syscall_64" },
-		{ "irqentry_exit_to_user_mode", "irqentry_exit" },
-	};
 	unsigned int checked = 0;
 
-	for (size_t i = 0; i < 2; i++) {
-		const char *path = paths[i][0];
-		uint64_t a;
+	for (unsigned int i = 0; i < EW_PATHS; i++) {
+		const char *path = ew_path(st, i, NULL);
 		int err;
 
-		if (symtab_find(st, path, &a) != 0)
-			path = paths[i][1];
-		if (symtab_find(st, path, &a) != 0)
+		if (!path)
 			continue;
 		checked++;
 		err = ew_reaches(st, read, ctx, path, fname);
@@ -263,20 +277,17 @@ void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct 
 	out->disable = pv + l->pv_irq_disable;
 }
 
-int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
-		      const struct gi_pv_irq *pv, struct gi_exit_work *out)
+/* The loop in function @fname at @start into *@out (zeroed first): its head and end
+ * (ew_loop_visit), bottom and clear (ew_clear_visit). Return: 0; -ENOENT none that clears
+ * TIF_NOTIFY_RESUME; -EFAULT; -ENOMEM. */
+static int ew_loop_in(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+		      const struct gi_pv_irq *pv, const char *fname, uint64_t start,
+		      struct gi_exit_work *out)
 {
 	struct ew_fn *f;
-	const char *fname;
-	uint64_t start;
 	int err;
 
-	if (!st || !read || !out)
-		return -EINVAL;
 	memset(out, 0, sizeof(*out));
-	err = ew_function(st, &start, &fname);
-	if (err)
-		return err;
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
@@ -287,9 +298,6 @@ int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 						   out);
 	if (!err && !out->clear)
 		err = -ENOENT;
-	if (err == -ENOENT)
-		pr_debug(LOG_BTF, "%s: no exit-work loop that clears TIF_NOTIFY_RESUME", fname);
-	err = err ?: ew_on_every_path(st, read, ctx, fname);
 	if (err) {
 		memset(out, 0, sizeof(*out));
 	} else {
@@ -299,6 +307,52 @@ int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 	}
 	free(f);
 	return err;
+}
+
+int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+		      const struct gi_pv_irq *pv, struct gi_exit_work *out)
+{
+	const char *fname;
+	uint64_t start;
+	int err;
+
+	if (!st || !read || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	err = ew_function(st, &start, &fname);
+	if (err)
+		return err;
+	err = ew_loop_in(st, read, ctx, pv, fname, start, out);
+	if (err == -ENOENT)
+		pr_debug(LOG_BTF, "%s: no exit-work loop that clears TIF_NOTIFY_RESUME", fname);
+	err = err ?: ew_on_every_path(st, read, ctx, fname);
+	if (err)
+		memset(out, 0, sizeof(*out));
+	return err;
+}
+
+int gi_exit_work_copies(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+			const struct gi_pv_irq *pv, struct gi_exit_work out[GI_EW_COPIES],
+			size_t *n)
+{
+	if (!st || !read || !out || !n)
+		return -EINVAL;
+	*n = 0;
+	for (unsigned int i = 0; i < EW_PATHS && i < GI_EW_COPIES; i++) {
+		uint64_t start;
+		const char *path = ew_path(st, i, &start);
+		int err;
+
+		if (!path)
+			continue;
+		err = ew_loop_in(st, read, ctx, pv, path, start, &out[*n]);
+		if (err == -ENOENT)
+			continue; /* it calls the loop's function, or has no loop that hvprof knows */
+		if (err)
+			return err;
+		(*n)++;
+	}
+	return *n ? 0 : -ENOENT;
 }
 
 int gi_syscall_tail_find(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t *start,

@@ -210,6 +210,15 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 	gi_pv_irq_slots(st, d->has_btf ? &d->layout : NULL, &pv);
 	d->exit_work_err = st ? gi_exit_work_find(st, kinfo_read, img, &pv, &d->exit_work)
 			      : -ENOENT;
+	if (d->exit_work_err == -ENOTSUP &&
+	    gi_exit_work_copies(st, kinfo_read, img, &pv, d->ew_copies, &d->n_ew_copies) == -ENOMEM)
+		d->exit_work_err = -ENOMEM;
+	for (size_t i = 0; i < d->n_ew_copies; i++) {
+		const char *name;
+
+		if (symtab_lookup(st, d->ew_copies[i].clear, &name, &d->ew_copy_off[i]) == 0)
+			snprintf(d->ew_copy_symbol[i], sizeof(d->ew_copy_symbol[i]), "%s", name);
+	}
 	if (d->exit_work_err == -ENOMEM) {
 		err = -ENOMEM;
 		goto out;

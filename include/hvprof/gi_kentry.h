@@ -185,6 +185,20 @@ void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct 
 int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 		      const struct gi_pv_irq *pv, struct gi_exit_work *out) __must_check;
 
+#define GI_EW_COPIES 2 /* exit paths: system calls, interrupts and exceptions */
+
+/**
+ * gi_exit_work_copies - the exit-work loops that the exit paths hold inlined, each its own copy
+ * (where gi_exit_work_find says -ENOTSUP: Debian's 6.12 has one in syscall_exit_to_user_mode,
+ * one in irqentry_exit_to_user_mode), found in each path's own code as gi_exit_work_find finds
+ * the loop (@pv likewise; link-time KVAs): @out[0..*@n), in path order. A path that calls the
+ * loop's function has none of its own. Return: 0; -ENOENT no path holds one; -EFAULT; -ENOMEM;
+ * -EINVAL.
+ */
+int gi_exit_work_copies(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+			const struct gi_pv_irq *pv, struct gi_exit_work out[GI_EW_COPIES],
+			size_t *n) __must_check;
+
 /**
  * gi_syscall_tail_find - [*@start, *@end): the 64-bit system call entry's code after its C
  * handler returns (after the last call in entry_SYSCALL_64) up to syscall_return_via_sysret:

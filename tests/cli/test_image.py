@@ -194,13 +194,16 @@ if os.path.exists(newer):
     status, text, err = run("kernel-info", "--kernel", newer)
     line = next((x for x in text.splitlines() if x.startswith("exit-work loop:")), "")
     check("kernel-info of Debian's 6.12: the exit-work loop not one copy on every exit path",
-          status == 0 and "not one copy on every exit path" in line and "marks trap" in line,
+          status == 0 and "not one copy on every exit path" in line and "marks trap" in line
+          and text.count("inlined copy: TIF_NOTIFY_RESUME cleared at") == 2,
           f"exit {status}, {line!r}, {err.strip()[-200:]!r}")
     status, out, _ = run("kernel-info", "--kernel", newer, "--json")
     try:
         d = json.loads(out)
         ok = d["exit_work_loop"] is None and \
-            d["exit_work_loop_missing"] == "not on every exit path"
+            d["exit_work_loop_missing"] == "not on every exit path" and \
+            [c["symbol"] for c in d["exit_work_loop_copies"]] == [
+                "syscall_exit_to_user_mode", "irqentry_exit_to_user_mode"]
     except (ValueError, KeyError) as e:
         ok, d = False, repr(e)
     check("kernel-info --json of Debian's 6.12: exit_work_loop null, and why", ok,

@@ -405,6 +405,44 @@ static int test_path_through_prepare(void)
 }
 
 /*
+ * gi_exit_work_copies: a path that holds the loop itself (our 6.1's loop bytes at FN, named as
+ * the system-call path) is a copy; one that jumps to it is not; with no path, or no copy, none.
+ */
+static int test_copies(void)
+{
+	struct ksym_entry e[3] = { { FN, 'T', strdup("syscall_exit_to_user_mode") },
+				   { FN + IRQ_PATH, 'T', strdup("irqentry_exit_to_user_mode") },
+				   { FN + 0x320, 'T', strdup("after") } };
+	struct symtab *st = symtab_of(e, 3);
+	struct gi_exit_work w[GI_EW_COPIES];
+	size_t n = 9;
+
+	ASSERT_TRUE(st != NULL);
+	load_prepare61();
+	ASSERT_EQ_INT(gi_exit_work_copies(st, read_code, NULL, NULL, w, &n), 0);
+	ASSERT_EQ_INT((int)n, 1);
+	ASSERT_EQ_U64(w[0].func_start, FN);
+	ASSERT_EQ_U64(w[0].head, FN + 0x21);
+	ASSERT_EQ_U64(w[0].clear, FN + 0x41);
+	ASSERT_EQ_INT(w[0].clear_base, 12 + 1);
+	/* no loop function by its own names: gi_exit_work_find finds none */
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w[1]), -ENOENT);
+	/* the loop's clear gone (another bit): no copy */
+	code[0x46] = 0xfb;
+	ASSERT_EQ_INT(gi_exit_work_copies(st, read_code, NULL, NULL, w, &n), -ENOENT);
+	ASSERT_EQ_INT((int)n, 0);
+	ASSERT_EQ_INT(gi_exit_work_copies(st, read_code, NULL, NULL, NULL, &n), -EINVAL);
+	symtab_free(st);
+	/* no exit path in the symbols */
+	st = with_paths(NULL, NULL, 0);
+	ASSERT_TRUE(st != NULL);
+	load_prepare61();
+	ASSERT_EQ_INT(gi_exit_work_copies(st, read_code, NULL, NULL, w, &n), -ENOENT);
+	symtab_free(st);
+	return TEST_OK;
+}
+
+/*
  * Three handlers in a noinstr text at FN: exc_page_fault's epilogue straight after its call of
  * irqentry_exit; exc_int3's call of irqentry_exit_to_user_mode followed by a jump over its
  * kernel-mode path to the shared epilogue; a third that calls something else. The ranges start
@@ -697,6 +735,7 @@ int main(void)
 		{ "no sti head, another bit cleared: not found", test_not_found },
 		{ "the loop on every exit path, or not taken (6.12 inlines it)", test_every_path },
 		{ "... reached through exit_to_user_mode_prepare", test_path_through_prepare },
+		{ "the copies the exit paths hold inlined", test_copies },
 		{ "the tail from a call of the exit function", test_tail_after_call },
 		{ "interrupt and exception handlers' code after irqentry_exit", test_epilogues },
 		{ "... where following it stops", test_epilogue_edges },

@@ -578,9 +578,46 @@ static int stock_kernel(const char *flavour)
 						   "irqentry_exit_to_user_mode",
 						   "exit_to_user_mode_loop", &at, &after, &end),
 				      -ENOENT);
+			/* ... each path holds its own copy, with its own clear */
+			{
+				static const char *const paths[2] = {
+					"syscall_exit_to_user_mode", "irqentry_exit_to_user_mode"
+				};
+				struct gi_exit_work cp[GI_EW_COPIES];
+				size_t n_cp = 0;
+
+				ASSERT_EQ_INT(gi_exit_work_copies(st, image_read, img, &pv, cp, &n_cp),
+					      0);
+				ASSERT_EQ_INT((int)n_cp, 2);
+				for (size_t k = 0; k < n_cp; k++) {
+					const char *in;
+					uint64_t at_off;
+
+					ASSERT_EQ_INT(symtab_lookup(st, cp[k].clear, &in, &at_off), 0);
+					printf("# 6.12's copy %zu: clear at %s+0x%llx\n", k, in,
+					       (unsigned long long)at_off);
+					ASSERT_TRUE(!strcmp(in, paths[k]));
+					ASSERT_TRUE(cp[k].head < cp[k].clear &&
+						    cp[k].clear < cp[k].loop_end);
+					ASSERT_TRUE(cp[k].clear_base != 0 && cp[k].clear_size == 1);
+					ASSERT_EQ_INT(gi_kimage_read_kva(img, cp[k].clear, b,
+									 cp[k].clear_end -
+										 cp[k].clear), 0);
+					ASSERT_TRUE(!memcmp(b, cp[k].clear_bytes,
+							    cp[k].clear_end - cp[k].clear));
+				}
+			}
 			goto loop_done;
 		}
 		ASSERT_EQ_INT(gi_exit_work_find(st, image_read, img, &pv, &w), 0);
+		{ /* 6.1: both paths call exit_to_user_mode_prepare, neither holds a copy */
+			struct gi_exit_work cp[GI_EW_COPIES];
+			size_t n_cp = 9;
+
+			ASSERT_EQ_INT(gi_exit_work_copies(st, image_read, img, &pv, cp, &n_cp),
+				      -ENOENT);
+			ASSERT_EQ_INT((int)n_cp, 0);
+		}
 		printf("# exit-work loop [0x%llx, 0x%llx), clear at 0x%llx, last irq disable 0x%llx; "
 		       "without the pv_ops slots: %s\n", (unsigned long long)w.head,
 		       (unsigned long long)w.loop_end, (unsigned long long)w.clear,
