@@ -206,7 +206,9 @@ static const char *ew_path(const struct symtab *st, unsigned int i, uint64_t *st
 	};
 	uint64_t a;
 
-	for (unsigned int k = 0; i < EW_PATHS && k < 2; k++)
+	if (i >= EW_PATHS)
+		return NULL;
+	for (unsigned int k = 0; k < 2; k++)
 		if (symtab_find(st, paths[i][k], &a) == 0) {
 			if (start)
 				*start = a;
@@ -335,10 +337,11 @@ int gi_exit_work_copies(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 			const struct gi_pv_irq *pv, struct gi_exit_work out[GI_EW_COPIES],
 			size_t *n)
 {
+	_Static_assert(GI_EW_COPIES >= EW_PATHS, "a copy per exit path");
 	if (!st || !read || !out || !n)
 		return -EINVAL;
 	*n = 0;
-	for (unsigned int i = 0; i < EW_PATHS && i < GI_EW_COPIES; i++) {
+	for (unsigned int i = 0; i < EW_PATHS; i++) {
 		uint64_t start;
 		const char *path = ew_path(st, i, &start);
 		int err;

@@ -273,7 +273,7 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work *out)
 
 	if (!gi || !out)
 		return -EINVAL;
-	if (!gi->exit_work.head && gi->exit_work_err == -ENOTSUP)
+	if (gi->exit_work_err == -ENOTSUP) /* head 0 then (gi_exit_work_find zeroes it) */
 		return -ENOTSUP;
 	if (!gi->exit_work.head || !gi->have_layout || gi->layout.task_ti_flags == UINT32_MAX)
 		return -ENOENT;

@@ -695,6 +695,10 @@ static int test_stock_gi_open(void)
 			ASSERT_EQ_INT(gi_kernel_describe(vmlinuz, NULL, NULL, &d), 0);
 			ASSERT_EQ_U64(d.exit_work.clear, gi->exit_work.clear);
 			ASSERT_EQ_INT(d.exit_work_err, inlined ? -ENOTSUP : 0);
+			ASSERT_EQ_INT((int)d.n_ew_copies, inlined ? 2 : 0);
+			if (inlined)
+				ASSERT_TRUE(!strcmp(d.ew_copy_symbol[0], "syscall_exit_to_user_mode") &&
+					    !strcmp(d.ew_copy_symbol[1], "irqentry_exit_to_user_mode"));
 		}
 		gi_close(gi);
 		ran++;
