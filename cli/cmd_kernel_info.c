@@ -109,16 +109,21 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 			(unsigned long long)d->exit_work.loop_end, d->exit_work.notify_bit,
 			d->n_epilogues, (unsigned long long)d->epilogue_bytes);
 	} else {
-		fprintf(f, "null, \"exit_work_loop_missing\": \"%s\", \"exit_work_loop_copies\": [",
+		fprintf(f, "null, \"exit_work_loop_missing\": \"%s\"",
 			d->exit_work_err == -ENOTSUP ? "not on every exit path" : "not found");
-		for (size_t i = 0; i < d->n_ew_copies; i++) {
-			fprintf(f, "%s{\"clear\": \"0x%llx\", \"symbol\": ", i ? ", " : "",
-				(unsigned long long)d->ew_copies[i].clear);
-			json_str(f, d->ew_copy_symbol[i]);
-			fprintf(f, ", \"offset\": %llu}", (unsigned long long)d->ew_copy_off[i]);
-		}
-		fputs("]", f);
 	}
+	fputs(",\n \"exit_work_loops\": [", f);
+	for (size_t i = 0; i < d->n_ew_loops; i++) {
+		fprintf(f, "%s{\"head\": \"0x%llx\", \"clear\": \"0x%llx\", \"symbol\": ",
+			i ? ", " : "", (unsigned long long)d->ew_loops[i].head,
+			(unsigned long long)d->ew_loops[i].clear);
+		json_str(f, d->ew_loop_symbol[i]);
+		fprintf(f, ", \"offset\": %llu, \"loop_end\": \"0x%llx\", \"completable\": %s}",
+			(unsigned long long)d->ew_loop_off[i],
+			(unsigned long long)d->ew_loops[i].loop_end,
+			d->ew_loops[i].clear_base ? "true" : "false");
+	}
+	fputs("]", f);
 	fprintf(f, ",\n \"kaslr_relocations\": ");
 	if (d->has_relocs)
 		fprintf(f, "{\"64\": %zu, \"inverse32\": %zu, \"32\": %zu}", d->n_relocs64,
@@ -205,26 +210,33 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		       d->exit_work_symbol[0] ? d->exit_work_symbol : "?",
 		       (unsigned long long)d->exit_work_off,
 		       d->exit_work.clear_base ? "" : " (not completable by hvprof: RF needed)");
-	if (d->exit_work.head && d->n_epilogues)
+	else if (d->n_ew_loops) {
+		printf("exit-work loop: inlined into each exit path (system calls, interrupts): "
+		       "guest-visible marks possible with a breakpoint on each copy, %zu with "
+		       "sysretq/iretq (VMX/SVM; not PVM, whose SYSCALL fix-up holds one)\n",
+		       d->n_ew_loops + 2);
+		for (size_t i = 0; i < d->n_ew_loops; i++)
+			printf("  copy: TIF_NOTIFY_RESUME (bit %u) cleared at 0x%llx %s+0x%llx%s\n",
+			       d->ew_loops[i].notify_bit, (unsigned long long)d->ew_loops[i].clear,
+			       d->ew_loop_symbol[i][0] ? d->ew_loop_symbol[i] : "?",
+			       (unsigned long long)d->ew_loop_off[i],
+			       d->ew_loops[i].clear_base ? "" : " (not completable by hvprof: RF "
+							       "needed)");
+	} else if (d->ew_loops_err == -ENOTSUP) {
+		printf("exit-work loop: not on every exit path (system calls, interrupts: a path "
+		       "with no loop hvprof knows, or no path known), so not one hvprof can trap "
+		       "(marks trap sysretq/iretq)\n");
+	} else {
+		printf("exit-work loop: not found (marks trap sysretq/iretq)\n");
+	}
+	if (d->n_ew_loops && d->n_epilogues)
 		printf("exit tail:     also %zu stretches (%llu bytes) of interrupt and exception "
 		       "handlers after their call of irqentry_exit\n", d->n_epilogues,
 		       (unsigned long long)d->epilogue_bytes);
-	else if (d->exit_work.head)
+	else if (d->n_ew_loops)
 		printf("exit tail:     interrupt and exception handlers' code after irqentry_exit "
 		       "not found (hvprof -vv says why): a sample there flags a mark that acts one "
 		       "exit late\n");
-	else if (d->exit_work_err == -ENOTSUP) {
-		printf("exit-work loop: not one copy on every exit path (system calls, interrupts: "
-		       "inlined into a path, or no path known), so not one hvprof can trap (marks "
-		       "trap sysretq/iretq)\n");
-		for (size_t i = 0; i < d->n_ew_copies; i++)
-			printf("  inlined copy: TIF_NOTIFY_RESUME cleared at 0x%llx %s+0x%llx\n",
-			       (unsigned long long)d->ew_copies[i].clear,
-			       d->ew_copy_symbol[i][0] ? d->ew_copy_symbol[i] : "?",
-			       (unsigned long long)d->ew_copy_off[i]);
-	}
-	else
-		printf("exit-work loop: not found (marks trap sysretq/iretq)\n");
 	if (d->has_relocs)
 		printf("KASLR:         relocation table of %zu entries (64-bit %zu, inverse 32-bit "
 		       "%zu, 32-bit %zu): hvprof places it at a random slide (--kaslr)\n",

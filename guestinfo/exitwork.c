@@ -192,6 +192,64 @@ static void ew_clear_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 	}
 }
 
+/* The irq disable before a function's first read of its flags (ew_prep_visit). */
+struct ew_prep {
+	uint64_t head;      /* the loop's */
+	uint64_t cand;      /* the last cli (or its pv_ops call) seen, 0 none */
+	unsigned int after; /* instructions since it */
+	bool tested;        /* a test of TIF_NOTIFY_RESUME's bit since it */
+	bool falls;         /* ... and a conditional jump after it that falls on towards head */
+	uint64_t found;
+};
+
+#define EW_PREP_WINDOW 8 /* instructions from the cli to the loop's head */
+
+/*
+ * Before the loop's head: a cli whose next few instructions, with no call, return or other
+ * jump between, test TIF_NOTIFY_RESUME's bit and go to the head on it, by a conditional jump
+ * there or one that falls through to it (6.12's inlined exit_to_user_mode_prepare:
+ * local_irq_disable_exit_to_user, read_thread_flags, the test). The first such one.
+ */
+static void ew_prep_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
+{
+	struct ew_prep *p = arg;
+	const cs_x86 *x = &insn->detail->x86;
+	bool jump = cs_insn_group(f->cs, insn, X86_GRP_JUMP);
+
+	if (p->found)
+		return;
+	if (insn->address >= p->head) {
+		if (insn->address == p->head && p->cand && p->falls)
+			p->found = p->cand;
+		p->cand = 0;
+		return;
+	}
+	if (insn->id == X86_INS_CLI ||
+	    (insn->id == X86_INS_CALL && ew_irq_insn(f, insn->address, 0xfa, f->pv.disable))) {
+		p->cand = insn->address;
+		p->after = 0;
+		p->tested = p->falls = false;
+		return;
+	}
+	if (!p->cand)
+		return;
+	if (++p->after > EW_PREP_WINDOW) {
+		p->cand = 0;
+		return;
+	}
+	if (insn->id == X86_INS_TEST && x->op_count == 2 && x->operands[1].type == X86_OP_IMM &&
+	    (x->operands[1].imm & (1 << EW_TIF_NOTIFY_RESUME))) {
+		p->tested = true;
+	} else if (jump && insn->id != X86_INS_JMP && p->tested && !p->falls) {
+		if (gi_insn_target(insn) == p->head)
+			p->found = p->cand;
+		p->falls = true;
+	} else if (jump || cs_insn_group(f->cs, insn, X86_GRP_CALL) ||
+		   cs_insn_group(f->cs, insn, X86_GRP_RET)) {
+		p->cand = 0;
+	}
+}
+
 #define EW_PREPARE "exit_to_user_mode_prepare"
 #define EW_PATHS 2
 
@@ -300,6 +358,12 @@ static int ew_loop_in(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 						   out);
 	if (!err && !out->clear)
 		err = -ENOENT;
+	if (!err) {
+		struct ew_prep p = { .head = out->head };
+
+		err = ew_walk(st, read, ctx, fname, start, f, ew_prep_visit, &p);
+		out->prep_cli = p.found;
+	}
 	if (err) {
 		memset(out, 0, sizeof(*out));
 	} else {
@@ -333,29 +397,62 @@ int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 	return err;
 }
 
-int gi_exit_work_copies(const struct symtab *st, gi_kva_read_fn read, void *ctx,
-			const struct gi_pv_irq *pv, struct gi_exit_work out[GI_EW_COPIES],
-			size_t *n)
+int gi_exit_work_loops(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+		       const struct gi_pv_irq *pv, struct gi_exit_work out[GI_EW_COPIES],
+		       size_t *n)
 {
-	_Static_assert(GI_EW_COPIES >= EW_PATHS, "a copy per exit path");
+	_Static_assert(GI_EW_COPIES >= EW_PATHS, "a loop per exit path");
+	struct gi_exit_work shared;
+	const char *fname = NULL, *missing = NULL;
+	bool have_shared = false, shared_listed = false;
+	unsigned int known = 0;
+	uint64_t start;
+	int err = 0;
+
 	if (!st || !read || !out || !n)
 		return -EINVAL;
 	*n = 0;
-	for (unsigned int i = 0; i < EW_PATHS; i++) {
-		uint64_t start;
+	if (ew_function(st, &start, &fname) == 0) {
+		err = ew_loop_in(st, read, ctx, pv, fname, start, &shared);
+		if (err && err != -ENOENT)
+			return err;
+		have_shared = !err;
+	}
+	for (unsigned int i = 0; i < EW_PATHS && !missing; i++) {
 		const char *path = ew_path(st, i, &start);
-		int err;
 
 		if (!path)
 			continue;
-		err = ew_loop_in(st, read, ctx, pv, path, start, &out[*n]);
+		known++;
+		err = have_shared ? ew_reaches(st, read, ctx, path, fname) : -ENOENT;
+		if (!err) {
+			if (!shared_listed)
+				out[(*n)++] = shared;
+			shared_listed = true;
+			continue;
+		}
 		if (err == -ENOENT)
-			continue; /* it calls the loop's function, or has no loop that hvprof knows */
-		if (err)
-			return err;
-		(*n)++;
+			err = ew_loop_in(st, read, ctx, pv, path, start, &out[*n]);
+		if (err == -ENOENT)
+			missing = path;
+		else if (err)
+			break;
+		else
+			(*n)++;
 	}
-	return *n ? 0 : -ENOENT;
+	if (err && err != -ENOENT) {
+		*n = 0;
+		return err;
+	}
+	if (missing || !known) {
+		if (missing)
+			pr_debug(LOG_BTF, "%s neither reaches an exit-work loop nor holds one",
+				 missing);
+		err = *n || have_shared ? -ENOTSUP : -ENOENT;
+		*n = 0;
+		return err;
+	}
+	return 0;
 }
 
 int gi_syscall_tail_find(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t *start,

@@ -116,6 +116,11 @@ void gi_find_exit_paths(struct gi *gi)
 	}
 }
 
+static int gi_read_image(void *ctx, uint64_t kva, void *dst, size_t len)
+{
+	return gi_kimage_read_kva(ctx, kva, dst, len);
+}
+
 /*
  * The exit tail as one list of ranges (gi_chain_in_exit_tail), built once: the exit-work function
  * outside its loop (in the loop a thread reads its flags again), its callers, the C entry points
@@ -123,18 +128,23 @@ void gi_find_exit_paths(struct gi *gi)
  */
 static void exit_tail_ranges(struct gi *gi)
 {
-	_Static_assert(GI_TAIL_RANGES == 2 + sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]) +
+	_Static_assert(GI_TAIL_RANGES == 2 * GI_EW_COPIES +
+					     sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]) +
 					     sizeof(gi->call_tails) / sizeof(gi->call_tails[0]) + 3,
 		       "room for every range added below");
-	const struct gi_exit_work *w = &gi->exit_work;
-
 	struct gi_ranges *t = &gi->tail;
 
 	memset(t, 0, sizeof(*t));
-	if (!w->head)
+	if (!gi->n_exit_work)
 		return;
-	gi_ranges_add(t, w->func_start, w->head);
-	gi_ranges_add(t, w->loop_end, w->func_end);
+	for (size_t i = 0; i < gi->n_exit_work; i++) {
+		const struct gi_exit_work *w = &gi->exit_work[i];
+
+		/* before its first read (the irq disable before it, where known) the thread
+		 * reads its flags still: before_read */
+		gi_ranges_add(t, w->prep_cli ? w->prep_cli : w->func_start, w->head);
+		gi_ranges_add(t, w->loop_end, w->func_end);
+	}
 	for (size_t i = 0; i < sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]); i++)
 		gi_ranges_add(t, gi->exit_callers[i][0], gi->exit_callers[i][1]);
 	for (size_t i = 0; i < sizeof(gi->call_tails) / sizeof(gi->call_tails[0]); i++)
@@ -144,9 +154,55 @@ static void exit_tail_ranges(struct gi *gi)
 	gi_ranges_add(t, gi->exit2_start, gi->exit2_end);
 }
 
-static int gi_read_image(void *ctx, uint64_t kva, void *dst, size_t len)
+/* Is @kva (link-time) the start of one of the exit-work loops' functions? */
+static bool exit_work_function(const struct gi *gi, uint64_t kva)
 {
-	return gi_kimage_read_kva(ctx, kva, dst, len);
+	for (size_t i = 0; i < gi->n_exit_work; i++)
+		if (gi->exit_work[i].func_start == kva)
+			return true;
+	return false;
+}
+
+/*
+ * The exit functions around the loops (exit_callers, exit_before): a caller that calls a loop's
+ * function reads the flags there, so only from that call on is it in the tail (the system
+ * call's exit work before it, audit, rseq, is not); one that calls none (exit_to_user_mode, or
+ * one with the function inlined) is in it whole; one that holds a loop itself (6.12's paths)
+ * is that loop's function, whose ranges exit_tail_ranges adds.
+ */
+static void exit_callers_find(struct gi *gi, struct gi_kimage *img)
+{
+	static const char *const callers[4] = { "syscall_exit_to_user_mode",
+						"syscall_exit_to_user_mode_work",
+						"irqentry_exit_to_user_mode", "exit_to_user_mode" };
+	_Static_assert(sizeof(callers) / sizeof(callers[0]) ==
+			       sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]),
+		       "a range per caller");
+
+	for (size_t i = 0; i < 4; i++) {
+		uint64_t a, e;
+		bool calls = false;
+
+		if (symtab_find(gi->st, callers[i], &a) != 0 || exit_work_function(gi, a))
+			continue;
+		for (size_t k = 0; k < gi->n_exit_work && !calls; k++) {
+			const char *name;
+			uint64_t off;
+
+			calls = symtab_lookup(gi->st, gi->exit_work[k].func_start, &name, &off) == 0 &&
+				off == 0 &&
+				gi_tail_after_call(gi->st, gi_read_image, img, callers[i], name,
+						   &gi->exit_callers[i][0],
+						   &gi->exit_callers[i][1]) == 0;
+		}
+		if (calls) {
+			gi->exit_before[i][0] = a;
+			gi->exit_before[i][1] = gi->exit_callers[i][0];
+		} else if (sym_end(gi->st, callers[i], a, 4096, &e) == 0) {
+			gi->exit_callers[i][0] = a;
+			gi->exit_callers[i][1] = e;
+		}
+	}
 }
 
 /* Symbols in hvprof's order of preference: vmlinux symtab, a map file, the image's kallsyms. */
@@ -298,40 +354,13 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 		err = 0;
 	}
 	gi_pv_irq_slots(gi->st, gi->have_layout ? &gi->layout : NULL, &pv);
-	gi->exit_work_err = gi_exit_work_find(gi->st, gi_read_image, img, &pv, &gi->exit_work);
-	if (gi->exit_work_err == 0) {
-		static const char *const callers[4] = { "syscall_exit_to_user_mode",
-							"syscall_exit_to_user_mode_work",
-							"irqentry_exit_to_user_mode",
-							"exit_to_user_mode" };
-
-		const char *ew_name = NULL;
-		uint64_t ew_off;
-
-		if (symtab_lookup(gi->st, gi->exit_work.func_start, &ew_name, &ew_off) != 0 ||
-		    ew_off != 0)
-			ew_name = NULL;
-		for (size_t i = 0; i < 4; i++) {
-			uint64_t a, e;
-
-			if (symtab_find(gi->st, callers[i], &a) != 0)
-				continue;
-			/* a caller that calls the exit-work function reads the flags there: only
-			 * from that call on is it in the tail (the syscall's exit work before it,
-			 * audit, rseq, is not); one that does not (exit_to_user_mode, or one
-			 * with the function inlined) is in it whole */
-			if (ew_name && gi_tail_after_call(gi->st, gi_read_image, img, callers[i],
-							  ew_name, &gi->exit_callers[i][0],
-							  &gi->exit_callers[i][1]) == 0) {
-				gi->exit_before[i][0] = a;
-				gi->exit_before[i][1] = gi->exit_callers[i][0];
-				continue;
-			}
-			if (sym_end(gi->st, callers[i], a, 4096, &e) == 0) {
-				gi->exit_callers[i][0] = a;
-				gi->exit_callers[i][1] = e;
-			}
-		}
+	gi->exit_work_err = gi_exit_work_loops(gi->st, gi_read_image, img, &pv, gi->exit_work,
+					       &gi->n_exit_work);
+	if (gi->exit_work_err == -ENOMEM) {
+		err = -ENOMEM;
+		goto err_close;
+	}
+	if (gi->n_exit_work) {
 		static const char *const tails[4][2] = {
 			{ "do_syscall_64", "syscall_exit_to_user_mode" },
 			{ "irqentry_exit", "irqentry_exit_to_user_mode" },
@@ -339,6 +368,7 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 			{ "do_fast_syscall_32", "syscall_exit_to_user_mode" },
 		};
 
+		exit_callers_find(gi, img);
 		if (gi_syscall_tail_find(gi->st, gi_read_image, img, &gi->syscall_tail[0],
 					 &gi->syscall_tail[1]) != 0)
 			gi->syscall_tail[0] = gi->syscall_tail[1] = 0;
@@ -346,11 +376,9 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 			if (gi_tail_after_call(gi->st, gi_read_image, img, tails[i][0], tails[i][1],
 					       &gi->call_tails[i][0], &gi->call_tails[i][1]) != 0)
 				gi->call_tails[i][0] = gi->call_tails[i][1] = 0;
-	} else {
-		memset(&gi->exit_work, 0, sizeof(gi->exit_work));
 	}
 	exit_tail_ranges(gi);
-	if (gi->exit_work.head) {
+	if (gi->n_exit_work) {
 		err = gi_exit_epilogues_find(gi->st, gi_read_image, img, &gi->epilogues);
 		if (err == -ENOMEM)
 			goto err_close;

@@ -37,7 +37,7 @@
 #define GI_MAX_EXIT_SITES 16
 /* the exit tail's ranges: the exit-work function before and after its loop, 4 callers, the
  * system call's tail, 4 call tails, the two exit paths */
-#define GI_TAIL_RANGES 13
+#define GI_TAIL_RANGES (2 * GI_EW_COPIES + 11)
 #define GI_EXEC_RANGES 6 /* execpoint.c: begin_new_exec (1-2) and the binary loaders (4) */
 #define GI_RANGES_MAX 16
 
@@ -252,9 +252,11 @@ struct gi {
 	 * call's number where an interrupt's or exception's holds its vector or error code */
 	uint64_t compat_entry[3][2];
 	uint64_t tss_off;       /* cpu_tss_rw's per-CPU offset (TSS.sp0 at +4); UINT64_MAX: none */
-	struct gi_exit_work exit_work; /* link-time; head 0 when not found (exitwork.c) */
-	int exit_work_err;             /* gi_exit_work_find's return (-ENOTSUP: not one copy on
-					* every exit path) */
+	/* the exit-work loops (gi_exit_work_loops), link-time; none when n_exit_work is 0, for
+	 * the reason exit_work_err gives (-ENOTSUP: a path with no loop hvprof knows) */
+	struct gi_exit_work exit_work[GI_EW_COPIES];
+	size_t n_exit_work;
+	int exit_work_err;
 	uint64_t exit_callers[4][2];   /* [start, end) of its callers, link-time; 0/0 unknown: from
 					* their call of it on, or whole when they do not call it */
 	uint64_t exit_before[4][2];    /* ... the callers before that call (the flags not read

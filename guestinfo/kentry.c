@@ -266,41 +266,77 @@ bool gi_at_user_exception_return(const struct gi *gi, uint64_t rip, uint64_t rsp
 	       rsp == stack_kva + GI_THREAD_SIZE - gi->layout.pt_regs_size;
 }
 
-int gi_exit_work(const struct gi *gi, struct gi_exit_work *out)
+int gi_exit_work_link(const struct gi *gi, struct gi_exit_work out[GI_EW_COPIES], size_t *n)
+{
+	if (!gi || !out || !n)
+		return -EINVAL;
+	*n = 0;
+	if (gi->exit_work_err == -ENOTSUP) /* n_exit_work 0 then (gi_exit_work_loops) */
+		return -ENOTSUP;
+	if (!gi->n_exit_work || !gi->have_layout || gi->layout.task_ti_flags == UINT32_MAX)
+		return -ENOENT;
+	memcpy(out, gi->exit_work, gi->n_exit_work * sizeof(out[0]));
+	*n = gi->n_exit_work;
+	return 0;
+}
+
+int gi_exit_work(const struct gi *gi, struct gi_exit_work out[GI_EW_COPIES], size_t *n)
 {
 	uint64_t slide;
 	int err;
 
-	if (!gi || !out)
-		return -EINVAL;
-	if (gi->exit_work_err == -ENOTSUP) /* head 0 then (gi_exit_work_find zeroes it) */
-		return -ENOTSUP;
-	if (!gi->exit_work.head || !gi->have_layout || gi->layout.task_ti_flags == UINT32_MAX)
-		return -ENOENT;
-	err = gi_running_slide(gi, &slide);
-	if (err)
+	err = gi_exit_work_link(gi, out, n);
+	err = err ?: gi_running_slide(gi, &slide);
+	if (err) {
+		if (n)
+			*n = 0;
 		return err;
-	*out = gi->exit_work;
-	out->func_start += slide;
-	out->func_end += slide;
-	out->head += slide;
-	out->loop_end += slide;
-	out->clear += slide;
-	out->clear_end += slide;
-	if (out->loop_cli)
-		out->loop_cli += slide;
+	}
+	for (size_t i = 0; i < *n; i++) {
+		struct gi_exit_work *w = &out[i];
+
+		w->func_start += slide;
+		w->func_end += slide;
+		w->head += slide;
+		w->loop_end += slide;
+		w->clear += slide;
+		w->clear_end += slide;
+		if (w->loop_cli)
+			w->loop_cli += slide;
+		if (w->prep_cli)
+			w->prep_cli += slide;
+	}
 	return 0;
 }
 
-/* @at (link-time) where the thread reads its work flags again after it: the exit loop's body, or
- * an exit function before it calls the loop's function (exit_before). */
+/* @at (link-time) where the thread reads its work flags again after it: a loop's body, its
+ * function before the irq disable that comes before its first read (prep_cli: 6.12's system
+ * call exit work), or an exit function before it calls a loop's function (exit_before). */
 static bool before_read(const struct gi *gi, uint64_t at)
 {
-	if (at >= gi->exit_work.head && at < gi->exit_work.loop_end)
-		return true;
+	for (size_t i = 0; i < gi->n_exit_work; i++) {
+		const struct gi_exit_work *w = &gi->exit_work[i];
+
+		if ((at >= w->head && at < w->loop_end) ||
+		    (w->prep_cli && at >= w->func_start && at < w->prep_cli))
+			return true;
+	}
 	for (size_t i = 0; i < sizeof(gi->exit_before) / sizeof(gi->exit_before[0]); i++)
 		if (at >= gi->exit_before[i][0] && at < gi->exit_before[i][1])
 			return true;
+	return false;
+}
+
+/* The leaf @at (link-time) at a loop's bottom, from its last cli: its last read of the flags
+ * may be done. */
+static bool at_loop_bottom(const struct gi *gi, uint64_t at)
+{
+	for (size_t i = 0; i < gi->n_exit_work; i++) {
+		const struct gi_exit_work *w = &gi->exit_work[i];
+
+		if (w->loop_cli && at >= w->loop_cli && at < w->loop_end)
+			return true;
+	}
 	return false;
 }
 
@@ -309,7 +345,7 @@ bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *ca
 {
 	uint64_t slide;
 
-	if (!gi || !gi->exit_work.head || gi_running_slide(gi, &slide) != 0)
+	if (!gi || !gi->n_exit_work || gi_running_slide(gi, &slide) != 0)
 		return false;
 	if (gi_ranges_has(&gi->tail, rip - slide))
 		return true;
@@ -318,8 +354,7 @@ bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *ca
 	if (n <= 1 && gi_spans_has(&gi->epilogues, rip - slide))
 		return true;
 	/* the leaf at the loop's bottom: its last read of the flags may be done */
-	if (gi->exit_work.loop_cli && rip - slide >= gi->exit_work.loop_cli &&
-	    rip - slide < gi->exit_work.loop_end)
+	if (at_loop_bottom(gi, rip - slide))
 		return true;
 	if (before_read(gi, rip - slide))
 		return false;

@@ -185,7 +185,7 @@ static enum flag_scan_kind scan_one(struct sampler *s, const struct flag_ledger_
 		return FLAG_SCAN_GONE;
 	if (pid != e->pid || (flags & PF_EXITING))
 		return FLAG_SCAN_GONE; /* freed and reused, or exiting: it never returns to user */
-	if (!(ti_flags & (1ull << s->traps.ew.notify_bit)))
+	if (!(ti_flags & (1ull << s->traps.ew[0].notify_bit)))
 		return FLAG_SCAN_CLEAR;
 	if (!e->returned)
 		return FLAG_SCAN_SET_UNRETURNED;

@@ -123,7 +123,6 @@ static bool on_stepped_site(const struct svcpu *sv, const struct hvp_sample *smp
 			    const struct gi_paging *pg)
 {
 	const struct sampler *s = sv->s;
-	uint64_t clear;
 
 	if (!s->traps.available || !atomic_load_explicit(&s->traps.ready, memory_order_acquire))
 		return false;
@@ -145,10 +144,13 @@ static bool on_stepped_site(const struct svcpu *sv, const struct hvp_sample *smp
 		    gi_read_gva(s->mem, pg, at, &cs, sizeof(cs)) == 0 && (cs & 3) == 3)
 			return true;
 	}
-	clear = s->traps.flag ? s->traps.ew.clear : 0;
-	for (unsigned int i = 1; clear && i < smp->n_kernel && i < HVP_MAX_CALLCHAIN; i++)
-		if (smp->kernel_ips[i] == clear)
-			return true;
+	for (unsigned int k = 0; s->traps.flag && k < s->traps.n_loops && k < GI_EW_COPIES; k++) {
+		uint64_t clear = s->traps.ew[k].clear;
+
+		for (unsigned int i = 1; clear && i < smp->n_kernel && i < HVP_MAX_CALLCHAIN; i++)
+			if (smp->kernel_ips[i] == clear)
+				return true;
+	}
 	return false;
 }
 

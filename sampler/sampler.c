@@ -188,7 +188,7 @@ static void loop_arm(struct svcpu *sv)
 	struct sampler *s = sv->s;
 
 	if (s->vm)
-		vmm_bp_arm(s->vm, 1u << s->traps.slot_loop, true, sv->v);
+		vmm_bp_arm(s->vm, traps_loop_mask(s), true, sv->v);
 }
 
 static void loop_disarm(struct svcpu *sv)
@@ -196,7 +196,7 @@ static void loop_disarm(struct svcpu *sv)
 	struct sampler *s = sv->s;
 
 	if (s->vm)
-		vmm_bp_arm(s->vm, 1u << s->traps.slot_loop, false, NULL);
+		vmm_bp_arm(s->vm, traps_loop_mask(s), false, NULL);
 }
 
 /* TIF_NOTIFY_RESUME on @task: an atomic OR on its thread_info.flags in guest RAM. */
@@ -204,10 +204,10 @@ static int set_notify_resume(struct svcpu *sv, uint64_t task, const struct gi_pa
 			     bool *was_set)
 {
 	struct sampler *s = sv->s;
-	uint64_t gpa, old = 0, bit = 1ull << s->traps.ew.notify_bit;
+	uint64_t gpa, old = 0, bit = 1ull << s->traps.ew[0].notify_bit;
 	int err;
 
-	if (!s->vm || !s->traps.ew.clear)
+	if (!s->vm || !s->traps.ew[0].clear)
 		return -ENOENT; /* not placed yet (slide unknown): the trap takes it */
 	err = gi_task_flags_gpa(s->gi, s->mem, pg, task, &gpa);
 	err = err ?: vmm_gpa_or64(s->vm, gpa, bit, &old);
@@ -224,37 +224,54 @@ static void flag_refuse(struct sampler *s, const char *why)
 		pr_warn("guest-visible marks not possible: %s: marks trap sysretq/iretq", why);
 }
 
-/* The flag strategy: the kernel's exit-work loop and thread-info layout, and a third slot. */
+/* The flag strategy: the kernel's exit-work loops and thread-info layout, and a slot for each
+ * loop (one, or each exit path's inlined copy: two, which a PVM host has no room for). */
 static void flag_setup(struct sampler *s)
 {
-	struct gi_exit_work ew;
-	int slot, err;
+	struct gi_exit_work ew[GI_EW_COPIES];
+	size_t n = 0;
+	int err;
 
 	if (s->cfg.marks == SAMPLER_MARKS_TRAP)
 		return;
-	err = gi_exit_work(s->gi, &ew);
-	if (!err && !ew.clear_base && vmm_is_pvm(s->vm)) {
-		/* RF is ignored there and hvprof cannot complete this instruction */
-		flag_refuse(s, "the loop's clear is not an instruction hvprof can complete where RF "
-			    "is ignored (PVM)");
-		return;
-	}
+	err = gi_exit_work_link(s->gi, ew, &n);
 	if (err == -ENOENT) {
 		flag_refuse(s, "no exit-work loop of the generic entry code, or no BTF for "
 			    "thread_info.flags");
 		return;
 	}
 	if (err == -ENOTSUP) {
-		/* Linux 6.12 inlines exit_to_user_mode_loop into each path; hvprof traps one */
-		flag_refuse(s, "the exit-work loop is not one copy on every exit path");
+		flag_refuse(s, "an exit path has no exit-work loop hvprof knows");
 		return;
 	}
-	slot = vmm_bp_alloc(s->vm);
-	if (slot < 0) {
-		flag_refuse(s, "no free breakpoint slot for the exit-work loop");
+	if (err || !n) {
+		flag_refuse(s, "the exit-work loops could not be read");
 		return;
 	}
-	s->traps.slot_loop = slot;
+	for (size_t i = 0; i < n; i++)
+		if (!ew[i].clear_base && vmm_is_pvm(s->vm)) {
+			/* RF is ignored there and hvprof cannot complete this instruction */
+			flag_refuse(s, "the loop's clear is not an instruction hvprof can complete "
+				    "where RF is ignored (PVM)");
+			return;
+		}
+	if (vmm_bp_free_slots(s->vm) < n) {
+		flag_refuse(s, n > 1 ? "each exit path holds its own exit-work loop, and the host "
+					"has no free breakpoint slot for each (PVM keeps one for its "
+					"SYSCALL fix-up)"
+				     : "no free breakpoint slot for the exit-work loop");
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int slot = vmm_bp_alloc(s->vm);
+
+		if (slot < 0) { /* counted free just now */
+			flag_refuse(s, "no free breakpoint slot for the exit-work loop");
+			return;
+		}
+		s->traps.slot_loop[i] = slot;
+	}
+	s->traps.n_loops = (unsigned int)n;
 	s->traps.flag = true;
 	s->marks.flag_marks = true;
 	s->marks.on_flag_first = loop_arm;
@@ -378,7 +395,7 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 	struct vmm_hooks hooks;
 	struct sampler *s;
 	char stays[256]; /* 195 bytes at most */
-	char marks[256]; /* under 200 bytes */
+	char marks[384]; /* under 260 bytes */
 	int err;
 
 	if (!vm)
@@ -404,8 +421,9 @@ int sampler_create(const struct sampler_config *cfg, struct gi *gi, struct vmm *
 		marks[0] = '\0';
 	else if (s->traps.flag)
 		snprintf(marks, sizeof(marks), " (guest-visible marks: TIF_NOTIFY_RESUME and a "
-			 "breakpoint where the exit-work loop clears it; samples in the exit tail "
-			 "walked from pt_regs at once)");
+			 "breakpoint where the exit-work loop clears it%s; samples in the exit tail "
+			 "walked from pt_regs at once)",
+			 s->traps.n_loops > 1 ? ", in each exit path's inlined copy" : "");
 	else
 		snprintf(marks, sizeof(marks), " (breakpoints on sysretq%s%s%s)",
 			 gi_has_iret_user_branch(gi) ? " and on the branch to iretq that only "

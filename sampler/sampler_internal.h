@@ -367,12 +367,14 @@ struct traps {
 	bool verified;
 	int slot_sysret, slot_iret;
 	struct gi_return_sites sites;
-	/* guest-visible marks: the exit-work loop (slid, once placed) on slot_loop */
+	/* guest-visible marks: the exit-work loops (slid, once placed; one, or each exit path's
+	 * inlined copy) ew[i] on slot_loop[i], i < n_loops */
 	bool flag;
 	const char *flag_refused; /* why not, when the flag strategy was looked for (static) */
-	int slot_loop;
-	struct gi_exit_work ew;
-	bool loop_verified;
+	unsigned int n_loops;
+	int slot_loop[GI_EW_COPIES];
+	struct gi_exit_work ew[GI_EW_COPIES];
+	bool loop_verified[GI_EW_COPIES];
 	uint64_t star;        /* MSR_STAR, read at the first sysretq completion */
 };
 
@@ -479,7 +481,7 @@ struct sampler {
 	enum sampler_callchain_mode callchain;
 	uint32_t ustack_size;      /* stack bytes each user walk copies (64 in fp mode) */
 	struct stage_clock clock;  /* of the stage counters */
-	char strategy[512];
+	char strategy[768];
 	struct marks marks;
 	struct traps traps;
 	atomic_int pti;            /* enum gi_pti */
@@ -536,10 +538,19 @@ struct sampler {
 int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gmem *mem,
 		unsigned int maxphyaddr, unsigned int n_vcpus, struct sampler **out) __must_check;
 
+/* The breakpoint slots of the exit-work loops (0 without the flag strategy). */
+static inline unsigned int traps_loop_mask(const struct sampler *s)
+{
+	unsigned int m = 0;
+
+	for (unsigned int i = 0; s->traps.flag && i < s->traps.n_loops && i < GI_EW_COPIES; i++)
+		m |= 1u << s->traps.slot_loop[i];
+	return m;
+}
+
 static inline unsigned int traps_mask(const struct sampler *s)
 {
-	return 1u << s->traps.slot_sysret | 1u << s->traps.slot_iret |
-	       (s->traps.flag ? 1u << s->traps.slot_loop : 0);
+	return 1u << s->traps.slot_sysret | 1u << s->traps.slot_iret | traps_loop_mask(s);
 }
 
 /* The sampler's state of the VMM's vCPU @v (NULL: not one of ours). */

@@ -24,7 +24,8 @@
 
 void traps_place(struct sampler *s)
 {
-	struct gi_exit_work ew;
+	struct gi_exit_work ew[GI_EW_COPIES];
+	size_t n;
 
 	if (!s->traps.available || atomic_load(&s->traps.ready) ||
 	    atomic_exchange(&s->traps.placing, true))
@@ -34,15 +35,16 @@ void traps_place(struct sampler *s)
 		return;
 	}
 	if (s->traps.flag) {
-		if (gi_exit_work(s->gi, &ew) != 0) {
+		if (gi_exit_work(s->gi, ew, &n) != 0 || n != s->traps.n_loops) {
 			atomic_store(&s->traps.placing, false);
 			return; /* the slide is known for both or neither */
 		}
-		vmm_bp_set_addr(s->vm, s->traps.slot_loop, ew.clear);
-		/* set_flag reads ew.head (under the marks lock, after this store: a mark taken
-		 * before it is trapped instead) */
+		for (size_t i = 0; i < n; i++)
+			vmm_bp_set_addr(s->vm, s->traps.slot_loop[i], ew[i].clear);
+		/* set_flag reads ew[0].clear (under the marks lock, after these stores: a mark
+		 * taken before them is trapped instead) */
 		pthread_mutex_lock(&s->marks.lock);
-		s->traps.ew = ew;
+		memcpy(s->traps.ew, ew, n * sizeof(ew[0]));
 		pthread_mutex_unlock(&s->marks.lock);
 	}
 	vmm_bp_set_addr(s->vm, s->traps.slot_sysret, s->traps.sites.sysret);
@@ -332,9 +334,9 @@ static __u64 *gpr(struct kvm_regs *r, int n)
  * RFLAGS.RF (PVM): the AND done atomically on guest RAM, RFLAGS as AND sets them (CF = OF = 0;
  * SF, ZF, PF from the result; AF undefined, kept), RIP past it (SDM vol. 2A, AND).
  */
-static int complete_clear(struct svcpu *sv, struct kvm_regs *regs, const struct gi_paging *pg)
+static int complete_clear(struct svcpu *sv, const struct gi_exit_work *w, struct kvm_regs *regs,
+			  const struct gi_paging *pg)
 {
-	const struct gi_exit_work *w = &sv->s->traps.ew;
 	uint64_t gva = *gpr(regs, w->clear_base - 1) + (uint64_t)w->clear_disp, gpa, word, old, r;
 	unsigned int shift;
 	int err;
@@ -376,12 +378,12 @@ static int complete_clear(struct svcpu *sv, struct kvm_regs *regs, const struct 
  * from pt_regs, then get past the instruction: RF where the host honours it, else completed
  * here. A mark taken while the thread was already in this loop (a sample in schedule() called
  * from it) is caught as well: its flag is either seen by this pass's clear or, set after it, by
- * the loop's next pass.
+ * the loop's next pass. @loop: which of the loops (traps.ew), where each exit path holds its own.
  */
-static int loop_hit(struct svcpu *sv, bool repeat)
+static int loop_hit(struct svcpu *sv, unsigned int loop, bool repeat)
 {
 	struct sampler *s = sv->s;
-	const struct gi_exit_work *w = &s->traps.ew;
+	const struct gi_exit_work *w = &s->traps.ew[loop];
 	struct kvm_regs *regs;
 	struct kvm_sregs *sregs;
 	struct gi_paging pg;
@@ -393,7 +395,7 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 	if (err)
 		goto fail;
 	pg = sampler_exit_paging(sv, sregs);
-	if (!s->traps.loop_verified) {
+	if (!s->traps.loop_verified[loop]) {
 		size_t n = (size_t)(w->clear_end - w->clear);
 
 		bool same = n <= sizeof(b) && gi_read_gva(s->mem, &pg, regs->rip, b, n) == 0;
@@ -408,7 +410,7 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 				(unsigned long long)regs->rip);
 			return 1;
 		}
-		s->traps.loop_verified = true;
+		s->traps.loop_verified[loop] = true;
 	}
 	if (!repeat) {
 		uint64_t no_mark = sv->c.traps_no_mark;
@@ -433,7 +435,7 @@ static int loop_hit(struct svcpu *sv, bool repeat)
 	sv->stepped_pc = regs->rip;
 	err = vmm_bp_step(sv->v);
 	if (err == -ENOTSUP)
-		err = complete_clear(sv, regs, &pg);
+		err = complete_clear(sv, w, regs, &pg);
 	if (err)
 		goto fail;
 	sv->c.trap_ns_total += stage_ns(&s->clock, stage_now(&s->clock) - k0);
@@ -450,11 +452,13 @@ int trap_debug_hook(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool r
 	unsigned int i = vmm_vcpu_index(v);
 	struct svcpu *sv;
 
-	if (i < s->n_vcpus && s->traps.flag && slot == s->traps.slot_loop) {
-		/* SAFETY: i < n_vcpus. */
-		s->vcpus[i].v = v;
-		return loop_hit(&s->vcpus[i], repeat);
-	}
+	for (unsigned int k = 0; i < s->n_vcpus && s->traps.flag && k < s->traps.n_loops &&
+				 k < GI_EW_COPIES; k++)
+		if (slot == s->traps.slot_loop[k]) {
+			/* SAFETY: i < n_vcpus. */
+			s->vcpus[i].v = v;
+			return loop_hit(&s->vcpus[i], k, repeat);
+		}
 	if (i >= s->n_vcpus || !s->traps.available ||
 	    (slot != s->traps.slot_sysret && slot != s->traps.slot_iret)) {
 		vmm_end(s->vm, HVP_END_ERROR, -1, "vCPU %u: unexpected debug exit at 0x%llx", i,

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Hardware breakpoints shared by the VMM and its riders: four execute breakpoints (DR0-DR3,
 // KVM_SET_GUEST_DEBUG with KVM_GUESTDBG_USE_HW_BP) whose addresses and armed bits are VM-wide;
-// every vCPU applies them before its next KVM_RUN. Slot 0 is the PVM SYSCALL fix-up's. Getting
+// every vCPU applies them before its next KVM_RUN. Slot 0 is the PVM SYSCALL fix-up's on PVM
+// hosts, a rider's elsewhere. Getting
 // past a breakpoint: RFLAGS.RF where the host honours it (VMX/SVM), probed at the first step; on
 // hosts that ignore it (PVM) the rider completes the instruction itself.
 #define pr_fmt(fmt) "vmm: debug: " fmt
@@ -15,15 +16,30 @@
 
 #define DR7_FIXED (1ull << 10)
 
+/* The slots riders may have: all four, but slot 0 on PVM, where the SYSCALL fix-up holds it. */
+static int first_rider_slot(const struct vmm *vm)
+{
+	return vm->is_pvm ? VMM_BP_PVM + 1 : 0;
+}
+
 int vmm_bp_alloc(struct vmm *vm)
 {
-	for (int slot = 1; slot < VMM_BP_SLOTS; slot++) {
+	for (int slot = first_rider_slot(vm); slot < VMM_BP_SLOTS; slot++) {
 		if (!(vm->bp_used & (1u << slot))) {
 			vm->bp_used |= 1u << slot;
 			return slot;
 		}
 	}
 	return -ENOSPC;
+}
+
+unsigned int vmm_bp_free_slots(const struct vmm *vm)
+{
+	unsigned int n = 0;
+
+	for (int slot = first_rider_slot(vm); slot < VMM_BP_SLOTS; slot++)
+		n += !(vm->bp_used & (1u << slot));
+	return n;
 }
 
 void vmm_bp_set_addr(struct vmm *vm, int slot, uint64_t gva)
@@ -196,12 +212,13 @@ int debug_exit(struct vmm_vcpu *vcpu)
 			"was set", vcpu->index, (unsigned long long)pc);
 		return 1;
 	}
-	if ((applied & (1u << VMM_BP_PVM)) && pc == atomic_load(&vm->bp_addr[VMM_BP_PVM])) {
+	if (vm->is_pvm && (applied & (1u << VMM_BP_PVM)) &&
+	    pc == atomic_load(&vm->bp_addr[VMM_BP_PVM])) {
 		rf_probe_check(vcpu);
 		return pvm_fixup_hit(vcpu);
 	}
 	repeat = rf_failed_here(vcpu, pc);
-	for (int slot = 1; slot < VMM_BP_SLOTS; slot++) {
+	for (int slot = first_rider_slot(vm); slot < VMM_BP_SLOTS; slot++) {
 		if (!(applied & (1u << slot)) || pc != atomic_load(&vm->bp_addr[slot]))
 			continue;
 		if (!vm->hooks.debug)

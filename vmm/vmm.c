@@ -346,7 +346,6 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 	vm->kvm_fd = vm->vm_fd = -1;
 	pthread_mutex_init(&vm->end_lock, NULL);
 	pthread_mutex_init(&vm->kick_lock, NULL);
-	vm->bp_used = 1u << VMM_BP_PVM;
 	/* The overflow and kick signals: consumed with sigtimedwait on the vCPU threads. */
 	vmm_sig_overflow = SIGRTMIN + 1;
 	vmm_sig_kick = SIGRTMIN + 2;

@@ -137,10 +137,13 @@ int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct
  * imm` on a byte or a qword, @clear_base (the base register's x86 encoding number + 1: 1 rax,
  * 2 rcx, 3 rdx, 4 rbx, 5 rsp, 6 rbp, 7 rsi, 8 rdi, 9..16 r8..r15; 0 when not), @clear_disp,
  * @clear_size (bytes) and @clear_imm (sign-extended) say how to complete it; [@func_start, @func_end) the function holding the loop;
- * @notify_bit the bit of TIF_NOTIFY_RESUME in thread_info.flags.
+ * @notify_bit the bit of TIF_NOTIFY_RESUME in thread_info.flags; @prep_cli the irq disable
+ * before the function's first read of the flags (0: none found): where an exit path holds the
+ * loop inlined (Linux 6.12's syscall_exit_to_user_mode: local_irq_disable_exit_to_user, then
+ * the read), [@func_start, @prep_cli) comes before that read (the system call's exit work).
  */
 struct gi_exit_work {
-	uint64_t func_start, func_end, head, loop_end, clear, clear_end;
+	uint64_t func_start, func_end, head, loop_end, clear, clear_end, prep_cli;
 	/* the loop body's last cli (local_irq_disable_exit_to_user, or its pv_ops call): from
 	 * there to loop_end the pass reads the flags for the loop's test, so a sample there may
 	 * be past the last read (0: none found; 6.12 has that bottom before @head, which is
@@ -188,16 +191,19 @@ int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 #define GI_EW_COPIES 2 /* exit paths: system calls, interrupts and exceptions */
 
 /**
- * gi_exit_work_copies - the exit-work loops that the exit paths hold inlined, each its own copy
- * (where gi_exit_work_find says -ENOTSUP: Debian's 6.12 has one in syscall_exit_to_user_mode,
- * one in irqentry_exit_to_user_mode), found in each path's own code as gi_exit_work_find finds
- * the loop (@pv likewise; link-time KVAs): @out[0..*@n), in path order. A path that calls the
- * loop's function has none of its own. Return: 0; -ENOENT no path holds one; -EFAULT; -ENOMEM;
- * -EINVAL.
+ * gi_exit_work_loops - the exit-work loops that together serve every return to user mode, one
+ * breakpoint each (link-time KVAs, @pv as gi_exit_work_find): @out[0..*@n). Each exit path
+ * (syscall_exit_to_user_mode, irqentry_exit_to_user_mode; do_syscall_64, irqentry_exit where
+ * those have no symbol) either reaches the loop gi_exit_work_find finds (a call or jump to its
+ * function, or to exit_to_user_mode_prepare that calls it), listed once, or holds a loop of its
+ * own, inlined (Debian's 6.12: one in each path), found there as gi_exit_work_find finds the
+ * loop. Return: 0 and 1..GI_EW_COPIES loops; -ENOENT no loop at all (a pre-5.8 kernel, no path
+ * known and no loop function); -ENOTSUP a path neither reaches a loop nor holds one, or loops
+ * but no path known; -EFAULT; -ENOMEM; -EINVAL. *@n is 0 on error.
  */
-int gi_exit_work_copies(const struct symtab *st, gi_kva_read_fn read, void *ctx,
-			const struct gi_pv_irq *pv, struct gi_exit_work out[GI_EW_COPIES],
-			size_t *n) __must_check;
+int gi_exit_work_loops(const struct symtab *st, gi_kva_read_fn read, void *ctx,
+		       const struct gi_pv_irq *pv, struct gi_exit_work out[GI_EW_COPIES],
+		       size_t *n) __must_check;
 
 /**
  * gi_syscall_tail_find - [*@start, *@end): the 64-bit system call entry's code after its C
@@ -251,11 +257,17 @@ int gi_tail_after_call(const struct symtab *st, gi_kva_read_fn read, void *ctx, 
 		       const char *callee, uint64_t *start, uint64_t *end) __must_check;
 
 /**
- * gi_exit_work - the running guest's loop (slid). Return: 0; -ENOTSUP the kernel's loop is not
- * one copy on every exit path (gi_exit_work_find); -ENOENT the kernel has none (or
- * no BTF offset of thread_info.flags); -EAGAIN the KASLR slide is not known yet; -EINVAL.
+ * gi_exit_work - the running guest's exit-work loops (slid; gi_exit_work_loops): @out[0..*@n),
+ * one per breakpoint. Return: 0; -ENOTSUP a return to user mode may pass no loop hvprof knows
+ * (gi_exit_work_loops); -ENOENT the kernel has none (or no BTF offset of thread_info.flags);
+ * -EAGAIN the KASLR slide is not known yet; -EINVAL. *@n is 0 on error.
  */
-int gi_exit_work(const struct gi *gi, struct gi_exit_work *out) __must_check;
+int gi_exit_work(const struct gi *gi, struct gi_exit_work out[GI_EW_COPIES],
+		 size_t *n) __must_check;
+
+/* gi_exit_work_link - as gi_exit_work, link-time KVAs: known before the KASLR slide is. */
+int gi_exit_work_link(const struct gi *gi, struct gi_exit_work out[GI_EW_COPIES],
+		      size_t *n) __must_check;
 
 /**
  * gi_chain_in_exit_tail - is a kernel callchain where a thread may already have read its work

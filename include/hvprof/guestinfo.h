@@ -687,12 +687,14 @@ struct gi_kernel_desc {
 	int exit_work_err;
 	char exit_work_symbol[64];
 	uint64_t exit_work_off;
-	/* with -ENOTSUP: the loops the exit paths hold inlined (gi_exit_work_copies), and the
-	 * symbol and offset of each one's clear */
-	struct gi_exit_work ew_copies[GI_EW_COPIES];
-	size_t n_ew_copies;
-	char ew_copy_symbol[GI_EW_COPIES][64];
-	uint64_t ew_copy_off[GI_EW_COPIES];
+	/* the loops hvprof traps, one per breakpoint (gi_exit_work_loops: that loop, or where
+	 * the exit paths hold it inlined each path's copy; none for the reason @ew_loops_err
+	 * gives), and the symbol and offset of each one's clear */
+	struct gi_exit_work ew_loops[GI_EW_COPIES];
+	size_t n_ew_loops;
+	int ew_loops_err;
+	char ew_loop_symbol[GI_EW_COPIES][64];
+	uint64_t ew_loop_off[GI_EW_COPIES];
 	/* the IDT handlers' code after their call of irqentry_exit (in the exit tail): ranges and
 	 * bytes (0: none found, or no exit-work loop) */
 	size_t n_epilogues;

@@ -402,14 +402,18 @@ int vmm_vcpu_get_msr(struct vmm_vcpu *v, uint32_t index, uint64_t *value) __must
 /* ---------------------------------------------------------------- hardware breakpoints */
 
 /*
- * Four execute breakpoints (DR0-DR3) per vCPU through KVM_SET_GUEST_DEBUG, shared: slot 0 is the
- * PVM SYSCALL fix-up's, the others are handed out by vmm_bp_alloc. An address and an armed bit
- * are VM-wide; every vCPU applies them before its next KVM_RUN.
+ * Four execute breakpoints (DR0-DR3) per vCPU through KVM_SET_GUEST_DEBUG, shared: on a PVM host
+ * slot 0 is the SYSCALL fix-up's (vmm_pvm_fixup_enable) and riders get 1..3; elsewhere (VMX/SVM)
+ * vmm_bp_alloc hands out all four. An address and an armed bit are VM-wide; every vCPU applies
+ * them before its next KVM_RUN.
  */
 #define VMM_BP_SLOTS 4
 
-/** vmm_bp_alloc - a free slot for a rider (before vmm_run). Return: 1..3; -ENOSPC. */
+/** vmm_bp_alloc - a free slot for a rider (before vmm_run). Return: 0..3 (1..3 on PVM); -ENOSPC. */
 int vmm_bp_alloc(struct vmm *vm) __must_check;
+
+/** vmm_bp_free_slots - how many more slots vmm_bp_alloc would hand out (0..4). */
+unsigned int vmm_bp_free_slots(const struct vmm *vm);
 
 /** vmm_bp_set_addr - the GVA slot @slot traps on (0: none). Any thread, any time. */
 void vmm_bp_set_addr(struct vmm *vm, int slot, uint64_t gva);

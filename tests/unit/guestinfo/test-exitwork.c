@@ -404,40 +404,117 @@ static int test_path_through_prepare(void)
 	return TEST_OK;
 }
 
-/*
- * gi_exit_work_copies: a path that holds the loop itself (our 6.1's loop bytes at FN, named as
- * the system-call path) is a copy; one that jumps to it is not; with no path, or no copy, none.
- */
-static int test_copies(void)
+/* code[]: our 6.1's loop bytes at FN and again at FN + @copy, int3 elsewhere; the exit paths
+ * at SYSCALL_PATH and IRQ_PATH call and jump to FN (put_paths). */
+static void load_two_copies(size_t copy)
 {
-	struct ksym_entry e[3] = { { FN, 'T', strdup("syscall_exit_to_user_mode") },
-				   { FN + IRQ_PATH, 'T', strdup("irqentry_exit_to_user_mode") },
-				   { FN + 0x320, 'T', strdup("after") } };
-	struct symtab *st = symtab_of(e, 3);
+	load_prepare61();
+	memcpy(code + copy, prepare61, sizeof(prepare61));
+}
+
+/*
+ * gi_exit_work_loops, the loops hvprof traps: each exit path reaches the loop's function (listed
+ * once) or holds a loop of its own (6.12: each path its inlined copy); a path with neither
+ * refuses them all. The irq disable before a function's first read of the flags (prep_cli):
+ * only a cli followed, within a few instructions and no branch, by the test of the flag and
+ * the way into the loop.
+ */
+static int test_loops(void)
+{
+	enum { COPY = 0x200 };
 	struct gi_exit_work w[GI_EW_COPIES];
+	struct symtab *st;
 	size_t n = 9;
 
+	/* each path holds its own copy (named as the paths, no loop function) */
+	{
+		struct ksym_entry e[3] = { { FN, 'T', strdup("syscall_exit_to_user_mode") },
+					   { FN + COPY, 'T', strdup("irqentry_exit_to_user_mode") },
+					   { FN + 0x2f0, 'T', strdup("after") } };
+
+		st = symtab_of(e, 3);
+	}
+	ASSERT_TRUE(st != NULL);
+	load_two_copies(COPY);
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), 0);
+	ASSERT_EQ_INT((int)n, 2);
+	for (size_t k = 0; k < 2; k++) {
+		uint64_t at = FN + k * COPY;
+
+		ASSERT_EQ_U64(w[k].func_start, at);
+		ASSERT_EQ_U64(w[k].head, at + 0x21);
+		ASSERT_EQ_U64(w[k].clear, at + 0x41);
+		ASSERT_EQ_INT(w[k].clear_base, 12 + 1);
+		ASSERT_EQ_U64(w[k].prep_cli, 0); /* 6.1's reads its flags with no cli before */
+	}
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w[0]), -ENOENT);
+	/* a cli before the second copy's read (`push rbx` made one): test, je over the loop,
+	 * then a mov, and the head */
+	code[COPY + 0x11] = 0xfa;
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), 0);
+	ASSERT_EQ_U64(w[0].prep_cli, 0);
+	ASSERT_EQ_U64(w[1].prep_cli, FN + COPY + 0x11);
+	/* ... not when a return comes between it and the test (`mov (%r12),%rbx` made
+	 * `ret; mov (%rsp),%ebx`) */
+	code[COPY + 0x12] = 0xc3;
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), 0);
+	ASSERT_EQ_U64(w[1].prep_cli, 0);
+	ASSERT_EQ_U64(w[1].clear, FN + COPY + 0x41);
+	/* ... nor one too far from the head: 6.1's first bytes, a cli in place of `push rbp`,
+	 * nine instructions before the test's jump */
+	load_two_copies(COPY);
+	code[COPY] = 0xfa;
+	code[COPY + 0x11] = 0x90;
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), 0);
+	ASSERT_EQ_U64(w[1].prep_cli, 0);
+	/* the second copy's clear gone (another bit): that path has no loop, so none is taken */
+	load_two_copies(COPY);
+	code[COPY + 0x46] = 0xfb;
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), -ENOTSUP);
+	ASSERT_EQ_INT((int)n, 0);
+	/* ... nor the first's: no loop anywhere */
+	code[0x46] = 0xfb;
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), -ENOENT);
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, NULL, &n), -EINVAL);
+	symtab_free(st);
+
+	/* one path calls the loop's function, the other holds a copy: both loops */
+	{
+		struct ksym_entry e[4] = { { FN, 't', strdup("exit_to_user_mode_prepare") },
+					   { FN + COPY, 'T', strdup("irqentry_exit_to_user_mode") },
+					   { FN + SYSCALL_PATH, 'T',
+					     strdup("syscall_exit_to_user_mode") },
+					   { FN + 0x3f0, 'T', strdup("after") } };
+
+		st = symtab_of(e, 4);
+	}
+	ASSERT_TRUE(st != NULL);
+	load_two_copies(COPY);
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), 0);
+	ASSERT_EQ_INT((int)n, 2);
+	ASSERT_EQ_U64(w[0].func_start, FN);
+	ASSERT_EQ_U64(w[1].func_start, FN + COPY);
+	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w[0]), -ENOTSUP);
+	symtab_free(st);
+
+	/* both paths reach the function: that loop, once */
+	st = symbols();
 	ASSERT_TRUE(st != NULL);
 	load_prepare61();
-	ASSERT_EQ_INT(gi_exit_work_copies(st, read_code, NULL, NULL, w, &n), 0);
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), 0);
 	ASSERT_EQ_INT((int)n, 1);
-	ASSERT_EQ_U64(w[0].func_start, FN);
-	ASSERT_EQ_U64(w[0].head, FN + 0x21);
 	ASSERT_EQ_U64(w[0].clear, FN + 0x41);
-	ASSERT_EQ_INT(w[0].clear_base, 12 + 1);
-	/* no loop function by its own names: gi_exit_work_find finds none */
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w[1]), -ENOENT);
-	/* the loop's clear gone (another bit): no copy */
-	code[0x46] = 0xfb;
-	ASSERT_EQ_INT(gi_exit_work_copies(st, read_code, NULL, NULL, w, &n), -ENOENT);
-	ASSERT_EQ_INT((int)n, 0);
-	ASSERT_EQ_INT(gi_exit_work_copies(st, read_code, NULL, NULL, NULL, &n), -EINVAL);
+	/* ... one of them calls something else: refused */
+	put_call(IRQ_PATH, 0x21);
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), -ENOTSUP);
 	symtab_free(st);
-	/* no exit path in the symbols */
+	/* a loop function, but no exit path known: refused; nothing at all: none */
 	st = with_paths(NULL, NULL, 0);
 	ASSERT_TRUE(st != NULL);
 	load_prepare61();
-	ASSERT_EQ_INT(gi_exit_work_copies(st, read_code, NULL, NULL, w, &n), -ENOENT);
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), -ENOTSUP);
+	code[0x46] = 0xfb;
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), -ENOENT);
 	symtab_free(st);
 	return TEST_OK;
 }
@@ -735,7 +812,7 @@ int main(void)
 		{ "no sti head, another bit cleared: not found", test_not_found },
 		{ "the loop on every exit path, or not taken (6.12 inlines it)", test_every_path },
 		{ "... reached through exit_to_user_mode_prepare", test_path_through_prepare },
-		{ "the copies the exit paths hold inlined", test_copies },
+		{ "the copies the exit paths hold inlined", test_loops },
 		{ "the tail from a call of the exit function", test_tail_after_call },
 		{ "interrupt and exception handlers' code after irqentry_exit", test_epilogues },
 		{ "... where following it stops", test_epilogue_edges },

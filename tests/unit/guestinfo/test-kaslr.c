@@ -271,7 +271,7 @@ static int test_exit_tail(void)
 	char vmlinux[4096], btf[4096];
 	struct gi_config cfg = { 0 };
 	struct gi *gi = NULL;
-	struct gi_exit_work w;
+	struct gi_exit_work w, ws[GI_EW_COPIES];
 	uint64_t caller, sched, sysret, iret, callers[3], after_call, dosys_after, err_ret, pf_jmp;
 	uint64_t et_lo, et_hi, jmps[256];
 	size_t n = 0;
@@ -347,7 +347,10 @@ static int test_exit_tail(void)
 	ASSERT_TRUE(!gi_in_entry_window(gi, err_ret + 4 + SLIDE));
 	ASSERT_TRUE(!gi_in_entry_window(gi, pf_jmp + SLIDE));
 	ASSERT_TRUE(gi_in_entry_window(gi, pf_jmp - 1 + SLIDE));
-	ASSERT_EQ_INT(gi_exit_work(gi, &w), 0);
+	ASSERT_EQ_INT(gi_exit_work(gi, ws, &n), 0);
+	ASSERT_EQ_INT((int)n, 1); /* one loop, out of line, which both exit paths call */
+	w = ws[0];
+	ASSERT_EQ_U64(w.prep_cli, 0);
 	ASSERT_TRUE(w.func_start < w.head && w.head < w.loop_end && w.loop_end <= w.func_end);
 
 	/* syscall_exit_to_user_mode before it calls the exit-work function (its syscall exit

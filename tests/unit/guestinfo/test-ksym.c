@@ -578,7 +578,8 @@ static int stock_kernel(const char *flavour)
 						   "irqentry_exit_to_user_mode",
 						   "exit_to_user_mode_loop", &at, &after, &end),
 				      -ENOENT);
-			/* ... each path holds its own copy, with its own clear */
+			/* ... each path holds its own copy, with its own clear: the loops hvprof
+			 * traps, one breakpoint each */
 			{
 				static const char *const paths[2] = {
 					"syscall_exit_to_user_mode", "irqentry_exit_to_user_mode"
@@ -586,19 +587,27 @@ static int stock_kernel(const char *flavour)
 				struct gi_exit_work cp[GI_EW_COPIES];
 				size_t n_cp = 0;
 
-				ASSERT_EQ_INT(gi_exit_work_copies(st, image_read, img, &pv, cp, &n_cp),
+				ASSERT_EQ_INT(gi_exit_work_loops(st, image_read, img, &pv, cp, &n_cp),
 					      0);
 				ASSERT_EQ_INT((int)n_cp, 2);
 				for (size_t k = 0; k < n_cp; k++) {
 					const char *in;
-					uint64_t at_off;
+					uint64_t at_off, fn;
 
 					ASSERT_EQ_INT(symtab_lookup(st, cp[k].clear, &in, &at_off), 0);
-					printf("# 6.12's copy %zu: clear at %s+0x%llx\n", k, in,
-					       (unsigned long long)at_off);
+					printf("# 6.12's copy %zu: clear at %s+0x%llx, irq disable "
+					       "before the first read at +0x%llx\n", k, in,
+					       (unsigned long long)at_off,
+					       (unsigned long long)(cp[k].prep_cli ? cp[k].prep_cli -
+										     cp[k].func_start
+										   : 0));
 					ASSERT_TRUE(!strcmp(in, paths[k]));
+					ASSERT_EQ_INT(symtab_find(st, paths[k], &fn), 0);
+					ASSERT_EQ_U64(cp[k].func_start, fn);
 					ASSERT_TRUE(cp[k].head < cp[k].clear &&
 						    cp[k].clear < cp[k].loop_end);
+					ASSERT_TRUE(cp[k].loop_cli > cp[k].head &&
+						    cp[k].loop_cli < cp[k].loop_end);
 					ASSERT_TRUE(cp[k].clear_base != 0 && cp[k].clear_size == 1);
 					ASSERT_EQ_INT(gi_kimage_read_kva(img, cp[k].clear, b,
 									 cp[k].clear_end -
@@ -606,17 +615,26 @@ static int stock_kernel(const char *flavour)
 					ASSERT_TRUE(!memcmp(b, cp[k].clear_bytes,
 							    cp[k].clear_end - cp[k].clear));
 				}
+				/* the system call path disables interrupts (a pv_ops call) after
+				 * its exit work, then reads the flags; the interrupt path, entered
+				 * with them disabled, reads them at once */
+				ASSERT_TRUE(cp[0].prep_cli > cp[0].func_start &&
+					    cp[0].prep_cli < cp[0].head);
+				ASSERT_EQ_INT(gi_kimage_read_kva(img, cp[0].prep_cli, b, 6), 0);
+				ASSERT_TRUE(b[0] == 0xff && b[1] == 0x15);
+				ASSERT_EQ_U64(cp[1].prep_cli, 0);
 			}
 			goto loop_done;
 		}
 		ASSERT_EQ_INT(gi_exit_work_find(st, image_read, img, &pv, &w), 0);
-		{ /* 6.1: both paths call exit_to_user_mode_prepare, neither holds a copy */
+		{ /* 6.1: both paths call exit_to_user_mode_prepare: that one loop */
 			struct gi_exit_work cp[GI_EW_COPIES];
 			size_t n_cp = 9;
 
-			ASSERT_EQ_INT(gi_exit_work_copies(st, image_read, img, &pv, cp, &n_cp),
-				      -ENOENT);
-			ASSERT_EQ_INT((int)n_cp, 0);
+			ASSERT_EQ_INT(gi_exit_work_loops(st, image_read, img, &pv, cp, &n_cp), 0);
+			ASSERT_EQ_INT((int)n_cp, 1);
+			ASSERT_EQ_U64(cp[0].clear, w.clear);
+			ASSERT_EQ_U64(cp[0].prep_cli, 0);
 		}
 		printf("# exit-work loop [0x%llx, 0x%llx), clear at 0x%llx, last irq disable 0x%llx; "
 		       "without the pv_ops slots: %s\n", (unsigned long long)w.head,
@@ -662,6 +680,42 @@ static int test_stock_newer(void)
 	return stock_kernel("newer");
 }
 
+/*
+ * Debian's 6.12, its loops inlined into the exit paths @w (link-time; the slide placed at 0):
+ * the exit tail around each copy. The system call path before its irq disable (its exit work)
+ * reads the flags still; from there to the loop, and after it, it has read them; the loop's
+ * body reads them again, its bottom from the last cli may have done so; a frame called from
+ * the body is before the read whatever its callers.
+ */
+static int stock_612_tail(struct gi *gi, const struct gi_exit_work *w)
+{
+	uint64_t sched, callers[2];
+
+	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "schedule", &sched), 0);
+	gi_kaslr_placed(gi, 0);
+	for (size_t k = 0; k < 2; k++) {
+		ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w[k].head, NULL, 0));
+		ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w[k].loop_cli - 1, NULL, 0));
+		ASSERT_TRUE(gi_chain_in_exit_tail(gi, w[k].loop_cli, NULL, 0));
+		ASSERT_TRUE(gi_chain_in_exit_tail(gi, w[k].loop_end, NULL, 0));
+		ASSERT_TRUE(gi_chain_in_exit_tail(gi, w[k].head - 1, NULL, 0));
+		callers[0] = w[k].head + 6; /* returning into the body, after its sti call */
+		callers[1] = w[k].loop_end + 1;
+		ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4, callers, 2));
+	}
+	/* syscall_exit_to_user_mode: its exit work, then the irq disable and the read */
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w[0].func_start + 1, NULL, 0));
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w[0].prep_cli - 1, NULL, 0));
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, w[0].prep_cli, NULL, 0));
+	callers[0] = w[0].prep_cli; /* the return of the call before it */
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4, callers, 1));
+	callers[0] = w[0].prep_cli + 6; /* past the disable: a call after the read */
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4, callers, 1));
+	/* irqentry_exit_to_user_mode reads them at once: all before its loop is tail */
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, w[1].func_start + 1, NULL, 0));
+	return TEST_OK;
+}
+
 /* gi_open on the stock bzImage alone: symbols, BTF, current task, sites; no other file. */
 static int test_stock_gi_open(void)
 {
@@ -682,23 +736,30 @@ static int test_stock_gi_open(void)
 		(void)gi_exit_sites_of(gi, &n);
 		ASSERT_TRUE(n >= 2);
 		/* the exit-work loop, through pv_ops, on 6.1 (both gi_open and kernel-info find
-		 * it); inlined into each exit path on 6.12, where the flag strategy is refused */
+		 * it); inlined into each exit path on 6.12: a loop per path */
 		{
 			struct gi_kernel_desc d;
-			struct gi_exit_work w;
+			struct gi_exit_work w[GI_EW_COPIES];
 			bool inlined = !strcmp(flavours[i], "newer");
+			size_t n_w = 9;
 
-			ASSERT_TRUE(inlined ? gi->exit_work.head == 0 :
-					      gi->exit_work.head != 0 &&
-						      gi->exit_work.clear > gi->exit_work.head);
-			ASSERT_EQ_INT(gi_exit_work(gi, &w), inlined ? -ENOTSUP : -EAGAIN);
+			ASSERT_EQ_INT(gi_exit_work(gi, w, &n_w), -EAGAIN); /* no slide yet */
+			ASSERT_EQ_INT((int)n_w, 0);
+			ASSERT_EQ_INT(gi_exit_work_link(gi, w, &n_w), 0);
+			ASSERT_EQ_INT((int)n_w, inlined ? 2 : 1);
 			ASSERT_EQ_INT(gi_kernel_describe(vmlinuz, NULL, NULL, &d), 0);
-			ASSERT_EQ_U64(d.exit_work.clear, gi->exit_work.clear);
 			ASSERT_EQ_INT(d.exit_work_err, inlined ? -ENOTSUP : 0);
-			ASSERT_EQ_INT((int)d.n_ew_copies, inlined ? 2 : 0);
+			ASSERT_EQ_INT(d.ew_loops_err, 0);
+			ASSERT_EQ_INT((int)d.n_ew_loops, (int)n_w);
+			for (size_t k = 0; k < n_w; k++)
+				ASSERT_EQ_U64(d.ew_loops[k].clear, w[k].clear);
 			if (inlined)
-				ASSERT_TRUE(!strcmp(d.ew_copy_symbol[0], "syscall_exit_to_user_mode") &&
-					    !strcmp(d.ew_copy_symbol[1], "irqentry_exit_to_user_mode"));
+				ASSERT_TRUE(!strcmp(d.ew_loop_symbol[0], "syscall_exit_to_user_mode") &&
+					    !strcmp(d.ew_loop_symbol[1], "irqentry_exit_to_user_mode"));
+			else
+				ASSERT_EQ_U64(d.exit_work.clear, w[0].clear);
+			if (inlined)
+				ASSERT_EQ_INT(stock_612_tail(gi, w), TEST_OK);
 		}
 		gi_close(gi);
 		ran++;

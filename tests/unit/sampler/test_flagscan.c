@@ -53,7 +53,7 @@ static int flag_fixture_init(struct fixture *f)
 	f->s->marks.flag_marks = true;
 	f->s->marks.set_flag = flag_set;
 	f->s->traps.flag = true;
-	f->s->traps.ew.notify_bit = TIF_NOTIFY_RESUME_BIT;
+	f->s->traps.ew[0].notify_bit = TIF_NOTIFY_RESUME_BIT;
 	f->s->ledger = calloc(1, sizeof(*f->s->ledger));
 	return f->s->ledger ? 0 : -1;
 }

@@ -144,9 +144,10 @@ static void fake_exit_tail(struct fixture *f, uint64_t start, uint64_t end)
 	struct gi *gi = f->fk.gi;
 
 	/* the loop's own code, where no sample of the test stands */
-	gi->exit_work.head = FK_STEXT + 0x10000;
-	gi->exit_work.loop_end = FK_STEXT + 0x10010;
-	gi->exit_work.loop_cli = 0;
+	gi->exit_work[0].head = FK_STEXT + 0x10000;
+	gi->exit_work[0].loop_end = FK_STEXT + 0x10010;
+	gi->exit_work[0].loop_cli = 0;
+	gi->n_exit_work = 1;
 	memset(&gi->tail, 0, sizeof(gi->tail));
 	gi_ranges_add(&gi->tail, start, end);
 }
@@ -169,6 +170,7 @@ static int tail_fixture_init(struct fixture *f, struct svcpu **sv, uint64_t star
 		return -1;
 	*sv = &f->s->vcpus[0];
 	f->s->traps.flag = true;
+	f->s->traps.n_loops = 1;
 	fake_exit_tail(f, start, end);
 	return write_pt_regs(f, &f->entry) == 0 ? 0 : -1;
 }
@@ -385,7 +387,7 @@ static int test_sample_on_stepped_site(void)
 	f.s->traps.available = true;
 	f.s->traps.sites.sysret = sysret;
 	f.s->traps.sites.iret = iret;
-	f.s->traps.ew.clear = clear;
+	f.s->traps.ew[0].clear = clear;
 	atomic_store(&f.s->traps.ready, true);
 	sv->sample_vcpu_regs = &vregs;
 
