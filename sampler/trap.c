@@ -418,6 +418,7 @@ static int loop_hit(struct svcpu *sv, unsigned int loop, bool repeat)
 
 		sv->c.traps_hit++;
 		sv->c.loop_hits++;
+		sv->c.loop_hits_path2 += loop == 1;
 		/* the loop stays armed across marks: with none pending, the kernel's own flag */
 		if (!pending)
 			sv->c.traps_no_mark++;

@@ -194,6 +194,8 @@ struct sampler_config {
 	X(stay_back_to_marks)   /* kinds whose exploration marks showed long stays again: marked \
 				 * again from then on */                                        \
 	X(loop_hits)            /* exit-work loop breakpoint hits (in traps_hit too) */          \
+	X(loop_hits_path2)      /* ... on the second loop, where each exit path holds its own  \
+				 * copy (Debian's 6.12: interrupts and exceptions) */           \
 	X(loop_hits_idle)       /* ... with no mark pending: the loop is disarmed (in          \
 				 * traps_no_mark) */                                            \
 	X(loop_hits_unmarked)   /* ... of a thread without a mark while others were pending:   \
