@@ -540,16 +540,16 @@ static int test_kick_start_and_join(void)
 	return TEST_OK;
 }
 
-static int n_debug, last_repeat, last_step;
+static int n_debug, last_repeat, last_step, last_slot;
 
 /* The rider's part of a breakpoint hit: note it, then resume with RF as trap.c does (where RF
  * is ignored, -ENOTSUP, trap.c completes the instruction instead). */
 static int step_debug(void *ctx, struct vmm_vcpu *v, int slot, uint64_t pc, bool repeat)
 {
 	(void)ctx;
-	(void)slot;
 	(void)pc;
 	n_debug++;
+	last_slot = slot;
 	last_repeat = repeat;
 	last_step = vmm_bp_step(v);
 	return last_step == 0 || last_step == -ENOTSUP ? 0 : 1;
@@ -615,6 +615,43 @@ static int test_rf_probe(void)
 	return TEST_OK;
 }
 
+/*
+ * The breakpoint slots riders get: on PVM 1..3 (slot 0 is the SYSCALL fix-up's), elsewhere all
+ * four (Debian's 6.12 needs them: sysretq, iretq and each exit path's copy of the exit-work
+ * loop); a debug exit on slot 0 goes to the rider there, to the fix-up only on PVM.
+ */
+static int test_bp_slots(void)
+{
+	const uint64_t pc = 0xffffffff81a00010ull;
+	struct kvm_run run;
+
+	for (int pvm = 0; pvm <= 1; pvm++) {
+		struct vmm *vm = fake_vm();
+		struct vmm_vcpu vcpu = { .vm = vm, .run = &run, .fd = -1 };
+
+		vm->is_pvm = pvm;
+		ASSERT_EQ_INT((int)vmm_bp_free_slots(vm), pvm ? 3 : 4);
+		for (int want = pvm; want < VMM_BP_SLOTS; want++) {
+			ASSERT_EQ_INT(vmm_bp_alloc(vm), want);
+			ASSERT_EQ_INT((int)vmm_bp_free_slots(vm), VMM_BP_SLOTS - want - 1);
+		}
+		ASSERT_EQ_INT(vmm_bp_alloc(vm), -ENOSPC);
+		if (!pvm) {
+			memset(&run, 0, sizeof(run));
+			vm->sync_regs = true;
+			vm->hooks.debug = step_debug;
+			vmm_bp_set_addr(vm, 0, pc);
+			vcpu.bp_mask_applied = 1u << 0;
+			n_debug = 0;
+			ASSERT_EQ_INT(bp_exit(&vcpu, pc, 0x7ffd0000f000ull, 0x202), 0);
+			ASSERT_EQ_INT(n_debug, 1);
+			ASSERT_EQ_INT(last_slot, 0);
+		}
+		free(vm);
+	}
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "serial: transmit and THRE interrupt", test_serial_tx_and_thri },
 	{ "serial: loopback MSR and divisor latch", test_serial_loopback_and_dlab },
@@ -633,6 +670,7 @@ static const struct test_case tests[] = {
 	  test_kick_start_and_join },
 	{ "breakpoints: RF seen to work or not (same place again: RF still set?)",
 	  test_rf_probe },
+	{ "breakpoints: four slots for riders, three on PVM", test_bp_slots },
 };
 
 static void log_stderr(enum hvp_log_level level, const char *msg)
