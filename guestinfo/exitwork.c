@@ -337,6 +337,36 @@ void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct 
 	out->disable = pv + l->pv_irq_disable;
 }
 
+/* @w's body inside [head, loop_end) (gi_loop_body over the function @f), at most GI_EW_BODY
+ * ranges (the rest left out: not the loop's, the side that errs safely); none known (n_body
+ * 0: all of it) when the code does not decode so. Return: 0; -ENOMEM. */
+static int ew_body(gi_kva_read_fn read, void *ctx, const struct ew_fn *f, struct gi_exit_work *w)
+{
+	uint64_t r[4 * GI_EW_BODY][2];
+	unsigned int n = 0;
+	int err = gi_loop_body(read, ctx, f->start, f->end, w->head, r, 4 * GI_EW_BODY, &n);
+
+	w->n_body = 0;
+	if (err == -ENOMEM)
+		return err;
+	if (err) {
+		pr_debug(LOG_BTF, "the exit-work loop's body not found (%s): all of its range",
+			 hvp_strerror(err));
+		return 0;
+	}
+	for (unsigned int i = 0; i < n && w->n_body < GI_EW_BODY; i++) {
+		uint64_t lo = r[i][0] > w->head ? r[i][0] : w->head;
+		uint64_t hi = r[i][1] < w->loop_end ? r[i][1] : w->loop_end;
+
+		if (lo >= hi)
+			continue;
+		w->body[w->n_body][0] = lo;
+		w->body[w->n_body][1] = hi;
+		w->n_body++;
+	}
+	return 0;
+}
+
 /* The loop in function @fname at @start into *@out (zeroed first): its head and end
  * (ew_loop_visit), bottom and clear (ew_clear_visit). Return: 0; -ENOENT none that clears
  * TIF_NOTIFY_RESUME; -EFAULT; -ENOMEM. */
@@ -364,6 +394,8 @@ static int ew_loop_in(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 		err = ew_walk(st, read, ctx, fname, start, f, ew_prep_visit, &p);
 		out->prep_cli = p.found;
 	}
+	if (!err)
+		err = ew_body(read, ctx, f, out);
 	if (err) {
 		memset(out, 0, sizeof(*out));
 	} else {

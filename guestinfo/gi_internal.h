@@ -121,6 +121,16 @@ int gi_iret_user_branch_find(const struct symtab *st, gi_kva_read_fn read, void 
 			     uint64_t iret, struct gi_branch *out) __must_check;
 
 /**
+ * gi_loop_body - the body of the loop headed at @head in the code [@start, @end) (link-time
+ * KVAs, read through @read; at most 8 KiB): the instructions reached from @head that reach a
+ * way back to it without passing it (loopbody.c), as ranges of consecutive instructions in
+ * @out[0..*@n), ascending, at most @max (the rest left out). Return: 0; -ENOENT @head is not an
+ * instruction boundary; -EFAULT unreadable; -ENOMEM; -EINVAL.
+ */
+int gi_loop_body(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end, uint64_t head,
+		 uint64_t out[][2], unsigned int max, unsigned int *n) __must_check;
+
+/**
  * gi_exit_epilogues_find - the IDT entry handlers' code after their call of irqentry_exit or
  * irqentry_exit_to_user_mode (exitepilogue.c), decoded with capstone in the noinstr text of the
  * image read through @read: from the instruction after the call to the handler's return (a

@@ -305,8 +305,26 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work out[GI_EW_COPIES], siz
 			w->loop_cli += slide;
 		if (w->prep_cli)
 			w->prep_cli += slide;
+		for (unsigned int k = 0; k < w->n_body && k < GI_EW_BODY; k++) {
+			w->body[k][0] += slide;
+			w->body[k][1] += slide;
+		}
 	}
 	return 0;
+}
+
+/* Is @at (link-time) in @w's loop: [head, loop_end), only its body's parts where known (code
+ * between that is not the loop's, 6.12's context tracking after the read, is not). */
+static bool in_loop_body(const struct gi_exit_work *w, uint64_t at)
+{
+	if (at < w->head || at >= w->loop_end)
+		return false;
+	if (!w->n_body)
+		return true;
+	for (unsigned int k = 0; k < w->n_body && k < GI_EW_BODY; k++)
+		if (at >= w->body[k][0] && at < w->body[k][1])
+			return true;
+	return false;
 }
 
 /* @at (link-time) where the thread reads its work flags again after it: a loop's body, its
@@ -317,8 +335,7 @@ static bool before_read(const struct gi *gi, uint64_t at)
 	for (size_t i = 0; i < gi->n_exit_work; i++) {
 		const struct gi_exit_work *w = &gi->exit_work[i];
 
-		if ((at >= w->head && at < w->loop_end) ||
-		    (w->prep_cli && at >= w->func_start && at < w->prep_cli))
+		if (in_loop_body(w, at) || (w->prep_cli && at >= w->func_start && at < w->prep_cli))
 			return true;
 	}
 	for (size_t i = 0; i < sizeof(gi->exit_before) / sizeof(gi->exit_before[0]); i++)

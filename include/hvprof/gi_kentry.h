@@ -140,10 +140,16 @@ int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct
  * @notify_bit the bit of TIF_NOTIFY_RESUME in thread_info.flags; @prep_cli the irq disable
  * before the function's first read of the flags (0: none found): where an exit path holds the
  * loop inlined (Linux 6.12's syscall_exit_to_user_mode: local_irq_disable_exit_to_user, then
- * the read), [@func_start, @prep_cli) comes before that read (the system call's exit work).
+ * the read), [@func_start, @prep_cli) comes before that read (the system call's exit work);
+ * @body[0..@n_body) the parts of [@head, @loop_end) that are the loop's (gi_loop_body: 6.12
+ * puts context tracking's user entry, after the read, in between; @n_body 0: not known, all of
+ * it).
  */
+#define GI_EW_BODY 8
 struct gi_exit_work {
 	uint64_t func_start, func_end, head, loop_end, clear, clear_end, prep_cli;
+	uint64_t body[GI_EW_BODY][2];
+	unsigned int n_body;
 	/* the loop body's last cli (local_irq_disable_exit_to_user, or its pv_ops call): from
 	 * there to loop_end the pass reads the flags for the loop's test, so a sample there may
 	 * be past the last read (0: none found; 6.12 has that bottom before @head, which is

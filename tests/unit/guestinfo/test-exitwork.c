@@ -520,6 +520,89 @@ static int test_loops(void)
 }
 
 /*
+ * gi_loop_body on a hand-assembled loop headed by an sti at FN: its bottom (cli, test, jne back)
+ * in line, an out-of-line block after it that jumps back too, and between them the loop's exit
+ * jump and a block nothing in the loop reaches (as a static key's target, a nop in the image):
+ * the body is the two parts, not what lies between.
+ */
+static int test_loop_body(void)
+{
+	static const uint8_t loop[] = {
+		0xfb,                               /* 0x00 head: sti */
+		0xf7, 0xc3, 0x02, 0x00, 0x00, 0x00, /* 0x01 test $2, %ebx */
+		0x74, 0x19,                         /* 0x07 je 0x22 (out of line) */
+		0xe8, 0x00, 0x00, 0x00, 0x00,       /* 0x09 call (returns) */
+		0xeb, 0x00,                         /* 0x0e jmp 0x10 */
+		0xfa,                               /* 0x10 cli */
+		0xf7, 0xc3, 0x02, 0x00, 0x00, 0x00, /* 0x11 test $2, %ebx */
+		0x75, 0xe7,                         /* 0x17 jne 0x00: back */
+		0xeb, 0x15,                         /* 0x19 jmp 0x30: out of the loop */
+		0xe8, 0x00, 0x00, 0x00, 0x00,       /* 0x1b not the loop's: call */
+		0xeb, 0x0e,                         /* 0x20 jmp 0x30 */
+		0xe8, 0x00, 0x00, 0x00, 0x00,       /* 0x22 out of line: call */
+		0xeb, 0xd7,                         /* 0x27 jmp 0x00: back */
+		0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, /* 0x29 */
+		0xc3,                               /* 0x2f */
+		0xc3,                               /* 0x30 the exit: ret */
+	};
+	uint64_t r[4][2];
+	unsigned int n = 9;
+
+	memset(code, 0xcc, sizeof(code));
+	memcpy(code, loop, sizeof(loop));
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, r, 4, &n), 0);
+	ASSERT_EQ_INT((int)n, 2);
+	ASSERT_EQ_U64(r[0][0], FN);
+	ASSERT_EQ_U64(r[0][1], FN + 0x19);
+	ASSERT_EQ_U64(r[1][0], FN + 0x22);
+	ASSERT_EQ_U64(r[1][1], FN + 0x29);
+	/* room for one range: the first, the rest left out */
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, r, 1, &n), 0);
+	ASSERT_EQ_INT((int)n, 1);
+	ASSERT_EQ_U64(r[0][1], FN + 0x19);
+	/* the block between reached from the loop (its exit jump made `jmp 0x1b`): it goes
+	 * out, never back, so it is still not the loop's */
+	code[0x1a] = 0x00;
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, r, 4, &n), 0);
+	ASSERT_EQ_INT((int)n, 2);
+	ASSERT_EQ_U64(r[0][1], FN + 0x19);
+	/* ... and when it jumps back to the head (`jmp 0x00` at 0x20), it is */
+	code[0x21] = (uint8_t)(0x00 - 0x22);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, r, 4, &n), 0);
+	ASSERT_EQ_INT((int)n, 1);
+	ASSERT_EQ_U64(r[0][0], FN);
+	ASSERT_EQ_U64(r[0][1], FN + 0x29);
+	/* a head inside an instruction, and bad arguments */
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN + 2, r, 4, &n),
+		      -ENOENT);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN + sizeof(loop), r, 4,
+				   &n), -EINVAL);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + 8193, FN, r, 4, &n), -EINVAL);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, r, 0, &n), -EINVAL);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN + 4096, FN + 4200, FN + 4096, r, 4, &n),
+		      -EFAULT);
+	/* our 6.1's loop: all of [head, loop_end) is the loop's */
+	{
+		struct symtab *st = symbols();
+		struct gi_exit_work w;
+
+		ASSERT_TRUE(st != NULL);
+		load_prepare61();
+		ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
+		symtab_free(st);
+		for (unsigned int i = 0; i < w.n_body; i++)
+			printf("# our 6.1's loop body [+0x%llx, +0x%llx) of [+0x%llx, +0x%llx)\n",
+			       (unsigned long long)(w.body[i][0] - FN),
+			       (unsigned long long)(w.body[i][1] - FN),
+			       (unsigned long long)(w.head - FN), (unsigned long long)(w.loop_end - FN));
+		ASSERT_EQ_INT((int)w.n_body, 1);
+		ASSERT_EQ_U64(w.body[0][0], w.head);
+		ASSERT_EQ_U64(w.body[0][1], w.loop_end);
+	}
+	return TEST_OK;
+}
+
+/*
  * Three handlers in a noinstr text at FN: exc_page_fault's epilogue straight after its call of
  * irqentry_exit; exc_int3's call of irqentry_exit_to_user_mode followed by a jump over its
  * kernel-mode path to the shared epilogue; a third that calls something else. The ranges start
@@ -813,6 +896,7 @@ int main(void)
 		{ "the loop on every exit path, or not taken (6.12 inlines it)", test_every_path },
 		{ "... reached through exit_to_user_mode_prepare", test_path_through_prepare },
 		{ "the copies the exit paths hold inlined", test_loops },
+		{ "a loop's body: not the code between that is not the loop's", test_loop_body },
 		{ "the tail from a call of the exit function", test_tail_after_call },
 		{ "interrupt and exception handlers' code after irqentry_exit", test_epilogues },
 		{ "... where following it stops", test_epilogue_edges },

@@ -615,6 +615,33 @@ static int stock_kernel(const char *flavour)
 					ASSERT_TRUE(!memcmp(b, cp[k].clear_bytes,
 							    cp[k].clear_end - cp[k].clear));
 				}
+				/* the body of each copy: its head, clear and last cli, not the
+				 * call of __ct_user_enter (context tracking, after the last read,
+				 * reached by a static key) that lies between its head and its end */
+				for (size_t k = 0; k < n_cp; k++) {
+					uint64_t ct_at, ct_after, ct_end;
+					bool head_in = false, clear_in = false, cli_in = false,
+					     ct_in = false;
+
+					ASSERT_EQ_INT(gi_call_site(st, image_read, img, paths[k],
+								   "__ct_user_enter", &ct_at,
+								   &ct_after, &ct_end), 0);
+					ASSERT_TRUE(ct_at > cp[k].head && ct_at < cp[k].loop_end);
+					ASSERT_TRUE(cp[k].n_body >= 1 && cp[k].n_body <= GI_EW_BODY);
+					for (unsigned int r = 0; r < cp[k].n_body; r++) {
+						const uint64_t *b2 = cp[k].body[r];
+
+						printf("# 6.12's copy %zu: body [+0x%llx, +0x%llx)\n", k,
+						       (unsigned long long)(b2[0] - cp[k].func_start),
+						       (unsigned long long)(b2[1] - cp[k].func_start));
+						ASSERT_TRUE(b2[0] >= cp[k].head && b2[1] <= cp[k].loop_end);
+						head_in |= cp[k].head >= b2[0] && cp[k].head < b2[1];
+						clear_in |= cp[k].clear >= b2[0] && cp[k].clear < b2[1];
+						cli_in |= cp[k].loop_cli >= b2[0] && cp[k].loop_cli < b2[1];
+						ct_in |= ct_at >= b2[0] && ct_at < b2[1];
+					}
+					ASSERT_TRUE(head_in && clear_in && cli_in && !ct_in);
+				}
 				/* the system call path disables interrupts (a pv_ops call) after
 				 * its exit work, then reads the flags; the interrupt path, entered
 				 * with them disabled, reads them at once */
@@ -642,6 +669,22 @@ static int stock_kernel(const char *flavour)
 		       (unsigned long long)w.loop_cli,
 		       gi_exit_work_find(st, image_read, img, NULL, &bare) ? "not found" : "found");
 		ASSERT_TRUE(w.head < w.clear && w.clear < w.loop_end && w.loop_cli > w.head);
+		/* 6.1's loop is all the loop's between its head and its end, but for the code
+		 * only a static key's jump reaches */
+		{
+			bool head_in = false, clear_in = false, cli_in = false;
+
+			ASSERT_TRUE(w.n_body >= 1 && w.n_body <= GI_EW_BODY);
+			for (unsigned int r = 0; r < w.n_body; r++) {
+				printf("# 6.1's loop body [+0x%llx, +0x%llx)\n",
+				       (unsigned long long)(w.body[r][0] - w.func_start),
+				       (unsigned long long)(w.body[r][1] - w.func_start));
+				head_in |= w.head >= w.body[r][0] && w.head < w.body[r][1];
+				clear_in |= w.clear >= w.body[r][0] && w.clear < w.body[r][1];
+				cli_in |= w.loop_cli >= w.body[r][0] && w.loop_cli < w.body[r][1];
+			}
+			ASSERT_TRUE(head_in && clear_in && cli_in);
+		}
 		ASSERT_TRUE(w.clear_base != 0 && w.clear_size == 1 && (w.clear_imm & 0xff) == 0xfd);
 		ASSERT_EQ_INT(gi_kimage_read_kva(img, w.clear, b, w.clear_end - w.clear), 0);
 		ASSERT_TRUE(b[0] == 0xf0 && !memcmp(b, w.clear_bytes, w.clear_end - w.clear));
@@ -687,11 +730,18 @@ static int test_stock_newer(void)
  * body reads them again, its bottom from the last cli may have done so; a frame called from
  * the body is before the read whatever its callers.
  */
-static int stock_612_tail(struct gi *gi, const struct gi_exit_work *w)
+static int stock_612_tail(struct gi *gi, const struct gi_exit_work *w, const char *vmlinuz)
 {
-	uint64_t sched, callers[2];
+	uint64_t sched, callers[2], ct_at, ct_after, dosys_at, dosys_after, end;
+	struct gi_kimage *img = NULL;
 
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "schedule", &sched), 0);
+	ASSERT_EQ_INT(gi_kimage_open(vmlinuz, &img), 0);
+	ASSERT_EQ_INT(gi_call_site(gi_symtab(gi), image_read, img, "syscall_exit_to_user_mode",
+				   "__ct_user_enter", &ct_at, &ct_after, &end), 0);
+	ASSERT_EQ_INT(gi_call_site(gi_symtab(gi), image_read, img, "do_syscall_64",
+				   "syscall_exit_to_user_mode", &dosys_at, &dosys_after, &end), 0);
+	gi_kimage_free(img);
 	gi_kaslr_placed(gi, 0);
 	for (size_t k = 0; k < 2; k++) {
 		ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w[k].head, NULL, 0));
@@ -713,6 +763,15 @@ static int stock_612_tail(struct gi *gi, const struct gi_exit_work *w)
 	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4, callers, 1));
 	/* irqentry_exit_to_user_mode reads them at once: all before its loop is tail */
 	ASSERT_TRUE(gi_chain_in_exit_tail(gi, w[1].func_start + 1, NULL, 0));
+	/* context tracking's user entry (nohz_full), called between the copy's head and its end
+	 * but after the last read: not the loop's, so the outer frame, do_syscall_64 after its
+	 * call of the exit path, decides (tail) */
+	ASSERT_TRUE(ct_at > w[0].head && ct_at < w[0].loop_end);
+	callers[0] = ct_after;
+	callers[1] = dosys_after;
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4, callers, 2));
+	callers[0] = w[0].head + 6; /* from the loop's body: before the read, whatever is outer */
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4, callers, 2));
 	return TEST_OK;
 }
 
@@ -759,7 +818,7 @@ static int test_stock_gi_open(void)
 			else
 				ASSERT_EQ_U64(d.exit_work.clear, w[0].clear);
 			if (inlined)
-				ASSERT_EQ_INT(stock_612_tail(gi, w), TEST_OK);
+				ASSERT_EQ_INT(stock_612_tail(gi, w, vmlinuz), TEST_OK);
 		}
 		gi_close(gi);
 		ran++;
