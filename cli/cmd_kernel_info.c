@@ -211,9 +211,15 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		       (unsigned long long)d->exit_work_off,
 		       d->exit_work.clear_base ? "" : " (not completable by hvprof: RF needed)");
 	else if (d->n_ew_loops) {
-		printf("exit-work loop: inlined into each exit path (system calls, interrupts): "
-		       "guest-visible marks possible with a breakpoint on each copy, %zu with "
-		       "sysretq/iretq (VMX/SVM; not PVM, whose SYSCALL fix-up holds one)\n",
+		bool shared = false; /* one of them the loop's own function (exit_to_user_mode_*) */
+
+		for (size_t i = 0; i < d->n_ew_loops; i++)
+			shared |= !strncmp(d->ew_loop_symbol[i], "exit_to_user_mode_", 18);
+		printf("exit-work loop: %s (system calls, interrupts): guest-visible marks possible "
+		       "with a breakpoint on each copy, %zu with sysretq/iretq (VMX/SVM; not PVM, "
+		       "whose SYSCALL fix-up holds one)\n",
+		       shared ? "one path reaches the loop, the other holds a copy inlined"
+			      : "inlined into each exit path",
 		       d->n_ew_loops + 2);
 		for (size_t i = 0; i < d->n_ew_loops; i++)
 			printf("  copy: TIF_NOTIFY_RESUME (bit %u) cleared at 0x%llx %s+0x%llx%s\n",

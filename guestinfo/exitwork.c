@@ -195,7 +195,8 @@ static void ew_clear_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 /* The irq disable before a function's first read of its flags (ew_prep_visit). */
 struct ew_prep {
 	uint64_t head;      /* the loop's */
-	uint64_t cand;      /* the last cli (or its pv_ops call) seen, 0 none */
+	bool bent;          /* the code from the function's start is no longer straight */
+	uint64_t cand;      /* the cli (or its pv_ops call) on that straight line, 0 none */
 	unsigned int after; /* instructions since it */
 	bool tested;        /* a test of TIF_NOTIFY_RESUME's bit since it */
 	bool falls;         /* ... and a conditional jump after it that falls on towards head */
@@ -204,41 +205,55 @@ struct ew_prep {
 
 #define EW_PREP_WINDOW 8 /* instructions from the cli to the loop's head */
 
+static bool ew_tests_notify(const cs_insn *insn)
+{
+	const cs_x86 *x = &insn->detail->x86;
+
+	return insn->id == X86_INS_TEST && x->op_count == 2 && x->operands[1].type == X86_OP_IMM &&
+	       (x->operands[1].imm & (1 << EW_TIF_NOTIFY_RESUME));
+}
+
 /*
- * Before the loop's head: a cli whose next few instructions, with no call, return or other
- * jump between, test TIF_NOTIFY_RESUME's bit and go to the head on it, by a conditional jump
- * there or one that falls through to it (6.12's inlined exit_to_user_mode_prepare:
- * local_irq_disable_exit_to_user, read_thread_flags, the test). The first such one.
+ * The function's first irq disable, on the straight line from its start (calls return; no jump,
+ * return or test of the flags before it), when its next few instructions, with no call, return
+ * or other jump between, test TIF_NOTIFY_RESUME's bit and go to the head on it, by a
+ * conditional jump there or one that falls through to it (6.12's syscall_exit_to_user_mode:
+ * its exit work, then the inlined exit_to_user_mode_prepare: local_irq_disable_exit_to_user,
+ * read_thread_flags, the test). Not the loop's own bottom (cli, read, test, into the head),
+ * which a compiler may place before the head too: that is reached by a jump, never straight
+ * from the start.
  */
 static void ew_prep_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 {
 	struct ew_prep *p = arg;
-	const cs_x86 *x = &insn->detail->x86;
 	bool jump = cs_insn_group(f->cs, insn, X86_GRP_JUMP);
 
-	if (p->found)
+	if (p->found || (p->bent && !p->cand))
 		return;
 	if (insn->address >= p->head) {
 		if (insn->address == p->head && p->cand && p->falls)
 			p->found = p->cand;
 		p->cand = 0;
+		p->bent = true;
 		return;
 	}
-	if (insn->id == X86_INS_CLI ||
-	    (insn->id == X86_INS_CALL && ew_irq_insn(f, insn->address, 0xfa, f->pv.disable))) {
-		p->cand = insn->address;
-		p->after = 0;
-		p->tested = p->falls = false;
+	if (!p->cand) { /* on the straight line, looking for the cli */
+		if (insn->id == X86_INS_CLI ||
+		    (insn->id == X86_INS_CALL && ew_irq_insn(f, insn->address, 0xfa, f->pv.disable))) {
+			p->cand = insn->address;
+			p->after = 0;
+			p->tested = p->falls = false;
+		} else if (jump || cs_insn_group(f->cs, insn, X86_GRP_RET) || ew_tests_notify(insn)) {
+			p->bent = true;
+		}
 		return;
 	}
-	if (!p->cand)
-		return;
+	p->bent = true; /* past the cli: this is its one chance */
 	if (++p->after > EW_PREP_WINDOW) {
 		p->cand = 0;
 		return;
 	}
-	if (insn->id == X86_INS_TEST && x->op_count == 2 && x->operands[1].type == X86_OP_IMM &&
-	    (x->operands[1].imm & (1 << EW_TIF_NOTIFY_RESUME))) {
+	if (ew_tests_notify(insn)) {
 		p->tested = true;
 	} else if (jump && insn->id != X86_INS_JMP && p->tested && !p->falls) {
 		if (gi_insn_target(insn) == p->head)
@@ -248,6 +263,25 @@ static void ew_prep_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
 		   cs_insn_group(f->cs, insn, X86_GRP_RET)) {
 		p->cand = 0;
 	}
+}
+
+/* Does a jump of the function land in (start, @arg's bound]: code reached other than from
+ * the start (ew_prep_visit's line)? */
+struct ew_into {
+	uint64_t lo, hi;
+	bool hit;
+};
+
+static void ew_into_visit(struct ew_fn *f, const cs_insn *insn, void *arg)
+{
+	struct ew_into *in = arg;
+	uint64_t t;
+
+	if (!cs_insn_group(f->cs, insn, X86_GRP_JUMP))
+		return;
+	t = gi_insn_target(insn);
+	if (t > in->lo && t <= in->hi)
+		in->hit = true;
 }
 
 #define EW_PREPARE "exit_to_user_mode_prepare"
@@ -337,33 +371,22 @@ void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct 
 	out->disable = pv + l->pv_irq_disable;
 }
 
-/* @w's body inside [head, loop_end) (gi_loop_body over the function @f), at most GI_EW_BODY
- * ranges (the rest left out: not the loop's, the side that errs safely); none known (n_body
- * 0: all of it) when the code does not decode so. Return: 0; -ENOMEM. */
+/* @w's body (gi_loop_body over the function @f): [head, loop_end) but for code there that is
+ * not the loop's, and the loop's out-of-line blocks past loop_end (task work, signal delivery
+ * jumping back in); at most GI_EW_BODY ranges (the rest left out: not the loop's, the side that
+ * errs safely); none known (n_body 0: [head, loop_end)) when the code does not decode so.
+ * Return: 0; -ENOMEM. */
 static int ew_body(gi_kva_read_fn read, void *ctx, const struct ew_fn *f, struct gi_exit_work *w)
 {
-	uint64_t r[4 * GI_EW_BODY][2];
 	unsigned int n = 0;
-	int err = gi_loop_body(read, ctx, f->start, f->end, w->head, r, 4 * GI_EW_BODY, &n);
+	int err = gi_loop_body(read, ctx, f->start, f->end, w->head, w->body, GI_EW_BODY, &n);
 
-	w->n_body = 0;
+	w->n_body = err ? 0 : n;
 	if (err == -ENOMEM)
 		return err;
-	if (err) {
-		pr_debug(LOG_BTF, "the exit-work loop's body not found (%s): all of its range",
+	if (err)
+		pr_debug(LOG_BTF, "the exit-work loop's body not found (%s): [head, loop_end)",
 			 hvp_strerror(err));
-		return 0;
-	}
-	for (unsigned int i = 0; i < n && w->n_body < GI_EW_BODY; i++) {
-		uint64_t lo = r[i][0] > w->head ? r[i][0] : w->head;
-		uint64_t hi = r[i][1] < w->loop_end ? r[i][1] : w->loop_end;
-
-		if (lo >= hi)
-			continue;
-		w->body[w->n_body][0] = lo;
-		w->body[w->n_body][1] = hi;
-		w->n_body++;
-	}
 	return 0;
 }
 
@@ -390,9 +413,13 @@ static int ew_loop_in(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 		err = -ENOENT;
 	if (!err) {
 		struct ew_prep p = { .head = out->head };
+		struct ew_into into = { .lo = start };
 
 		err = ew_walk(st, read, ctx, fname, start, f, ew_prep_visit, &p);
-		out->prep_cli = p.found;
+		into.hi = p.found;
+		if (!err && p.found)
+			err = ew_walk(st, read, ctx, fname, start, f, ew_into_visit, &into);
+		out->prep_cli = into.hit ? 0 : p.found;
 	}
 	if (!err)
 		err = ew_body(read, ctx, f, out);
@@ -450,7 +477,7 @@ int gi_exit_work_loops(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 			return err;
 		have_shared = !err;
 	}
-	for (unsigned int i = 0; i < EW_PATHS && !missing; i++) {
+	for (unsigned int i = 0; i < EW_PATHS; i++) {
 		const char *path = ew_path(st, i, &start);
 
 		if (!path)
@@ -466,11 +493,13 @@ int gi_exit_work_loops(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 		if (err == -ENOENT)
 			err = ew_loop_in(st, read, ctx, pv, path, start, &out[*n]);
 		if (err == -ENOENT)
-			missing = path;
+			missing = missing ? missing : path; /* the others still looked at: a loop in
+							    * one says -ENOTSUP, not -ENOENT */
 		else if (err)
 			break;
 		else
 			(*n)++;
+		err = 0;
 	}
 	if (err && err != -ENOENT) {
 		*n = 0;

@@ -313,14 +313,13 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work out[GI_EW_COPIES], siz
 	return 0;
 }
 
-/* Is @at (link-time) in @w's loop: [head, loop_end), only its body's parts where known (code
- * between that is not the loop's, 6.12's context tracking after the read, is not). */
+/* Is @at (link-time) in @w's loop: its body where known (not the code between its head and its
+ * end that is not the loop's, 6.12's context tracking after the read; its out-of-line blocks
+ * past its end, task work, are), else [head, loop_end). */
 static bool in_loop_body(const struct gi_exit_work *w, uint64_t at)
 {
-	if (at < w->head || at >= w->loop_end)
-		return false;
 	if (!w->n_body)
-		return true;
+		return at >= w->head && at < w->loop_end;
 	for (unsigned int k = 0; k < w->n_body && k < GI_EW_BODY; k++)
 		if (at >= w->body[k][0] && at < w->body[k][1])
 			return true;

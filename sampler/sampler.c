@@ -224,48 +224,49 @@ static void flag_refuse(struct sampler *s, const char *why)
 		pr_warn("guest-visible marks not possible: %s: marks trap sysretq/iretq", why);
 }
 
+const char *flag_refusal(int err, const struct gi_exit_work *ew, size_t n, bool pvm,
+			 unsigned int free_slots)
+{
+	if (err == -ENOENT)
+		return "no exit-work loop of the generic entry code, or no BTF for "
+		       "thread_info.flags";
+	if (err == -ENOTSUP)
+		return "an exit path has no exit-work loop hvprof knows";
+	if (err || !n || n > GI_EW_COPIES)
+		return "the exit-work loops could not be read";
+	for (size_t i = 0; i < n; i++)
+		if (!ew[i].clear_base && pvm)
+			/* RF is ignored there and hvprof cannot complete this instruction */
+			return "the loop's clear is not an instruction hvprof can complete where RF "
+			       "is ignored (PVM)";
+	if (free_slots < n)
+		return n > 1 ? "each exit path holds its own exit-work loop, and the host has no "
+			       "free breakpoint slot for each (PVM keeps one for its SYSCALL fix-up)"
+			     : "no free breakpoint slot for the exit-work loop";
+	return NULL;
+}
+
 /* The flag strategy: the kernel's exit-work loops and thread-info layout, and a slot for each
  * loop (one, or each exit path's inlined copy: two, which a PVM host has no room for). */
 static void flag_setup(struct sampler *s)
 {
 	struct gi_exit_work ew[GI_EW_COPIES];
+	const char *why;
 	size_t n = 0;
 	int err;
 
 	if (s->cfg.marks == SAMPLER_MARKS_TRAP)
 		return;
 	err = gi_exit_work_link(s->gi, ew, &n);
-	if (err == -ENOENT) {
-		flag_refuse(s, "no exit-work loop of the generic entry code, or no BTF for "
-			    "thread_info.flags");
-		return;
-	}
-	if (err == -ENOTSUP) {
-		flag_refuse(s, "an exit path has no exit-work loop hvprof knows");
-		return;
-	}
-	if (err || !n) {
-		flag_refuse(s, "the exit-work loops could not be read");
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (!ew[i].clear_base && vmm_is_pvm(s->vm)) {
-			/* RF is ignored there and hvprof cannot complete this instruction */
-			flag_refuse(s, "the loop's clear is not an instruction hvprof can complete "
-				    "where RF is ignored (PVM)");
-			return;
-		}
-	if (vmm_bp_free_slots(s->vm) < n) {
-		flag_refuse(s, n > 1 ? "each exit path holds its own exit-work loop, and the host "
-					"has no free breakpoint slot for each (PVM keeps one for its "
-					"SYSCALL fix-up)"
-				     : "no free breakpoint slot for the exit-work loop");
+	why = flag_refusal(err, ew, n, vmm_is_pvm(s->vm), vmm_bp_free_slots(s->vm));
+	if (why) {
+		flag_refuse(s, why);
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
 		int slot = vmm_bp_alloc(s->vm);
 
-		if (slot < 0) { /* counted free just now */
+		if (slot < 0) { /* not reached: flag_refusal counted them free just now */
 			flag_refuse(s, "no free breakpoint slot for the exit-work loop");
 			return;
 		}

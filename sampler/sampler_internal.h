@@ -378,6 +378,15 @@ struct traps {
 	uint64_t star;        /* MSR_STAR, read at the first sysretq completion */
 };
 
+/**
+ * flag_refusal - why guest-visible marks cannot take the exit-work loops @ew[0..@n) that
+ * gi_exit_work_link gave (its return @err) on a host that is PVM (@pvm: RF ignored, so each
+ * clear must be one hvprof can complete) with @free_slots breakpoint slots left (one per loop):
+ * a static reason for the strategy line, or NULL when they can.
+ */
+const char *flag_refusal(int err, const struct gi_exit_work *ew, size_t n, bool pvm,
+			 unsigned int free_slots);
+
 /* The breakpoint slots of the traps (sysretq, iretq, and the exit-work loop with flag marks). */
 static inline unsigned int traps_mask(const struct sampler *s);
 

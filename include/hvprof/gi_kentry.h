@@ -141,9 +141,9 @@ int gi_entry_user_regs(const struct gi *gi, const struct gmem *mem, const struct
  * before the function's first read of the flags (0: none found): where an exit path holds the
  * loop inlined (Linux 6.12's syscall_exit_to_user_mode: local_irq_disable_exit_to_user, then
  * the read), [@func_start, @prep_cli) comes before that read (the system call's exit work);
- * @body[0..@n_body) the parts of [@head, @loop_end) that are the loop's (gi_loop_body: 6.12
- * puts context tracking's user entry, after the read, in between; @n_body 0: not known, all of
- * it).
+ * @body[0..@n_body) the loop's code (gi_loop_body): not all of [@head, @loop_end) (6.12 puts
+ * context tracking's user entry, after the read, in between) and out-of-line blocks past
+ * @loop_end that jump back in (task work); @n_body 0: not known, [@head, @loop_end).
  */
 #define GI_EW_BODY 8
 struct gi_exit_work {
@@ -152,8 +152,8 @@ struct gi_exit_work {
 	unsigned int n_body;
 	/* the loop body's last cli (local_irq_disable_exit_to_user, or its pv_ops call): from
 	 * there to loop_end the pass reads the flags for the loop's test, so a sample there may
-	 * be past the last read (0: none found; 6.12 has that bottom before @head, which is
-	 * exit tail already). Where the compiler put out-of-line blocks after it (Debian's 6.1:
+	 * be past the last read (0: none found). Where the compiler put out-of-line blocks after
+	 * it (Debian's 6.1:
 	 * schedule()'s return, signal delivery, the clear, task work) a leaf sample in them counts
 	 * as past it too: walked from pt_regs at once, as eager mode would, with no mark */
 	uint64_t loop_cli;

@@ -454,6 +454,22 @@ static int test_loops(void)
 	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), 0);
 	ASSERT_EQ_U64(w[0].prep_cli, 0);
 	ASSERT_EQ_U64(w[1].prep_cli, FN + COPY + 0x11);
+	/* ... not when the code before it is not straight from the function's start (`push
+	 * %r13` made `jne .+0x62`, past the cli) */
+	code[COPY + 0x4] = 0x75;
+	code[COPY + 0x5] = 0x60;
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), 0);
+	ASSERT_EQ_U64(w[1].prep_cli, 0);
+	code[COPY + 0x4] = 0x41;
+	code[COPY + 0x5] = 0x55;
+	/* ... nor when a jump lands on it (the test's je aimed back at the cli: a loop's bottom
+	 * placed before its head has this shape, reached by a jump) */
+	code[COPY + 0x1d] = (uint8_t)(0x11 - 0x1e);
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), 0);
+	ASSERT_EQ_U64(w[1].prep_cli, 0);
+	code[COPY + 0x1d] = 0x50;
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), 0);
+	ASSERT_EQ_U64(w[1].prep_cli, FN + COPY + 0x11);
 	/* ... not when a return comes between it and the test (`mov (%r12),%rbx` made
 	 * `ret; mov (%rsp),%ebx`) */
 	code[COPY + 0x12] = 0xc3;
@@ -472,8 +488,12 @@ static int test_loops(void)
 	code[COPY + 0x46] = 0xfb;
 	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), -ENOTSUP);
 	ASSERT_EQ_INT((int)n, 0);
-	/* ... nor the first's: no loop anywhere */
+	/* ... the first's gone, the second's there: still refused, not "no loop" */
+	code[COPY + 0x46] = 0xfd;
 	code[0x46] = 0xfb;
+	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), -ENOTSUP);
+	/* ... neither: no loop anywhere */
+	code[COPY + 0x46] = 0xfb;
 	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, w, &n), -ENOENT);
 	ASSERT_EQ_INT(gi_exit_work_loops(st, read_code, NULL, NULL, NULL, &n), -EINVAL);
 	symtab_free(st);

@@ -615,17 +615,23 @@ static int stock_kernel(const char *flavour)
 					ASSERT_TRUE(!memcmp(b, cp[k].clear_bytes,
 							    cp[k].clear_end - cp[k].clear));
 				}
-				/* the body of each copy: its head, clear and last cli, not the
-				 * call of __ct_user_enter (context tracking, after the last read,
-				 * reached by a static key) that lies between its head and its end */
+				/* the body of each copy: its head, clear and last cli, and the
+				 * call of task_work_run out of line past its end (it jumps back
+				 * in); not the call of __ct_user_enter (context tracking, after the
+				 * last read, reached by a static key) that lies between its head
+				 * and its end */
 				for (size_t k = 0; k < n_cp; k++) {
-					uint64_t ct_at, ct_after, ct_end;
+					uint64_t ct_at, ct_after, ct_end, tw_at;
 					bool head_in = false, clear_in = false, cli_in = false,
-					     ct_in = false;
+					     ct_in = false, tw_in = false;
 
 					ASSERT_EQ_INT(gi_call_site(st, image_read, img, paths[k],
 								   "__ct_user_enter", &ct_at,
 								   &ct_after, &ct_end), 0);
+					ASSERT_EQ_INT(gi_call_site(st, image_read, img, paths[k],
+								   "task_work_run", &tw_at,
+								   &ct_after, &ct_end), 0);
+					ASSERT_TRUE(tw_at >= cp[k].loop_end);
 					ASSERT_TRUE(ct_at > cp[k].head && ct_at < cp[k].loop_end);
 					ASSERT_TRUE(cp[k].n_body >= 1 && cp[k].n_body <= GI_EW_BODY);
 					for (unsigned int r = 0; r < cp[k].n_body; r++) {
@@ -634,13 +640,15 @@ static int stock_kernel(const char *flavour)
 						printf("# 6.12's copy %zu: body [+0x%llx, +0x%llx)\n", k,
 						       (unsigned long long)(b2[0] - cp[k].func_start),
 						       (unsigned long long)(b2[1] - cp[k].func_start));
-						ASSERT_TRUE(b2[0] >= cp[k].head && b2[1] <= cp[k].loop_end);
+						ASSERT_TRUE(b2[0] >= cp[k].func_start &&
+							    b2[1] <= cp[k].func_end);
 						head_in |= cp[k].head >= b2[0] && cp[k].head < b2[1];
 						clear_in |= cp[k].clear >= b2[0] && cp[k].clear < b2[1];
 						cli_in |= cp[k].loop_cli >= b2[0] && cp[k].loop_cli < b2[1];
 						ct_in |= ct_at >= b2[0] && ct_at < b2[1];
+						tw_in |= tw_at >= b2[0] && tw_at < b2[1];
 					}
-					ASSERT_TRUE(head_in && clear_in && cli_in && !ct_in);
+					ASSERT_TRUE(head_in && clear_in && cli_in && !ct_in && tw_in);
 				}
 				/* the system call path disables interrupts (a pv_ops call) after
 				 * its exit work, then reads the flags; the interrupt path, entered
@@ -669,10 +677,21 @@ static int stock_kernel(const char *flavour)
 		       (unsigned long long)w.loop_cli,
 		       gi_exit_work_find(st, image_read, img, NULL, &bare) ? "not found" : "found");
 		ASSERT_TRUE(w.head < w.clear && w.clear < w.loop_end && w.loop_cli > w.head);
-		/* 6.1's loop is all the loop's between its head and its end, but for the code
-		 * only a static key's jump reaches */
+		/* 6.1's loop: its head, clear and last cli, and its call of task_work_run out of
+		 * line past its end; not the exit work after the read that lies between its head
+		 * and its end (switch_fpu_return's call), nor what only a static key reaches */
 		{
-			bool head_in = false, clear_in = false, cli_in = false;
+			bool head_in = false, clear_in = false, cli_in = false, tw_in = false;
+			bool fpu_in = false;
+			uint64_t tw_at, tw_after, tw_end, fpu_at;
+
+			ASSERT_EQ_INT(gi_call_site(st, image_read, img, "exit_to_user_mode_prepare",
+						   "task_work_run", &tw_at, &tw_after, &tw_end), 0);
+			ASSERT_TRUE(tw_at >= w.loop_end);
+			ASSERT_EQ_INT(gi_call_site(st, image_read, img, "exit_to_user_mode_prepare",
+						   "switch_fpu_return", &fpu_at, &tw_after, &tw_end),
+				      0);
+			ASSERT_TRUE(fpu_at > w.head && fpu_at < w.loop_end);
 
 			ASSERT_TRUE(w.n_body >= 1 && w.n_body <= GI_EW_BODY);
 			for (unsigned int r = 0; r < w.n_body; r++) {
@@ -682,8 +701,10 @@ static int stock_kernel(const char *flavour)
 				head_in |= w.head >= w.body[r][0] && w.head < w.body[r][1];
 				clear_in |= w.clear >= w.body[r][0] && w.clear < w.body[r][1];
 				cli_in |= w.loop_cli >= w.body[r][0] && w.loop_cli < w.body[r][1];
+				tw_in |= tw_at >= w.body[r][0] && tw_at < w.body[r][1];
+				fpu_in |= fpu_at >= w.body[r][0] && fpu_at < w.body[r][1];
 			}
-			ASSERT_TRUE(head_in && clear_in && cli_in);
+			ASSERT_TRUE(head_in && clear_in && cli_in && tw_in && !fpu_in);
 		}
 		ASSERT_TRUE(w.clear_base != 0 && w.clear_size == 1 && (w.clear_imm & 0xff) == 0xfd);
 		ASSERT_EQ_INT(gi_kimage_read_kva(img, w.clear, b, w.clear_end - w.clear), 0);
@@ -732,7 +753,7 @@ static int test_stock_newer(void)
  */
 static int stock_612_tail(struct gi *gi, const struct gi_exit_work *w, const char *vmlinuz)
 {
-	uint64_t sched, callers[2], ct_at, ct_after, dosys_at, dosys_after, end;
+	uint64_t sched, callers[2], ct_at, ct_after, dosys_at, dosys_after, tw_at, tw_after, end;
 	struct gi_kimage *img = NULL;
 
 	ASSERT_EQ_INT(symtab_find(gi_symtab(gi), "schedule", &sched), 0);
@@ -741,6 +762,8 @@ static int stock_612_tail(struct gi *gi, const struct gi_exit_work *w, const cha
 				   "__ct_user_enter", &ct_at, &ct_after, &end), 0);
 	ASSERT_EQ_INT(gi_call_site(gi_symtab(gi), image_read, img, "do_syscall_64",
 				   "syscall_exit_to_user_mode", &dosys_at, &dosys_after, &end), 0);
+	ASSERT_EQ_INT(gi_call_site(gi_symtab(gi), image_read, img, "syscall_exit_to_user_mode",
+				   "task_work_run", &tw_at, &tw_after, &end), 0);
 	gi_kimage_free(img);
 	gi_kaslr_placed(gi, 0);
 	for (size_t k = 0; k < 2; k++) {
@@ -771,6 +794,9 @@ static int stock_612_tail(struct gi *gi, const struct gi_exit_work *w, const cha
 	callers[1] = dosys_after;
 	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4, callers, 2));
 	callers[0] = w[0].head + 6; /* from the loop's body: before the read, whatever is outer */
+	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4, callers, 2));
+	callers[0] = tw_after; /* task work, run out of line past the loop's end: the same */
+	ASSERT_TRUE(tw_after > w[0].loop_end);
 	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4, callers, 2));
 	return TEST_OK;
 }

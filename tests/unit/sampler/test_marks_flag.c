@@ -361,6 +361,87 @@ static int flagged(struct fixture *f, struct svcpu *sv, uint64_t rip, int flags)
 }
 
 /*
+ * When the flag strategy is refused, and why (the strategy line's reason): no loop, a path
+ * without one, a clear hvprof cannot complete on PVM, too few breakpoint slots for the loops
+ * (6.12's two on PVM, which keeps one of four for its SYSCALL fix-up; VMX/SVM leaves two after
+ * sysretq and iretq).
+ */
+static int test_flag_refusal(void)
+{
+	struct gi_exit_work ew[GI_EW_COPIES];
+	const char *why;
+
+	memset(ew, 0, sizeof(ew));
+	ew[0].clear_base = ew[1].clear_base = 13; /* [r12]: completable */
+	ASSERT_TRUE(flag_refusal(-ENOENT, ew, 0, false, 4) != NULL);
+	why = flag_refusal(-ENOTSUP, ew, 0, false, 4);
+	ASSERT_TRUE(why && strstr(why, "exit path"));
+	ASSERT_TRUE(flag_refusal(-EFAULT, ew, 0, false, 4) != NULL);
+	ASSERT_TRUE(flag_refusal(0, ew, 0, false, 4) != NULL);
+	/* one loop: VMX/SVM and PVM alike, given a slot */
+	ASSERT_TRUE(flag_refusal(0, ew, 1, false, 2) == NULL);
+	ASSERT_TRUE(flag_refusal(0, ew, 1, true, 1) == NULL);
+	ASSERT_TRUE(flag_refusal(0, ew, 1, true, 0) != NULL);
+	/* two: VMX/SVM (two slots left), not PVM (one) */
+	ASSERT_TRUE(flag_refusal(0, ew, 2, false, 2) == NULL);
+	why = flag_refusal(0, ew, 2, true, 1);
+	ASSERT_TRUE(why && strstr(why, "each exit path holds its own") && strstr(why, "PVM"));
+	/* a clear hvprof cannot complete: only where RF is ignored */
+	ew[1].clear_base = 0;
+	ASSERT_TRUE(flag_refusal(0, ew, 2, false, 2) == NULL);
+	why = flag_refusal(0, ew, 2, true, 3);
+	ASSERT_TRUE(why && strstr(why, "complete"));
+	return TEST_OK;
+}
+
+/*
+ * Two exit-work loops (each exit path's inlined copy, Debian's 6.12): an interrupt taken on the
+ * second one's clear (a chain frame exactly there) is resolved at once as on the first's; with
+ * one loop, that address is nothing of hvprof's and the sample flags a mark.
+ */
+static int test_sample_on_second_loop(void)
+{
+	const uint64_t clear = FK_STEXT + 0x10008, clear2 = FK_STEXT + 0x10108;
+	struct kvm_regs vregs = { .rflags = 0x2 };
+	struct fixture f;
+	struct hvp_sample smp;
+	struct svcpu *sv;
+	int ret = TEST_FAIL;
+
+	if (tail_fixture_init(&f, &sv, FK_STEXT + 0x100, FK_STEXT + 0x200))
+		goto fini;
+	f.s->traps.available = true;
+	f.s->traps.sites.sysret = FK_STEXT + 0x20000;
+	f.s->traps.sites.iret = FK_STEXT + 0x20100;
+	f.s->traps.ew[0].clear = clear;
+	f.s->traps.ew[1].clear = clear2;
+	f.s->traps.n_loops = 2;
+	atomic_store(&f.s->traps.ready, true);
+	sv->sample_vcpu_regs = &vregs;
+	tail_sample(&smp, FK_STEXT + 0x400);
+	smp.kernel_ips[1] = clear2;
+	smp.n_kernel = 2;
+	user_sample(&f, sv, &smp);
+	ASSERT_EQ_U64(smp.cookie, 0);
+	ASSERT_EQ_INT(n_flag_set, 0);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 1);
+	/* one loop: the same frame flags a mark */
+	f.s->traps.n_loops = 1;
+	tail_sample(&smp, FK_STEXT + 0x400);
+	smp.kernel_ips[1] = clear2;
+	smp.n_kernel = 2;
+	user_sample(&f, sv, &smp);
+	ASSERT_TRUE(smp.cookie != 0);
+	ASSERT_EQ_INT(n_flag_set, 1);
+	ASSERT_EQ_U64(sv->c.tail_stepped_site, 1);
+	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	ret = TEST_OK;
+fini:
+	fixture_fini(&f);
+	return ret;
+}
+
+/*
  * A sample on a return-to-user breakpoint whose hit was taken and is being stepped over (RIP
  * at the loop's clear of TIF_NOTIFY_RESUME or at sysretq/iretq, RFLAGS.RF set): the clear
  * would clear a flag set now itself, sysretq would not hit a trap armed now, and the mark
@@ -693,6 +774,9 @@ static const struct test_case tests[] = {
 	  test_flag_handler_epilogue },
 	{ "a sample on a return breakpoint being stepped over (RF) is resolved at once",
 	  test_sample_on_stepped_site },
+	{ "... on the second loop's clear too, where each exit path holds one",
+	  test_sample_on_second_loop },
+	{ "flag strategy refused, and why (two loops: slots on PVM)", test_flag_refusal },
 	{ "deferred, an exception's return to user (error_return) is the exit tail",
 	  test_flag_exception_return },
 	{ "flag marks: the loop's hit resolves through the exit's translation and task caches",
