@@ -48,6 +48,25 @@ static void json_off(FILE *f, const char *key, uint32_t v, bool last)
 	fputs(last ? "" : ", ", f);
 }
 
+
+/*
+ * "guest_visible_marks": whether the flag strategy can take this kernel (docs/guest-interface.md):
+ * the breakpoints it needs (sysretq, iretq and one per exit-work loop), and whether a PVM host,
+ * which keeps one of the four for its SYSCALL fix-up and ignores RF (each clear completed by
+ * hvprof), has them.
+ */
+static void json_marks(FILE *f, const struct gi_kernel_desc *d)
+{
+	bool completable = d->n_ew_loops > 0;
+
+	for (size_t i = 0; i < d->n_ew_loops; i++)
+		completable &= d->ew_loops[i].clear_base != 0;
+	fprintf(f, ",\n \"guest_visible_marks\": {\"possible\": %s, \"breakpoints\": %zu, "
+		"\"pvm\": %s, \"handler_epilogues\": %zu, \"handler_epilogue_bytes\": %llu}",
+		d->n_ew_loops ? "true" : "false", d->n_ew_loops ? d->n_ew_loops + 2 : 2,
+		completable && d->n_ew_loops + 2 <= 3 ? "true" : "false", d->n_epilogues,
+		(unsigned long long)d->epilogue_bytes);
+}
 static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 {
 	FILE *f = stdout;
@@ -110,7 +129,9 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 			d->n_epilogues, (unsigned long long)d->epilogue_bytes);
 	} else {
 		fprintf(f, "null, \"exit_work_loop_missing\": \"%s\"",
-			d->exit_work_err == -ENOTSUP ? "not on every exit path" : "not found");
+			d->n_ew_loops			? "inlined into the exit paths (exit_work_loops)"
+			: d->ew_loops_err == -ENOTSUP ? "not on every exit path"
+						      : "not found");
 	}
 	fputs(",\n \"exit_work_loops\": [", f);
 	for (size_t i = 0; i < d->n_ew_loops; i++) {
@@ -118,12 +139,14 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 			i ? ", " : "", (unsigned long long)d->ew_loops[i].head,
 			(unsigned long long)d->ew_loops[i].clear);
 		json_str(f, d->ew_loop_symbol[i]);
-		fprintf(f, ", \"offset\": %llu, \"loop_end\": \"0x%llx\", \"completable\": %s}",
+		fprintf(f, ", \"offset\": %llu, \"loop_end\": \"0x%llx\", \"notify_bit\": %u, "
+			"\"completable\": %s}",
 			(unsigned long long)d->ew_loop_off[i],
-			(unsigned long long)d->ew_loops[i].loop_end,
+			(unsigned long long)d->ew_loops[i].loop_end, d->ew_loops[i].notify_bit,
 			d->ew_loops[i].clear_base ? "true" : "false");
 	}
 	fputs("]", f);
+	json_marks(f, d);
 	fprintf(f, ",\n \"kaslr_relocations\": ");
 	if (d->has_relocs)
 		fprintf(f, "{\"64\": %zu, \"inverse32\": %zu, \"32\": %zu}", d->n_relocs64,
@@ -216,8 +239,9 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		for (size_t i = 0; i < d->n_ew_loops; i++)
 			shared |= !strncmp(d->ew_loop_symbol[i], "exit_to_user_mode_", 18);
 		printf("exit-work loop: %s (system calls, interrupts): guest-visible marks possible "
-		       "with a breakpoint on each copy, %zu with sysretq/iretq (VMX/SVM; not PVM, "
-		       "whose SYSCALL fix-up holds one)\n",
+		       "with a breakpoint on each copy: %zu breakpoints with sysretq/iretq, which "
+		       "VMX/SVM hosts have (a PVM host keeps one of its four for its SYSCALL fix-up: "
+		       "there marks trap sysretq/iretq)\n",
 		       shared ? "one path reaches the loop, the other holds a copy inlined"
 			      : "inlined into each exit path",
 		       d->n_ew_loops + 2);

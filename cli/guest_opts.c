@@ -342,11 +342,30 @@ static char *run_word(const char *cmd)
 	return out;
 }
 
+/* Is @dir (--image's resolved argument) a directory? Else say what it is not. Return: 0;
+ * -ENOENT. */
+static int image_dir_check(const char *dir)
+{
+	struct stat st;
+	int rc = stat(dir, &st);
+
+	if (rc == 0 && S_ISDIR(st.st_mode))
+		return 0;
+	if (!strchr(dir, '/')) /* a name: neither a directory here nor a bundled one */
+		cli_error("--image %s: not a directory, nor a bundled image (default, debian)", dir);
+	else
+		cli_error("--image %s: %s", dir,
+			  rc != 0 && errno == ENOENT ? "no such file or directory"
+						     : "not a directory");
+	return -ENOENT;
+}
+
 int guest_opts_read_image(struct guest_opts *g, const char *arg)
 {
 	const char *dir;
 	int err = image_resolve(g, arg, false, &dir);
 
+	err = err ?: image_dir_check(dir);
 	return err ?: read_manifest(g, dir);
 }
 
@@ -381,21 +400,9 @@ int guest_opts_finish(struct guest_opts *g)
 		}
 	}
 	if (dir) {
-		struct stat st;
-
-		int rc = stat(dir, &st);
-
-		if (rc != 0 || !S_ISDIR(st.st_mode)) {
-			bool missing = rc != 0 && errno == ENOENT;
-
-			if (!strchr(dir, '/')) /* a name: neither a directory here nor a bundled one */
-				cli_error("--image %s: not a directory, nor a bundled image (default, "
-					  "debian)", dir);
-			else
-				cli_error("--image %s: %s", dir,
-					  missing ? "no such file or directory" : "not a directory");
-			return -ENOENT;
-		}
+		err = image_dir_check(dir);
+		if (err)
+			return err;
 		err = read_manifest(g, dir);
 		if (err)
 			return err;

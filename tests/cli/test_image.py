@@ -56,6 +56,10 @@ check("--image of a file", status == 3 and last_error(err).endswith(": not a dir
 status, _, err = run("run", "--image", "no-such-image")
 check("unknown image name", status == 3 and "no-such-image: not a directory, nor a bundled image "
       "(default, debian)" in last_error(err), f"exit {status}, {err.strip()!r}")
+status, _, err = run("kernel-info", "--image", "no-such-image")
+check("kernel-info: unknown image name", status == 3 and "--image no-such-image: not a "
+      "directory, nor a bundled image (default, debian)" in last_error(err),
+      f"exit {status}, {err.strip()!r}")
 
 # No recipe to build with: the error names the command to run.
 cache = os.path.join(work, "cache-none")
@@ -184,11 +188,14 @@ if os.path.exists(os.path.join(cache, "images", "default", "manifest")):
     # one exit-work loop, out of line, which both exit paths reach: the one breakpoint
     try:
         loops = d["exit_work_loops"]
+        m = d["guest_visible_marks"]
         ok = len(loops) == 1 and loops[0]["clear"] == d["exit_work_loop"]["clear"] and \
-            loops[0]["symbol"] == d["exit_work_loop"]["symbol"]
+            loops[0]["symbol"] == d["exit_work_loop"]["symbol"] and \
+            m["possible"] is True and m["breakpoints"] == 3 and m["pvm"] is True
     except (KeyError, TypeError, IndexError) as e:
         ok, loops = False, repr(e)
-    check("kernel-info --image default --json: one exit-work loop", ok, str(loops)[:200])
+    check("kernel-info --image default --json: one exit-work loop, marks possible on PVM too",
+          ok, str(loops)[:200])
     # files named on the command line must exist
     status, _, err = run("kernel-info", "--image", "default", "--btf", os.path.join(work, "no"))
     check("kernel-info --btf of a missing file", status == 3 and "--btf" in last_error(err) and
@@ -204,7 +211,7 @@ if os.path.exists(newer):
     copies = [x for x in text.splitlines() if x.startswith("  copy: TIF_NOTIFY_RESUME")]
     check("kernel-info of Debian's 6.12: the exit-work loop inlined into each exit path",
           status == 0 and "inlined into each exit path" in line and
-          "guest-visible marks possible" in line and "4 with sysretq/iretq" in line and
+          "guest-visible marks possible" in line and "4 breakpoints with sysretq/iretq" in line and
           len(copies) == 2 and "syscall_exit_to_user_mode+0x" in copies[0] and
           "irqentry_exit_to_user_mode+0x" in copies[1] and
           not any("not completable" in c for c in copies),
@@ -213,8 +220,10 @@ if os.path.exists(newer):
     try:
         d = json.loads(out)
         loops = d["exit_work_loops"]
+        m = d["guest_visible_marks"]
         ok = d["exit_work_loop"] is None and \
-            d["exit_work_loop_missing"] == "not on every exit path" and \
+            d["exit_work_loop_missing"] == "inlined into the exit paths (exit_work_loops)" and \
+            m["possible"] is True and m["breakpoints"] == 4 and m["pvm"] is False and \
             [c["symbol"] for c in loops] == [
                 "syscall_exit_to_user_mode", "irqentry_exit_to_user_mode"] and \
             all(c["completable"] is True and
