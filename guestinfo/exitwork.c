@@ -379,7 +379,8 @@ void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct 
 static int ew_body(gi_kva_read_fn read, void *ctx, const struct ew_fn *f, struct gi_exit_work *w)
 {
 	unsigned int n = 0;
-	int err = gi_loop_body(read, ctx, f->start, f->end, w->head, w->body, GI_EW_BODY, &n);
+	int err = gi_loop_body(read, ctx, f->start, f->end, w->head, f->pv.disable, w->body,
+			       GI_EW_BODY, &n);
 
 	w->n_body = err ? 0 : n;
 	if (err == -ENOMEM)

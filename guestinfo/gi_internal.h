@@ -123,12 +123,15 @@ int gi_iret_user_branch_find(const struct symtab *st, gi_kva_read_fn read, void 
 /**
  * gi_loop_body - the body of the loop headed at @head in the code [@start, @end) (link-time
  * KVAs, read through @read; at most 8 KiB): the instructions reached from @head that reach a
- * way back to it without passing it (loopbody.c), as ranges of consecutive instructions in
- * @out[0..*@n), ascending, at most @max (the rest left out). Return: 0; -ENOENT @head is not an
- * instruction boundary; -EFAULT unreadable; -ENOMEM; -EINVAL.
+ * way back to it without passing it, and cannot leave the function without passing an irq
+ * disable (a cli, or a call through the pv_ops slot @irq_disable, 0: none) (loopbody.c), as
+ * ranges of consecutive instructions in @out[0..*@n), ascending, at most @max (the rest left
+ * out). Return: 0; -ENOENT @head is not an instruction boundary; -EFAULT unreadable; -ENOMEM;
+ * -EINVAL.
  */
 int gi_loop_body(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end, uint64_t head,
-		 uint64_t out[][2], unsigned int max, unsigned int *n) __must_check;
+		 uint64_t irq_disable, uint64_t out[][2], unsigned int max,
+		 unsigned int *n) __must_check;
 
 /**
  * gi_exit_epilogues_find - the IDT entry handlers' code after their call of irqentry_exit or

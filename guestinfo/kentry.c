@@ -313,13 +313,11 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work out[GI_EW_COPIES], siz
 	return 0;
 }
 
-/* Is @at (link-time) in @w's loop: its body where known (not the code between its head and its
- * end that is not the loop's, 6.12's context tracking after the read; its out-of-line blocks
- * past its end, task work, are), else [head, loop_end). */
+/* Is @at (link-time) in @w's loop: its body (not the code between its head and its end that is
+ * not the loop's, 6.12's context tracking after the read; its out-of-line blocks past its end,
+ * task work, are). A body not known holds nothing: every sample there is walked at once. */
 static bool in_loop_body(const struct gi_exit_work *w, uint64_t at)
 {
-	if (!w->n_body)
-		return at >= w->head && at < w->loop_end;
 	for (unsigned int k = 0; k < w->n_body && k < GI_EW_BODY; k++)
 		if (at >= w->body[k][0] && at < w->body[k][1])
 			return true;
@@ -339,6 +337,17 @@ static bool before_read(const struct gi *gi, uint64_t at)
 	}
 	for (size_t i = 0; i < sizeof(gi->exit_before) / sizeof(gi->exit_before[0]); i++)
 		if (at >= gi->exit_before[i][0] && at < gi->exit_before[i][1])
+			return true;
+	return false;
+}
+
+/* Is @at (link-time) in a loop's function (the exit-work function, or an exit path holding
+ * its copy)? Outside the loop's body and before its first read, the thread there may have read
+ * its flags for the last time. */
+static bool in_exit_function(const struct gi *gi, uint64_t at)
+{
+	for (size_t i = 0; i < gi->n_exit_work; i++)
+		if (at >= gi->exit_work[i].func_start && at < gi->exit_work[i].func_end)
 			return true;
 	return false;
 }
@@ -374,16 +383,19 @@ bool gi_chain_in_exit_tail(const struct gi *gi, uint64_t rip, const uint64_t *ca
 		return true;
 	if (before_read(gi, rip - slide))
 		return false;
+	if (in_exit_function(gi, rip - slide))
+		return true;
 	for (unsigned int i = 0; i < n; i++) {
 		uint64_t at = callers[i] - 1 - slide;
 
 		/* called from the loop's body (schedule(), signal delivery, task work), or from an
 		 * exit function before its call of the loop's function (the system call's exit
 		 * work): the flags are read after this call returns, so the outer frames (all in
-		 * the tail: the exit functions' callers after their call) do not decide */
+		 * the tail: the exit functions' callers after their call) do not decide; from
+		 * anywhere else in a loop's function (6.12's context tracking), they are read */
 		if (before_read(gi, at))
 			return false;
-		if (gi_ranges_has(&gi->tail, at))
+		if (in_exit_function(gi, at) || gi_ranges_has(&gi->tail, at))
 			return true;
 	}
 	return false;

@@ -1,14 +1,21 @@
 // SPDX-License-Identifier: MIT
-// The body of a loop in a function's code (the natural loop of compilers' texts, e.g. Aho,
-// Lam, Sethi, Ullman, "Compilers", 9.6.6): the instructions reachable from its head that reach
-// a jump back to the head without passing it. Used for the exit-work loop (exitwork.c): the
+// The body of a loop in a function's code, for the exit-work loop (exitwork.c): the
+// instructions from which the thread must read its work flags again before it leaves. The
 // compiler puts code that is not the loop's between its head and its last jump back (Debian's
-// 6.12: context tracking's user entry, after the last read of the work flags, reached through a
-// static key's jump that the image holds as a nop), so [head, loop_end) says too much. Edges
-// are what capstone decodes: fall-through (not after jmp, ret, ud2, int3), direct jumps inside
-// the function; calls return. A static key's jump, a nop in the image, is no edge: blocks only
-// it reaches are not in the body, which errs towards "not the loop" (callers of the exit tail
-// decide there).
+// 6.12: context tracking's user entry, after the last read, reached through a static key's jump
+// that the image holds as a nop), so [head, loop_end) says too much. Found in three passes over
+// the edges capstone decodes (fall-through to the adjacent instruction, not after jmp, ret,
+// iret, ud2, int3; direct jumps inside the function; calls return):
+//   - forward from the head;
+//   - backward from the jumps back to the head, not through it (the natural loop of compilers'
+//     texts, e.g. Aho, Lam, Sethi, Ullman, "Compilers", 9.6.6);
+//   - backward from the ways out of the function (a return, a jump out of it, an indirect one,
+//     falling off its end, a static key's nop, which may jump anywhere), not through an irq
+//     disable (the loop's bottom: cli, then the read): what reaches a way out without one may
+//     leave without reading the flags again, so it is not the body.
+// Each error errs towards "not the loop" (a sample there is walked at once): an edge missed
+// shrinks the first two sets; the third only grows with edges, and a static key's nop counts as
+// a way out.
 #define pr_fmt(fmt) "loopbody: " fmt
 
 #include <capstone/capstone.h>
@@ -21,14 +28,16 @@
 #define LB_MAX_BYTES 8192 /* as exitwork.c decodes */
 
 struct lb_insn {
-	uint64_t addr, target; /* target: a direct jump's, 0 none */
+	uint64_t addr;
 	uint32_t size;
-	bool falls;            /* the next instruction follows it */
-	uint8_t fwd, rev;      /* reached from the head; reaches a jump back to it */
+	int32_t next[2]; /* successors' indexes (fall-through, jump target), -1 none */
+	bool out;        /* a way out of the function (or maybe one) */
+	bool irq_off;    /* cli, or a call of pv_ops.irq.irq_disable */
+	bool fwd, rev, leaves;
 };
 
 /* Index of the instruction at @addr in @in[0..@n) (ascending), or -1. */
-static long lb_find(const struct lb_insn *in, size_t n, uint64_t addr)
+static int32_t lb_find(const struct lb_insn *in, size_t n, uint64_t addr)
 {
 	size_t lo = 0, hi = n;
 
@@ -36,7 +45,7 @@ static long lb_find(const struct lb_insn *in, size_t n, uint64_t addr)
 		size_t mid = lo + (hi - lo) / 2;
 
 		if (in[mid].addr == addr)
-			return (long)mid;
+			return (int32_t)mid;
 		if (in[mid].addr < addr)
 			lo = mid + 1;
 		else
@@ -45,23 +54,43 @@ static long lb_find(const struct lb_insn *in, size_t n, uint64_t addr)
 	return -1;
 }
 
-/* Decode [@start, @end) into *@out (malloc'd), *@n instructions; a byte that does not decode is
- * skipped (padding). Return: 0; -EFAULT; -ENOMEM. */
+/* A jump label's nop (arch/x86/include/asm/jump_label.h: the 5-byte P6 nop or `xchg %ax,%ax`):
+ * a static key's jump, to somewhere this image does not say. */
+static bool lb_jump_label_nop(const cs_insn *insn)
+{
+	static const uint8_t nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 }, nop2[2] = { 0x66, 0x90 };
+
+	return (insn->size == 5 && !memcmp(insn->bytes, nop5, 5)) ||
+	       (insn->size == 2 && !memcmp(insn->bytes, nop2, 2));
+}
+
+/* Is @insn `call *disp(%rip)` through the pv_ops slot @slot (0: none)? */
+static bool lb_calls_slot(const cs_insn *insn, uint64_t slot)
+{
+	const cs_x86 *x = &insn->detail->x86;
+
+	return slot && insn->id == X86_INS_CALL && x->op_count == 1 &&
+	       x->operands[0].type == X86_OP_MEM && x->operands[0].mem.base == X86_REG_RIP &&
+	       x->operands[0].mem.index == X86_REG_INVALID &&
+	       insn->address + insn->size + (uint64_t)x->operands[0].mem.disp == slot;
+}
+
+/* Decode [@start, @end) into @in (one entry per byte at most), *@n instructions, a byte that
+ * does not decode skipped (padding); then the edges. Return: 0; -EFAULT; -ENOMEM. */
 static int lb_decode(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end,
-		     struct lb_insn **out, size_t *n)
+		     uint64_t irq_disable, struct lb_insn *in, size_t *n)
 {
 	size_t len = (size_t)(end - start), avail = len;
-	uint64_t addr = start;
+	uint64_t addr = start, *target;
 	const uint8_t *p;
-	struct lb_insn *in;
 	uint8_t *code;
 	cs_insn *insn;
 	csh cs;
 	int err = 0;
 
 	code = malloc(len);
-	in = calloc(len, sizeof(*in)); /* at most one instruction per byte */
-	if (!code || !in) {
+	target = calloc(len, sizeof(*target));
+	if (!code || !target) {
 		err = -ENOMEM;
 		goto out_free;
 	}
@@ -92,116 +121,167 @@ static int lb_decode(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t en
 			continue;
 		}
 		/* SAFETY: one entry per decoded instruction, each at least a byte: *n < len */
-		e = &in[(*n)++];
+		e = &in[*n];
 		jump = cs_insn_group(cs, insn, X86_GRP_JUMP);
-		stop = insn->id == X86_INS_JMP || cs_insn_group(cs, insn, X86_GRP_RET) ||
-		       insn->id == X86_INS_UD2 || insn->id == X86_INS_INT3;
+		stop = insn->id == X86_INS_JMP || insn->id == X86_INS_LJMP ||
+		       cs_insn_group(cs, insn, X86_GRP_RET) || cs_insn_group(cs, insn, X86_GRP_IRET) ||
+		       insn->id == X86_INS_UD2 || insn->id == X86_INS_UD2B || insn->id == X86_INS_UD0 ||
+		       insn->id == X86_INS_INT3;
 		e->addr = insn->address;
 		e->size = insn->size;
-		e->falls = !stop;
-		e->target = jump ? gi_insn_target(insn) : 0;
+		e->next[0] = stop ? -2 : -1; /* -1: falls through, resolved below */
+		e->out = cs_insn_group(cs, insn, X86_GRP_RET) || cs_insn_group(cs, insn, X86_GRP_IRET) ||
+			 insn->id == X86_INS_LJMP || lb_jump_label_nop(insn);
+		e->irq_off = insn->id == X86_INS_CLI || lb_calls_slot(insn, irq_disable);
+		target[*n] = jump ? gi_insn_target(insn) : 0;
+		if (jump && !target[*n])
+			e->out = true; /* an indirect jump */
+		(*n)++;
+	}
+	for (size_t i = 0; i < *n; i++) {
+		struct lb_insn *e = &in[i];
+		int32_t t;
+
+		if (e->next[0] == -1 && i + 1 < *n && in[i + 1].addr == e->addr + e->size)
+			e->next[0] = (int32_t)(i + 1);
+		else if (e->next[0] == -1)
+			e->out = true; /* falls off the end, or into bytes that do not decode */
+		if (e->next[0] < 0)
+			e->next[0] = -1;
+		t = target[i] ? lb_find(in, *n, target[i]) : -1;
+		if (target[i] && t < 0)
+			e->out = true; /* out of the function, or into an instruction */
+		e->next[1] = t;
 	}
 	cs_free(insn, 1);
 out_close:
 	cs_close(&cs);
 out_free:
+	free(target);
 	free(code);
-	if (err)
-		free(in);
-	else
-		*out = in;
 	return err;
 }
 
-/* Mark @in[i].fwd for every instruction reached from @head (index) by fall-through and jumps,
- * with @stack (n entries) as the work list. */
-static void lb_forward(struct lb_insn *in, size_t n, size_t head, size_t *stack)
+/* Predecessor lists of @in[0..@n) (compressed: @first[i]..@first[i + 1] in @pred). */
+static int lb_preds(const struct lb_insn *in, size_t n, int32_t **first, int32_t **pred)
 {
-	size_t top = 0;
+	int32_t *f = calloc(n + 1, sizeof(*f)), *p = calloc(2 * n + 1, sizeof(*p)), *fill;
 
-	in[head].fwd = 1;
-	stack[top++] = head;
-	while (top) {
-		size_t i = stack[--top], next[2];
-		unsigned int k = 0;
-		long t;
-
-		if (in[i].falls && i + 1 < n)
-			next[k++] = i + 1;
-		t = in[i].target ? lb_find(in, n, in[i].target) : -1;
-		if (t >= 0)
-			next[k++] = (size_t)t;
-		for (unsigned int j = 0; j < k; j++)
-			if (!in[next[j]].fwd) {
-				in[next[j]].fwd = 1;
-				/* SAFETY: each instruction is pushed once (fwd set first): top < n */
-				stack[top++] = next[j];
-			}
+	if (!f || !p) {
+		free(f);
+		free(p);
+		return -ENOMEM;
 	}
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < 2; k++)
+			if (in[i].next[k] >= 0)
+				f[in[i].next[k] + 1]++;
+	for (size_t i = 0; i < n; i++)
+		f[i + 1] += f[i];
+	fill = calloc(n + 1, sizeof(*fill));
+	if (!fill) {
+		free(f);
+		free(p);
+		return -ENOMEM;
+	}
+	memcpy(fill, f, n * sizeof(*fill));
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < 2; k++)
+			if (in[i].next[k] >= 0)
+				/* SAFETY: at most 2n edges, fill[j] < f[j + 1] <= 2n */
+				p[fill[in[i].next[k]]++] = (int32_t)i;
+	free(fill);
+	*first = f;
+	*pred = p;
+	return 0;
 }
 
-#define LB_ROUNDS 64 /* a loop's code settles in a few; more leaves the body smaller */
+enum lb_pass { LB_REV, LB_LEAVES };
 
-/* Mark @in[i].rev for every instruction reached from the head from which a way back to @head
- * (a jump to it, or falling into it) is reached without passing @head: rounds over the array
- * until nothing changes, at most LB_ROUNDS. */
-static void lb_reverse(struct lb_insn *in, size_t n, size_t head)
+/*
+ * Backward from the seeds already marked in @in (each in @stack, @top of them): LB_REV marks
+ * the instructions reached from the head (fwd) that reach a seed not through @head; LB_LEAVES
+ * those that reach one not through an irq disable. Exact (a work list, each pushed once).
+ */
+static void lb_backward(struct lb_insn *in, const int32_t *first, const int32_t *pred,
+			int32_t *stack, size_t top, size_t head, enum lb_pass pass)
 {
-	bool changed = true;
+	while (top) {
+		size_t j = (size_t)stack[--top];
 
-	for (size_t i = 0; i < n; i++)
-		in[i].rev = in[i].fwd && (in[i].target == in[head].addr ||
-					  (in[i].falls && i + 1 == head));
-	in[head].rev = 1;
-	for (unsigned int round = 0; changed && round < LB_ROUNDS; round++) {
-		changed = false;
-		for (size_t i = n; i-- > 0;) {
-			long t;
+		if (pass == LB_REV && j == head)
+			continue;
+		for (int32_t k = first[j]; k < first[j + 1]; k++) {
+			struct lb_insn *e = &in[pred[k]];
+			bool *mark = pass == LB_REV ? &e->rev : &e->leaves;
 
-			if (in[i].rev || !in[i].fwd || i == head)
+			if (*mark || (pass == LB_REV ? !e->fwd : e->irq_off))
 				continue;
-			t = in[i].target ? lb_find(in, n, in[i].target) : -1;
-			if ((in[i].falls && i + 1 < n && in[i + 1].rev && i + 1 != head) ||
-			    (t >= 0 && in[t].rev && (size_t)t != head)) {
-				in[i].rev = 1;
-				changed = true;
-			}
+			*mark = true;
+			/* SAFETY: each instruction is pushed once (marked first): top < n */
+			stack[top++] = pred[k];
 		}
 	}
 }
 
 int gi_loop_body(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end, uint64_t head,
-		 uint64_t out[][2], unsigned int max, unsigned int *n_out)
+		 uint64_t irq_disable, uint64_t out[][2], unsigned int max, unsigned int *n_out)
 {
-	struct lb_insn *in = NULL;
-	size_t n = 0, *stack;
-	long h;
+	struct lb_insn *in;
+	int32_t *stack = NULL, *first = NULL, *pred = NULL, h;
+	size_t n = 0, top = 0;
 	int err;
 
 	if (!read || !out || !n_out || start >= end || end - start > LB_MAX_BYTES || head < start ||
 	    head >= end || !max)
 		return -EINVAL;
 	*n_out = 0;
-	err = lb_decode(read, ctx, start, end, &in, &n);
-	if (err)
-		return err;
-	h = lb_find(in, n, head);
-	if (h < 0) {
-		free(in);
-		return -ENOENT;
-	}
-	stack = calloc(n, sizeof(*stack));
-	if (!stack) {
-		free(in);
+	in = calloc((size_t)(end - start), sizeof(*in));
+	if (!in)
 		return -ENOMEM;
+	err = lb_decode(read, ctx, start, end, irq_disable, in, &n);
+	h = err ? -1 : lb_find(in, n, head);
+	if (!err && h < 0)
+		err = -ENOENT;
+	if (!err) {
+		stack = calloc(n, sizeof(*stack));
+		err = stack ? lb_preds(in, n, &first, &pred) : -ENOMEM;
 	}
-	lb_forward(in, n, (size_t)h, stack);
-	lb_reverse(in, n, (size_t)h);
-	free(stack);
+	if (err)
+		goto out;
+	/* forward from the head */
+	in[h].fwd = true;
+	stack[top++] = h;
+	while (top) {
+		const struct lb_insn *e = &in[stack[--top]];
+
+		for (int k = 0; k < 2; k++)
+			if (e->next[k] >= 0 && !in[e->next[k]].fwd) {
+				in[e->next[k]].fwd = true;
+				/* SAFETY: each pushed once (fwd set first): top < n */
+				stack[top++] = e->next[k];
+			}
+	}
+	/* back to the head: from each way back (a jump to it, or falling into it) */
+	for (size_t i = 0; i < n; i++)
+		if (in[i].fwd && (in[i].next[0] == h || in[i].next[1] == h) && !in[i].rev) {
+			in[i].rev = true;
+			stack[top++] = (int32_t)i;
+		}
+	in[h].rev = true;
+	lb_backward(in, first, pred, stack, top, (size_t)h, LB_REV);
+	/* out of the function with no irq disable on the way */
+	top = 0;
+	for (size_t i = 0; i < n; i++)
+		if (in[i].out) {
+			in[i].leaves = true;
+			stack[top++] = (int32_t)i;
+		}
+	lb_backward(in, first, pred, stack, top, (size_t)h, LB_LEAVES);
 	/* the body as ranges of consecutive instructions; past @max, the rest is left out (the
 	 * body is then smaller than it is: "not the loop", the side that errs safely) */
 	for (size_t i = 0; i < n; i++) {
-		if (!(in[i].fwd && in[i].rev))
+		if (!(in[i].fwd && in[i].rev && !in[i].leaves))
 			continue;
 		if (*n_out && out[*n_out - 1][1] == in[i].addr) {
 			out[*n_out - 1][1] = in[i].addr + in[i].size;
@@ -213,6 +293,10 @@ int gi_loop_body(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end, u
 			break;
 		}
 	}
+out:
+	free(pred);
+	free(first);
+	free(stack);
 	free(in);
-	return 0;
+	return err;
 }

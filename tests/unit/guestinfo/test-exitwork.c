@@ -539,11 +539,31 @@ static int test_loops(void)
 	return TEST_OK;
 }
 
+/* gi_loop_body of @bytes at FN (int3 after them), head at FN; the ranges' offsets from FN in
+ * @r, their count returned (-1: failed). */
+static int body_of(const uint8_t *bytes, size_t len, uint64_t irq_disable, uint64_t r[4][2])
+{
+	unsigned int n = 0;
+
+	memset(code, 0xcc, sizeof(code));
+	memcpy(code, bytes, len);
+	if (gi_loop_body(read_code, NULL, FN, FN + len, FN, irq_disable, r, 4, &n) != 0)
+		return -1;
+	for (unsigned int i = 0; i < n; i++) {
+		r[i][0] -= FN;
+		r[i][1] -= FN;
+	}
+	return (int)n;
+}
+
 /*
  * gi_loop_body on a hand-assembled loop headed by an sti at FN: its bottom (cli, test, jne back)
  * in line, an out-of-line block after it that jumps back too, and between them the loop's exit
  * jump and a block nothing in the loop reaches (as a static key's target, a nop in the image):
- * the body is the two parts, not what lies between.
+ * the body is the two parts, up to the bottom's cli (from there the thread may leave without
+ * another), not what lies between. Then the shapes that would put code after a read in it: a
+ * call whose return tests and leaves, a call (noreturn) falling into the way back, a static
+ * key's nop (a jump to anywhere), an iretq.
  */
 static int test_loop_body(void)
 {
@@ -565,43 +585,117 @@ static int test_loop_body(void)
 		0xc3,                               /* 0x2f */
 		0xc3,                               /* 0x30 the exit: ret */
 	};
+	/* sti; call; test; je out; cli; test; jne head; out: ret (the call's return may leave) */
+	static const uint8_t leaves[] = {
+		0xfb,                               /* 0x00 head */
+		0xe8, 0x00, 0x00, 0x00, 0x00,       /* 0x01 call */
+		0xa8, 0x01,                         /* 0x06 test $1, %al */
+		0x74, 0x0a,                         /* 0x08 je 0x14 */
+		0xfa,                               /* 0x0a cli */
+		0xf7, 0xc3, 0x02, 0x00, 0x00, 0x00, /* 0x0b test $2, %ebx */
+		0x75, 0xed,                         /* 0x11 jne 0x00 */
+		0x90,                               /* 0x13 nop */
+		0xc3,                               /* 0x14 ret */
+	};
+	/* the same, the cli a call through the pv_ops slot at FN + 0x100 */
+	static const uint8_t leaves_pv[] = {
+		0xfb,                               /* 0x00 head */
+		0xe8, 0x00, 0x00, 0x00, 0x00,       /* 0x01 call */
+		0xa8, 0x01,                         /* 0x06 test $1, %al */
+		0x74, 0x0f,                         /* 0x08 je 0x19 */
+		0xff, 0x15, 0xf0, 0x00, 0x00, 0x00, /* 0x0a call *0xf0(%rip): FN + 0x100 */
+		0xf7, 0xc3, 0x02, 0x00, 0x00, 0x00, /* 0x10 test $2, %ebx */
+		0x75, 0xe8,                         /* 0x16 jne 0x00 */
+		0x90,                               /* 0x18 nop */
+		0xc3,                               /* 0x19 ret */
+	};
+	/* sti; cli; test; jne L; ret; L: call (noreturn); jmp head */
+	static const uint8_t noreturn[] = {
+		0xfb,                               /* 0x00 head */
+		0xfa,                               /* 0x01 cli */
+		0xf7, 0xc3, 0x02, 0x00, 0x00, 0x00, /* 0x02 test $2, %ebx */
+		0x75, 0x01,                         /* 0x08 jne 0x0b */
+		0xc3,                               /* 0x0a ret */
+		0xe8, 0x00, 0x00, 0x00, 0x00,       /* 0x0b call */
+		0xeb, 0xee,                         /* 0x10 jmp 0x00 */
+	};
 	uint64_t r[4][2];
+	uint8_t v[sizeof(leaves)];
 	unsigned int n = 9;
 
-	memset(code, 0xcc, sizeof(code));
-	memcpy(code, loop, sizeof(loop));
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, r, 4, &n), 0);
-	ASSERT_EQ_INT((int)n, 2);
-	ASSERT_EQ_U64(r[0][0], FN);
-	ASSERT_EQ_U64(r[0][1], FN + 0x19);
-	ASSERT_EQ_U64(r[1][0], FN + 0x22);
-	ASSERT_EQ_U64(r[1][1], FN + 0x29);
+	ASSERT_EQ_INT(body_of(loop, sizeof(loop), 0, r), 2);
+	ASSERT_EQ_U64(r[0][0], 0);
+	ASSERT_EQ_U64(r[0][1], 0x11);
+	ASSERT_EQ_U64(r[1][0], 0x22);
+	ASSERT_EQ_U64(r[1][1], 0x29);
 	/* room for one range: the first, the rest left out */
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, r, 1, &n), 0);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, 0, r, 1, &n), 0);
 	ASSERT_EQ_INT((int)n, 1);
-	ASSERT_EQ_U64(r[0][1], FN + 0x19);
+	ASSERT_EQ_U64(r[0][1], FN + 0x11);
 	/* the block between reached from the loop (its exit jump made `jmp 0x1b`): it goes
 	 * out, never back, so it is still not the loop's */
-	code[0x1a] = 0x00;
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, r, 4, &n), 0);
-	ASSERT_EQ_INT((int)n, 2);
-	ASSERT_EQ_U64(r[0][1], FN + 0x19);
-	/* ... and when it jumps back to the head (`jmp 0x00` at 0x20), it is */
-	code[0x21] = (uint8_t)(0x00 - 0x22);
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, r, 4, &n), 0);
-	ASSERT_EQ_INT((int)n, 1);
-	ASSERT_EQ_U64(r[0][0], FN);
-	ASSERT_EQ_U64(r[0][1], FN + 0x29);
+	{
+		uint8_t l2[sizeof(loop)];
+
+		memcpy(l2, loop, sizeof(loop));
+		l2[0x1a] = 0x00;
+		ASSERT_EQ_INT(body_of(l2, sizeof(l2), 0, r), 2);
+		ASSERT_EQ_U64(r[0][1], 0x11);
+		/* ... and when it jumps back to the head (`jmp 0x00` at 0x20), nothing leaves:
+		 * all of it is */
+		l2[0x21] = (uint8_t)(0x00 - 0x22);
+		ASSERT_EQ_INT(body_of(l2, sizeof(l2), 0, r), 1);
+		ASSERT_EQ_U64(r[0][0], 0);
+		ASSERT_EQ_U64(r[0][1], 0x29);
+	}
+	/* a call whose return may leave: the head, the call, its test all may; only the bottom's
+	 * cli is left */
+	ASSERT_EQ_INT(body_of(leaves, sizeof(leaves), 0, r), 1);
+	ASSERT_EQ_U64(r[0][0], 0x0a);
+	ASSERT_EQ_U64(r[0][1], 0x0b);
+	/* ... the same with the cli a call through pv_ops.irq.irq_disable (the slot's address
+	 * given); without the slot that call is just a call, and nothing is left */
+	ASSERT_EQ_INT(body_of(leaves_pv, sizeof(leaves_pv), FN + 0x100, r), 1);
+	ASSERT_EQ_U64(r[0][0], 0x0a);
+	ASSERT_EQ_U64(r[0][1], 0x10);
+	ASSERT_EQ_INT(body_of(leaves_pv, sizeof(leaves_pv), 0, r), 0);
+	/* the call's test going on to the cli (`je` made `nop; nop`): from the head to the cli */
+	memcpy(v, leaves, sizeof(v));
+	v[0x08] = 0x90;
+	v[0x09] = 0x90;
+	ASSERT_EQ_INT(body_of(v, sizeof(v), 0, r), 1);
+	ASSERT_EQ_U64(r[0][0], 0);
+	ASSERT_EQ_U64(r[0][1], 0x0b);
+	/* ... a static key's nop (66 90) there instead: it may jump anywhere, so what comes
+	 * before it may leave */
+	v[0x08] = 0x66;
+	ASSERT_EQ_INT(body_of(v, sizeof(v), 0, r), 1);
+	ASSERT_EQ_U64(r[0][0], 0x0a);
+	/* ... an iretq after the call: a way out, not a fall into what follows (the head then
+	 * never gets back to itself) */
+	v[0x08] = 0x90;
+	v[0x06] = 0x48;
+	v[0x07] = 0xcf;
+	ASSERT_EQ_INT(body_of(v, sizeof(v), 0, r), 0);
+	/* a call that does not return (noreturn) taken to fall into a jump back: the read and
+	 * its test before it, which may also return, are not the body */
+	ASSERT_EQ_INT(body_of(noreturn, sizeof(noreturn), 0, r), 2);
+	ASSERT_EQ_U64(r[0][0], 0x00);
+	ASSERT_EQ_U64(r[0][1], 0x02);
+	ASSERT_EQ_U64(r[1][0], 0x0b);
+	ASSERT_EQ_U64(r[1][1], 0x12);
 	/* a head inside an instruction, and bad arguments */
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN + 2, r, 4, &n),
+	memset(code, 0xcc, sizeof(code));
+	memcpy(code, loop, sizeof(loop));
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN + 2, 0, r, 4, &n),
 		      -ENOENT);
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN + sizeof(loop), r, 4,
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN + sizeof(loop), 0, r, 4,
 				   &n), -EINVAL);
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + 8193, FN, r, 4, &n), -EINVAL);
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, r, 0, &n), -EINVAL);
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN + 4096, FN + 4200, FN + 4096, r, 4, &n),
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + 8193, FN, 0, r, 4, &n), -EINVAL);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, 0, r, 0, &n), -EINVAL);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN + 4096, FN + 4200, FN + 4096, 0, r, 4, &n),
 		      -EFAULT);
-	/* our 6.1's loop: all of [head, loop_end) is the loop's */
+	/* our 6.1's loop: from its head to its bottom's cli */
 	{
 		struct symtab *st = symbols();
 		struct gi_exit_work w;
@@ -611,13 +705,14 @@ static int test_loop_body(void)
 		ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
 		symtab_free(st);
 		for (unsigned int i = 0; i < w.n_body; i++)
-			printf("# our 6.1's loop body [+0x%llx, +0x%llx) of [+0x%llx, +0x%llx)\n",
-			       (unsigned long long)(w.body[i][0] - FN),
+			printf("# our 6.1's loop body [+0x%llx, +0x%llx) of [+0x%llx, +0x%llx), "
+			       "last cli +0x%llx\n", (unsigned long long)(w.body[i][0] - FN),
 			       (unsigned long long)(w.body[i][1] - FN),
-			       (unsigned long long)(w.head - FN), (unsigned long long)(w.loop_end - FN));
+			       (unsigned long long)(w.head - FN), (unsigned long long)(w.loop_end - FN),
+			       (unsigned long long)(w.loop_cli - FN));
 		ASSERT_EQ_INT((int)w.n_body, 1);
 		ASSERT_EQ_U64(w.body[0][0], w.head);
-		ASSERT_EQ_U64(w.body[0][1], w.loop_end);
+		ASSERT_EQ_U64(w.body[0][1], w.loop_cli + 1);
 	}
 	return TEST_OK;
 }

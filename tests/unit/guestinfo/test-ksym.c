@@ -793,6 +793,18 @@ static int stock_612_tail(struct gi *gi, const struct gi_exit_work *w, const cha
 	callers[0] = ct_after;
 	callers[1] = dosys_after;
 	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4, callers, 2));
+	/* ... and so does that frame alone (the walk stopped there): it is in the exit path
+	 * outside the loop's body, past the first read */
+	ASSERT_TRUE(gi_chain_in_exit_tail(gi, sched + 4, callers, 1));
+	/* a loop whose body is not known holds nothing before the read: its head is tail */
+	{
+		unsigned int nb = gi->exit_work[0].n_body;
+
+		gi->exit_work[0].n_body = 0;
+		ASSERT_TRUE(gi_chain_in_exit_tail(gi, w[0].head, NULL, 0));
+		gi->exit_work[0].n_body = nb;
+		ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w[0].head, NULL, 0));
+	}
 	callers[0] = w[0].head + 6; /* from the loop's body: before the read, whatever is outer */
 	ASSERT_TRUE(!gi_chain_in_exit_tail(gi, sched + 4, callers, 2));
 	callers[0] = tw_after; /* task work, run out of line past the loop's end: the same */
