@@ -376,11 +376,19 @@ void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct 
  * jumping back in); at most GI_EW_BODY ranges (the rest left out: not the loop's, the side that
  * errs safely); none known (n_body 0: [head, loop_end)) when the code does not decode so.
  * Return: 0; -ENOMEM. */
-static int ew_body(gi_kva_read_fn read, void *ctx, const struct ew_fn *f, struct gi_exit_work *w)
+static int ew_body(const struct symtab *st, gi_kva_read_fn read, void *ctx, const struct ew_fn *f,
+		   struct gi_exit_work *w)
 {
+	struct gi_jump_label labels[64];
+	size_t n_labels = 0;
 	unsigned int n = 0;
-	int err = gi_loop_body(read, ctx, f->start, f->end, w->head, f->pv.disable, w->body,
-			       GI_EW_BODY, &n);
+	int err = gi_jump_labels(st, read, ctx, f->start, f->end, labels, 64, &n_labels);
+
+	if (err && err != -ENOENT)
+		pr_debug(LOG_BTF, "the static keys' sites not read (%s): their nops taken as ways "
+			 "out of the loop", hvp_strerror(err));
+	err = gi_loop_body(read, ctx, f->start, f->end, w->head, f->pv.disable,
+			   err ? NULL : labels, n_labels, w->body, GI_EW_BODY, &n);
 
 	w->n_body = err ? 0 : n;
 	if (err == -ENOMEM)
@@ -423,7 +431,7 @@ static int ew_loop_in(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 		out->prep_cli = into.hit ? 0 : p.found;
 	}
 	if (!err)
-		err = ew_body(read, ctx, f, out);
+		err = ew_body(st, read, ctx, f, out);
 	if (err) {
 		memset(out, 0, sizeof(*out));
 	} else {

@@ -120,18 +120,36 @@ struct gi_branch {
 int gi_iret_user_branch_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 			     uint64_t iret, struct gi_branch *out) __must_check;
 
+/* A static key's site (gi_jump_labels): the instruction patched, and where it jumps when on. */
+struct gi_jump_label {
+	uint64_t code, target;
+};
+
 /**
  * gi_loop_body - the body of the loop headed at @head in the code [@start, @end) (link-time
  * KVAs, read through @read; at most 8 KiB): the instructions reached from @head that reach a
  * way back to it without passing it, and cannot leave the function without passing an irq
  * disable (a cli, or a call through the pv_ops slot @irq_disable, 0: none) (loopbody.c), as
  * ranges of consecutive instructions in @out[0..*@n), ascending, at most @max (the rest left
- * out). Return: 0; -ENOENT @head is not an instruction boundary; -EFAULT unreadable; -ENOMEM;
+ * out). @labels[0..@n_labels): the static keys' sites in the code (gi_jump_labels), each both
+ * a jump and a fall-through; NULL: not known, a jump label's nop is taken as a way out.
+ * Return: 0; -ENOENT @head is not an instruction boundary; -EFAULT unreadable; -ENOMEM;
  * -EINVAL.
  */
 int gi_loop_body(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end, uint64_t head,
-		 uint64_t irq_disable, uint64_t out[][2], unsigned int max,
-		 unsigned int *n) __must_check;
+		 uint64_t irq_disable, const struct gi_jump_label *labels, size_t n_labels,
+		 uint64_t out[][2], unsigned int max, unsigned int *n) __must_check;
+
+/**
+ * gi_jump_labels - the static keys' sites in the code [@lo, @hi) (link-time KVAs), from the
+ * kernel's __jump_table (__start___jump_table..__stop___jump_table through @read: 16-byte
+ * entries, code and target relative to their own fields, include/linux/jump_label.h): at most
+ * @max in @out, *@n of them. Return: 0 (none is 0 of them: a kernel without jump labels has an
+ * empty table); -ENOENT no table symbols; -EBADMSG a table of odd size or over 16 MiB; -E2BIG
+ * more than @max in the range; -EFAULT; -EINVAL.
+ */
+int gi_jump_labels(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t lo,
+		   uint64_t hi, struct gi_jump_label *out, size_t max, size_t *n) __must_check;
 
 /**
  * gi_exit_epilogues_find - the IDT entry handlers' code after their call of irqentry_exit or

@@ -14,8 +14,10 @@
 //     disable (the loop's bottom: cli, then the read): what reaches a way out without one may
 //     leave without reading the flags again, so it is not the body.
 // Each error errs towards "not the loop" (a sample there is walked at once): an edge missed
-// shrinks the first two sets; the third only grows with edges, and a static key's nop counts as
-// a way out.
+// shrinks the first two sets; the third only grows with edges. A static key's site may be a
+// jump or fall through at run time, whatever the image holds: the kernel's __jump_table gives
+// both edges for each (include/linux/jump_label.h, struct jump_entry: code and target relative
+// to the entry's fields); without it a jump label's nop counts as a way out.
 #define pr_fmt(fmt) "loopbody: " fmt
 
 #include <capstone/capstone.h>
@@ -76,9 +78,10 @@ static bool lb_calls_slot(const cs_insn *insn, uint64_t slot)
 }
 
 /* Decode [@start, @end) into @in (one entry per byte at most), *@n instructions, a byte that
- * does not decode skipped (padding); then the edges. Return: 0; -EFAULT; -ENOMEM. */
+ * does not decode skipped (padding); then the edges; @nops_out: a jump label's nop is a way
+ * out (the sites not known). Return: 0; -EFAULT; -ENOMEM. */
 static int lb_decode(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end,
-		     uint64_t irq_disable, struct lb_insn *in, size_t *n)
+		     uint64_t irq_disable, bool nops_out, struct lb_insn *in, size_t *n)
 {
 	size_t len = (size_t)(end - start), avail = len;
 	uint64_t addr = start, *target;
@@ -131,7 +134,7 @@ static int lb_decode(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t en
 		e->size = insn->size;
 		e->next[0] = stop ? -2 : -1; /* -1: falls through, resolved below */
 		e->out = cs_insn_group(cs, insn, X86_GRP_RET) || cs_insn_group(cs, insn, X86_GRP_IRET) ||
-			 insn->id == X86_INS_LJMP || lb_jump_label_nop(insn);
+			 insn->id == X86_INS_LJMP || (nops_out && lb_jump_label_nop(insn));
 		e->irq_off = insn->id == X86_INS_CLI || lb_calls_slot(insn, irq_disable);
 		target[*n] = jump ? gi_insn_target(insn) : 0;
 		if (jump && !target[*n])
@@ -224,8 +227,73 @@ static void lb_backward(struct lb_insn *in, const int32_t *first, const int32_t 
 	}
 }
 
+#define LB_JUMP_TABLE_MAX (16u << 20) /* bytes of __jump_table read at most (6.12: 145 KiB) */
+
+int gi_jump_labels(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint64_t lo,
+		   uint64_t hi, struct gi_jump_label *out, size_t max, size_t *n)
+{
+	uint8_t buf[4096];
+	uint64_t a, b;
+
+	if (!st || !read || !n || (max && !out) || hi <= lo)
+		return -EINVAL;
+	*n = 0;
+	if (symtab_find(st, "__start___jump_table", &a) != 0 ||
+	    symtab_find(st, "__stop___jump_table", &b) != 0)
+		return -ENOENT;
+	if (b < a || b - a > LB_JUMP_TABLE_MAX || (b - a) % 16)
+		return -EBADMSG;
+	for (uint64_t at = a; at < b; at += sizeof(buf)) {
+		size_t len = b - at < sizeof(buf) ? (size_t)(b - at) : sizeof(buf);
+
+		if (read(ctx, at, buf, len) != 0)
+			return -EFAULT;
+		for (size_t o = 0; o + 16 <= len; o += 16) {
+			int32_t code, target;
+			uint64_t kva = at + o, c, t;
+
+			memcpy(&code, buf + o, 4);
+			memcpy(&target, buf + o + 4, 4);
+			c = kva + (uint64_t)(int64_t)code;
+			t = kva + 4 + (uint64_t)(int64_t)target;
+			if (c < lo || c >= hi)
+				continue;
+			if (*n >= max)
+				return -E2BIG;
+			out[*n].code = c;
+			out[*n].target = t;
+			(*n)++;
+		}
+	}
+	return 0;
+}
+
+/* The static keys' sites @labels[0..@n_labels) in @in: each may jump to its target (a way out
+ * when that is not an instruction of the function) or fall through, whatever the image holds. */
+static void lb_jump_labels(struct lb_insn *in, size_t n, const struct gi_jump_label *labels,
+			   size_t n_labels)
+{
+	for (size_t k = 0; k < n_labels; k++) {
+		int32_t i = lb_find(in, n, labels[k].code), t = lb_find(in, n, labels[k].target);
+		struct lb_insn *e;
+
+		if (i < 0)
+			continue;
+		e = &in[i];
+		if ((size_t)i + 1 < n && in[i + 1].addr == e->addr + e->size)
+			e->next[0] = i + 1;
+		else
+			e->out = true;
+		if (t < 0)
+			e->out = true;
+		else
+			e->next[1] = t;
+	}
+}
+
 int gi_loop_body(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end, uint64_t head,
-		 uint64_t irq_disable, uint64_t out[][2], unsigned int max, unsigned int *n_out)
+		 uint64_t irq_disable, const struct gi_jump_label *labels, size_t n_labels,
+		 uint64_t out[][2], unsigned int max, unsigned int *n_out)
 {
 	struct lb_insn *in;
 	int32_t *stack = NULL, *first = NULL, *pred = NULL, h;
@@ -239,7 +307,9 @@ int gi_loop_body(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end, u
 	in = calloc((size_t)(end - start), sizeof(*in));
 	if (!in)
 		return -ENOMEM;
-	err = lb_decode(read, ctx, start, end, irq_disable, in, &n);
+	err = lb_decode(read, ctx, start, end, irq_disable, !labels, in, &n);
+	if (!err && labels)
+		lb_jump_labels(in, n, labels, n_labels);
 	h = err ? -1 : lb_find(in, n, head);
 	if (!err && h < 0)
 		err = -ENOENT;

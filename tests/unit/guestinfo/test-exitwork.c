@@ -547,7 +547,7 @@ static int body_of(const uint8_t *bytes, size_t len, uint64_t irq_disable, uint6
 
 	memset(code, 0xcc, sizeof(code));
 	memcpy(code, bytes, len);
-	if (gi_loop_body(read_code, NULL, FN, FN + len, FN, irq_disable, r, 4, &n) != 0)
+	if (gi_loop_body(read_code, NULL, FN, FN + len, FN, irq_disable, NULL, 0, r, 4, &n) != 0)
 		return -1;
 	for (unsigned int i = 0; i < n; i++) {
 		r[i][0] -= FN;
@@ -629,7 +629,8 @@ static int test_loop_body(void)
 	ASSERT_EQ_U64(r[1][0], 0x22);
 	ASSERT_EQ_U64(r[1][1], 0x29);
 	/* room for one range: the first, the rest left out */
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, 0, r, 1, &n), 0);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, 0, NULL, 0, r, 1, &n),
+		      0);
 	ASSERT_EQ_INT((int)n, 1);
 	ASSERT_EQ_U64(r[0][1], FN + 0x11);
 	/* the block between reached from the loop (its exit jump made `jmp 0x1b`): it goes
@@ -687,14 +688,16 @@ static int test_loop_body(void)
 	/* a head inside an instruction, and bad arguments */
 	memset(code, 0xcc, sizeof(code));
 	memcpy(code, loop, sizeof(loop));
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN + 2, 0, r, 4, &n),
-		      -ENOENT);
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN + sizeof(loop), 0, r, 4,
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN + 2, 0, NULL, 0, r,
+				   4, &n), -ENOENT);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN + sizeof(loop), 0,
+				   NULL, 0, r, 4, &n), -EINVAL);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + 8193, FN, 0, NULL, 0, r, 4, &n),
+		      -EINVAL);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, 0, NULL, 0, r, 0,
 				   &n), -EINVAL);
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + 8193, FN, 0, r, 4, &n), -EINVAL);
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN, FN + sizeof(loop), FN, 0, r, 0, &n), -EINVAL);
-	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN + 4096, FN + 4200, FN + 4096, 0, r, 4, &n),
-		      -EFAULT);
+	ASSERT_EQ_INT(gi_loop_body(read_code, NULL, FN + 4096, FN + 4200, FN + 4096, 0, NULL, 0, r,
+				   4, &n), -EFAULT);
 	/* our 6.1's loop: from its head to its bottom's cli */
 	{
 		struct symtab *st = symbols();
@@ -714,6 +717,99 @@ static int test_loop_body(void)
 		ASSERT_EQ_U64(w.body[0][0], w.head);
 		ASSERT_EQ_U64(w.body[0][1], w.loop_cli + 1);
 	}
+	return TEST_OK;
+}
+
+/* The leaves fixture (test_loop_body) with @site's two bytes @b0 @b1, its body with the static
+ * keys' sites @labels[0..@n) known (NULL: not known); the ranges' count, *@first the first's
+ * start offset. */
+static int body_with_site(uint8_t b0, uint8_t b1, const struct gi_jump_label *labels, size_t n,
+			  uint64_t *first)
+{
+	static const uint8_t leaves[] = {
+		0xfb, 0xe8, 0x00, 0x00, 0x00, 0x00, 0xa8, 0x01, 0x74, 0x0a, 0xfa,
+		0xf7, 0xc3, 0x02, 0x00, 0x00, 0x00, 0x75, 0xed, 0x90, 0xc3,
+	};
+	uint64_t r[4][2];
+	unsigned int k = 0;
+
+	memset(code, 0xcc, sizeof(code));
+	memcpy(code, leaves, sizeof(leaves));
+	code[0x08] = b0;
+	code[0x09] = b1;
+	if (gi_loop_body(read_code, NULL, FN, FN + sizeof(leaves), FN, 0, labels, n, r, 4, &k) != 0)
+		return -1;
+	*first = k ? r[0][0] - FN : 0;
+	return (int)k;
+}
+
+/*
+ * The static keys' sites: gi_jump_labels reads them from a __jump_table (16-byte entries, code
+ * and target relative to their own fields), and gi_loop_body takes each as both a jump to its
+ * target and a fall-through, whatever the image holds there: a nop that may jump to the
+ * loop's way out, a jump that may fall into the loop's bottom. Known and none there: a nop is
+ * a nop; not known: a jump label's nop is a way out.
+ */
+static int test_jump_labels(void)
+{
+	enum { TABLE = 0x800 };
+	struct ksym_entry e[3] = { { FN, 't', strdup("f") },
+				   { FN + TABLE, 'D', strdup("__start___jump_table") },
+				   { FN + TABLE + 32, 'D', strdup("__stop___jump_table") } };
+	struct symtab *st = symtab_of(e, 3);
+	struct gi_jump_label l[2];
+	uint64_t first = 9;
+	size_t n = 9;
+	int32_t rel;
+
+	ASSERT_TRUE(st != NULL);
+	memset(code, 0xcc, sizeof(code));
+	rel = (int32_t)(0x08 - TABLE); /* the site at FN + 8 */
+	memcpy(code + TABLE, &rel, 4);
+	rel = (int32_t)(0x14 - (TABLE + 4)); /* jumping to FN + 0x14 */
+	memcpy(code + TABLE + 4, &rel, 4);
+	rel = (int32_t)(0x100 - (TABLE + 16)); /* another site, at FN + 0x100 */
+	memcpy(code + TABLE + 16, &rel, 4);
+	ASSERT_EQ_INT(gi_jump_labels(st, read_code, NULL, FN, FN + 0x20, l, 2, &n), 0);
+	ASSERT_EQ_INT((int)n, 1);
+	ASSERT_EQ_U64(l[0].code, FN + 0x08);
+	ASSERT_EQ_U64(l[0].target, FN + 0x14);
+	ASSERT_EQ_INT(gi_jump_labels(st, read_code, NULL, FN, FN + 0x200, l, 1, &n), -E2BIG);
+	ASSERT_EQ_INT(gi_jump_labels(st, read_code, NULL, FN + 0x20, FN + 0x40, l, 2, &n), 0);
+	ASSERT_EQ_INT((int)n, 0);
+	symtab_free(st);
+	/* a table that is not whole entries; no table */
+	{
+		struct ksym_entry e2[3] = { { FN, 't', strdup("f") },
+					    { FN + TABLE, 'D', strdup("__start___jump_table") },
+					    { FN + TABLE + 24, 'D', strdup("__stop___jump_table") } };
+
+		st = symtab_of(e2, 3);
+	}
+	ASSERT_TRUE(st != NULL);
+	ASSERT_EQ_INT(gi_jump_labels(st, read_code, NULL, FN, FN + 0x20, l, 2, &n), -EBADMSG);
+	symtab_free(st);
+	st = symbols();
+	ASSERT_TRUE(st != NULL);
+	ASSERT_EQ_INT(gi_jump_labels(st, read_code, NULL, FN, FN + 0x20, l, 2, &n), -ENOENT);
+	symtab_free(st);
+
+	/* `xchg %ax,%ax` at 8: a site jumping to the return, so the head may leave */
+	l[0].code = FN + 0x08;
+	l[0].target = FN + 0x14;
+	ASSERT_EQ_INT(body_with_site(0x66, 0x90, l, 1, &first), 1);
+	ASSERT_EQ_U64(first, 0x0a);
+	/* ... no site there (the sites known): a nop, from the head to the cli */
+	ASSERT_EQ_INT(body_with_site(0x66, 0x90, l, 0, &first), 1);
+	ASSERT_EQ_U64(first, 0);
+	/* ... the sites not known: that nop may be one */
+	ASSERT_EQ_INT(body_with_site(0x66, 0x90, NULL, 0, &first), 1);
+	ASSERT_EQ_U64(first, 0x0a);
+	/* `jmp 0x14` at 8 in the image: the head never reaches the cli, no body; as a site that
+	 * may fall through, the cli is reached and is the body */
+	ASSERT_EQ_INT(body_with_site(0xeb, 0x0a, NULL, 0, &first), 0);
+	ASSERT_EQ_INT(body_with_site(0xeb, 0x0a, l, 1, &first), 1);
+	ASSERT_EQ_U64(first, 0x0a);
 	return TEST_OK;
 }
 
@@ -1012,6 +1108,7 @@ int main(void)
 		{ "... reached through exit_to_user_mode_prepare", test_path_through_prepare },
 		{ "the copies the exit paths hold inlined", test_loops },
 		{ "a loop's body: not the code between that is not the loop's", test_loop_body },
+		{ "the static keys' sites: both edges, from __jump_table", test_jump_labels },
 		{ "the tail from a call of the exit function", test_tail_after_call },
 		{ "interrupt and exception handlers' code after irqentry_exit", test_epilogues },
 		{ "... where following it stops", test_epilogue_edges },

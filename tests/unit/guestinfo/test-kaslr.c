@@ -10,6 +10,7 @@
 #include <hvprof/guestinfo.h>
 
 #include "fakemem.h"
+#include "gi_internal.h"
 #include "imagefile.h"
 #include "test.h"
 
@@ -319,6 +320,15 @@ static int test_exit_tail(void)
 			      -EINVAL);
 		ASSERT_EQ_INT(gi_jumps_to_find(read_image, img, et_lo, et_hi, err_ret, jmps, 2, &n), 0);
 		ASSERT_TRUE(n >= 20); /* the count found, two stored */
+		/* our kernel has no jump labels: its __jump_table is empty, so a nop is a nop */
+		{
+			struct gi_jump_label jl[4];
+			size_t n_jl = 9;
+
+			ASSERT_EQ_INT(gi_jump_labels(gi_symtab(gi), read_image, img, et_lo, et_hi, jl,
+						     4, &n_jl), 0);
+			ASSERT_EQ_INT((int)n_jl, 0);
+		}
 		gi_kimage_free(img);
 	}
 	/* slide not known yet */

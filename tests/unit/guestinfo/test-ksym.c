@@ -650,6 +650,37 @@ static int stock_kernel(const char *flavour)
 					}
 					ASSERT_TRUE(head_in && clear_in && cli_in && !ct_in && tw_in);
 				}
+				/* the static keys' sites in the system call path, from the
+				 * kernel's __jump_table: nops or jumps in the image, one of them
+				 * the way to context tracking's user entry */
+				{
+					struct gi_jump_label jl[64];
+					size_t n_jl = 0;
+					bool to_ct = false;
+					uint64_t ct_at0, ct_after0, ct_end0;
+
+					ASSERT_EQ_INT(gi_call_site(st, image_read, img, paths[0],
+								   "__ct_user_enter", &ct_at0,
+								   &ct_after0, &ct_end0), 0);
+
+					ASSERT_EQ_INT(gi_jump_labels(st, image_read, img,
+								     cp[0].func_start,
+								     cp[0].func_end, jl, 64, &n_jl),
+						      0);
+					printf("# 6.12's system call path: %zu static keys' sites\n",
+					       n_jl);
+					ASSERT_TRUE(n_jl >= 3);
+					for (size_t j = 0; j < n_jl; j++) {
+						ASSERT_EQ_INT(gi_kimage_read_kva(img, jl[j].code, b, 5),
+							      0);
+						ASSERT_TRUE(!memcmp(b, "\x0f\x1f\x44\x00\x00", 5) ||
+							    !memcmp(b, "\x66\x90", 2) ||
+							    b[0] == 0xe9 || b[0] == 0xeb);
+						to_ct |= jl[j].target <= ct_at0 &&
+							 ct_at0 - jl[j].target < 16;
+					}
+					ASSERT_TRUE(to_ct);
+				}
 				/* the system call path disables interrupts (a pv_ops call) after
 				 * its exit work, then reads the flags; the interrupt path, entered
 				 * with them disabled, reads them at once */
