@@ -371,31 +371,40 @@ void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct 
 	out->disable = pv + l->pv_irq_disable;
 }
 
-/* @w's body (gi_loop_body over the function @f): [head, loop_end) but for code there that is
- * not the loop's, and the loop's out-of-line blocks past loop_end (task work, signal delivery
- * jumping back in); at most GI_EW_BODY ranges (the rest left out: not the loop's, the side that
- * errs safely); none known (n_body 0: [head, loop_end)) when the code does not decode so.
- * Return: 0; -ENOMEM. */
+/* @w's body (gi_loop_body over the function @f, with its static keys' sites from the kernel's
+ * __jump_table): [head, loop_end) but for code there that is not the loop's, and the loop's
+ * out-of-line blocks past loop_end (task work jumping back in); at most GI_EW_BODY ranges (the
+ * rest left out: not the loop's, the side that errs safely). None (n_body 0: nothing in the loop
+ * is before the read, every sample there is walked at once) when the sites cannot be read (a
+ * site held as a jump in the image may fall through at run time: without them the body would
+ * hold too much) or the code does not decode so. Return: 0; -ENOMEM. */
 static int ew_body(const struct symtab *st, gi_kva_read_fn read, void *ctx, const struct ew_fn *f,
 		   struct gi_exit_work *w)
 {
-	struct gi_jump_label labels[64];
-	size_t n_labels = 0;
+	size_t max = (size_t)(f->end - f->start) / 2 + 1, n_labels = 0; /* a site: 2 bytes or more */
+	struct gi_jump_label *labels = calloc(max, sizeof(*labels));
 	unsigned int n = 0;
-	int err = gi_jump_labels(st, read, ctx, f->start, f->end, labels, 64, &n_labels);
+	int err;
 
-	if (err && err != -ENOENT)
-		pr_debug(LOG_BTF, "the static keys' sites not read (%s): their nops taken as ways "
-			 "out of the loop", hvp_strerror(err));
-	err = gi_loop_body(read, ctx, f->start, f->end, w->head, f->pv.disable,
-			   err ? NULL : labels, n_labels, w->body, GI_EW_BODY, &n);
-
+	w->n_body = 0;
+	if (!labels)
+		return -ENOMEM;
+	err = gi_jump_labels(st, read, ctx, f->start, f->end, labels, max, &n_labels);
+	if (err) {
+		pr_debug(LOG_BTF, "the static keys' sites not read (%s): no loop body, its samples "
+			 "walked at once", hvp_strerror(err));
+		free(labels);
+		return 0;
+	}
+	err = gi_loop_body(read, ctx, f->start, f->end, w->head, f->pv.disable, labels, n_labels,
+			   w->body, GI_EW_BODY, &n);
+	free(labels);
 	w->n_body = err ? 0 : n;
 	if (err == -ENOMEM)
 		return err;
 	if (err)
-		pr_debug(LOG_BTF, "the exit-work loop's body not found (%s): [head, loop_end)",
-			 hvp_strerror(err));
+		pr_debug(LOG_BTF, "the exit-work loop's body not found (%s): its samples walked at "
+			 "once", hvp_strerror(err));
 	return 0;
 }
 

@@ -132,9 +132,10 @@ struct gi_jump_label {
  * disable (a cli, or a call through the pv_ops slot @irq_disable, 0: none) (loopbody.c), as
  * ranges of consecutive instructions in @out[0..*@n), ascending, at most @max (the rest left
  * out). @labels[0..@n_labels): the static keys' sites in the code (gi_jump_labels), each both
- * a jump and a fall-through; NULL: not known, a jump label's nop is taken as a way out.
- * Return: 0; -ENOENT @head is not an instruction boundary; -EFAULT unreadable; -ENOMEM;
- * -EINVAL.
+ * a jump and a fall-through, all of them (without them a site held as a jump in the image may
+ * fall through at run time unseen: the body would hold too much; NULL with 0: none).
+ * Return: 0; -ENOENT @head is not an instruction boundary; -EBADMSG a site inside an
+ * instruction; -EFAULT unreadable; -ENOMEM; -EINVAL.
  */
 int gi_loop_body(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end, uint64_t head,
 		 uint64_t irq_disable, const struct gi_jump_label *labels, size_t n_labels,

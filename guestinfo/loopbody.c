@@ -13,11 +13,12 @@
 //     falling off its end, a static key's nop, which may jump anywhere), not through an irq
 //     disable (the loop's bottom: cli, then the read): what reaches a way out without one may
 //     leave without reading the flags again, so it is not the body.
-// Each error errs towards "not the loop" (a sample there is walked at once): an edge missed
-// shrinks the first two sets; the third only grows with edges. A static key's site may be a
-// jump or fall through at run time, whatever the image holds: the kernel's __jump_table gives
-// both edges for each (include/linux/jump_label.h, struct jump_entry: code and target relative
-// to the entry's fields); without it a jump label's nop counts as a way out.
+// The third pass is what makes it safe: it must see every way the code can go at run time, so
+// edges are added where in doubt (a call returns, ud2 resumes after itself as WARN() does), and
+// a static key's site, which may be a jump or fall through at run time whatever the image
+// holds, gets both edges from the kernel's __jump_table (include/linux/jump_label.h, struct
+// jump_entry: code and target relative to the entry's fields); a site inside an instruction
+// means the decode is not the kernel's, and no body is given.
 #define pr_fmt(fmt) "loopbody: " fmt
 
 #include <capstone/capstone.h>
@@ -56,16 +57,6 @@ static int32_t lb_find(const struct lb_insn *in, size_t n, uint64_t addr)
 	return -1;
 }
 
-/* A jump label's nop (arch/x86/include/asm/jump_label.h: the 5-byte P6 nop or `xchg %ax,%ax`):
- * a static key's jump, to somewhere this image does not say. */
-static bool lb_jump_label_nop(const cs_insn *insn)
-{
-	static const uint8_t nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 }, nop2[2] = { 0x66, 0x90 };
-
-	return (insn->size == 5 && !memcmp(insn->bytes, nop5, 5)) ||
-	       (insn->size == 2 && !memcmp(insn->bytes, nop2, 2));
-}
-
 /* Is @insn `call *disp(%rip)` through the pv_ops slot @slot (0: none)? */
 static bool lb_calls_slot(const cs_insn *insn, uint64_t slot)
 {
@@ -78,10 +69,9 @@ static bool lb_calls_slot(const cs_insn *insn, uint64_t slot)
 }
 
 /* Decode [@start, @end) into @in (one entry per byte at most), *@n instructions, a byte that
- * does not decode skipped (padding); then the edges; @nops_out: a jump label's nop is a way
- * out (the sites not known). Return: 0; -EFAULT; -ENOMEM. */
+ * does not decode skipped (padding); then the edges. Return: 0; -EFAULT; -ENOMEM. */
 static int lb_decode(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end,
-		     uint64_t irq_disable, bool nops_out, struct lb_insn *in, size_t *n)
+		     uint64_t irq_disable, struct lb_insn *in, size_t *n)
 {
 	size_t len = (size_t)(end - start), avail = len;
 	uint64_t addr = start, *target;
@@ -126,15 +116,15 @@ static int lb_decode(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t en
 		/* SAFETY: one entry per decoded instruction, each at least a byte: *n < len */
 		e = &in[*n];
 		jump = cs_insn_group(cs, insn, X86_GRP_JUMP);
+		/* ud2 (WARN) and ud1 (UBSAN's trap) may resume after themselves: no stop */
 		stop = insn->id == X86_INS_JMP || insn->id == X86_INS_LJMP ||
 		       cs_insn_group(cs, insn, X86_GRP_RET) || cs_insn_group(cs, insn, X86_GRP_IRET) ||
-		       insn->id == X86_INS_UD2 || insn->id == X86_INS_UD2B || insn->id == X86_INS_UD0 ||
 		       insn->id == X86_INS_INT3;
 		e->addr = insn->address;
 		e->size = insn->size;
 		e->next[0] = stop ? -2 : -1; /* -1: falls through, resolved below */
 		e->out = cs_insn_group(cs, insn, X86_GRP_RET) || cs_insn_group(cs, insn, X86_GRP_IRET) ||
-			 insn->id == X86_INS_LJMP || (nops_out && lb_jump_label_nop(insn));
+			 insn->id == X86_INS_LJMP;
 		e->irq_off = insn->id == X86_INS_CLI || lb_calls_slot(insn, irq_disable);
 		target[*n] = jump ? gi_insn_target(insn) : 0;
 		if (jump && !target[*n])
@@ -269,16 +259,21 @@ int gi_jump_labels(const struct symtab *st, gi_kva_read_fn read, void *ctx, uint
 }
 
 /* The static keys' sites @labels[0..@n_labels) in @in: each may jump to its target (a way out
- * when that is not an instruction of the function) or fall through, whatever the image holds. */
-static void lb_jump_labels(struct lb_insn *in, size_t n, const struct gi_jump_label *labels,
-			   size_t n_labels)
+ * when that is not an instruction of the function) or fall through, whatever the image holds.
+ * Return: 0; -EBADMSG a site inside the function but not on an instruction (the decode is out
+ * of step with the kernel's). */
+static int lb_jump_labels(struct lb_insn *in, size_t n, uint64_t start, uint64_t end,
+			  const struct gi_jump_label *labels, size_t n_labels)
 {
 	for (size_t k = 0; k < n_labels; k++) {
 		int32_t i = lb_find(in, n, labels[k].code), t = lb_find(in, n, labels[k].target);
 		struct lb_insn *e;
 
-		if (i < 0)
+		if (i < 0) {
+			if (labels[k].code >= start && labels[k].code < end)
+				return -EBADMSG;
 			continue;
+		}
 		e = &in[i];
 		if ((size_t)i + 1 < n && in[i + 1].addr == e->addr + e->size)
 			e->next[0] = i + 1;
@@ -289,6 +284,7 @@ static void lb_jump_labels(struct lb_insn *in, size_t n, const struct gi_jump_la
 		else
 			e->next[1] = t;
 	}
+	return 0;
 }
 
 int gi_loop_body(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end, uint64_t head,
@@ -301,15 +297,14 @@ int gi_loop_body(gi_kva_read_fn read, void *ctx, uint64_t start, uint64_t end, u
 	int err;
 
 	if (!read || !out || !n_out || start >= end || end - start > LB_MAX_BYTES || head < start ||
-	    head >= end || !max)
+	    head >= end || !max || (n_labels && !labels))
 		return -EINVAL;
 	*n_out = 0;
 	in = calloc((size_t)(end - start), sizeof(*in));
 	if (!in)
 		return -ENOMEM;
-	err = lb_decode(read, ctx, start, end, irq_disable, !labels, in, &n);
-	if (!err && labels)
-		lb_jump_labels(in, n, labels, n_labels);
+	err = lb_decode(read, ctx, start, end, irq_disable, in, &n);
+	err = err ?: lb_jump_labels(in, n, start, end, labels, n_labels);
 	h = err ? -1 : lb_find(in, n, head);
 	if (!err && h < 0)
 		err = -ENOENT;

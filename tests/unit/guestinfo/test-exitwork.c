@@ -667,11 +667,14 @@ static int test_loop_body(void)
 	ASSERT_EQ_INT(body_of(v, sizeof(v), 0, r), 1);
 	ASSERT_EQ_U64(r[0][0], 0);
 	ASSERT_EQ_U64(r[0][1], 0x0b);
-	/* ... a static key's nop (66 90) there instead: it may jump anywhere, so what comes
-	 * before it may leave */
-	v[0x08] = 0x66;
-	ASSERT_EQ_INT(body_of(v, sizeof(v), 0, r), 1);
-	ASSERT_EQ_U64(r[0][0], 0x0a);
+	/* ... a ud2 on the way there (WARN: it resumes after itself, into the return) */
+	v[0x08] = 0x0f;
+	v[0x09] = 0x0b;
+	v[0x0a] = 0xc3;
+	ASSERT_EQ_INT(body_of(v, sizeof(v), 0, r), 0);
+	v[0x0a] = 0xfa;
+	v[0x08] = 0x90;
+	v[0x09] = 0x90;
 	/* ... an iretq after the call: a way out, not a fall into what follows (the head then
 	 * never gets back to itself) */
 	v[0x08] = 0x90;
@@ -705,6 +708,26 @@ static int test_loop_body(void)
 
 		ASSERT_TRUE(st != NULL);
 		load_prepare61();
+		/* no __jump_table symbols: the sites not known, no body (all walked at once) */
+		ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
+		ASSERT_EQ_INT((int)w.n_body, 0);
+		symtab_free(st);
+		/* an empty table (a kernel without jump labels, ours) */
+		{
+			struct ksym_entry e[7] = {
+				{ FN, 't', strdup("exit_to_user_mode_prepare") },
+				{ FN + sizeof(prepare61), 'T',
+				  strdup("syscall_exit_to_user_mode_work") },
+				{ FN + SYSCALL_PATH, 'T', strdup("syscall_exit_to_user_mode") },
+				{ FN + IRQ_PATH, 'T', strdup("irqentry_exit_to_user_mode") },
+				{ FN + sizeof(code) - 16, 'T', strdup("after") },
+				{ FN + sizeof(code) - 8, 'D', strdup("__start___jump_table") },
+				{ FN + sizeof(code) - 8, 'D', strdup("__stop___jump_table") },
+			};
+
+			st = symtab_of(e, 7);
+		}
+		ASSERT_TRUE(st != NULL);
 		ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
 		symtab_free(st);
 		for (unsigned int i = 0; i < w.n_body; i++)
@@ -720,8 +743,8 @@ static int test_loop_body(void)
 	return TEST_OK;
 }
 
-/* The leaves fixture (test_loop_body) with @site's two bytes @b0 @b1, its body with the static
- * keys' sites @labels[0..@n) known (NULL: not known); the ranges' count, *@first the first's
+/* The leaves fixture (test_loop_body) with the two bytes @b0 @b1 at 8, its body with the static
+ * keys' sites @labels[0..@n) (NULL: none); the ranges' count (-1: failed), *@first the first's
  * start offset. */
 static int body_with_site(uint8_t b0, uint8_t b1, const struct gi_jump_label *labels, size_t n,
 			  uint64_t *first)
@@ -747,8 +770,8 @@ static int body_with_site(uint8_t b0, uint8_t b1, const struct gi_jump_label *la
  * The static keys' sites: gi_jump_labels reads them from a __jump_table (16-byte entries, code
  * and target relative to their own fields), and gi_loop_body takes each as both a jump to its
  * target and a fall-through, whatever the image holds there: a nop that may jump to the
- * loop's way out, a jump that may fall into the loop's bottom. Known and none there: a nop is
- * a nop; not known: a jump label's nop is a way out.
+ * loop's way out, a jump that may fall into the loop's bottom. None there: a nop is a nop. A
+ * site inside an instruction: no body.
  */
 static int test_jump_labels(void)
 {
@@ -802,9 +825,10 @@ static int test_jump_labels(void)
 	/* ... no site there (the sites known): a nop, from the head to the cli */
 	ASSERT_EQ_INT(body_with_site(0x66, 0x90, l, 0, &first), 1);
 	ASSERT_EQ_U64(first, 0);
-	/* ... the sites not known: that nop may be one */
-	ASSERT_EQ_INT(body_with_site(0x66, 0x90, NULL, 0, &first), 1);
-	ASSERT_EQ_U64(first, 0x0a);
+	/* ... a site inside an instruction: the decode is not the kernel's, no body */
+	l[1].code = FN + 0x07;
+	l[1].target = FN + 0x14;
+	ASSERT_EQ_INT(body_with_site(0x66, 0x90, l, 2, &first), -1);
 	/* `jmp 0x14` at 8 in the image: the head never reaches the cli, no body; as a site that
 	 * may fall through, the cli is reached and is the body */
 	ASSERT_EQ_INT(body_with_site(0xeb, 0x0a, NULL, 0, &first), 0);
