@@ -2,9 +2,9 @@
 // Hardware breakpoints shared by the VMM and its riders: four execute breakpoints (DR0-DR3,
 // KVM_SET_GUEST_DEBUG with KVM_GUESTDBG_USE_HW_BP) whose addresses and armed bits are VM-wide;
 // every vCPU applies them before its next KVM_RUN. Slot 0 is the PVM SYSCALL fix-up's on PVM
-// hosts, a rider's elsewhere. Getting
-// past a breakpoint: RFLAGS.RF where the host honours it (VMX/SVM), probed at the first step; on
-// hosts that ignore it (PVM) the rider completes the instruction itself.
+// hosts, a rider's elsewhere. Getting past a breakpoint: RFLAGS.RF where the host honours it
+// (VMX/SVM), probed at the first step; on hosts that ignore it (PVM) the rider completes the
+// instruction itself.
 #define pr_fmt(fmt) "vmm: debug: " fmt
 #include <errno.h>
 #include <string.h>
