@@ -121,20 +121,20 @@ static int gi_read_image(void *ctx, uint64_t kva, void *dst, size_t len)
 	return gi_kimage_read_kva(ctx, kva, dst, len);
 }
 
-/*
- * The exit tail as one list of ranges (gi_chain_in_exit_tail), built once: the exit-work function
- * outside its loop (in the loop a thread reads its flags again), its callers, the C entry points
- * after their call, and in the entry text the system call's tail and the two exit paths.
- */
-static void exit_tail_ranges(struct gi *gi)
+void gi_exit_ranges(struct gi *gi)
 {
 	_Static_assert(GI_TAIL_RANGES == 2 * GI_EW_COPIES +
 					     sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]) +
 					     sizeof(gi->call_tails) / sizeof(gi->call_tails[0]) + 3,
-		       "room for every range added below");
-	struct gi_ranges *t = &gi->tail;
+		       "room for every tail range added below");
+	_Static_assert(GI_BEFORE_RANGES == GI_EW_COPIES * (GI_EW_BODY + 1) +
+					       sizeof(gi->exit_before) / sizeof(gi->exit_before[0]),
+		       "room for every range before the read");
+	struct gi_ranges *t = &gi->tail, *b = &gi->before_read;
 
 	memset(t, 0, sizeof(*t));
+	memset(b, 0, sizeof(*b));
+	memset(&gi->ew_funcs, 0, sizeof(gi->ew_funcs));
 	if (!gi->n_exit_work)
 		return;
 	for (size_t i = 0; i < gi->n_exit_work; i++) {
@@ -144,7 +144,15 @@ static void exit_tail_ranges(struct gi *gi)
 		 * reads its flags still: before_read */
 		gi_ranges_add(t, w->prep_cli ? w->prep_cli : w->func_start, w->head);
 		gi_ranges_add(t, w->loop_end, w->func_end);
+		if (w->prep_cli)
+			gi_ranges_add(b, w->func_start, w->prep_cli);
+		/* SAFETY: n_body <= GI_EW_BODY (ew_body) */
+		for (unsigned int k = 0; k < w->n_body && k < GI_EW_BODY; k++)
+			gi_ranges_add(b, w->body[k][0], w->body[k][1]);
+		gi_ranges_add(&gi->ew_funcs, w->func_start, w->func_end);
 	}
+	for (size_t i = 0; i < sizeof(gi->exit_before) / sizeof(gi->exit_before[0]); i++)
+		gi_ranges_add(b, gi->exit_before[i][0], gi->exit_before[i][1]);
 	for (size_t i = 0; i < sizeof(gi->exit_callers) / sizeof(gi->exit_callers[0]); i++)
 		gi_ranges_add(t, gi->exit_callers[i][0], gi->exit_callers[i][1]);
 	for (size_t i = 0; i < sizeof(gi->call_tails) / sizeof(gi->call_tails[0]); i++)
@@ -377,7 +385,7 @@ int gi_open(const struct gi_config *cfg, struct gi **out)
 					       &gi->call_tails[i][0], &gi->call_tails[i][1]) != 0)
 				gi->call_tails[i][0] = gi->call_tails[i][1] = 0;
 	}
-	exit_tail_ranges(gi);
+	gi_exit_ranges(gi);
 	if (gi->n_exit_work) {
 		err = gi_exit_epilogues_find(gi->st, gi_read_image, img, &gi->epilogues);
 		if (err == -ENOMEM)

@@ -39,7 +39,10 @@
  * system call's tail, 4 call tails, the two exit paths */
 #define GI_TAIL_RANGES (2 * GI_EW_COPIES + 11)
 #define GI_EXEC_RANGES 6 /* execpoint.c: begin_new_exec (1-2) and the binary loaders (4) */
-#define GI_RANGES_MAX 16
+/* before the last read: each loop's body and its function before prep_cli, 4 callers before
+ * their call of the loop's function */
+#define GI_BEFORE_RANGES (GI_EW_COPIES * (GI_EW_BODY + 1) + 4)
+#define GI_RANGES_MAX 24
 
 /* A set of [start, end) code ranges (link-time KVAs) and their hull [lo, hi), for a quick no. */
 struct gi_ranges {
@@ -48,8 +51,9 @@ struct gi_ranges {
 	uint64_t lo, hi;
 };
 
-_Static_assert(GI_TAIL_RANGES <= GI_RANGES_MAX && GI_EXEC_RANGES <= GI_RANGES_MAX,
-	       "struct gi_ranges holds the exit tail's and execve's ranges");
+_Static_assert(GI_TAIL_RANGES <= GI_RANGES_MAX && GI_EXEC_RANGES <= GI_RANGES_MAX &&
+		       GI_BEFORE_RANGES <= GI_RANGES_MAX,
+	       "struct gi_ranges holds the exit tail's, execve's and the flags' reads' ranges");
 
 /* Add [@start, @end) to @set, if not empty and there is room. */
 static inline void gi_ranges_add(struct gi_ranges *set, uint64_t start, uint64_t end)
@@ -119,6 +123,16 @@ struct gi_branch {
  */
 int gi_iret_user_branch_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 			     uint64_t iret, struct gi_branch *out) __must_check;
+
+/*
+ * gi_exit_ranges - @gi's ranges gi_chain_in_exit_tail tests, built once from the exit-work loops
+ * and the exit functions around them (all link-time): the exit tail (each loop's function
+ * outside the loop, from prep_cli where known; the callers from their call of it on; the C
+ * entry points after their call; the system call's tail; the two exit paths), the code before
+ * the last read (each loop's body, its function before prep_cli, the callers before their
+ * call), and the loops' functions.
+ */
+void gi_exit_ranges(struct gi *gi);
 
 /* A static key's site (gi_jump_labels): the instruction patched, and where it jumps when on. */
 struct gi_jump_label {
@@ -298,6 +312,9 @@ struct gi {
 	/* every [start, end) gi_chain_in_exit_tail tests, link-time, from the fields above (exit_tail_
 	 * ranges() in gi.c) */
 	struct gi_ranges tail;
+	/* where the thread reads its flags again after (gi_chain_in_exit_tail's before_read), and
+	 * the loops' functions (anything else there is tail), link-time: gi_exit_ranges */
+	struct gi_ranges before_read, ew_funcs;
 	/* the IDT handlers' code after their exit work (gi_exit_epilogues_find): in the tail as
 	 * a leaf with no kernel frame below its stub's (an entry from user mode), link-time;
 	 * empty when not found */

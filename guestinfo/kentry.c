@@ -313,32 +313,15 @@ int gi_exit_work(const struct gi *gi, struct gi_exit_work out[GI_EW_COPIES], siz
 	return 0;
 }
 
-/* Is @at (link-time) in @w's loop: its body (not the code between its head and its end that is
- * not the loop's, 6.12's context tracking after the read; its out-of-line blocks past its end,
- * task work, are). A body not known holds nothing: every sample there is walked at once. */
-static bool in_loop_body(const struct gi_exit_work *w, uint64_t at)
-{
-	for (unsigned int k = 0; k < w->n_body && k < GI_EW_BODY; k++)
-		if (at >= w->body[k][0] && at < w->body[k][1])
-			return true;
-	return false;
-}
-
-/* @at (link-time) where the thread reads its work flags again after it: a loop's body, its
- * function before the irq disable that comes before its first read (prep_cli: 6.12's system
- * call exit work), or an exit function before it calls a loop's function (exit_before). */
+/* @at (link-time) where the thread reads its work flags again after it: a loop's body (not the
+ * code between its head and its end that is not the loop's, 6.12's context tracking after the
+ * read; its out-of-line blocks past its end, task work, are; a body not known holds nothing),
+ * its function before the irq disable that comes before its first read (prep_cli: 6.12's
+ * system call exit work), or an exit function before it calls a loop's function
+ * (exit_before): gi_exit_ranges' before_read. */
 static bool before_read(const struct gi *gi, uint64_t at)
 {
-	for (size_t i = 0; i < gi->n_exit_work; i++) {
-		const struct gi_exit_work *w = &gi->exit_work[i];
-
-		if (in_loop_body(w, at) || (w->prep_cli && at >= w->func_start && at < w->prep_cli))
-			return true;
-	}
-	for (size_t i = 0; i < sizeof(gi->exit_before) / sizeof(gi->exit_before[0]); i++)
-		if (at >= gi->exit_before[i][0] && at < gi->exit_before[i][1])
-			return true;
-	return false;
+	return gi_ranges_has(&gi->before_read, at);
 }
 
 /* Is @at (link-time) in a loop's function (the exit-work function, or an exit path holding
@@ -346,10 +329,7 @@ static bool before_read(const struct gi *gi, uint64_t at)
  * its flags for the last time. */
 static bool in_exit_function(const struct gi *gi, uint64_t at)
 {
-	for (size_t i = 0; i < gi->n_exit_work; i++)
-		if (at >= gi->exit_work[i].func_start && at < gi->exit_work[i].func_end)
-			return true;
-	return false;
+	return gi_ranges_has(&gi->ew_funcs, at);
 }
 
 /* The leaf @at (link-time) at a loop's bottom, from its last cli: its last read of the flags

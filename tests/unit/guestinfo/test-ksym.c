@@ -832,8 +832,10 @@ static int stock_612_tail(struct gi *gi, const struct gi_exit_work *w, const cha
 		unsigned int nb = gi->exit_work[0].n_body;
 
 		gi->exit_work[0].n_body = 0;
+		gi_exit_ranges(gi);
 		ASSERT_TRUE(gi_chain_in_exit_tail(gi, w[0].head, NULL, 0));
 		gi->exit_work[0].n_body = nb;
+		gi_exit_ranges(gi);
 		ASSERT_TRUE(!gi_chain_in_exit_tail(gi, w[0].head, NULL, 0));
 	}
 	callers[0] = w[0].head + 6; /* from the loop's body: before the read, whatever is outer */
