@@ -48,6 +48,12 @@ static void json_off(FILE *f, const char *key, uint32_t v, bool last)
 	fputs(last ? "" : ", ", f);
 }
 
+/* The one exit-work loop every exit path reaches (the loop's own function: 6.1), or NULL (none,
+ * or an exit path's own copy among them: 6.12). */
+static const struct gi_exit_work *one_loop(const struct gi_kernel_desc *d)
+{
+	return d->n_ew_loops == 1 && !d->ew_loops[0].inlined ? &d->ew_loops[0] : NULL;
+}
 
 /*
  * "guest_visible_marks": whether the flag strategy can take this kernel (docs/guest-interface.md):
@@ -69,6 +75,7 @@ static void json_marks(FILE *f, const struct gi_kernel_desc *d)
 }
 static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 {
+	const struct gi_exit_work *ow = one_loop(d);
 	FILE *f = stdout;
 
 	fputs("{\"kernel\": ", f);
@@ -118,14 +125,14 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 		fputs("null", f);
 	}
 	fputs(",\n \"exit_work_loop\": ", f);
-	if (d->exit_work.head) {
+	if (ow) {
 		fprintf(f, "{\"head\": \"0x%llx\", \"clear\": \"0x%llx\", \"symbol\": ",
-			(unsigned long long)d->exit_work.head, (unsigned long long)d->exit_work.clear);
-		json_str(f, d->exit_work_symbol);
+			(unsigned long long)ow->head, (unsigned long long)ow->clear);
+		json_str(f, d->ew_loop_symbol[0]);
 		fprintf(f, ", \"offset\": %llu, \"loop_end\": \"0x%llx\", \"notify_bit\": %u, "
 			"\"handler_epilogues\": %zu, \"handler_epilogue_bytes\": %llu}",
-			(unsigned long long)d->exit_work_off,
-			(unsigned long long)d->exit_work.loop_end, d->exit_work.notify_bit,
+			(unsigned long long)d->ew_loop_off[0],
+			(unsigned long long)ow->loop_end, ow->notify_bit,
 			d->n_epilogues, (unsigned long long)d->epilogue_bytes);
 	} else {
 		fprintf(f, "null, \"exit_work_loop_missing\": \"%s\"",
@@ -193,6 +200,8 @@ static void print_off(const char *name, uint32_t v)
 
 static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 {
+	const struct gi_exit_work *ow = one_loop(d);
+
 	printf("kernel:        %s (%s, payload %s)\n", kernel, d->format, d->compression);
 	printf("version:       %s\n", d->release[0] ? d->release : "unknown");
 	if (d->banner[0])
@@ -226,18 +235,18 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		       "(the trap's breakpoint)\n", (unsigned long long)d->iret_user,
 		       d->iret_user_symbol[0] ? d->iret_user_symbol : "?",
 		       (unsigned long long)d->iret_user_off);
-	if (d->exit_work.head)
+	if (ow)
 		printf("exit-work loop: TIF_NOTIFY_RESUME (bit %u) cleared at 0x%llx %s+0x%llx%s: "
-		       "guest-visible marks possible\n", d->exit_work.notify_bit,
-		       (unsigned long long)d->exit_work.clear,
-		       d->exit_work_symbol[0] ? d->exit_work_symbol : "?",
-		       (unsigned long long)d->exit_work_off,
-		       d->exit_work.clear_base ? "" : " (not completable by hvprof: RF needed)");
+		       "guest-visible marks possible\n", ow->notify_bit,
+		       (unsigned long long)ow->clear,
+		       d->ew_loop_symbol[0][0] ? d->ew_loop_symbol[0] : "?",
+		       (unsigned long long)d->ew_loop_off[0],
+		       ow->clear_base ? "" : " (not completable by hvprof: RF needed)");
 	else if (d->n_ew_loops) {
 		bool shared = false; /* one of them the loop's own function (exit_to_user_mode_*) */
 
 		for (size_t i = 0; i < d->n_ew_loops; i++)
-			shared |= !strncmp(d->ew_loop_symbol[i], "exit_to_user_mode_", 18);
+			shared |= !d->ew_loops[i].inlined;
 		printf("exit-work loop: %s (system calls, interrupts): guest-visible marks possible "
 		       "with a breakpoint on each copy: %zu breakpoints with sysretq/iretq, which "
 		       "VMX/SVM hosts have (a PVM host keeps one of its four for its SYSCALL fix-up: "

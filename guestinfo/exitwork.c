@@ -2,8 +2,8 @@
 // The exit-work loop of the generic entry code (kernel/entry/common.c, 5.8+; 6.1:
 // exit_to_user_mode_loop, inlined into exit_to_user_mode_prepare): the slow path a thread takes
 // on its way back to user mode only when one of its thread-info work flags is set. hvprof's
-// guest-visible marks set TIF_NOTIFY_RESUME on the marked thread and trap the loop's head,
-// trap the instruction of the loop that clears TIF_NOTIFY_RESUME (resume_user_mode_work's first
+// guest-visible marks set TIF_NOTIFY_RESUME on the marked thread and trap the instruction of
+// the loop that clears TIF_NOTIFY_RESUME (resume_user_mode_work's first
 // statement, inlined): only threads with the flag reach it, and pt_regs still holds the user
 // registers of the kernel entry there. Found here with capstone in the kernel image: the last
 // backward jump of the function whose target is `sti` (local_irq_enable_exit_to_user, the loop's
@@ -324,41 +324,6 @@ static int ew_reaches(const struct symtab *st, gi_kva_read_fn read, void *ctx, c
 	return err ?: gi_call_site(st, read, ctx, EW_PREPARE, fname, &at, &after, &end);
 }
 
-/*
- * Does every return to user mode go through @fname's loop? The generic entry's two exit paths,
- * syscall_exit_to_user_mode and irqentry_exit_to_user_mode (or, where one is inlined into its
- * caller and has no symbol, do_syscall_64 or irqentry_exit) must reach @fname (ew_reaches):
- * where a path holds a copy of the loop of its own (Linux 6.12: exit_to_user_mode_loop is
- * __always_inline there, and its out-of-line copy is called by nothing), a breakpoint on
- * @fname's clear misses that path's returns. With no path to check, nothing says it is on one.
- * Return: 0; -ENOTSUP a path does not reach it, or none is known; -ENOMEM; -EFAULT.
- */
-static int ew_on_every_path(const struct symtab *st, gi_kva_read_fn read, void *ctx,
-			    const char *fname)
-{
-	unsigned int checked = 0;
-
-	for (unsigned int i = 0; i < EW_PATHS; i++) {
-		const char *path = ew_path(st, i, NULL);
-		int err;
-
-		if (!path)
-			continue;
-		checked++;
-		err = ew_reaches(st, read, ctx, path, fname);
-		if (err == -ENOENT) {
-			pr_debug(LOG_BTF, "%s does not reach %s: it has the exit-work loop inlined",
-				 path, fname);
-			return -ENOTSUP;
-		}
-		if (err)
-			return err;
-	}
-	if (!checked)
-		pr_debug(LOG_BTF, "no exit path known to call %s: the loop is not taken", fname);
-	return checked ? 0 : -ENOTSUP;
-}
-
 void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct gi_pv_irq *out)
 {
 	uint64_t pv;
@@ -452,28 +417,6 @@ static int ew_loop_in(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 	return err;
 }
 
-int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
-		      const struct gi_pv_irq *pv, struct gi_exit_work *out)
-{
-	const char *fname;
-	uint64_t start;
-	int err;
-
-	if (!st || !read || !out)
-		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	err = ew_function(st, &start, &fname);
-	if (err)
-		return err;
-	err = ew_loop_in(st, read, ctx, pv, fname, start, out);
-	if (err == -ENOENT)
-		pr_debug(LOG_BTF, "%s: no exit-work loop that clears TIF_NOTIFY_RESUME", fname);
-	err = err ?: ew_on_every_path(st, read, ctx, fname);
-	if (err)
-		memset(out, 0, sizeof(*out));
-	return err;
-}
-
 int gi_exit_work_loops(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 		       const struct gi_pv_irq *pv, struct gi_exit_work out[GI_EW_COPIES],
 		       size_t *n)
@@ -494,6 +437,8 @@ int gi_exit_work_loops(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 		if (err && err != -ENOENT)
 			return err;
 		have_shared = !err;
+		if (err)
+			pr_debug(LOG_BTF, "%s: no exit-work loop that clears TIF_NOTIFY_RESUME", fname);
 	}
 	for (unsigned int i = 0; i < EW_PATHS; i++) {
 		const char *path = ew_path(st, i, &start);
@@ -508,8 +453,10 @@ int gi_exit_work_loops(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 			shared_listed = true;
 			continue;
 		}
-		if (err == -ENOENT)
+		if (err == -ENOENT) {
 			err = ew_loop_in(st, read, ctx, pv, path, start, &out[*n]);
+			out[*n].inlined = true;
+		}
 		if (err == -ENOENT)
 			missing = missing ? missing : path; /* the others still looked at: a loop in
 							    * one says -ENOTSUP, not -ENOENT */

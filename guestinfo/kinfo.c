@@ -208,8 +208,6 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 		}
 	}
 	gi_pv_irq_slots(st, d->has_btf ? &d->layout : NULL, &pv);
-	d->exit_work_err = st ? gi_exit_work_find(st, kinfo_read, img, &pv, &d->exit_work)
-			      : -ENOENT;
 	d->ew_loops_err = st ? gi_exit_work_loops(st, kinfo_read, img, &pv, d->ew_loops,
 						  &d->n_ew_loops)
 			     : -ENOENT;
@@ -219,15 +217,9 @@ int gi_kernel_describe(const char *kernel, const char *btf, const char *symbols,
 		if (symtab_lookup(st, d->ew_loops[i].clear, &name, &d->ew_loop_off[i]) == 0)
 			snprintf(d->ew_loop_symbol[i], sizeof(d->ew_loop_symbol[i]), "%s", name);
 	}
-	if (d->exit_work_err == -ENOMEM || d->ew_loops_err == -ENOMEM) {
+	if (d->ew_loops_err == -ENOMEM) {
 		err = -ENOMEM;
 		goto out;
-	}
-	if (d->exit_work_err == 0) {
-		const char *name;
-
-		if (symtab_lookup(st, d->exit_work.clear, &name, &d->exit_work_off) == 0)
-			snprintf(d->exit_work_symbol, sizeof(d->exit_work_symbol), "%s", name);
 	}
 	if (d->n_ew_loops) {
 		struct gi_spans epi;

@@ -150,6 +150,7 @@ struct gi_exit_work {
 	uint64_t func_start, func_end, head, loop_end, clear, clear_end, prep_cli;
 	uint64_t body[GI_EW_BODY][2];
 	unsigned int n_body;
+	bool inlined; /* an exit path's own copy (gi_exit_work_loops), not the loop's function */
 	/* the loop body's last cli (local_irq_disable_exit_to_user, or its pv_ops call): from
 	 * there to loop_end the pass reads the flags for the loop's test, so a sample there may
 	 * be past the last read (0: none found). Where the compiler put out-of-line blocks after
@@ -179,33 +180,21 @@ struct gi_pv_irq {
  * where either is missing. */
 void gi_pv_irq_slots(const struct symtab *st, const struct gi_layout *l, struct gi_pv_irq *out);
 
-/**
- * gi_exit_work_find - find the loop with capstone (exit_to_user_mode_loop, or
- * exit_to_user_mode_prepare into which 6.1 inlines it) through @read; its head is an sti, or
- * where @pv (may be NULL) knows the slot a call of pv_ops.irq.irq_enable (and its last cli one
- * of irq_disable). The loop must be on every exit path: syscall_exit_to_user_mode and
- * irqentry_exit_to_user_mode (do_syscall_64 and irqentry_exit where those have no symbol) each
- * call or jump to its function, or to exit_to_user_mode_prepare where that calls it. Return: 0
- * and *@out; -ENOENT no such function, or no loop headed so that clears TIF_NOTIFY_RESUME (a
- * pre-5.8 kernel, a paravirt one without BTF); -ENOTSUP the loop is found, but a path does not
- * reach its function (it holds its own inlined copy: Debian's 6.12), or no path is known;
- * -EFAULT unreadable; -ENOMEM; -EINVAL.
- */
-int gi_exit_work_find(const struct symtab *st, gi_kva_read_fn read, void *ctx,
-		      const struct gi_pv_irq *pv, struct gi_exit_work *out) __must_check;
-
 #define GI_EW_COPIES 2 /* exit paths: system calls, interrupts and exceptions */
 
 /**
  * gi_exit_work_loops - the exit-work loops that together serve every return to user mode, one
- * breakpoint each (link-time KVAs, @pv as gi_exit_work_find): @out[0..*@n). Each exit path
+ * breakpoint each (link-time KVAs), found with capstone through @read: @out[0..*@n). A loop's
+ * head is an sti, or where @pv (may be NULL) knows the slot a call of pv_ops.irq.irq_enable (and
+ * its last cli one of irq_disable); it clears TIF_NOTIFY_RESUME. Each exit path
  * (syscall_exit_to_user_mode, irqentry_exit_to_user_mode; do_syscall_64, irqentry_exit where
- * those have no symbol) either reaches the loop gi_exit_work_find finds (a call or jump to its
- * function, or to exit_to_user_mode_prepare that calls it), listed once, or holds a loop of its
- * own, inlined (Debian's 6.12: one in each path), found there as gi_exit_work_find finds the
- * loop. Return: 0 and 1..GI_EW_COPIES loops; -ENOENT no loop at all (a pre-5.8 kernel, no path
- * known and no loop function); -ENOTSUP a path neither reaches a loop nor holds one, or loops
- * but no path known; -EFAULT; -ENOMEM; -EINVAL. *@n is 0 on error.
+ * those have no symbol) either reaches the loop's own function (exit_to_user_mode_loop, or
+ * exit_to_user_mode_prepare into which 6.1 inlines it: a call or jump to it, or to
+ * exit_to_user_mode_prepare that calls it), listed once, or holds a loop of its own, inlined
+ * (Debian's 6.12: one in each path; @inlined set). Return: 0 and 1..GI_EW_COPIES loops; -ENOENT
+ * no loop at all (a pre-5.8 kernel, a paravirt one without BTF); -ENOTSUP a path neither reaches
+ * a loop nor holds one, or a loop but no path known; -EFAULT; -ENOMEM; -EINVAL. *@n is 0 on
+ * error.
  */
 int gi_exit_work_loops(const struct symtab *st, gi_kva_read_fn read, void *ctx,
 		       const struct gi_pv_irq *pv, struct gi_exit_work out[GI_EW_COPIES],

@@ -680,16 +680,9 @@ struct gi_kernel_desc {
 	uint64_t iret_user;
 	char iret_user_symbol[64];
 	uint64_t iret_user_off;
-	/* the exit-work loop (gi_exit_work_find; head 0: none, for the reason @exit_work_err
-	 * gives: -ENOTSUP not one copy on every exit path, -ENOENT none) and the symbol its head is
-	 * in */
-	struct gi_exit_work exit_work;
-	int exit_work_err;
-	char exit_work_symbol[64];
-	uint64_t exit_work_off;
-	/* the loops hvprof traps, one per breakpoint (gi_exit_work_loops: that loop, or where
-	 * the exit paths hold it inlined each path's copy; none for the reason @ew_loops_err
-	 * gives), and the symbol and offset of each one's clear */
+	/* the loops hvprof traps, one per breakpoint (gi_exit_work_loops: the one loop every exit
+	 * path reaches, or where the exit paths hold it inlined each path's copy; none for the
+	 * reason @ew_loops_err gives), and the symbol and offset of each one's clear */
 	struct gi_exit_work ew_loops[GI_EW_COPIES];
 	size_t n_ew_loops;
 	int ew_loops_err;

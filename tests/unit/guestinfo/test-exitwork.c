@@ -14,6 +14,7 @@
 
 #include "gi_internal.h"
 #include "kimage_internal.h"
+#include "oneloop.h"
 #include "test.h"
 
 #define FN 0xffffffff810760dfull /* exit_to_user_mode_prepare */
@@ -152,7 +153,7 @@ static int test_found(void)
 
 	ASSERT_TRUE(st != NULL);
 	load_prepare61();
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
+	ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), 0);
 	ASSERT_EQ_U64(w.func_start, FN);
 	ASSERT_EQ_U64(w.func_end, FN + sizeof(prepare61));
 	ASSERT_EQ_U64(w.head, FN + 0x21);        /* sti */
@@ -200,7 +201,7 @@ static int test_found_paravirt(void)
 	memset(bytes, 0xcc, sizeof(bytes));
 	memcpy(bytes, prepare61_debian, sizeof(prepare61_debian));
 	put_paths(bytes, 0);
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_debian, bytes, &pv, &w), 0);
+	ASSERT_EQ_INT(one_loop(st, read_debian, bytes, &pv, &w), 0);
 	ASSERT_EQ_U64(w.func_start, FN_DEB);
 	ASSERT_EQ_U64(w.head, FN_DEB + 0xc8);     /* call *pv_ops.irq.irq_enable */
 	ASSERT_EQ_U64(w.loop_end, FN_DEB + 0x233); /* after the last jne head */
@@ -211,16 +212,16 @@ static int test_found_paravirt(void)
 	ASSERT_EQ_INT((int)w.clear_size, 1);
 	ASSERT_EQ_U64(w.clear_imm & 0xff, 0xfd);
 	/* without the slots (no BTF), or with the wrong one: not a loop hvprof knows */
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_debian, bytes, NULL, &w), -ENOENT);
+	ASSERT_EQ_INT(one_loop(st, read_debian, bytes, NULL, &w), -ENOENT);
 	other.enable += 8;
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_debian, bytes, &other, &w), -ENOENT);
+	ASSERT_EQ_INT(one_loop(st, read_debian, bytes, &other, &w), -ENOENT);
 	/* the slot of irq_disable unknown: found, with no cli for the tail's rule */
 	other = (struct gi_pv_irq){ DEB_PV_ENABLE, 0 };
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_debian, bytes, &other, &w), 0);
+	ASSERT_EQ_INT(one_loop(st, read_debian, bytes, &other, &w), 0);
 	ASSERT_EQ_U64(w.loop_cli, 0);
 	/* a call through the slot that is not ff 15 (ff 14 25: absolute): not taken */
 	bytes[0xc8 + 1] = 0x14;
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_debian, bytes, &pv, &w), -ENOENT);
+	ASSERT_EQ_INT(one_loop(st, read_debian, bytes, &pv, &w), -ENOENT);
 	symtab_free(st);
 	return TEST_OK;
 }
@@ -234,13 +235,13 @@ static int test_not_found(void)
 	/* the loop head is a call (a paravirt irq enable), not sti */
 	load_prepare61();
 	code[0x21] = 0x90;
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOENT);
+	ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), -ENOENT);
 	/* the loop clears another bit (0xfb: bit 2) */
 	memcpy(code, prepare61, sizeof(prepare61));
 	code[0x46] = 0xfb;
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOENT);
+	ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), -ENOENT);
 	/* no such function */
-	ASSERT_EQ_INT(gi_exit_work_find(NULL, read_code, NULL, NULL, &w), -EINVAL);
+	ASSERT_EQ_INT(one_loop(NULL, read_code, NULL, NULL, &w), -EINVAL);
 	symtab_free(st);
 	return TEST_OK;
 }
@@ -336,29 +337,29 @@ static int test_every_path(void)
 
 	ASSERT_TRUE(st != NULL);
 	load_prepare61();
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
+	ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), 0);
 	ASSERT_EQ_U64(w.clear, FN + 0x41);
 	/* the interrupt path calls something else (inside the function, not its start) */
 	put_call(IRQ_PATH, 0x21);
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOTSUP);
+	ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), -ENOTSUP);
 	ASSERT_EQ_U64(w.head, 0);
 	ASSERT_EQ_U64(w.clear, 0);
 	/* ... or the system-call path does */
 	put_paths(code, 0);
 	put_call(SYSCALL_PATH, 0x21);
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOTSUP);
+	ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), -ENOTSUP);
 	symtab_free(st);
 
 	/* no exit path in the symbols at all: nothing says this copy is the one used */
 	put_paths(code, 0);
 	st = with_paths(NULL, NULL, 0);
 	ASSERT_TRUE(st != NULL);
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOTSUP);
+	ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), -ENOTSUP);
 	symtab_free(st);
 	/* the paths inlined into their callers, which call the function: taken */
 	st = with_paths(callers, at, 2);
 	ASSERT_TRUE(st != NULL);
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
+	ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), 0);
 	symtab_free(st);
 	/* one path named, the other one's caller: both checked (the caller does not call it) */
 	{
@@ -367,7 +368,7 @@ static int test_every_path(void)
 		put_call(IRQ_PATH, 0x21);
 		st = with_paths(mixed, at, 2);
 		ASSERT_TRUE(st != NULL);
-		ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOTSUP);
+		ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), -ENOTSUP);
 		symtab_free(st);
 	}
 	return TEST_OK;
@@ -394,12 +395,12 @@ static int test_path_through_prepare(void)
 	put_call(PREPARE, 0); /* prepare: call the loop; ret */
 	code[PREPARE + 5] = 0xc3;
 	put_paths(code, PREPARE);
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
+	ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), 0);
 	ASSERT_EQ_U64(w.func_start, FN);
 	ASSERT_EQ_U64(w.clear, FN + 0x41);
 	/* prepare calls something else: the loop's copy is reached by nothing */
 	put_call(PREPARE, 0x21);
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), -ENOTSUP);
+	ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), -ENOTSUP);
 	symtab_free(st);
 	return TEST_OK;
 }
@@ -446,8 +447,9 @@ static int test_loops(void)
 		ASSERT_EQ_U64(w[k].clear, at + 0x41);
 		ASSERT_EQ_INT(w[k].clear_base, 12 + 1);
 		ASSERT_EQ_U64(w[k].prep_cli, 0); /* 6.1's reads its flags with no cli before */
+		ASSERT_TRUE(w[k].inlined);       /* each an exit path's own */
 	}
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w[0]), -ENOENT);
+	ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w[0]), -ENOTSUP);
 	/* a cli before the second copy's read (`push rbx` made one): test, je over the loop,
 	 * then a mov, and the head */
 	code[COPY + 0x11] = 0xfa;
@@ -514,7 +516,8 @@ static int test_loops(void)
 	ASSERT_EQ_INT((int)n, 2);
 	ASSERT_EQ_U64(w[0].func_start, FN);
 	ASSERT_EQ_U64(w[1].func_start, FN + COPY);
-	ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w[0]), -ENOTSUP);
+	ASSERT_TRUE(!w[0].inlined && w[1].inlined);
+	ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w[0]), -ENOTSUP);
 	symtab_free(st);
 
 	/* both paths reach the function: that loop, once */
@@ -709,7 +712,7 @@ static int test_loop_body(void)
 		ASSERT_TRUE(st != NULL);
 		load_prepare61();
 		/* no __jump_table symbols: the sites not known, no body (all walked at once) */
-		ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
+		ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), 0);
 		ASSERT_EQ_INT((int)w.n_body, 0);
 		symtab_free(st);
 		/* an empty table (a kernel without jump labels, ours) */
@@ -728,7 +731,7 @@ static int test_loop_body(void)
 			st = symtab_of(e, 7);
 		}
 		ASSERT_TRUE(st != NULL);
-		ASSERT_EQ_INT(gi_exit_work_find(st, read_code, NULL, NULL, &w), 0);
+		ASSERT_EQ_INT(one_loop(st, read_code, NULL, NULL, &w), 0);
 		symtab_free(st);
 		for (unsigned int i = 0; i < w.n_body; i++)
 			printf("# our 6.1's loop body [+0x%llx, +0x%llx) of [+0x%llx, +0x%llx), "
