@@ -162,6 +162,15 @@ static void tail_sample(struct hvp_sample *smp, uint64_t rip)
 	smp->n_kernel = 1;
 }
 
+/* ... with a caller frame returning to @frame (an interrupt taken there: its frame exactly on
+ * the instruction, or a call ending before it). */
+static void framed_sample(struct hvp_sample *smp, uint64_t rip, uint64_t frame)
+{
+	tail_sample(smp, rip);
+	smp->kernel_ips[1] = frame;
+	smp->n_kernel = 2;
+}
+
 /* A flag fixture whose exit tail is [@start, @end), flag marks on, the task's pt_regs written
  * from f->entry; its vCPU 0 in *@sv. 0, or -1 (the fixture may need fixture_fini). */
 static int tail_fixture_init(struct fixture *f, struct svcpu **sv, uint64_t start, uint64_t end)
@@ -418,23 +427,32 @@ static int test_sample_on_second_loop(void)
 	f.s->traps.n_loops = 2;
 	atomic_store(&f.s->traps.ready, true);
 	sv->sample_vcpu_regs = &vregs;
-	tail_sample(&smp, FK_STEXT + 0x400);
-	smp.kernel_ips[1] = clear2;
-	smp.n_kernel = 2;
+	framed_sample(&smp, FK_STEXT + 0x400, clear2);
 	user_sample(&f, sv, &smp);
 	ASSERT_EQ_U64(smp.cookie, 0);
 	ASSERT_EQ_INT(n_flag_set, 0);
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 1);
 	/* one loop: the same frame flags a mark */
 	f.s->traps.n_loops = 1;
-	tail_sample(&smp, FK_STEXT + 0x400);
-	smp.kernel_ips[1] = clear2;
-	smp.n_kernel = 2;
+	framed_sample(&smp, FK_STEXT + 0x400, clear2);
 	user_sample(&f, sv, &smp);
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_INT(n_flag_set, 1);
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 1);
 	marks_resolve_at_return(sv, f.fk.task_kva, FK_PID, f.fk.mm_kva, &f.fk.fm.pg, &f.entry);
+	/* the slots armed and disarmed with the loops: each loop's, with sysretq's and iretq's */
+	f.s->traps.slot_sysret = 0;
+	f.s->traps.slot_iret = 1;
+	f.s->traps.slot_loop[0] = 2;
+	f.s->traps.slot_loop[1] = 3;
+	f.s->traps.n_loops = 2;
+	ASSERT_EQ_INT((int)traps_loop_mask(f.s), 0xc);
+	ASSERT_EQ_INT((int)traps_mask(f.s), 0xf);
+	f.s->traps.n_loops = 1;
+	ASSERT_EQ_INT((int)traps_loop_mask(f.s), 0x4);
+	f.s->traps.flag = false;
+	ASSERT_EQ_INT((int)traps_loop_mask(f.s), 0);
+	ASSERT_EQ_INT((int)traps_mask(f.s), 0x3);
 	ret = TEST_OK;
 fini:
 	fixture_fini(&f);
@@ -475,9 +493,7 @@ static int test_sample_on_stepped_site(void)
 	/* placed but not published yet (traps.ready): nothing is taken as stepped */
 	sv->stepped_pc = clear;
 	atomic_store(&f.s->traps.ready, false);
-	tail_sample(&smp, FK_STEXT + 0x400);
-	smp.kernel_ips[1] = clear;
-	smp.n_kernel = 2;
+	framed_sample(&smp, FK_STEXT + 0x400, clear);
 	user_sample(&f, sv, &smp);
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 0);
@@ -530,17 +546,13 @@ static int test_sample_on_stepped_site(void)
 
 	/* an interrupt taken on the clear (a chain frame exactly there), RF clear at the
 	 * handler's sample: resolved at once too */
-	tail_sample(&smp, FK_STEXT + 0x400);
-	smp.kernel_ips[1] = clear;
-	smp.n_kernel = 2;
+	framed_sample(&smp, FK_STEXT + 0x400, clear);
 	user_sample(&f, sv, &smp);
 	ASSERT_EQ_U64(smp.cookie, 0);
 	ASSERT_EQ_INT(n_flag_set, 1);
 	ASSERT_EQ_U64(sv->c.tail_stepped_site, 3);
 	/* ... but a return address just after it (a call ending there) is no such frame */
-	tail_sample(&smp, FK_STEXT + 0x400);
-	smp.kernel_ips[1] = clear + 1;
-	smp.n_kernel = 2;
+	framed_sample(&smp, FK_STEXT + 0x400, clear + 1);
 	user_sample(&f, sv, &smp);
 	ASSERT_TRUE(smp.cookie != 0);
 	ASSERT_EQ_INT(n_flag_set, 2);
