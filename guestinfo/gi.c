@@ -176,7 +176,7 @@ static bool exit_work_function(const struct gi *gi, uint64_t kva)
  * function reads the flags there, so only from that call on is it in the tail (the system
  * call's exit work before it, audit, rseq, is not); one that calls none (exit_to_user_mode, or
  * one with the function inlined) is in it whole; one that holds a loop itself (6.12's paths)
- * is that loop's function, whose ranges exit_tail_ranges adds.
+ * is that loop's function, whose ranges gi_exit_ranges adds.
  */
 static void exit_callers_find(struct gi *gi, struct gi_kimage *img)
 {
