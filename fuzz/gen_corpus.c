@@ -165,6 +165,9 @@ static int gen_unwind(void)
 	/* Kernel sample: rsp, rbp, task, gs_base relative to the kernel window. */
 	unwind_hdr(h, 1, 0, 0x0f, 0, TEXT + 0x10, 0x4000, 0x4100, 0x1000, 0, 0x2000, 0);
 	err |= put_file("unwind", "seed-kernel", h, 64, d, 8 * 4096);
+	/* The same walked by ORC too (header byte 3 bits 0 and 1), its table from the data. */
+	h[3] = 3;
+	err |= put_file("unwind", "seed-orc-kernel", h, 64, d, 8 * 4096);
 	/* User sample: rsp/rbp in the user window, KERNEL_GS_BASE holds the per-CPU base. */
 	unwind_hdr(h, 1, 3, 0x30 | 0x04, 0, 0x401000, 0x5000, 0x5100, 0x1000, 0, KWIN, 0);
 	err |= put_file("unwind", "seed-user", h, 64, d, 8 * 4096);
