@@ -318,7 +318,7 @@ static int kimage_index_elf(struct gi_kimage *img, const char *path)
 	Elf *elf;
 	Elf_Scn *scn = NULL;
 	GElf_Ehdr ehdr;
-	size_t shstrndx, end = 0;
+	size_t shstrndx, shnum, end = 0;
 	int err = 0;
 
 	elf_version(EV_CURRENT);
@@ -363,10 +363,25 @@ static int kimage_index_elf(struct gi_kimage *img, const char *path)
 		img->n_secs++;
 	}
 	/* The ELF ends at its section header table (vmlinux.bin puts it last); the bzImage
-	 * payload continues with the relocation table (arch/x86/boot/compressed/Makefile). */
-	if (ehdr.e_shoff + (uint64_t)ehdr.e_shnum * ehdr.e_shentsize > end)
-		end = ehdr.e_shoff + (size_t)ehdr.e_shnum * ehdr.e_shentsize;
-	if (end && end <= img->elf_len)
+	 * payload continues with the relocation table (arch/x86/boot/compressed/Makefile). The
+	 * table is read by libelf with its own entry size: one that says otherwise, or lies
+	 * over the ELF header or past the bytes, is not a kernel's (the ELF would be cut to it). */
+	if (!err && elf_getshdrnum(elf, &shnum) == 0 && shnum) {
+		uint64_t sh_end;
+
+		if (ehdr.e_shentsize != sizeof(Elf64_Shdr) || ehdr.e_shoff < sizeof(Elf64_Ehdr) ||
+		    __builtin_mul_overflow((uint64_t)shnum, sizeof(Elf64_Shdr), &sh_end) ||
+		    __builtin_add_overflow(sh_end, ehdr.e_shoff, &sh_end) || sh_end > img->elf_len) {
+			pr_warn("%s: the section header table (%zu entries of %u bytes at 0x%llx) "
+				"is not within the ELF", path, shnum, ehdr.e_shentsize,
+				(unsigned long long)ehdr.e_shoff);
+			err = -EBADMSG;
+			goto out;
+		}
+		if (sh_end > end)
+			end = sh_end;
+	}
+	if (!err && end >= sizeof(Elf64_Ehdr) && end <= img->elf_len)
 		img->elf_len = end;
 out:
 	if (elf)

@@ -8,7 +8,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-build}
 case "$build" in /*) ;; *) build="$top/$build" ;; esac
 dir="$top/tests/fuzz-corpus"
-targets=(pgwalk unwind btf symtab kallsyms krelocs recfile folded virtq codescan)
+targets=(pgwalk unwind btf symtab kallsyms krelocs recfile folded virtq codescan kimage)
 for t in "${targets[@]}"; do
 	mkdir -p "$dir/$t"
 	rm -f "$dir/$t"/seed-*
@@ -237,4 +237,42 @@ for s in loop61 copies612 pv61 site epilogue; do text "$s"; done
 { hdr $((4 | 8 | 16)) 1 0 0x100 0x120 0 0 0x400 0 0x08 0x17; cat "$tmp/site.bin"; } \
 	> "$dir/codescan/seed-site"
 { hdr 0 0 0 0x100 0x120 0 0 0 0; cat "$tmp/epilogue.bin"; } > "$dir/codescan/seed-epilogue"
+# Kernel images for the kimage target: a tiny x86-64 ELF with a banner in .rodata, and bzImages
+# (boot protocol 2.15, one setup sector) around it, its payload uncompressed, gzip, xz and zstd
+# (xz and zstd with the decompressed size appended, as Linux's size_append does), each followed
+# by an 8-byte relocation table as in the kernel's payload.
+mkdir -p "$dir/kimage"
+cat > "$tmp/kernel.c" <<'C'
+const char linux_banner[] = "Linux version 6.1.0-fuzz (seed@hvprof) (gcc) #1 SMP\n";
+void _start(void) { for (;;) __asm__ volatile("hlt"); }
+C
+gcc -O1 -fno-pie -no-pie -nostdlib -static -Wl,-n -Wl,--no-warn-rwx-segments \
+	-o "$tmp/kernel" "$tmp/kernel.c"
+strip "$tmp/kernel"
+cp "$tmp/kernel" "$dir/kimage/seed-elf"
+le32() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 & 255)) $((($1 >> 8) & 255)) \
+	$((($1 >> 16) & 255)) $((($1 >> 24) & 255)); }
+put() { printf "$2" | dd of="$3" bs=1 seek=$(($1)) conv=notrunc status=none; }
+bzimage() { # PAYLOAD OUT
+	local n
+	n=$(stat -c %s "$1")
+	head -c 1024 /dev/zero > "$2"
+	put 0x1f1 '\x01' "$2"
+	put 0x1fe '\x55\xaa' "$2"
+	put 0x202 'HdrS' "$2"
+	put 0x206 '\x0f\x02' "$2"
+	put 0x20e '\x00\x01' "$2"
+	put 0x300 '6.1.0-fuzz (seed@hvprof) #1 SMP' "$2"
+	put 0x24c "$(le32 "$n")" "$2"
+	cat "$1" >> "$2"
+}
+{ cat "$tmp/kernel"; printf '\x10\x00\x00\x81\x00\x00\x00\x00'; } > "$tmp/vmlinux.bin"
+size=$(stat -c %s "$tmp/vmlinux.bin")
+bzimage "$tmp/vmlinux.bin" "$dir/kimage/seed-bz-none"
+gzip -9 -n -c "$tmp/vmlinux.bin" > "$tmp/pay.gz"
+bzimage "$tmp/pay.gz" "$dir/kimage/seed-bz-gzip"
+{ xz --check=crc32 -9 -c "$tmp/vmlinux.bin"; printf "$(le32 "$size")"; } > "$tmp/pay.xz"
+bzimage "$tmp/pay.xz" "$dir/kimage/seed-bz-xz"
+{ zstd -q -19 -c "$tmp/vmlinux.bin"; printf "$(le32 "$size")"; } > "$tmp/pay.zst"
+bzimage "$tmp/pay.zst" "$dir/kimage/seed-bz-zstd"
 ls -l "$dir"/*/seed-* | awk '{ s += $5 } END { print NR " seeds, " s " bytes" }'
