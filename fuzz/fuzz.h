@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <hvprof/gmem.h>
 
@@ -67,6 +69,23 @@ static inline const void *fuzz_ram_map(void *ctx, uint64_t gpa, size_t len)
 	if (gpa > r->len || len > r->len - gpa)
 		return NULL;
 	return r->bytes + gpa;
+}
+
+/* The input as a file: a memfd (a regular file, never on disk) holding @data[0..@size), its
+ * path ("/proc/self/fd/N") in @path. Return: the fd (the caller closes it), or -1. */
+static inline int fuzz_memfd(const char *name, const uint8_t *data, size_t size, char *path,
+			     size_t path_size)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (size && write(fd, data, size) != (ssize_t)size) {
+		close(fd);
+		return -1;
+	}
+	snprintf(path, path_size, "/proc/self/fd/%d", fd);
+	return fd;
 }
 
 static inline uint64_t fuzz_get64(const uint8_t *p)

@@ -38,14 +38,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	/* The same bytes as a file (a memfd: a regular file, never on disk). */
-	fd = memfd_create("fuzz-btf", MFD_CLOEXEC);
+	fd = fuzz_memfd("fuzz-btf", data, size, path, sizeof(path));
 	if (fd < 0)
 		return 0;
-	if (size && write(fd, data, size) != (ssize_t)size) {
-		close(fd);
-		return 0;
-	}
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	err = gi_layout_from_btf(path, &l);
 	FUZZ_LOG("btf file: %d\n", err);
 	fz_check_layout(err, &l);

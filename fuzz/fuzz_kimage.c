@@ -72,14 +72,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int fd, err;
 
 	hvp_log_set_level(HVP_LOG_ERR); /* a warning per bad image otherwise */
-	fd = memfd_create("fuzz-kimage", MFD_CLOEXEC);
+	fd = fuzz_memfd("fuzz-kimage", data, size, path, sizeof(path));
 	if (fd < 0)
 		return 0;
-	if (size && write(fd, data, size) != (ssize_t)size) {
-		close(fd);
-		return 0;
-	}
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	err = gi_kimage_open(path, &img);
 	FUZZ_LOG("open: %d\n", err);
 	FUZZ_CHECK(err == 0 || err == -EBADMSG || err == -ENOTSUP || err == -EFBIG ||
