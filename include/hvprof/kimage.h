@@ -87,9 +87,10 @@ struct gi_kimage;
  * in-kernel decompressor applies for KASLR.
  * @path: host path. @out: free with gi_kimage_free().
  * Return: 0; -ENOENT/-EACCES (open); -EBADMSG neither an x86-64 ELF nor a bzImage, a payload
- * outside the file, or a payload that does not decompress to an ELF; -ENOTSUP another
- * compression (lz4, lzo, bzip2, lzma) or boot protocol < 2.08; -EFBIG payload above 1 GiB;
- * -ENOMEM. Thread-safety: read-only after open.
+ * outside the file, a payload that does not decompress to an ELF, a section outside the ELF's
+ * bytes, or a section header table of entries not Elf64_Shdr's size or over the ELF header;
+ * -ENOTSUP another compression (lz4, lzo, bzip2, lzma) or boot protocol < 2.08; -EFBIG payload
+ * above 1 GiB; -ENOMEM. Thread-safety: read-only after open.
  */
 int gi_kimage_open(const char *path, struct gi_kimage **out) __must_check;
 

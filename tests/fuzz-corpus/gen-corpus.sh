@@ -232,7 +232,7 @@ irqexit:
 S
 for s in loop61 copies612 pv61 site epilogue; do text "$s"; done
 { hdr 4 0 0x1c 0x100 0x120 0x140 0x40 0x3f0 0; cat "$tmp/loop61.bin"; } > "$dir/codescan/seed-loop61"
-{ hdr 5 0 0x21 0x200 0x100 0x300 0x40 0x3f0 0; cat "$tmp/copies612.bin"; } > "$dir/codescan/seed-copies612"
+{ hdr 5 0 0x21 0x200 0x100 0x300 0x47 0x3f0 0; cat "$tmp/copies612.bin"; } > "$dir/codescan/seed-copies612"
 { hdr 6 0 0x0e 0x100 0x120 0 0 0x7f0 0x808; cat "$tmp/pv61.bin"; } > "$dir/codescan/seed-pv61"
 { hdr $((4 | 8 | 16)) 1 0 0x100 0x120 0 0 0x400 0 0x08 0x17; cat "$tmp/site.bin"; } \
 	> "$dir/codescan/seed-site"
@@ -242,11 +242,17 @@ for s in loop61 copies612 pv61 site epilogue; do text "$s"; done
 # (xz and zstd with the decompressed size appended, as Linux's size_append does), each followed
 # by an 8-byte relocation table as in the kernel's payload.
 mkdir -p "$dir/kimage"
+# Its .rodata holds the kallsyms seed's tables after the banner, and a .BTF section the BTF seed
+# (both made above by fuzz-gen-corpus), so that symbols and structure layouts are found in it.
+tail -c +2 "$dir/kallsyms/seed-tables-6.1" > "$tmp/kallsyms.bin"
+cp "$dir/btf/seed-full.btf" "$tmp/btf.bin"
 cat > "$tmp/kernel.c" <<'C'
 const char linux_banner[] = "Linux version 6.1.0-fuzz (seed@hvprof) (gcc) #1 SMP\n";
+__asm__(".section .rodata\n.balign 256\n.incbin \"kallsyms.bin\"\n.previous");
+__asm__(".section .BTF,\"a\"\n.incbin \"btf.bin\"\n.previous");
 void _start(void) { for (;;) __asm__ volatile("hlt"); }
 C
-gcc -O1 -fno-pie -no-pie -nostdlib -static -Wl,-n -Wl,--no-warn-rwx-segments \
+gcc -O1 -fno-pie -no-pie -nostdlib -static -Wl,-n -Wl,--no-warn-rwx-segments -Wa,-I"$tmp" \
 	-o "$tmp/kernel" "$tmp/kernel.c"
 strip "$tmp/kernel"
 cp "$tmp/kernel" "$dir/kimage/seed-elf"

@@ -72,8 +72,14 @@ static int test_epilogues(void)
 	ASSERT_EQ_INT(gi_exit_epilogues_find(st, read_code, NULL, &sp), -ENOENT);
 	ASSERT_EQ_U64(sp.n, 0);
 	symtab_free(st);
-	/* no noinstr bounds */
-	st = symtab_one("exc_page_fault");
+	/* no noinstr bounds (the exit functions there) */
+	{
+		struct ksym_entry e2[2] = { { FN + PF, 'T', strdup("exc_page_fault") },
+					    { FN + EXIT_USER, 'T',
+					      strdup("irqentry_exit_to_user_mode") } };
+
+		st = symtab_of(e2, 2);
+	}
 	ASSERT_TRUE(st != NULL);
 	ASSERT_EQ_INT(gi_exit_epilogues_find(st, read_code, NULL, &sp), -ENOENT);
 	ASSERT_EQ_INT(gi_exit_epilogues_find(NULL, read_code, NULL, &sp), -EINVAL);
