@@ -8,7 +8,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-build}
 case "$build" in /*) ;; *) build="$top/$build" ;; esac
 dir="$top/tests/fuzz-corpus"
-targets=(pgwalk unwind btf symtab kallsyms krelocs recfile folded virtq codescan kimage)
+targets=(pgwalk unwind btf symtab kallsyms krelocs recfile folded virtq codescan kimage dwarf)
 for t in "${targets[@]}"; do
 	mkdir -p "$dir/$t"
 	rm -f "$dir/$t"/seed-*
@@ -281,4 +281,14 @@ bzimage "$tmp/pay.gz" "$dir/kimage/seed-bz-gzip"
 bzimage "$tmp/pay.xz" "$dir/kimage/seed-bz-xz"
 { zstd -q -19 -c "$tmp/vmlinux.bin"; printf "$(le32 "$size")"; } > "$tmp/pay.zst"
 bzimage "$tmp/pay.zst" "$dir/kimage/seed-bz-zstd"
+# Patches of the dwarf target's own capture (fuzz/fuzz_dwarf.c: flags, max, cut; then kind,
+# pad, where, value): none; the copy cut to 64 bytes; RIP one byte on; RSP 8 bytes up; the
+# first stack word replaced by the capture's third; the RBX register made the RSP.
+mkdir -p "$dir/dwarf"
+printf '\x00\x7f\x00\x00' > "$dir/dwarf/seed-capture"
+printf '\x01\x7f\x40\x00' > "$dir/dwarf/seed-cut"
+printf '\x00\x7f\x00\x00\x01\x00\x10\x00\x01\x00\x00\x00' > "$dir/dwarf/seed-rip"
+printf '\x00\x7f\x00\x00\x02\x00\x07\x00\x08\x00\x00\x00' > "$dir/dwarf/seed-rsp"
+printf '\x00\x7f\x00\x00\x03\x00\x20\x00\x02\x00\x00\x00' > "$dir/dwarf/seed-word"
+printf '\x00\x07\x00\x00\x02\x00\x03\x00\x00\x00\x00\x00' > "$dir/dwarf/seed-rbx"
 ls -l "$dir"/*/seed-* | awk '{ s += $5 } END { print NR " seeds, " s " bytes" }'
