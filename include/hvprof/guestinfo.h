@@ -333,7 +333,7 @@ int gi_process_mappings(const struct gi *gi, const struct gmem *mem, const struc
  * page through @pg (the process's page tables) when it is resident, and parsed with libelf: the
  * ELF header, program headers and a PT_NOTE segment inside that page. @id/@max: where to write.
  * Return: 0, @id and *@len (bytes); -EFAULT/-ERANGE not resident or not mapped; -ENOENT not a
- * 64-bit ELF, or no build-id note in the first page; -EINVAL.
+ * 64-bit ELF, or no build-id note in the first page; -ENOTSUP libelf unusable; -EINVAL.
  */
 int gi_mapping_build_id(const struct gmem *mem, const struct gi_paging *pg, uint64_t start,
 			uint8_t *id, size_t max, size_t *len) __must_check;

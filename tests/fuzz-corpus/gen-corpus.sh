@@ -8,7 +8,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-build}
 case "$build" in /*) ;; *) build="$top/$build" ;; esac
 dir="$top/tests/fuzz-corpus"
-targets=(pgwalk unwind btf symtab kallsyms krelocs recfile folded virtq codescan kimage dwarf)
+targets=(pgwalk unwind btf symtab kallsyms krelocs recfile folded virtq codescan kimage dwarf buildid)
 for t in "${targets[@]}"; do
 	mkdir -p "$dir/$t"
 	rm -f "$dir/$t"/seed-*
@@ -291,4 +291,9 @@ printf '\x00\x7f\x00\x00\x01\x00\x10\x00\x01\x00\x00\x00' > "$dir/dwarf/seed-rip
 printf '\x00\x7f\x00\x00\x02\x00\x07\x00\x08\x00\x00\x00' > "$dir/dwarf/seed-rsp"
 printf '\x00\x7f\x00\x00\x03\x00\x20\x00\x02\x00\x00\x00' > "$dir/dwarf/seed-word"
 printf '\x00\x07\x00\x00\x02\x00\x03\x00\x00\x00\x00\x00' > "$dir/dwarf/seed-rbx"
+# First pages of ELF files for the buildid target: the symtab seeds' executable (a build-id
+# note after its headers) and object file (no program headers, no notes).
+mkdir -p "$dir/buildid"
+head -c 4096 "$dir/symtab/seed-exec" > "$dir/buildid/seed-exec"
+head -c 4096 "$dir/symtab/seed-object.o" > "$dir/buildid/seed-object"
 ls -l "$dir"/*/seed-* | awk '{ s += $5 } END { print NR " seeds, " s " bytes" }'
