@@ -374,9 +374,9 @@ int cmd_kernel_info(int argc, char **argv)
 	if (err) {
 		cli_error("kernel-info: %s: %s", kernel,
 			  err == -ENOTSUP ? "a bzImage whose payload hvprof does not decompress "
-					    "(lz4, lzo, bzip2, lzma): the guest decompresses it when "
-					    "booted; describe its vmlinux instead (record and run take "
-					    "symbols from --vmlinux)"
+					    "(lzo, or a compression Linux does not build): the guest "
+					    "decompresses it when booted; describe its vmlinux instead "
+					    "(record and run take symbols from --vmlinux)"
 					  : err == -EBADMSG ? "neither an x86-64 vmlinux ELF nor a bzImage "
 							      "whose payload decompresses"
 							    : hvp_strerror(err));

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Fuzz target: kernel images (gi_kimage_open: a vmlinux ELF, or a bzImage whose setup header
-// locates an xz, zstd, gzip or uncompressed payload, the Linux boot protocol 2.08+), and what
-// is read from one: the ELF, the relocation table after it, the banner, BTF, code by KVA and
-// the kallsyms tables (symtab_from_kimage). The input is the file, written to a memfd.
+// locates an xz, zstd, gzip, lz4, lzma, bzip2 or uncompressed payload, the Linux boot protocol
+// 2.08+), and what is read from one: the ELF, the relocation table after it, the banner, BTF,
+// code by KVA and the kallsyms tables (symtab_from_kimage). The input is the file, written to a
+// memfd.
 // Invariants: the documented errors; an opened image's ELF starts with an ELF header within the
 // file or payload; strings are NUL-terminated within their buffers; reads by KVA at each
 // allocated section's start and end (the sections found with libelf) read or fail with -EFAULT
@@ -71,7 +72,8 @@ static void fz_image(const struct gi_kimage *img, const uint8_t *data, size_t si
 
 	FUZZ_CHECK(elf && len >= 64 && !memcmp(elf, "\177ELF", 4)); /* an Elf64_Ehdr at least */
 	FUZZ_CHECK(!strcmp(comp, "none") || !strcmp(comp, "xz") || !strcmp(comp, "zstd") ||
-		   !strcmp(comp, "gzip"));
+		   !strcmp(comp, "gzip") || !strcmp(comp, "lz4") || !strcmp(comp, "lzma") ||
+		   !strcmp(comp, "bzip2"));
 	FUZZ_CHECK(strlen(hv) < 256);
 	FUZZ_CHECK(gi_kimage_is_bzimage(img) || (len <= size && !strcmp(comp, "none")));
 	err = gi_kimage_relocs(img, &tail, &n);

@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
-#include <lzma.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,8 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
-#include <zstd.h>
 
 #include <hvprof/guestinfo.h>
 #include <hvprof/file.h>
@@ -24,9 +21,8 @@
 
 #include "kimage_internal.h"
 
-/* Largest file and largest decompressed payload accepted (the 6.12 stock vmlinux is ~70 MB). */
+/* Largest file accepted (the largest decompressed payload: KIMAGE_MAX_PAYLOAD). */
 #define KIMAGE_MAX_FILE (512u << 20)
-#define KIMAGE_MAX_PAYLOAD (1024u << 20)
 
 struct gi_kimage {
 	uint8_t *file;     /* the whole file */
@@ -62,157 +58,33 @@ static int kimage_read_file(const char *path, uint8_t **buf, size_t *len)
 	return err == -EFBIG || err == -EINVAL ? -EBADMSG : err;
 }
 
-/* Grow @out to at least @need bytes (doubling); bounded by KIMAGE_MAX_PAYLOAD. */
-static int kimage_grow(uint8_t **out, size_t *cap, size_t need)
+/* The payload of the bzImage @b (@len bytes, its setup header checked: boot protocol 2.08+)
+ * in *@pay, *@pay_len bytes: at payload_offset (0x248) from the protected-mode code at
+ * (setup_sects + 1) * 512, payload_length (0x24c) bytes (Documentation/x86/boot.rst).
+ * Return: 0; -EBADMSG outside the file or under 8 bytes. */
+static int bz_payload(const uint8_t *b, size_t len, const uint8_t **pay, size_t *pay_len)
 {
-	size_t ncap = *cap ? *cap : (16u << 20);
-	uint8_t *p;
+	size_t pm_off = ((size_t)(b[0x1f1] ? b[0x1f1] : 4) + 1) * 512;
+	size_t off = kimage_get32(b + 0x248), n = kimage_get32(b + 0x24c);
 
-	if (need > KIMAGE_MAX_PAYLOAD)
-		return -EFBIG;
-	while (ncap < need)
-		ncap *= 2;
-	if (ncap > KIMAGE_MAX_PAYLOAD)
-		ncap = KIMAGE_MAX_PAYLOAD;
-	if (ncap <= *cap)
-		return 0;
-	p = realloc(*out, ncap);
-	if (!p)
-		return -ENOMEM;
-	*out = p;
-	*cap = ncap;
+	/* SAFETY: the payload range is checked against the file before any read. */
+	if (pm_off > len || off > len - pm_off || n > len - pm_off - off || n < 8)
+		return -EBADMSG;
+	*pay = b + pm_off + off;
+	*pay_len = n;
 	return 0;
 }
 
-static int kimage_unxz(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
-		       size_t *out_len)
+const char *gi_bzimage_compression(const uint8_t *file, size_t len)
 {
-	lzma_stream s = LZMA_STREAM_INIT;
-	size_t cap = 0;
-	lzma_ret r;
-	int err;
+	const uint8_t *pay;
+	size_t pay_len;
 
-	/* The kernel's xz payload: one .xz stream (CRC32 check, x86 BCJ + LZMA2), then 4 bytes
-	 * of decompressed size (scripts/Makefile.lib size_append) that the decoder never reads. */
-	if (lzma_stream_decoder(&s, UINT64_MAX, 0) != LZMA_OK)
-		return -ENOMEM;
-	err = kimage_grow(out, &cap, hint);
-	if (err)
-		goto out;
-	s.next_in = in;
-	s.avail_in = in_len;
-	s.next_out = *out;
-	s.avail_out = cap;
-	for (;;) {
-		r = lzma_code(&s, LZMA_FINISH);
-		if (r == LZMA_STREAM_END)
-			break;
-		if (r == LZMA_OK && s.avail_out == 0) {
-			size_t done = cap;
-
-			err = kimage_grow(out, &cap, cap + 1);
-			if (err)
-				goto out;
-			s.next_out = *out + done;
-			s.avail_out = cap - done;
-			continue;
-		}
-		pr_debug(LOG_KSYM, "xz payload: liblzma error %d after %zu bytes", (int)r,
-			 (size_t)s.total_out);
-		err = r == LZMA_MEM_ERROR ? -ENOMEM : -EBADMSG;
-		goto out;
-	}
-	*out_len = (size_t)s.total_out;
-	err = 0;
-out:
-	lzma_end(&s);
-	return err;
-}
-
-static int kimage_unzstd(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
-			 size_t *out_len)
-{
-	ZSTD_DStream *ds = ZSTD_createDStream();
-	ZSTD_inBuffer ib = { in, in_len, 0 };
-	ZSTD_outBuffer ob;
-	size_t cap = 0, r;
-	int err;
-
-	if (!ds)
-		return -ENOMEM;
-	/* The kernel compresses with --ultra -22: a window of up to 2^27 bytes. */
-	ZSTD_DCtx_setParameter(ds, ZSTD_d_windowLogMax, 31);
-	err = kimage_grow(out, &cap, hint);
-	if (err)
-		goto out;
-	ob = (ZSTD_outBuffer){ *out, cap, 0 };
-	for (;;) {
-		r = ZSTD_decompressStream(ds, &ob, &ib);
-		if (ZSTD_isError(r)) {
-			pr_debug(LOG_KSYM, "zstd payload: %s", ZSTD_getErrorName(r));
-			err = -EBADMSG;
-			goto out;
-		}
-		if (r == 0)
-			break; /* frame complete; the 4-byte size trailer is left unread */
-		if (ob.pos == ob.size) {
-			err = kimage_grow(out, &cap, cap + 1);
-			if (err)
-				goto out;
-			ob.dst = *out;
-			ob.size = cap;
-		} else if (ib.pos == ib.size) {
-			pr_debug(LOG_KSYM, "zstd payload: truncated");
-			err = -EBADMSG;
-			goto out;
-		}
-	}
-	*out_len = ob.pos;
-	err = 0;
-out:
-	ZSTD_freeDStream(ds);
-	return err;
-}
-
-static int kimage_gunzip(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
-			 size_t *out_len)
-{
-	z_stream z;
-	size_t cap = 0;
-	int r, err;
-
-	memset(&z, 0, sizeof(z));
-	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-		return -ENOMEM;
-	err = kimage_grow(out, &cap, hint);
-	if (err)
-		goto out;
-	z.next_in = (Bytef *)in;
-	z.avail_in = in_len > UINT32_MAX ? UINT32_MAX : (uInt)in_len;
-	z.next_out = *out;
-	z.avail_out = (uInt)cap;
-	for (;;) {
-		r = inflate(&z, Z_NO_FLUSH);
-		if (r == Z_STREAM_END)
-			break;
-		if (r == Z_OK && z.avail_out == 0) {
-			size_t done = cap;
-
-			err = kimage_grow(out, &cap, cap + 1);
-			if (err)
-				goto out;
-			z.next_out = *out + done;
-			z.avail_out = (uInt)(cap - done);
-			continue;
-		}
-		err = r == Z_MEM_ERROR ? -ENOMEM : -EBADMSG;
-		goto out;
-	}
-	*out_len = (size_t)z.total_out;
-	err = 0;
-out:
-	inflateEnd(&z);
-	return err;
+	if (!file || len < 0x270 || kimage_get16(file + 0x1fe) != 0xaa55 ||
+	    kimage_get32(file + 0x202) != 0x53726448 || kimage_get16(file + 0x206) < 0x0208 ||
+	    bz_payload(file, len, &pay, &pay_len) != 0)
+		return NULL;
+	return kimage_payload_kind(pay, pay_len);
 }
 
 /*
@@ -223,10 +95,9 @@ out:
 static int kimage_bzimage_payload(struct gi_kimage *img, const char *path)
 {
 	const uint8_t *b = img->file;
-	size_t len = img->file_len, pm_off, pay_off, pay_len, hint = 0;
+	size_t len = img->file_len, pay_len, hint = 0;
 	const uint8_t *pay;
 	uint16_t version, kv;
-	uint8_t setup_sects;
 	int err;
 
 	if (len < 0x270 || kimage_get16(b + 0x1fe) != 0xaa55 || kimage_get32(b + 0x202) != 0x53726448)
@@ -248,32 +119,20 @@ static int kimage_bzimage_payload(struct gi_kimage *img, const char *path)
 			version & 0xff);
 		return -ENOTSUP;
 	}
-	setup_sects = b[0x1f1] ? b[0x1f1] : 4;
-	pm_off = ((size_t)setup_sects + 1) * 512;
-	pay_off = kimage_get32(b + 0x248);
-	pay_len = kimage_get32(b + 0x24c);
-	/* SAFETY: the payload range is checked against the file before any read. */
-	if (pm_off > len || pay_off > len - pm_off || pay_len > len - pm_off - pay_off ||
-	    pay_len < 8) {
-		pr_warn("%s: payload 0x%zx+0x%zx lies outside the file", path, pay_off, pay_len);
+	if (bz_payload(b, len, &pay, &pay_len) != 0) {
+		pr_warn("%s: payload 0x%x+0x%x lies outside the file", path,
+			kimage_get32(b + 0x248), kimage_get32(b + 0x24c));
 		return -EBADMSG;
 	}
-	pay = b + pm_off + pay_off;
 	/* The last 4 bytes of a compressed payload: decompressed size (size_append). */
 	hint = kimage_get32(pay + pay_len - 4);
-	if (hint > KIMAGE_MAX_PAYLOAD)
-		hint = 0;
-	if (!memcmp(pay, "\xfd" "7zXZ\0", 6)) {
-		img->compression = "xz";
-		err = kimage_unxz(pay, pay_len, hint, &img->payload, &img->payload_len);
-	} else if (!memcmp(pay, "\x28\xb5\x2f\xfd", 4)) {
-		img->compression = "zstd";
-		err = kimage_unzstd(pay, pay_len, hint, &img->payload, &img->payload_len);
-	} else if (!memcmp(pay, "\x1f\x8b", 2)) {
-		img->compression = "gzip";
-		err = kimage_gunzip(pay, pay_len, hint, &img->payload, &img->payload_len);
-	} else if (!memcmp(pay, "\177ELF", 4)) {
-		img->compression = "none";
+	img->compression = kimage_payload_kind(pay, pay_len);
+	if (!img->compression) {
+		pr_warn("%s: payload compression %02x %02x %02x %02x is unknown (xz, zstd, gzip, "
+			"lz4, lzo, bzip2, lzma are Linux's)", path, pay[0], pay[1], pay[2], pay[3]);
+		return -ENOTSUP;
+	}
+	if (!strcmp(img->compression, "none")) {
 		img->payload = malloc(pay_len);
 		if (!img->payload)
 			return -ENOMEM;
@@ -281,22 +140,14 @@ static int kimage_bzimage_payload(struct gi_kimage *img, const char *path)
 		img->payload_len = pay_len;
 		err = 0;
 	} else {
-		/* The other payloads Linux builds (arch/x86/boot/compressed/Makefile). */
-		const char *kind = !memcmp(pay, "\x02\x21\x4c\x18", 4) ? "lz4"
-				   : !memcmp(pay, "\x89LZO", 4)	    ? "lzo"
-				   : !memcmp(pay, "BZh", 3)		    ? "bzip2"
-				   : !memcmp(pay, "\x5d\x00\x00", 3)	    ? "lzma"
-									    : NULL;
-
-		if (kind)
-			pr_info("%s: %s payload: hvprof decompresses only xz, zstd and gzip on the "
-				"host",
-				path, kind);
-		else
-			pr_warn("%s: payload compression %02x %02x %02x %02x is unknown (xz, zstd, "
-				"gzip, lz4, lzo, bzip2, lzma are Linux's)",
-				path, pay[0], pay[1], pay[2], pay[3]);
-		return -ENOTSUP;
+		err = kimage_decompress(img->compression, pay, pay_len, hint, &img->payload,
+					&img->payload_len);
+		if (err == -ENOTSUP) {
+			/* lzo (lzop's format): no library here reads it */
+			pr_info("%s: %s payload: hvprof decompresses xz, zstd, gzip, lz4, bzip2 "
+				"and lzma on the host", path, img->compression);
+			return err;
+		}
 	}
 	if (err) {
 		pr_warn("%s: cannot decompress the %s payload: %s", path, img->compression,

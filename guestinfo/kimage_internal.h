@@ -20,6 +20,23 @@ struct kimage_sec {
 	bool exec;
 };
 
+/* Largest decompressed bzImage payload accepted (the 6.12 stock vmlinux is ~70 MB). */
+#define KIMAGE_MAX_PAYLOAD (1024u << 20)
+
+/* kimage_payload_kind - the compression of a bzImage payload @p (@len bytes) by its magic:
+ * "xz", "zstd", "gzip", "lz4" (legacy frame), "lzo" (lzop), "bzip2", "lzma" (LZMA alone),
+ * "none" (an ELF as is), the kinds Linux builds (arch/x86/boot/compressed/Makefile); NULL:
+ * none of them. A static string. */
+const char *kimage_payload_kind(const uint8_t *p, size_t len);
+
+/* kimage_decompress - decompress the @kind payload @in (@in_len bytes, its 4-byte size trailer
+ * included: never read) into *@out (malloc'd, *@out_len bytes; freed by the caller, also on
+ * error); @hint: the trailer's size, the first allocation (0 or over KIMAGE_MAX_PAYLOAD: 16 MiB)
+ * (kdecomp.c). Return: 0; -ENOTSUP a kind without a decoder here (lzo); -EBADMSG corrupt or
+ * truncated; -EFBIG over KIMAGE_MAX_PAYLOAD; -ENOMEM; -EINVAL. */
+int kimage_decompress(const char *kind, const uint8_t *in, size_t in_len, size_t hint,
+		      uint8_t **out, size_t *out_len);
+
 /* The section called @name, or NULL. Owned by @img. */
 const struct kimage_sec *kimage_section(const struct gi_kimage *img, const char *name);
 

@@ -4,7 +4,7 @@
 # only). Skips apt when everything is already there. Needs root (or sudo) for apt-get.
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc libc6-dev libelf-dev libdw-dev libbpf-dev libcapstone-dev
-      zlib1g-dev liblzma-dev libzstd-dev libarchive-dev python3 linux-source-6.1 busybox-static dwarves bc flex bison lz4
+      zlib1g-dev liblzma-dev libzstd-dev liblz4-dev libbz2-dev libarchive-dev python3 linux-source-6.1 busybox-static dwarves bc flex bison lz4
       libssl-dev cpio xz-utils file patch make libvirt-dev libxml2-dev libseccomp-dev)
 # the Debian image (images/debian/build.sh): its userland, its disk, distribution build flags
 pkgs+=(mmdebstrap e2fsprogs dpkg-dev)

@@ -82,15 +82,17 @@ struct gi_kimage;
 /**
  * gi_kimage_open - read a kernel image: a vmlinux ELF (stripped or not), or a bzImage whose
  * payload (located by the setup header's payload_offset/payload_length, boot protocol 2.08+)
- * is decompressed on the host: xz (liblzma), zstd (libzstd), gzip (zlib) or uncompressed.
+ * is decompressed on the host: xz and lzma (liblzma), zstd (libzstd), gzip (zlib), bzip2
+ * (libbz2), lz4 (liblz4, the kernel's legacy framing: Debian 12's cloud kernel) or
+ * uncompressed.
  * The decompressed payload is the vmlinux ELF followed by the relocation table that the
  * in-kernel decompressor applies for KASLR.
  * @path: host path. @out: free with gi_kimage_free().
  * Return: 0; -ENOENT/-EACCES (open); -EBADMSG neither an x86-64 ELF nor a bzImage, a payload
  * outside the file, a payload that does not decompress to an ELF, a section outside the ELF's
  * bytes, or a section header table of entries not Elf64_Shdr's size or over the ELF header;
- * -ENOTSUP another compression (lz4, lzo, bzip2, lzma) or boot protocol < 2.08; -EFBIG payload
- * above 1 GiB; -ENOMEM. Thread-safety: read-only after open.
+ * -ENOTSUP another compression (lzo, or none Linux builds) or boot protocol < 2.08; -EFBIG
+ * payload above 1 GiB; -ENOMEM. Thread-safety: read-only after open.
  */
 int gi_kimage_open(const char *path, struct gi_kimage **out) __must_check;
 
@@ -106,8 +108,17 @@ const uint8_t *gi_kimage_elf(const struct gi_kimage *img, size_t *len);
 /** gi_kimage_is_bzimage - whether the file was a bzImage (and the ELF was decompressed). */
 bool gi_kimage_is_bzimage(const struct gi_kimage *img);
 
-/** gi_kimage_compression - "xz", "zstd", "gzip" or "none" (a static string). */
+/** gi_kimage_compression - "xz", "zstd", "gzip", "lz4", "lzma", "bzip2" or "none" (a static
+ * string). */
 const char *gi_kimage_compression(const struct gi_kimage *img);
+
+/**
+ * gi_bzimage_compression - the compression of the payload of the bzImage @file (@len bytes of
+ * the whole file, boot protocol 2.08+), by its magic and without decompressing it: "xz",
+ * "zstd", "gzip", "lz4", "lzo", "bzip2", "lzma" or "none"; NULL when @file is not such a
+ * bzImage or the payload is of another kind. A static string.
+ */
+const char *gi_bzimage_compression(const uint8_t *file, size_t len);
 
 /**
  * gi_kimage_header_version - the bzImage setup header's kernel_version string ("6.1.0-57-amd64

@@ -238,9 +238,10 @@ for s in loop61 copies612 pv61 site epilogue; do text "$s"; done
 	> "$dir/codescan/seed-site"
 { hdr 0 0 0 0x100 0x120 0 0 0 0; cat "$tmp/epilogue.bin"; } > "$dir/codescan/seed-epilogue"
 # Kernel images for the kimage target: a tiny x86-64 ELF with a banner in .rodata, and bzImages
-# (boot protocol 2.15, one setup sector) around it, its payload uncompressed, gzip, xz and zstd
-# (xz and zstd with the decompressed size appended, as Linux's size_append does), each followed
-# by an 8-byte relocation table as in the kernel's payload.
+# (boot protocol 2.15, one setup sector) around it, its payload uncompressed, gzip, xz, zstd,
+# lz4 (legacy frame, as the kernel's `lz4 -l`), lzma and bzip2 (all but gzip with the
+# decompressed size appended, as Linux's size_append does; gzip's own trailer holds it), each
+# followed by an 8-byte relocation table as in the kernel's payload.
 mkdir -p "$dir/kimage"
 # Its .rodata holds the kallsyms seed's tables after the banner, and a .BTF section the BTF seed
 # (both made above by fuzz-gen-corpus), so that symbols and structure layouts are found in it.
@@ -281,6 +282,12 @@ bzimage "$tmp/pay.gz" "$dir/kimage/seed-bz-gzip"
 bzimage "$tmp/pay.xz" "$dir/kimage/seed-bz-xz"
 { zstd -q -19 -c "$tmp/vmlinux.bin"; printf "$(le32 "$size")"; } > "$tmp/pay.zst"
 bzimage "$tmp/pay.zst" "$dir/kimage/seed-bz-zstd"
+{ lz4 -q -l -9 -c "$tmp/vmlinux.bin"; printf "$(le32 "$size")"; } > "$tmp/pay.lz4"
+bzimage "$tmp/pay.lz4" "$dir/kimage/seed-bz-lz4"
+{ lzma -9 -c "$tmp/vmlinux.bin"; printf "$(le32 "$size")"; } > "$tmp/pay.lzma"
+bzimage "$tmp/pay.lzma" "$dir/kimage/seed-bz-lzma"
+{ bzip2 -9 -c "$tmp/vmlinux.bin"; printf "$(le32 "$size")"; } > "$tmp/pay.bz2"
+bzimage "$tmp/pay.bz2" "$dir/kimage/seed-bz-bzip2"
 # Patches of the dwarf target's own capture (fuzz/fuzz_dwarf.c: flags, max, cut; then kind,
 # pad, where, value): none; the copy cut to 64 bytes; RIP one byte on; RSP 8 bytes up; the
 # first stack word replaced by the capture's third; the RBX register made the RSP.

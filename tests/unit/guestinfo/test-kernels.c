@@ -336,7 +336,8 @@ static int stock_btf_pahole(struct gi_kimage *img, const struct gi_layout *l)
 	return TEST_OK;
 }
 
-/* One of Debian's stock kernels (@flavour "6.1" or "newer", 6.12), from its bzImage alone. */
+/* One of Debian's stock kernels (@flavour "6.1", "newer": 6.12, or "cloud": 6.1's for cloud
+ * images), from its bzImage alone. */
 static int stock_kernel(const char *flavour)
 {
 	char vmlinuz[4096];
@@ -353,6 +354,10 @@ static int stock_kernel(const char *flavour)
 		return TEST_SKIP;
 	ASSERT_EQ_INT(gi_kimage_open(vmlinuz, &img), 0);
 	ASSERT_TRUE(gi_kimage_is_bzimage(img));
+	/* Debian's payloads: xz (6.1), zstd (6.12), lz4 (6.1 cloud) */
+	ASSERT_EQ_STR(gi_kimage_compression(img), !strcmp(flavour, "6.1")     ? "xz"
+						  : !strcmp(flavour, "newer") ? "zstd"
+									      : "lz4");
 	ASSERT_EQ_INT(symtab_open_kernel(vmlinuz, &st, &src), 0);
 	ASSERT_EQ_INT(src, SYMTAB_SRC_KALLSYMS);
 	ASSERT_EQ_INT(stock_symbols(flavour, img, st, &entry), TEST_OK);
@@ -385,6 +390,11 @@ static int test_stock_61(void)
 static int test_stock_newer(void)
 {
 	return stock_kernel("newer");
+}
+
+static int test_stock_cloud(void)
+{
+	return stock_kernel("cloud");
 }
 
 /*
@@ -461,7 +471,7 @@ static int stock_612_tail(struct gi *gi, const struct gi_exit_work *w, const cha
 /* gi_open on the stock bzImage alone: symbols, BTF, current task, sites; no other file. */
 static int test_stock_gi_open(void)
 {
-	static const char *const flavours[] = { "6.1", "newer" };
+	static const char *const flavours[] = { "6.1", "newer", "cloud" };
 	int ran = 0;
 
 	for (size_t i = 0; i < ARRAY_SIZE(flavours); i++) {
@@ -610,6 +620,7 @@ static int test_image_kernel(void)
 static const struct test_case tests[] = {
 	{ "stock Debian 6.1 bzImage", test_stock_61 },
 	{ "stock Debian newer (6.12) bzImage", test_stock_newer },
+	{ "stock Debian 6.1 cloud bzImage (lz4)", test_stock_cloud },
 	{ "gi_open on a stock bzImage alone", test_stock_gi_open },
 	{ "test kernel exit sites", test_image_kernel },
 };

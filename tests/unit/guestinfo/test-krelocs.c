@@ -313,6 +313,15 @@ static int test_real_stock_newer(void)
 	return check_real(path, "Debian newer vmlinuz (tests/fixtures/get-stock-kernel.sh)");
 }
 
+/* Debian's cloud kernel: the table after an lz4 payload's ELF (kdecomp.c). */
+static int test_real_stock_cloud(void)
+{
+	char path[4096];
+
+	stock_path("cloud", path, sizeof(path));
+	return check_real(path, "Debian 6.1 cloud vmlinuz (tests/fixtures/get-stock-kernel.sh)");
+}
+
 static const struct test_case tests[] = {
 	{ "relocation tables: parsing", test_parse },
 	{ "relocation tables: applying", test_apply },
@@ -320,6 +329,7 @@ static const struct test_case tests[] = {
 	{ "the test kernel's table", test_real_test_kernel },
 	{ "Debian 6.1's table", test_real_stock_61 },
 	{ "Debian newer kernel's table", test_real_stock_newer },
+	{ "Debian 6.1 cloud kernel's table (lz4)", test_real_stock_cloud },
 };
 
 TEST_MAIN(tests)
