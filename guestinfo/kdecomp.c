@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <lz4.h>
 #include <lzma.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,17 +43,22 @@ static int kd_grow(uint8_t **out, size_t *cap, size_t need)
 	return 0;
 }
 
-static int kd_unxz(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
-		       size_t *out_len)
+/*
+ * liblzma's two formats: the kernel's xz payload (one .xz stream: CRC32 check, x86 BCJ +
+ * LZMA2) and its lzma one (`lzma -9`: "LZMA alone", a 13-byte header, no check of its own),
+ * each followed by the 4-byte size trailer the decoder never reads (it stops at the stream's
+ * end; LZMA_FINISH: a cut stream is LZMA_BUF_ERROR).
+ */
+static int kd_liblzma(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
+		      size_t *out_len, bool alone)
 {
 	lzma_stream s = LZMA_STREAM_INIT;
 	size_t cap = 0;
 	lzma_ret r;
 	int err;
 
-	/* The kernel's xz payload: one .xz stream (CRC32 check, x86 BCJ + LZMA2), then 4 bytes
-	 * of decompressed size (scripts/Makefile.lib size_append) that the decoder never reads. */
-	if (lzma_stream_decoder(&s, UINT64_MAX, 0) != LZMA_OK)
+	r = alone ? lzma_alone_decoder(&s, UINT64_MAX) : lzma_stream_decoder(&s, UINT64_MAX, 0);
+	if (r != LZMA_OK)
 		return -ENOMEM;
 	err = kd_grow(out, &cap, hint);
 	if (err)
@@ -75,8 +81,8 @@ static int kd_unxz(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
 			s.avail_out = cap - done;
 			continue;
 		}
-		pr_debug(LOG_KSYM, "xz payload: liblzma error %d after %zu bytes", (int)r,
-			 (size_t)s.total_out);
+		pr_debug(LOG_KSYM, "%s payload: liblzma error %d after %zu bytes",
+			 alone ? "lzma" : "xz", (int)r, (size_t)s.total_out);
 		err = r == LZMA_MEM_ERROR ? -ENOMEM : -EBADMSG;
 		goto out;
 	}
@@ -85,6 +91,18 @@ static int kd_unxz(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
 out:
 	lzma_end(&s);
 	return err;
+}
+
+static int kd_unxz(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
+		   size_t *out_len)
+{
+	return kd_liblzma(in, in_len, hint, out, out_len, false);
+}
+
+static int kd_unlzma(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
+		     size_t *out_len)
+{
+	return kd_liblzma(in, in_len, hint, out, out_len, true);
 }
 
 static int kd_unzstd(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
@@ -170,52 +188,6 @@ static int kd_gunzip(const uint8_t *in, size_t in_len, size_t hint, uint8_t **ou
 	err = 0;
 out:
 	inflateEnd(&z);
-	return err;
-}
-
-/* The .lzma ("LZMA alone") payload of `lzma -9`: its header holds the decompressed size. */
-static int kd_unlzma(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
-		     size_t *out_len)
-{
-	lzma_stream s = LZMA_STREAM_INIT;
-	size_t cap = 0;
-	lzma_ret r;
-	int err;
-
-	if (lzma_alone_decoder(&s, UINT64_MAX) != LZMA_OK)
-		return -ENOMEM;
-	err = kd_grow(out, &cap, hint);
-	if (err)
-		goto out;
-	s.next_in = in;
-	s.avail_in = in_len;
-	s.next_out = *out;
-	s.avail_out = cap;
-	for (;;) {
-		r = lzma_code(&s, LZMA_RUN);
-		if (r == LZMA_STREAM_END)
-			break;
-		if (r == LZMA_OK && s.avail_out == 0) {
-			size_t done = cap;
-
-			err = kd_grow(out, &cap, cap + 1);
-			if (err)
-				goto out;
-			s.next_out = *out + done;
-			s.avail_out = cap - done;
-			continue;
-		}
-		if (r == LZMA_OK && s.avail_in == 0)
-			r = LZMA_BUF_ERROR; /* truncated */
-		pr_debug(LOG_KSYM, "lzma payload: liblzma error %d after %zu bytes", (int)r,
-			 (size_t)s.total_out);
-		err = r == LZMA_MEM_ERROR ? -ENOMEM : -EBADMSG;
-		goto out;
-	}
-	*out_len = (size_t)s.total_out;
-	err = 0;
-out:
-	lzma_end(&s);
 	return err;
 }
 
