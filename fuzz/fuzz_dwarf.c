@@ -24,12 +24,12 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "selfstack.h"
 #include "unwind_dwarf.h"
 
 #define HDR 4
 #define PATCH 8
 #define CAP_STACK 16384
-#define MAX_MAPS 256
 
 static struct {
 	bool ready, broken;
@@ -37,28 +37,12 @@ static struct {
 	uint8_t stack[CAP_STACK];
 	uint32_t stack_len;
 	uint64_t ret_in_f2, ret_in_f1; /* f3's and f2's return addresses (their callers' pcs) */
-	struct unw_map maps[MAX_MAPS];
-	char *paths[MAX_MAPS];
-	size_t n_maps;
-	uint64_t stack_end;
+	struct self_maps maps;
 	struct unwinder *u;
 	struct unw_space *sp;
 } cap;
 
 static volatile int sink;
-
-/* The registers in DWARF order (unwind_dwarf.h), rip = the address of label 1. */
-#define CAPTURE_REGS(r)                                                                   \
-	__asm__ volatile("movq %%rax, 0(%0)\n\tmovq %%rdx, 8(%0)\n\tmovq %%rcx, 16(%0)\n\t" \
-			 "movq %%rbx, 24(%0)\n\tmovq %%rsi, 32(%0)\n\tmovq %%rdi, 40(%0)\n\t" \
-			 "movq %%rbp, 48(%0)\n\tmovq %%rsp, 56(%0)\n\tmovq %%r8, 64(%0)\n\t"  \
-			 "movq %%r9, 72(%0)\n\tmovq %%r10, 80(%0)\n\tmovq %%r11, 88(%0)\n\t"  \
-			 "movq %%r12, 96(%0)\n\tmovq %%r13, 104(%0)\n\tmovq %%r14, 112(%0)\n\t" \
-			 "movq %%r15, 120(%0)\n\t1: leaq 1b(%%rip), %%rax\n\t"               \
-			 "movq %%rax, 128(%0)\n\t"                                           \
-			 :                                                                   \
-			 : "r"(r)                                                            \
-			 : "rax", "memory")
 
 /* A copy of @n bytes of this thread's own stack from @src: its callers' frames hold ASan's
  * redzones, which are bytes of the stack like any other here, so not checked. */
@@ -76,7 +60,7 @@ static __attribute__((noinline)) int f3(int x)
 
 	CAPTURE_REGS(cap.regs);
 	rsp = cap.regs[UNW_REG_RSP];
-	cap.stack_len = cap.stack_end - rsp < CAP_STACK ? (uint32_t)(cap.stack_end - rsp)
+	cap.stack_len = cap.maps.stack_end - rsp < CAP_STACK ? (uint32_t)(cap.maps.stack_end - rsp)
 							 : CAP_STACK;
 	copy_own_stack(cap.stack, (const uint8_t *)(uintptr_t)rsp, cap.stack_len);
 	cap.ret_in_f2 = (uint64_t)(uintptr_t)__builtin_return_address(0);
@@ -100,39 +84,6 @@ static __attribute__((noinline)) int f1(int x)
 	return r + 2;
 }
 
-/* This process's file mappings (one fd per file), and the end of its [stack]. */
-static void read_maps(void)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f) && cap.n_maps < MAX_MAPS) {
-		unsigned long long start, end, off;
-		char perms[8], path[400] = "";
-		int fd = -1;
-
-		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %399s", &start, &end, perms, &off,
-			   path) < 4)
-			continue;
-		if (!strcmp(path, "[stack]"))
-			cap.stack_end = end;
-		if (path[0] != '/')
-			continue;
-		for (size_t i = 0; i < cap.n_maps; i++)
-			if (!strcmp(cap.paths[i], path))
-				fd = cap.maps[i].fd;
-		if (fd < 0)
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-		cap.paths[cap.n_maps] = strdup(path);
-		cap.maps[cap.n_maps] = (struct unw_map){ .start = start, .end = end, .pgoff = off,
-							 .fd = fd, .name = cap.paths[cap.n_maps] };
-		cap.n_maps++;
-	}
-	fclose(f);
-}
-
 /* The capture, its address space, and the check that it unwinds through f2 and f1. */
 static void capture(void)
 {
@@ -141,9 +92,8 @@ static void capture(void)
 	enum unw_stop why;
 
 	cap.ready = true;
-	read_maps();
-	if (!cap.stack_end || unwinder_new(&cap.u) != 0 ||
-	    unwinder_space(cap.u, 1, cap.maps, cap.n_maps, &cap.sp) != 0) {
+	if (self_maps_read(&cap.maps) != 0 || !cap.maps.stack_end || unwinder_new(&cap.u) != 0 ||
+	    unwinder_space(cap.u, 1, cap.maps.m, cap.maps.n, &cap.sp) != 0) {
 		cap.broken = true;
 		return;
 	}

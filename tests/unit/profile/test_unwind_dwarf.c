@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "test.h"
+#include "selfstack.h"
 #include "unwind_dwarf.h"
 
-#define MAX_MAPS 256
 #define STACK_MAX 65528
 
 static struct {
@@ -27,20 +27,7 @@ static struct {
 } cap;
 
 static volatile int sink;
-static uint64_t stack_end; /* end of this thread's [stack] mapping */
-
-/* The registers in DWARF order (unwind_dwarf.h), rip = the address of label 1. */
-#define CAPTURE_REGS(r)                                                                   \
-	__asm__ volatile("movq %%rax, 0(%0)\n\tmovq %%rdx, 8(%0)\n\tmovq %%rcx, 16(%0)\n\t" \
-			 "movq %%rbx, 24(%0)\n\tmovq %%rsi, 32(%0)\n\tmovq %%rdi, 40(%0)\n\t" \
-			 "movq %%rbp, 48(%0)\n\tmovq %%rsp, 56(%0)\n\tmovq %%r8, 64(%0)\n\t"  \
-			 "movq %%r9, 72(%0)\n\tmovq %%r10, 80(%0)\n\tmovq %%r11, 88(%0)\n\t"  \
-			 "movq %%r12, 96(%0)\n\tmovq %%r13, 104(%0)\n\tmovq %%r14, 112(%0)\n\t" \
-			 "movq %%r15, 120(%0)\n\t1: leaq 1b(%%rip), %%rax\n\t"               \
-			 "movq %%rax, 128(%0)\n\t"                                           \
-			 :                                                                   \
-			 : "r"(r)                                                            \
-			 : "rax", "memory")
+static struct self_maps maps; /* this process's files and the end of its [stack] */
 
 static __attribute__((noinline)) int f3(int x)
 {
@@ -48,7 +35,7 @@ static __attribute__((noinline)) int f3(int x)
 
 	CAPTURE_REGS(cap.regs);
 	rsp = cap.regs[UNW_REG_RSP];
-	cap.stack_len = stack_end - rsp < STACK_MAX ? (uint32_t)(stack_end - rsp) : STACK_MAX;
+	cap.stack_len = maps.stack_end - rsp < STACK_MAX ? (uint32_t)(maps.stack_end - rsp) : STACK_MAX;
 	memcpy(cap.stack, (const void *)(uintptr_t)rsp, cap.stack_len);
 	cap.n_bt = backtrace(cap.bt, 64);
 	return x + sink;
@@ -70,61 +57,6 @@ static __attribute__((noinline)) int f1(int x)
 	return r + 2;
 }
 
-/* This process's file mappings, one fd per file. */
-struct maps {
-	struct unw_map m[MAX_MAPS];
-	char *paths[MAX_MAPS];
-	size_t n;
-};
-
-static int read_maps(struct maps *mp)
-{
-	FILE *f = fopen("/proc/self/maps", "r");
-	char line[512];
-
-	if (!f)
-		return -errno;
-	mp->n = 0;
-	while (fgets(line, sizeof(line), f) && mp->n < MAX_MAPS) {
-		unsigned long long start, end, off;
-		char perms[8], path[400] = "";
-		int fd = -1;
-
-		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %399s", &start, &end, perms, &off,
-			   path) < 4)
-			continue;
-		if (strcmp(path, "[stack]") == 0)
-			stack_end = end;
-		if (path[0] != '/')
-			continue;
-		for (size_t i = 0; i < mp->n; i++)
-			if (strcmp(mp->paths[i], path) == 0)
-				fd = mp->m[i].fd;
-		if (fd < 0)
-			fd = open(path, O_RDONLY | O_CLOEXEC);
-		mp->paths[mp->n] = strdup(path);
-		mp->m[mp->n] = (struct unw_map){ .start = start, .end = end, .pgoff = off, .fd = fd,
-						 .name = mp->paths[mp->n] };
-		mp->n++;
-	}
-	fclose(f);
-	return 0;
-}
-
-static void free_maps(struct maps *mp)
-{
-	for (size_t i = 0; i < mp->n; i++) {
-		int dup_fd = 0;
-
-		for (size_t j = 0; j < i; j++)
-			dup_fd |= mp->m[j].fd == mp->m[i].fd;
-		if (!dup_fd && mp->m[i].fd >= 0)
-			close(mp->m[i].fd);
-		free(mp->paths[i]);
-	}
-}
-
-static struct maps maps;
 
 static int test_matches_backtrace(void)
 {
@@ -255,12 +187,12 @@ int main(void)
 {
 	int rc;
 
-	if (read_maps(&maps) || !stack_end) {
+	if (self_maps_read(&maps) || !maps.stack_end) {
 		fprintf(stderr, "cannot read /proc/self/maps\n");
 		return 1;
 	}
 	sink = f1(3) > 0;
 	rc = test_run_all(tests, sizeof(tests) / sizeof(tests[0]));
-	free_maps(&maps);
+	self_maps_free(&maps);
 	return rc;
 }
