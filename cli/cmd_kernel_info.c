@@ -156,8 +156,9 @@ static void print_json(const struct gi_kernel_desc *d, const char *kernel)
 	json_marks(f, d);
 	fprintf(f, ",\n \"kaslr_relocations\": ");
 	if (d->has_relocs)
-		fprintf(f, "{\"64\": %zu, \"inverse32\": %zu, \"32\": %zu}", d->n_relocs64,
-			d->n_relocs_inv32, d->n_relocs32);
+		fprintf(f, "{\"64\": %zu, \"inverse32\": %zu, \"32\": %zu, \"placed_by\": \"%s\"}",
+			d->n_relocs64, d->n_relocs_inv32, d->n_relocs32,
+			gi_kimage_host_boots(d->compression) ? "hvprof" : "guest");
 	else
 		fputs("null", f);
 	fprintf(f, ",\n \"kernel_stacks\": {\"unwinder\": \"%s\", \"orc_entries\": %zu",
@@ -278,9 +279,13 @@ static void print_text(const struct gi_kernel_desc *d, const char *kernel)
 		       "exit late\n");
 	if (d->has_relocs)
 		printf("KASLR:         relocation table of %zu entries (64-bit %zu, inverse 32-bit "
-		       "%zu, 32-bit %zu): hvprof places it at a random slide (--kaslr)\n",
+		       "%zu, 32-bit %zu): %s\n",
 		       d->n_relocs64 + d->n_relocs_inv32 + d->n_relocs32, d->n_relocs64,
-		       d->n_relocs_inv32, d->n_relocs32);
+		       d->n_relocs_inv32, d->n_relocs32,
+		       gi_kimage_host_boots(d->compression)
+			       ? "hvprof places it at a random slide (--kaslr)"
+			       : "the guest's decompressor chooses the slide when booted (hvprof "
+				 "finds it from MSR_LSTAR)");
 	else if (!strcmp(d->format, "ELF"))
 		printf("KASLR:         none (a vmlinux runs at its link address)\n");
 	if (d->n_orc)

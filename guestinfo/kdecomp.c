@@ -24,7 +24,9 @@
 /* Grow @out to at least @need bytes (doubling); bounded by KIMAGE_MAX_PAYLOAD. */
 static int kd_grow(uint8_t **out, size_t *cap, size_t need)
 {
-	size_t ncap = *cap ? *cap : (16u << 20);
+	/* the first allocation: what is asked (the payload's size, when plausible), at least
+	 * 1 MiB; then doubling */
+	size_t ncap = *cap ? *cap : need > (1u << 20) ? need : (1u << 20);
 	uint8_t *p;
 
 	if (need > KIMAGE_MAX_PAYLOAD)
@@ -49,6 +51,11 @@ static int kd_grow(uint8_t **out, size_t *cap, size_t need)
  * each followed by the 4-byte size trailer the decoder never reads (it stops at the stream's
  * end; LZMA_FINISH: a cut stream is LZMA_BUF_ERROR).
  */
+/* The decoders' memory: the kernel's xz (-9: 64 MiB dictionary; the in-kernel decoder's own
+ * limit is 1 << 26 with BCJ) and lzma (-9) need under 100 MiB; a header asking more is not a
+ * kernel's (a fuzzer's 4 GiB dictionary otherwise) */
+#define KD_LZMA_MEMLIMIT (256ull << 20)
+
 static int kd_liblzma(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
 		      size_t *out_len, bool alone)
 {
@@ -57,7 +64,8 @@ static int kd_liblzma(const uint8_t *in, size_t in_len, size_t hint, uint8_t **o
 	lzma_ret r;
 	int err;
 
-	r = alone ? lzma_alone_decoder(&s, UINT64_MAX) : lzma_stream_decoder(&s, UINT64_MAX, 0);
+	r = alone ? lzma_alone_decoder(&s, KD_LZMA_MEMLIMIT)
+		  : lzma_stream_decoder(&s, KD_LZMA_MEMLIMIT, 0);
 	if (r != LZMA_OK)
 		return -ENOMEM;
 	err = kd_grow(out, &cap, hint);
@@ -83,7 +91,9 @@ static int kd_liblzma(const uint8_t *in, size_t in_len, size_t hint, uint8_t **o
 		}
 		pr_debug(LOG_KSYM, "%s payload: liblzma error %d after %zu bytes",
 			 alone ? "lzma" : "xz", (int)r, (size_t)s.total_out);
-		err = r == LZMA_MEM_ERROR ? -ENOMEM : -EBADMSG;
+		err = r == LZMA_MEM_ERROR	 ? -ENOMEM
+		      : r == LZMA_MEMLIMIT_ERROR ? -EFBIG /* a dictionary no kernel build asks */
+						 : -EBADMSG;
 		goto out;
 	}
 	*out_len = (size_t)s.total_out;
@@ -116,8 +126,8 @@ static int kd_unzstd(const uint8_t *in, size_t in_len, size_t hint, uint8_t **ou
 
 	if (!ds)
 		return -ENOMEM;
-	/* The kernel compresses with --ultra -22: a window of up to 2^27 bytes. */
-	ZSTD_DCtx_setParameter(ds, ZSTD_d_windowLogMax, 31);
+	/* The kernel compresses with --ultra -22: a window of up to 2^27 bytes; no more. */
+	ZSTD_DCtx_setParameter(ds, ZSTD_d_windowLogMax, 27);
 	err = kd_grow(out, &cap, hint);
 	if (err)
 		goto out;
@@ -199,7 +209,9 @@ static int kd_bunzip2(const uint8_t *in, size_t in_len, size_t hint, uint8_t **o
 	int r, err;
 
 	memset(&z, 0, sizeof(z));
-	if (in_len > UINT32_MAX || BZ2_bzDecompressInit(&z, 0, 0) != BZ_OK)
+	if (in_len > UINT32_MAX)
+		return -EFBIG; /* libbz2 counts input in unsigned ints (files are at most 512 MiB) */
+	if (BZ2_bzDecompressInit(&z, 0, 0) != BZ_OK)
 		return -ENOMEM;
 	err = kd_grow(out, &cap, hint);
 	if (err)
@@ -258,24 +270,32 @@ static int kd_unlz4(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out
 	err = kd_grow(out, &cap, hint);
 	if (err)
 		return err;
-	while (in_len - pos > 4) { /* the last 4 bytes: the size trailer */
+	/* SAFETY: pos <= in_len - 4 throughout: a block's size is read only when more than the
+	 * trailer's 4 bytes are left, and its data only when it ends before the trailer */
+	while (in_len - pos > 4) {
 		uint32_t n = kd_get32(in + pos);
+		size_t most;
 		int r;
 
 		pos += 4;
 		if (n == LZ4_LEGACY_MAGIC)
-			continue;
-		if (n == 0 || n > in_len - pos || n > (uint32_t)LZ4_compressBound(LZ4_LEGACY_BLOCK)) {
+			continue; /* another frame (lz4 -l of concatenated inputs) */
+		if (n == 0 || n > in_len - 4 - pos ||
+		    n > (uint32_t)LZ4_compressBound(LZ4_LEGACY_BLOCK)) {
 			pr_debug(LOG_KSYM, "lz4 payload: a block of %u bytes at %zu of %zu", n,
 				 pos - 4, in_len);
 			return -EBADMSG;
 		}
-		err = kd_grow(out, &cap, done + LZ4_LEGACY_BLOCK);
+		/* room for what the block can hold: at most 8 MiB, and under 256 bytes per byte
+		 * (a match's length grows by 255 per extension byte) */
+		most = (size_t)n * 256 < LZ4_LEGACY_BLOCK ? (size_t)n * 256 : LZ4_LEGACY_BLOCK;
+		err = kd_grow(out, &cap, done + most);
 		if (err)
 			return err;
+		/* SAFETY: n <= LZ4_compressBound(8 MiB) and most <= 8 MiB <= cap - done (kd_grow):
+		 * both fit an int; LZ4_decompress_safe writes at most @most bytes */
 		r = LZ4_decompress_safe((const char *)in + pos, (char *)*out + done, (int)n,
-					(int)(cap - done < LZ4_LEGACY_BLOCK ? cap - done
-									     : LZ4_LEGACY_BLOCK));
+					(int)most);
 		if (r < 0) {
 			pr_debug(LOG_KSYM, "lz4 payload: block at %zu does not decompress", pos - 4);
 			return -EBADMSG;
@@ -319,8 +339,10 @@ int kimage_decompress(const char *kind, const uint8_t *in, size_t in_len, size_t
 
 	if (!kind || !in || !out || !out_len)
 		return -EINVAL;
-	if (hint > KIMAGE_MAX_PAYLOAD)
-		hint = 0;
+	/* the trailer is the file's word: a first allocation of at most 16 times the input (the
+	 * kernel's payloads shrink 3 to 5 times), grown by doubling from there */
+	if (hint > KIMAGE_MAX_PAYLOAD || hint / 16 > in_len)
+		hint = in_len * 16 < KIMAGE_MAX_PAYLOAD ? in_len * 16 : 0;
 	for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++)
 		if (!strcmp(kind, fns[i].name))
 			return fns[i].fn(in, in_len, hint, out, out_len);

@@ -75,6 +75,12 @@ static int bz_payload(const uint8_t *b, size_t len, const uint8_t **pay, size_t 
 	return 0;
 }
 
+bool gi_kimage_host_boots(const char *compression)
+{
+	return compression && (!strcmp(compression, "xz") || !strcmp(compression, "zstd") ||
+			       !strcmp(compression, "gzip") || !strcmp(compression, "none"));
+}
+
 const char *gi_bzimage_compression(const uint8_t *file, size_t len)
 {
 	const uint8_t *pay;

@@ -31,9 +31,11 @@ const char *kimage_payload_kind(const uint8_t *p, size_t len);
 
 /* kimage_decompress - decompress the @kind payload @in (@in_len bytes, its 4-byte size trailer
  * included: never read) into *@out (malloc'd, *@out_len bytes; freed by the caller, also on
- * error); @hint: the trailer's size, the first allocation (0 or over KIMAGE_MAX_PAYLOAD: 16 MiB)
- * (kdecomp.c). Return: 0; -ENOTSUP a kind without a decoder here (lzo); -EBADMSG corrupt or
- * truncated; -EFBIG over KIMAGE_MAX_PAYLOAD; -ENOMEM; -EINVAL. */
+ * error); @hint: the trailer's size, the first allocation when plausible (at most 16 times
+ * @in_len; else 1 MiB), grown by doubling (kdecomp.c). Return: 0; -ENOTSUP a kind without a
+ * decoder here (lzo); -EBADMSG corrupt or truncated; -EFBIG over KIMAGE_MAX_PAYLOAD, or a
+ * dictionary or window no kernel build uses (xz and lzma over 256 MiB of decoder memory, zstd
+ * over a 2^27-byte window); -ENOMEM; -EINVAL. */
 int kimage_decompress(const char *kind, const uint8_t *in, size_t in_len, size_t hint,
 		      uint8_t **out, size_t *out_len);
 

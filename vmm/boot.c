@@ -289,14 +289,9 @@ static int apply_kaslr(struct vmm_ram *ram, const struct vmm_config *cfg, const 
  * decompresses and randomizes itself (slide unknown until the guest runs: found from
  * MSR_LSTAR): lzo, which hvprof cannot read, and lz4, lzma and bzip2, which it reads for the
  * kernel's symbols and BTF but leaves to the guest to boot (lz4 is the payload that keeps the
- * guest's own decompressor path tested: the default image's bzImage.lz4, docs/kaslr.md).
+ * guest's own decompressor path tested: the default image's bzImage.lz4, docs/kaslr.md). The
+ * choice: gi_kimage_host_boots.
  */
-static bool host_boots(const char *compression)
-{
-	return !strcmp(compression, "xz") || !strcmp(compression, "zstd") ||
-	       !strcmp(compression, "gzip");
-}
-
 static int load_bzimage_host(struct vmm_ram *ram, const struct vmm_config *cfg, const char *path,
 			     const uint8_t *buf, size_t len, struct boot_params *bp,
 			     struct boot_info *bi)
@@ -309,7 +304,7 @@ static int load_bzimage_host(struct vmm_ram *ram, const struct vmm_config *cfg, 
 	int err;
 
 	kind = gi_bzimage_compression(buf, len);
-	if (kind && !host_boots(kind)) {
+	if (kind && !gi_kimage_host_boots(kind)) {
 		pr_info("kernel %s: %s payload: the guest decompresses it", path, kind);
 		err = -ENOTSUP;
 	} else {

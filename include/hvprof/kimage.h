@@ -113,6 +113,15 @@ bool gi_kimage_is_bzimage(const struct gi_kimage *img);
 const char *gi_kimage_compression(const struct gi_kimage *img);
 
 /**
+ * gi_kimage_host_boots - whether hvprof boots a bzImage whose payload is @compression
+ * (gi_kimage_compression, gi_bzimage_compression) decompressed on the host, placing it itself
+ * (KASLR: --kaslr): "xz", "zstd", "gzip" and "none"; the others (lz4, lzma, bzip2, read on the
+ * host for symbols and BTF; lzo) go to the guest's own decompressor, which chooses the slide
+ * (vmm/boot.c). False for NULL.
+ */
+bool gi_kimage_host_boots(const char *compression);
+
+/**
  * gi_bzimage_compression - the compression of the payload of the bzImage @file (@len bytes of
  * the whole file, boot protocol 2.08+), by its magic and without decompressing it: "xz",
  * "zstd", "gzip", "lz4", "lzo", "bzip2", "lzma" or "none"; NULL when @file is not such a

@@ -236,5 +236,31 @@ if os.path.exists(newer):
 else:
     print(f"skip: kernel-info of Debian's 6.12: {newer} missing (tests/fixtures/get-stock-kernel.sh)")
 
+# Debian's cloud kernel (fetched as "cloud"): an lz4 payload, read on the host for its symbols,
+# BTF and loop, but booted by the guest's own decompressor, which chooses the slide
+cloud = os.path.join(cache, "stock-kernel", "cloud", "vmlinuz")
+if os.path.exists(cloud):
+    status, text, err = run("kernel-info", "--kernel", cloud)
+    lines = {x.split(":", 1)[0]: x for x in text.splitlines() if ":" in x}
+    check("kernel-info of Debian's cloud kernel: an lz4 payload read, its loop found, the slide "
+          "the guest's",
+          status == 0 and "payload lz4" in lines.get("kernel", "") and
+          "from kallsyms tables in the image" in lines.get("symbols", "") and
+          "guest-visible marks possible" in lines.get("exit-work loop", "") and
+          "the guest's decompressor chooses the slide" in lines.get("KASLR", ""),
+          f"exit {status}, {text[:300]!r}, {err.strip()[-200:]!r}")
+    status, out, _ = run("kernel-info", "--kernel", cloud, "--json")
+    try:
+        d = json.loads(out)
+        ok = d["compression"] == "lz4" and d["kaslr_relocations"]["placed_by"] == "guest" and \
+            d["kaslr_relocations"]["64"] > 100000
+    except (ValueError, KeyError, TypeError) as e:
+        ok, d = False, repr(e)
+    check("kernel-info --json of Debian's cloud kernel: lz4, relocations placed by the guest", ok,
+          f"exit {status}, {str(d)[:200]}")
+else:
+    print(f"skip: kernel-info of Debian's cloud kernel: {cloud} missing "
+          "(tests/fixtures/get-stock-kernel.sh)")
+
 print(f"{failures} failure(s)" if failures else "all passed")
 sys.exit(1 if failures else 0)

@@ -5,6 +5,8 @@
 // byte, with the 8-byte relocation table after it; damaged payloads and lzo are refused with
 // their codes. Debian's own kernels (xz, zstd, lz4) are in test-kernels.c.
 #include <errno.h>
+#include <lz4.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include <hvprof/file.h>
 #include <hvprof/guestinfo.h>
 
+#include "kimage_internal.h"
 #include "test.h"
 
 static const char *seeds(void)
@@ -162,9 +165,134 @@ static int test_damaged(void)
 	return TEST_OK;
 }
 
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* An lz4 legacy frame (lib/decompress_unlz4.c) of @data[0..@len) in @frame, built with liblz4's
+ * compressor: the magic, blocks of at most 8 MiB (each its size, then its data), the magic
+ * again after the first block when @second (another frame), the 4-byte size trailer. Returns
+ * the frame's size, the trailer's offset in *@trailer; 0 on failure. @frame holds
+ * 64 + LZ4_compressBound(@len) bytes (two blocks: two bounds, their sizes, the magics). */
+static size_t lz4_frame(const uint8_t *data, size_t len, bool second, uint8_t *frame,
+			size_t *trailer)
+{
+	const size_t block = 8u << 20;
+	size_t pos = 4;
+
+	put32(frame, 0x184c2102u);
+	for (size_t off = 0; off < len; off += block) {
+		size_t chunk = len - off < block ? len - off : block;
+		int c = LZ4_compress_default((const char *)data + off, (char *)frame + pos + 4,
+					     (int)chunk, LZ4_compressBound((int)chunk));
+
+		if (c <= 0)
+			return 0;
+		put32(frame + pos, (uint32_t)c);
+		pos += 4 + (size_t)c;
+		if (off == 0 && second) {
+			put32(frame + pos, 0x184c2102u);
+			pos += 4;
+		}
+	}
+	put32(frame + pos, (uint32_t)len);
+	*trailer = pos;
+	return pos + 4;
+}
+
+/*
+ * kdecomp.c's lz4 on frames built here: 9 MiB in two blocks (the first the 8 MiB maximum) with
+ * the frame's magic again between them; then, on a one-block frame, a trailer that reads as the
+ * magic or is absurd (it only sizes the first allocation), a block running into the trailer,
+ * one of 0 bytes, one over LZ4_compressBound, the magic and trailer alone.
+ */
+static int test_lz4_frames(void)
+{
+	const size_t len = (9u << 20) + 1000, small = 100000;
+	const int bound = LZ4_compressBound(8 << 20);
+	uint8_t *data = malloc(len), *frame = malloc(64 + (size_t)LZ4_compressBound((int)len));
+	uint8_t *out = NULL;
+	size_t n, tr = 0, out_len = 0;
+
+	ASSERT_TRUE(data && frame);
+	for (size_t i = 0; i < len; i++) /* compressible, not trivially so */
+		data[i] = (uint8_t)(i % 251 < 16 ? (i * 2654435761u) >> 13 : 0);
+	n = lz4_frame(data, len, true, frame, &tr);
+	ASSERT_TRUE(n > 0);
+	ASSERT_EQ_INT(kimage_decompress("lz4", frame, n, len, &out, &out_len), 0);
+	ASSERT_EQ_U64(out_len, len);
+	ASSERT_TRUE(!memcmp(out, data, len));
+	free(out);
+	out = NULL;
+
+	n = lz4_frame(data, small, false, frame, &tr);
+	ASSERT_TRUE(n > 0);
+	put32(frame + tr, 0x184c2102u); /* the trailer is never read as a block */
+	ASSERT_EQ_INT(kimage_decompress("lz4", frame, n, 0, &out, &out_len), 0);
+	ASSERT_TRUE(out_len == small && !memcmp(out, data, small));
+	free(out);
+	out = NULL;
+	put32(frame + tr, 0x3fffffffu); /* an absurd trailer */
+	ASSERT_EQ_INT(kimage_decompress("lz4", frame, n, 0x3fffffffu, &out, &out_len), 0);
+	ASSERT_TRUE(out_len == small && !memcmp(out, data, small));
+	free(out);
+	out = NULL;
+	put32(frame + 4, (uint32_t)(n - 8 - 4 + 1)); /* into the trailer */
+	ASSERT_EQ_INT(kimage_decompress("lz4", frame, n, 0, &out, &out_len), -EBADMSG);
+	free(out);
+	out = NULL;
+	put32(frame + 4, 0);
+	ASSERT_EQ_INT(kimage_decompress("lz4", frame, n, 0, &out, &out_len), -EBADMSG);
+	free(out);
+	out = NULL;
+	put32(frame + 4, (uint32_t)bound + 1);
+	ASSERT_EQ_INT(kimage_decompress("lz4", frame, n, 0, &out, &out_len), -EBADMSG);
+	free(out);
+	out = NULL;
+	put32(frame + 4, (uint32_t)small); /* the magic and a trailer alone: no data */
+	ASSERT_EQ_INT(kimage_decompress("lz4", frame, 8, 0, &out, &out_len), 0);
+	ASSERT_EQ_U64(out_len, 0);
+	free(out);
+	free(data);
+	free(frame);
+	return TEST_OK;
+}
+
+/* gi_bzimage_compression's header checks, and which kinds hvprof boots itself. */
+static int test_kind_checks(void)
+{
+	uint8_t *b = NULL;
+	size_t len = 0;
+
+	if (seed("seed-bz-xz", &b, &len) != 0) {
+		printf("# skip: %s/seed-bz-xz missing\n", seeds());
+		return TEST_SKIP;
+	}
+	ASSERT_EQ_STR(gi_bzimage_compression(b, len), "xz");
+	b[0x206] = 0x07; /* boot protocol 2.07: no payload fields */
+	ASSERT_TRUE(gi_bzimage_compression(b, len) == NULL);
+	b[0x206] = 0x0f;
+	b[0x24f] = 0x10; /* payload_length past the file */
+	ASSERT_TRUE(gi_bzimage_compression(b, len) == NULL);
+	b[0x24f] = 0;
+	b[0x1fe] = 0; /* no boot flag */
+	ASSERT_TRUE(gi_bzimage_compression(b, len) == NULL);
+	free(b);
+	ASSERT_TRUE(gi_kimage_host_boots("xz") && gi_kimage_host_boots("zstd") &&
+		    gi_kimage_host_boots("gzip") && gi_kimage_host_boots("none"));
+	ASSERT_TRUE(!gi_kimage_host_boots("lz4") && !gi_kimage_host_boots("lzma") &&
+		    !gi_kimage_host_boots("bzip2") && !gi_kimage_host_boots("lzo") &&
+		    !gi_kimage_host_boots(NULL));
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "bzImage payloads: none, gzip, xz, zstd, lz4, lzma, bzip2", test_payloads },
 	{ "damaged payloads and lzo refused", test_damaged },
+	{ "lz4 legacy frames: blocks, a second frame, the trailer, bad blocks", test_lz4_frames },
+	{ "the payload's kind from the header; the kinds hvprof boots itself", test_kind_checks },
 };
 
 TEST_MAIN(tests)
