@@ -45,17 +45,17 @@ static int kd_grow(uint8_t **out, size_t *cap, size_t need)
 	return 0;
 }
 
+/* The decoders' memory: the kernel's xz (scripts/xz_wrap.sh: a 32 MiB dictionary) and lzma
+ * (-9: 64 MiB) need under 100 MiB; a header asking more is not a kernel's (a fuzzer's 4 GiB
+ * dictionary otherwise) */
+#define KD_LZMA_MEMLIMIT (256ull << 20)
+
 /*
  * liblzma's two formats: the kernel's xz payload (one .xz stream: CRC32 check, x86 BCJ +
  * LZMA2) and its lzma one (`lzma -9`: "LZMA alone", a 13-byte header, no check of its own),
  * each followed by the 4-byte size trailer the decoder never reads (it stops at the stream's
  * end; LZMA_FINISH: a cut stream is LZMA_BUF_ERROR).
  */
-/* The decoders' memory: the kernel's xz (-9: 64 MiB dictionary; the in-kernel decoder's own
- * limit is 1 << 26 with BCJ) and lzma (-9) need under 100 MiB; a header asking more is not a
- * kernel's (a fuzzer's 4 GiB dictionary otherwise) */
-#define KD_LZMA_MEMLIMIT (256ull << 20)
-
 static int kd_liblzma(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out,
 		      size_t *out_len, bool alone)
 {
