@@ -57,7 +57,6 @@ static __attribute__((noinline)) int f1(int x)
 	return r + 2;
 }
 
-
 static int test_matches_backtrace(void)
 {
 	struct unwinder *u;
