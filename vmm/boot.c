@@ -281,8 +281,8 @@ static int apply_kaslr(struct vmm_ram *ram, const struct vmm_config *cfg, const 
 }
 
 /*
- * A bzImage whose payload is xz, zstd or gzip is decompressed on the host (guestinfo's kimage)
- * and its vmlinux ELF loaded directly: the in-guest decompressor runs emulated on PVM hosts (an
+ * A bzImage whose payload is xz, zstd or gzip (or not compressed) is decompressed on the host
+ * (guestinfo's kimage) and its vmlinux ELF loaded directly: the in-guest decompressor runs emulated on PVM hosts (an
  * xz payload had not finished after 300 s) and costs seconds even on VMX/SVM. hvprof then does
  * the decompressor's other job too: KASLR (apply_kaslr), so the guest's kernel is placed as a
  * real boot would place it. Other payloads take the plain bzImage path, where the guest
