@@ -37,21 +37,6 @@
 #define KALLSYMS_NAME_MAX 512         /* KSYM_NAME_LEN is 512 since 6.1 */
 #define KALLSYMS_PROBE 256            /* names checked before a full parse */
 
-static uint16_t ks_get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t ks_get32(const uint8_t *p)
-{
-	return (uint32_t)ks_get16(p) | (uint32_t)ks_get16(p + 2) << 16;
-}
-
-static uint64_t ks_get64(const uint8_t *p)
-{
-	return (uint64_t)ks_get32(p) | (uint64_t)ks_get32(p + 4) << 32;
-}
-
 struct ks_tokens {
 	size_t table_off;  /* of kallsyms_token_table in buf */
 	size_t index_off;  /* of kallsyms_token_index */
@@ -69,10 +54,10 @@ static bool ks_tokens_at(const uint8_t *buf, size_t len, size_t p, struct ks_tok
 {
 	size_t e, s, tab;
 
-	if (p + 512 > len || ks_get16(buf + p) != 0)
+	if (p + 512 > len || gi_le16(buf + p) != 0)
 		return false;
 	for (int i = 0; i < 256; i++) {
-		t->idx[i] = ks_get16(buf + p + 2 * i);
+		t->idx[i] = gi_le16(buf + p + 2 * i);
 		if (i && (t->idx[i] <= t->idx[i - 1] || t->idx[i] - t->idx[i - 1] > 255))
 			return false;
 	}
@@ -178,11 +163,11 @@ struct ks_names {
 static bool ks_names_at(const uint8_t *buf, size_t len, size_t q, const struct ks_tokens *t,
 			struct ks_names *out)
 {
-	uint32_t n = ks_get32(buf + q), n_markers;
+	uint32_t n = gi_le32(buf + q), n_markers;
 	size_t off, names, m, hdr, sl;
 	char first[KALLSYMS_NAME_MAX];
 
-	if (n < KALLSYMS_MIN_SYMS || n > KALLSYMS_MAX_SYMS || ks_get32(buf + q + 4) != 0)
+	if (n < KALLSYMS_MIN_SYMS || n > KALLSYMS_MAX_SYMS || gi_le32(buf + q + 4) != 0)
 		return false;
 	names = q + 8;
 	off = names;
@@ -207,7 +192,7 @@ static bool ks_names_at(const uint8_t *buf, size_t len, size_t q, const struct k
 		return false;
 	off = names;
 	for (uint32_t i = 0; i < n; i++) {
-		if (i % 256 == 0 && ks_get32(buf + m + 4 * (i / 256)) != off - names)
+		if (i % 256 == 0 && gi_le32(buf + m + 4 * (i / 256)) != off - names)
 			return false;
 		(void)ks_entry(buf, len, off, &hdr, &sl);
 		off += hdr + sl;
@@ -245,7 +230,7 @@ static uint64_t ks_addr(enum ks_mode mode, uint64_t base, int32_t off)
 static bool ks_offsets_at(const uint8_t *buf, size_t r, uint32_t n, enum ks_mode mode,
 			  size_t *off_out)
 {
-	uint64_t base = ks_get64(buf + r), prev = 0;
+	uint64_t base = gi_le64(buf + r), prev = 0;
 	size_t bytes = ((size_t)n * 4 + KALLSYMS_ALIGN - 1) & ~(size_t)(KALLSYMS_ALIGN - 1);
 	size_t o;
 	bool seen_rel = false;
@@ -254,7 +239,7 @@ static bool ks_offsets_at(const uint8_t *buf, size_t r, uint32_t n, enum ks_mode
 		return false;
 	o = r - bytes;
 	for (uint32_t i = 0; i < n; i++) {
-		int32_t v = (int32_t)ks_get32(buf + o + 4 * (size_t)i);
+		int32_t v = (int32_t)gi_le32(buf + o + 4 * (size_t)i);
 		uint64_t a = ks_addr(mode, base, v);
 		bool rel = mode == KS_RELATIVE || v < 0;
 
@@ -277,7 +262,7 @@ static int ks_find_offsets(const uint8_t *buf, size_t len, uint32_t n, size_t *o
 			   size_t *base_off, enum ks_mode *mode)
 {
 	for (size_t r = KALLSYMS_ALIGN; r + 8 <= len; r += KALLSYMS_ALIGN) {
-		if (ks_get64(buf + r) >> 47 != 0x1ffff)
+		if (gi_le64(buf + r) >> 47 != 0x1ffff)
 			continue;
 		for (int m = KS_RELATIVE; m <= KS_ABSOLUTE_PERCPU; m++) {
 			if (ks_offsets_at(buf, r, n, (enum ks_mode)m, offsets_off)) {
@@ -327,7 +312,7 @@ int kallsyms_decode(const uint8_t *buf, size_t len, struct ksym_entry **out, siz
 			 names.n);
 		return err;
 	}
-	base = ks_get64(buf + base_off);
+	base = gi_le64(buf + base_off);
 	e = calloc(names.n, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
@@ -338,7 +323,7 @@ int kallsyms_decode(const uint8_t *buf, size_t len, struct ksym_entry **out, siz
 		ks_expand(buf, &tok, off + hdr, sl, name, sizeof(name));
 		off += hdr + sl;
 		e[i].type = name[0];
-		e[i].addr = ks_addr(mode, base, (int32_t)ks_get32(buf + offsets_off + 4 * (size_t)i));
+		e[i].addr = ks_addr(mode, base, (int32_t)gi_le32(buf + offsets_off + 4 * (size_t)i));
 		e[i].name = strdup(name + 1);
 		if (!e[i].name) {
 			ksym_entries_free(e, i);

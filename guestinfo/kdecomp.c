@@ -247,11 +247,6 @@ out:
 #define LZ4_LEGACY_MAGIC 0x184c2102u
 #define LZ4_LEGACY_BLOCK (8u << 20) /* uncompressed bytes per block (lz4 -l) */
 
-static uint32_t kd_get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 /*
  * The kernel's lz4 payload (`lz4 -l`, lib/decompress_unlz4.c): the legacy frame's magic, then
  * blocks, each its compressed size (32-bit LE) and LZ4 block data of at most 8 MiB
@@ -265,7 +260,7 @@ static int kd_unlz4(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out
 	size_t cap = 0, done = 0, pos = 4;
 	int err;
 
-	if (in_len < 8 || kd_get32(in) != LZ4_LEGACY_MAGIC)
+	if (in_len < 8 || gi_le32(in) != LZ4_LEGACY_MAGIC)
 		return -EBADMSG;
 	err = kd_grow(out, &cap, hint);
 	if (err)
@@ -273,7 +268,7 @@ static int kd_unlz4(const uint8_t *in, size_t in_len, size_t hint, uint8_t **out
 	/* SAFETY: pos <= in_len - 4 throughout: a block's size is read only when more than the
 	 * trailer's 4 bytes are left, and its data only when it ends before the trailer */
 	while (in_len - pos > 4) {
-		uint32_t n = kd_get32(in + pos);
+		uint32_t n = gi_le32(in + pos);
 		size_t most;
 		int r;
 

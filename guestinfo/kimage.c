@@ -37,16 +37,6 @@ struct gi_kimage {
 	size_t n_secs;
 };
 
-static uint16_t kimage_get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t kimage_get32(const uint8_t *p)
-{
-	return (uint32_t)kimage_get16(p) | (uint32_t)kimage_get16(p + 2) << 16;
-}
-
 static int kimage_read_file(const char *path, uint8_t **buf, size_t *len)
 {
 	int err = hvp_read_file(path, 1, KIMAGE_MAX_FILE, (void **)buf, len);
@@ -65,7 +55,7 @@ static int kimage_read_file(const char *path, uint8_t **buf, size_t *len)
 static int bz_payload(const uint8_t *b, size_t len, const uint8_t **pay, size_t *pay_len)
 {
 	size_t pm_off = ((size_t)(b[0x1f1] ? b[0x1f1] : 4) + 1) * 512;
-	size_t off = kimage_get32(b + 0x248), n = kimage_get32(b + 0x24c);
+	size_t off = gi_le32(b + 0x248), n = gi_le32(b + 0x24c);
 
 	/* SAFETY: the payload range is checked against the file before any read. */
 	if (pm_off > len || off > len - pm_off || n > len - pm_off - off || n < 8)
@@ -86,8 +76,8 @@ const char *gi_bzimage_compression(const uint8_t *file, size_t len)
 	const uint8_t *pay;
 	size_t pay_len;
 
-	if (!file || len < 0x270 || kimage_get16(file + 0x1fe) != 0xaa55 ||
-	    kimage_get32(file + 0x202) != 0x53726448 || kimage_get16(file + 0x206) < 0x0208 ||
+	if (!file || len < 0x270 || gi_le16(file + 0x1fe) != 0xaa55 ||
+	    gi_le32(file + 0x202) != 0x53726448 || gi_le16(file + 0x206) < 0x0208 ||
 	    bz_payload(file, len, &pay, &pay_len) != 0)
 		return NULL;
 	return kimage_payload_kind(pay, pay_len);
@@ -106,10 +96,10 @@ static int kimage_bzimage_payload(struct gi_kimage *img, const char *path)
 	uint16_t version, kv;
 	int err;
 
-	if (len < 0x270 || kimage_get16(b + 0x1fe) != 0xaa55 || kimage_get32(b + 0x202) != 0x53726448)
+	if (len < 0x270 || gi_le16(b + 0x1fe) != 0xaa55 || gi_le32(b + 0x202) != 0x53726448)
 		return -EBADMSG;
-	version = kimage_get16(b + 0x206);
-	kv = kimage_get16(b + 0x20e);
+	version = gi_le16(b + 0x206);
+	kv = gi_le16(b + 0x20e);
 	/* SAFETY: kv + 0x200 is bounded by len; the copy stops at a NUL or the buffer end. */
 	if (kv && (size_t)kv + 0x200 < len) {
 		size_t n = strnlen((const char *)b + kv + 0x200,
@@ -127,11 +117,11 @@ static int kimage_bzimage_payload(struct gi_kimage *img, const char *path)
 	}
 	if (bz_payload(b, len, &pay, &pay_len) != 0) {
 		pr_warn("%s: payload 0x%x+0x%x lies outside the file", path,
-			kimage_get32(b + 0x248), kimage_get32(b + 0x24c));
+			gi_le32(b + 0x248), gi_le32(b + 0x24c));
 		return -EBADMSG;
 	}
 	/* The last 4 bytes of a compressed payload: decompressed size (size_append). */
-	hint = kimage_get32(pay + pay_len - 4);
+	hint = gi_le32(pay + pay_len - 4);
 	img->compression = kimage_payload_kind(pay, pay_len);
 	if (!img->compression) {
 		pr_warn("%s: payload compression %02x %02x %02x %02x is unknown (xz, zstd, gzip, "

@@ -11,6 +11,23 @@
 
 #define KIMAGE_MAX_SECS 128
 
+/* Little-endian fields of the image formats (the setup header, kallsyms tables, lz4 frames),
+ * read from bytes that need not be aligned. */
+static inline uint16_t gi_le16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static inline uint32_t gi_le32(const uint8_t *p)
+{
+	return (uint32_t)gi_le16(p) | (uint32_t)gi_le16(p + 2) << 16;
+}
+
+static inline uint64_t gi_le64(const uint8_t *p)
+{
+	return (uint64_t)gi_le32(p) | (uint64_t)gi_le32(p + 4) << 32;
+}
+
 /* One allocated section of the vmlinux ELF: link-time [kva, kva + size), file bytes or NULL. */
 struct kimage_sec {
 	char name[48];
