@@ -171,6 +171,39 @@ static void put32(uint8_t *p, uint32_t v)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/*
+ * The ELF's section header table as gi_kimage_open reads it (where the ELF ends, and a bzImage's
+ * relocation table begins): entries of another size than Elf64_Shdr's, or a table over the ELF
+ * header, are refused; the fuzzer's input whose header claimed 0-byte entries at offset 1
+ * (libelf takes that table for none) opens with its whole ELF, never cut to a byte.
+ */
+static int test_shdr_table(void)
+{
+	static const uint8_t zero16[2] = { 0, 0 }, off8[8] = { 8 };
+	uint8_t *b = NULL;
+	size_t len = 0;
+
+	if (seed("seed-elf", &b, &len) != 0) {
+		printf("# skip: %s/seed-elf missing\n", seeds());
+		return TEST_SKIP;
+	}
+	free(b);
+	ASSERT_EQ_INT(damaged("seed-elf", 0x3a, zero16, 2), -EBADMSG); /* e_shentsize 0 */
+	ASSERT_EQ_INT(damaged("seed-elf", 0x28, off8, 8), -EBADMSG);    /* e_shoff 8 */
+	{
+		struct gi_kimage *img = NULL;
+		char path[4096];
+		size_t n = 0;
+
+		snprintf(path, sizeof(path), "%s/crash-shdr-table-in-header", seeds());
+		ASSERT_EQ_INT(gi_kimage_open(path, &img), 0);
+		(void)gi_kimage_elf(img, &n);
+		ASSERT_EQ_U64(n, 1151); /* the file, whole */
+		gi_kimage_free(img);
+	}
+	return TEST_OK;
+}
+
 /* An lz4 legacy frame (lib/decompress_unlz4.c) of @data[0..@len) in @frame, built with liblz4's
  * compressor: the magic, blocks of at most 8 MiB (each its size, then its data), the magic
  * again after the first block when @second (another frame), the 4-byte size trailer. Returns
@@ -291,6 +324,7 @@ static int test_kind_checks(void)
 static const struct test_case tests[] = {
 	{ "bzImage payloads: none, gzip, xz, zstd, lz4, lzma, bzip2", test_payloads },
 	{ "damaged payloads and lzo refused", test_damaged },
+	{ "the section header table: entry size, place, the fuzzer's input", test_shdr_table },
 	{ "lz4 legacy frames: blocks, a second frame, the trailer, bad blocks", test_lz4_frames },
 	{ "the payload's kind from the header; the kinds hvprof boots itself", test_kind_checks },
 };
