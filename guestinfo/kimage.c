@@ -211,9 +211,11 @@ static int kimage_index_elf(struct gi_kimage *img, const char *path)
 	}
 	/* The ELF ends at its section header table (vmlinux.bin puts it last); the bzImage
 	 * payload continues with the relocation table (arch/x86/boot/compressed/Makefile). The
-	 * table is read by libelf with its own entry size: one that says otherwise, or lies
-	 * over the ELF header or past the bytes, is not a kernel's (the ELF would be cut to it). */
-	if (!err && elf_getshdrnum(elf, &shnum) == 0 && shnum) {
+	 * table is counted as libelf reads it (none when it does not fit: a header's count and
+	 * entry size are the file's word) and read with libelf's entry size: one that says
+	 * otherwise, or lies over the ELF header or past the bytes, is not a kernel's. So the
+	 * ELF's end is 0 (no sections) or past its header, never inside it. */
+	if (elf_getshdrnum(elf, &shnum) == 0 && shnum) {
 		uint64_t sh_end;
 
 		if (ehdr.e_shentsize != sizeof(Elf64_Shdr) || ehdr.e_shoff < sizeof(Elf64_Ehdr) ||
@@ -228,7 +230,7 @@ static int kimage_index_elf(struct gi_kimage *img, const char *path)
 		if (sh_end > end)
 			end = sh_end;
 	}
-	if (!err && end >= sizeof(Elf64_Ehdr) && end <= img->elf_len)
+	if (end && end <= img->elf_len)
 		img->elf_len = end;
 out:
 	if (elf)
