@@ -26,6 +26,7 @@ struct cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
 	const char *summary;
+	bool runs_guest; /* its process runs a guest's vCPUs: hvprof's code on a huge page first */
 };
 
 int cmd_run(int argc, char **argv);
@@ -292,6 +293,14 @@ int exec_command(const char *path, const char *exec_line, double wait_s,
  * 1..1000000 into *@out. Return: 0, or -EINVAL (an error line was printed).
  */
 int cli_max_stack(const char *arg, unsigned int *out);
+/*
+ * cli_text_on_huge_page - move hvprof's code onto a 2 MiB page (cli/hugetext.c says why and how),
+ * for the commands that run a guest. Return: 0; -ECANCELED when HVPROF_HUGE_TEXT=0; -ENOTSUP
+ * when the executable's text is not alone in a 2 MiB-aligned range (another link); -ENOENT no
+ * text segment found; mmap's, mprotect's or mremap's -errno. On any error the file's mapping
+ * stays and nothing else changed.
+ */
+int cli_text_on_huge_page(void);
 /* getopt_long codes of the sample filters of report, flamegraph, export and diff. */
 enum cli_filter_code {
 	CLI_FILTER_COMM = 1201,

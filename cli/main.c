@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // hvprof: the command table, global options and the log sink. Only cli/ chooses exit statuses.
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -11,8 +12,8 @@
 #include "cli.h"
 
 static const struct cmd commands[] = {
-	{ "run", cmd_run, "boot the guest, console on stdout" },
-	{ "record", cmd_record, "profile the whole guest into a recording (hvprof.data)" },
+	{ "run", cmd_run, "boot the guest, console on stdout", true },
+	{ "record", cmd_record, "profile the whole guest into a recording (hvprof.data)", true },
 	{ "exec", cmd_exec, "run a command in a `run --control` guest (its output and status)" },
 	{ "report", cmd_report, "top table of a recording" },
 	{ "flamegraph", cmd_flamegraph, "interactive SVG flamegraph or folded stacks" },
@@ -127,6 +128,14 @@ int main(int argc, char **argv)
 	for (size_t c = 0; c < ARRAY_SIZE(commands); c++) {
 		if (!strcmp(argv[i], commands[c].name)) {
 			cli_command = commands[c].name;
+			if (commands[c].runs_guest) {
+				int err = cli_text_on_huge_page();
+
+				/* an optimisation: without it everything works the same */
+				if (err && err != -ECANCELED)
+					pr_info("hvprof's code stays on 4 KiB pages: %s",
+						hvp_strerror(err));
+			}
 			return commands[c].fn(argc - i, argv + i);
 		}
 	}

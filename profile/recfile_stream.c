@@ -31,6 +31,7 @@
 #include <zlib.h>
 
 #include <hvprof/file.h>
+#include <hvprof/hugemem.h>
 #include <hvprof/log.h>
 #include <hvprof/profile.h>
 
@@ -362,7 +363,8 @@ static struct stream_ring *thread_ring(struct recfile_writer *w)
 	r = stream_alloc(alignof(struct stream_ring), sizeof(*r));
 	if (!r)
 		return NULL;
-	r->buf = malloc(STREAM_RING_BYTES);
+	/* written at every sample: on a huge page (hugemem.h) */
+	r->buf = hvp_huge_alloc(STREAM_RING_BYTES);
 	if (!r->buf) {
 		free(r);
 		return NULL;
@@ -576,7 +578,7 @@ int recfile_writer_close(struct recfile_writer *w)
 	err = err ?: atomic_load(&w->err);
 	for (r = atomic_load(&w->rings); r; r = next) {
 		next = r->next;
-		free(r->buf);
+		hvp_huge_free(r->buf, STREAM_RING_BYTES);
 		free(r);
 	}
 	pthread_cond_destroy(&w->progress);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hvprof/hugemem.h>
 #include <hvprof/log.h>
 
 #include "sampler_internal.h"
@@ -340,7 +341,8 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 		ustack_size = cfg->stack_size ? cfg->stack_size : HVP_USER_STACK_DEFAULT;
 	if (ustack_size > HVP_USER_STACK_MAX || (ustack_size & 7))
 		return -EINVAL;
-	s = calloc(1, sizeof(*s));
+	/* the sampler and its vCPUs are read at every sample: on huge pages (hugemem.h) */
+	s = hvp_huge_alloc(sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
@@ -358,7 +360,8 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 	    (cfg->start == SAMPLER_START_AFTER && !cfg->start_after_ns))
 		atomic_store(&s->sampling_start, 1); /* from the first instruction: time 0 */
 	s->n_vcpus = n_vcpus;
-	s->vcpus = calloc(s->n_vcpus, sizeof(*s->vcpus));
+	/* SAFETY: a 32-bit count times ~32 KiB cannot overflow a 64-bit size */
+	s->vcpus = hvp_huge_alloc((size_t)n_vcpus * sizeof(*s->vcpus));
 	err = s->vcpus ? ident_cache_create(s) : -ENOMEM;
 	if (err) {
 		sampler_destroy(s);
@@ -469,8 +472,8 @@ void sampler_destroy(struct sampler *s)
 		ident_cache_destroy(s);
 	marks_destroy(&s->marks);
 	free(s->ledger);
-	free(s->vcpus);
-	free(s);
+	hvp_huge_free(s->vcpus, (size_t)s->n_vcpus * sizeof(*s->vcpus));
+	hvp_huge_free(s, sizeof(*s));
 }
 
 void sampler_get_counters(const struct sampler *s, struct sampler_counters *out)

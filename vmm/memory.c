@@ -23,7 +23,11 @@ int ram_create(struct vmm_ram *ram, uint64_t size)
 		       hvp_strerror(err));
 		return err;
 	}
+	/* hints, as QEMU gives them for guest RAM: KSM may merge identical pages (where ksmd
+	 * runs), and transparent huge pages back it where the host has them, so that the guest's
+	 * page walks and hvprof's reads of guest memory at each sample need fewer TLB entries */
 	madvise(hva, size, MADV_MERGEABLE);
+	madvise(hva, size, MADV_HUGEPAGE);
 	ram->hva = hva;
 	ram->size = size;
 	if (size <= VMM_MMIO_HOLE_START) {

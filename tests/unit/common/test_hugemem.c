@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of host memory on huge pages: hvp_huge_alloc (common/hugemem.c: aligned, zeroed,
+// marked MADV_HUGEPAGE, sizes refused) and the move of an executable's code onto a huge page
+// (cli/hugetext.c, this test linked as hvprof is: 2 MiB segment alignment). What the kernel
+// says of the mappings is read from /proc/self/smaps.
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hvprof/hugemem.h>
+
+#include "cli.h"
+#include "test.h"
+
+/* The smaps entry of the mapping holding @addr: its first line into @head, and whether its
+ * VmFlags hold "hg" (MADV_HUGEPAGE) and its AnonHugePages (kB). 0 or -ENOENT. */
+static int smaps_of(const void *addr, char *head, size_t head_len, bool *hg, long *anon_huge_kb)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	bool in = false, found = false;
+
+	if (!f)
+		return -errno;
+	*hg = false;
+	*anon_huge_kb = 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') &&
+		    line[strcspn(line, " ") - 1] != ':') {
+			if (found)
+				break;
+			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+			if (in) {
+				found = true;
+				snprintf(head, head_len, "%s", line);
+			}
+			continue;
+		}
+		if (!in)
+			continue;
+		if (!strncmp(line, "AnonHugePages:", 14))
+			*anon_huge_kb = strtol(line + 14, NULL, 10);
+		if (!strncmp(line, "VmFlags:", 8))
+			*hg = strstr(line, " hg") != NULL;
+	}
+	fclose(f);
+	return found ? 0 : -ENOENT;
+}
+
+static bool thp_never(void)
+{
+	char buf[128] = "";
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	return !f || strstr(buf, "[never]") != NULL;
+}
+
+static int test_alloc(void)
+{
+	char head[512];
+	bool hg;
+	long kb;
+	uint8_t *p = hvp_huge_alloc(5u << 20), *q;
+
+	ASSERT_TRUE(p != NULL);
+	ASSERT_EQ_U64((uintptr_t)p & (HVP_HUGE_BYTES - 1), 0);
+	for (size_t i = 0; i < (5u << 20); i += 4096)
+		ASSERT_EQ_INT(p[i], 0);
+	p[(5u << 20) - 1] = 7; /* the last byte asked for is there */
+	ASSERT_EQ_INT(smaps_of(p, head, sizeof(head), &hg, &kb), 0);
+	ASSERT_TRUE(hg); /* marked MADV_HUGEPAGE */
+	/* its own mapping, rounded to 6 MiB: nothing of the extra huge page mmap took is left */
+	{
+		unsigned long lo, hi;
+
+		ASSERT_EQ_INT(sscanf(head, "%lx-%lx", &lo, &hi), 2);
+		ASSERT_EQ_U64(lo, (uintptr_t)p);
+		ASSERT_EQ_U64(hi - lo, 6u << 20);
+	}
+	hvp_huge_free(p, 5u << 20);
+	ASSERT_EQ_INT(smaps_of(p, head, sizeof(head), &hg, &kb), -ENOENT);
+	q = hvp_huge_alloc(1);
+	ASSERT_TRUE(q != NULL && ((uintptr_t)q & (HVP_HUGE_BYTES - 1)) == 0);
+	hvp_huge_free(q, 1);
+	hvp_huge_free(NULL, 1);
+	errno = 0;
+	ASSERT_TRUE(hvp_huge_alloc(0) == NULL && errno == EINVAL);
+	errno = 0;
+	ASSERT_TRUE(hvp_huge_alloc(SIZE_MAX - 4096) == NULL && errno == EINVAL);
+	return TEST_OK;
+}
+
+/* code that runs after the move: its result proves the moved bytes are the same */
+static __attribute__((noinline)) unsigned int mix(unsigned int x)
+{
+	for (int i = 0; i < 10; i++)
+		x = x * 2654435761u + 12345u;
+	return x;
+}
+
+static int test_text(void)
+{
+	char before[512], after[512];
+	bool hg;
+	long kb;
+	unsigned int want = mix(42);
+
+	ASSERT_EQ_INT(smaps_of((const void *)mix, before, sizeof(before), &hg, &kb), 0);
+	ASSERT_TRUE(strstr(before, "test_hugemem") != NULL); /* the file's mapping */
+	setenv("HVPROF_HUGE_TEXT", "0", 1);
+	ASSERT_EQ_INT(cli_text_on_huge_page(), -ECANCELED);
+	unsetenv("HVPROF_HUGE_TEXT");
+	ASSERT_EQ_INT(smaps_of((const void *)mix, after, sizeof(after), &hg, &kb), 0);
+	ASSERT_EQ_STR(after, before); /* untouched */
+
+	ASSERT_EQ_INT(cli_text_on_huge_page(), 0);
+	ASSERT_EQ_INT(smaps_of((const void *)mix, after, sizeof(after), &hg, &kb), 0);
+	printf("text before: %safter: %s", before, after);
+	ASSERT_TRUE(strstr(after, "test_hugemem") == NULL); /* anonymous now */
+	ASSERT_TRUE(strstr(after, " r-xp ") != NULL);
+	{
+		unsigned long lo, hi;
+
+		ASSERT_EQ_INT(sscanf(after, "%lx-%lx", &lo, &hi), 2);
+		ASSERT_EQ_U64(lo & (HVP_HUGE_BYTES - 1), 0);
+		ASSERT_TRUE(hi - lo >= HVP_HUGE_BYTES);
+	}
+	ASSERT_TRUE(hg);
+	/* the kernel may have no free huge page: then 4 KiB pages, the same code */
+	if (!thp_never() && kb == 0)
+		printf("note: no huge page was given (AnonHugePages 0 kB)\n");
+	ASSERT_EQ_U64(mix(42), want);
+	return TEST_OK;
+}
+
+static const struct test_case tests[] = {
+	{ "hvp_huge_alloc: aligned, zeroed, MADV_HUGEPAGE, sizes refused", test_alloc },
+	{ "cli_text_on_huge_page: same code, anonymous 2 MiB-aligned mapping; opt-out", test_text },
+};
+
+TEST_MAIN(tests)
