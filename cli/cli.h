@@ -297,8 +297,9 @@ int cli_max_stack(const char *arg, unsigned int *out);
  * cli_text_on_huge_page - move hvprof's code onto a 2 MiB page (cli/hugetext.c says why and how),
  * for the commands that run a guest. Return: 0; -ECANCELED when HVPROF_HUGE_TEXT=0; -ENOTSUP
  * when the executable's text is not alone in a 2 MiB-aligned range (another link); -ENOENT no
- * text segment found; mmap's, mprotect's or mremap's -errno. On any error the file's mapping
- * stays and nothing else changed.
+ * text segment found; mmap's, mprotect's or mremap's -errno (-EACCES/-EPERM where W^X rules
+ * refuse executable anonymous memory). On these errors the file's mapping stays. Call it while
+ * the process has one thread.
  */
 int cli_text_on_huge_page(void);
 /* getopt_long codes of the sample filters of report, flamegraph, export and diff. */

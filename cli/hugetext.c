@@ -66,6 +66,9 @@ int cli_text_on_huge_page(void)
 		return -ENOENT;
 	/* the range moved is the text rounded up to 2 MiB: it must start aligned (the link's
 	 * alignment) and hold no other segment; else the file's mapping stays */
+	/* the kernel maps a segment from its page's start (lld without -z separate-code puts
+	 * the text in the middle of its page) */
+	t.start &= ~(uintptr_t)4095;
 	len = (t.end - t.start + HVP_HUGE_BYTES - 1) & ~(HVP_HUGE_BYTES - 1);
 	if ((t.start & (HVP_HUGE_BYTES - 1)) || (t.next && t.next < t.start + len))
 		return -ENOTSUP;
@@ -79,7 +82,7 @@ int cli_text_on_huge_page(void)
 					   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 
 			if (probe == MAP_FAILED)
-				return -errno;
+				return errno == EEXIST ? -ENOTSUP : -errno;
 			munmap(probe, t.start + len - gap);
 			if (probe != (void *)gap) /* a kernel before 4.17 took it as a hint */
 				return -ENOTSUP;
@@ -95,7 +98,9 @@ int cli_text_on_huge_page(void)
 		hvp_huge_free(p, len);
 		return err;
 	}
-	/* atomic for this thread: the code it returns to is the same bytes at the same address */
+	/* atomic for this thread: the code it returns to is the same bytes at the same address.
+	 * (The kernel unmaps the target before it moves the source: a failure after that, which
+	 * only its own lack of memory could cause, would leave no text, and the process dies.) */
 	if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)t.start) == MAP_FAILED) {
 		err = -errno;
 		hvp_huge_free(p, len);

@@ -362,6 +362,9 @@ int sampler_new(const struct sampler_config *cfg, struct gi *gi, const struct gm
 	s->n_vcpus = n_vcpus;
 	/* SAFETY: a 32-bit count times ~32 KiB cannot overflow a 64-bit size */
 	s->vcpus = hvp_huge_alloc((size_t)n_vcpus * sizeof(*s->vcpus));
+	/* before anything can fail: sampler_destroy closes each vCPU's perf_fd (0 is stdin) */
+	for (unsigned int i = 0; s->vcpus && i < n_vcpus; i++)
+		s->vcpus[i].perf_fd = -1;
 	err = s->vcpus ? ident_cache_create(s) : -ENOMEM;
 	if (err) {
 		sampler_destroy(s);

@@ -2,21 +2,38 @@
 // Guest RAM: one anonymous host mapping split into KVM memory slots around the 32-bit MMIO hole.
 #define pr_fmt(fmt) "vmm: ram: " fmt
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include <hvprof/hugemem.h>
 #include <hvprof/log.h>
 
 #include "vmm_internal.h"
 
 int ram_create(struct vmm_ram *ram, uint64_t size)
 {
-	void *hva;
+	uint8_t *raw, *hva;
+	uint64_t map_len;
 	int err;
 
 	memset(ram, 0, sizeof(*ram));
-	hva = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		   -1, 0);
+	/* 2 MiB more, trimmed to a 2 MiB-aligned start: KVM maps a guest range with a huge page
+	 * only where host and guest addresses agree modulo 2 MiB (kernels since 6.7 align large
+	 * anonymous mappings themselves; older ones do not) */
+	if (__builtin_add_overflow(size, (uint64_t)HVP_HUGE_BYTES, &map_len))
+		return -EINVAL;
+	raw = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	hva = raw;
+	if (raw != MAP_FAILED) {
+		hva = (uint8_t *)(((uintptr_t)raw + HVP_HUGE_BYTES - 1) &
+				  ~(uintptr_t)(HVP_HUGE_BYTES - 1));
+		if (hva > raw)
+			munmap(raw, (size_t)(hva - raw));
+		if (hva + size < raw + map_len)
+			munmap(hva + size, (size_t)(raw + map_len - (hva + size)));
+	}
 	if (hva == MAP_FAILED) {
 		err = -errno;
 		pr_err("cannot map %llu MiB of guest RAM: %s", (unsigned long long)(size >> 20),

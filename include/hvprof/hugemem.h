@@ -11,8 +11,6 @@
 
 #include <stddef.h>
 
-#include <hvprof/compiler.h>
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,7 +23,8 @@ extern "C" {
  * up to a multiple of 2 MiB and marked MADV_HUGEPAGE (a hint: where transparent huge pages are
  * off or none is free, the host gives 4 KiB pages, and nothing else differs).
  * Return: the memory, or NULL with errno set (@bytes 0 or too large: EINVAL; mmap's: ENOMEM).
- * Free it with hvp_huge_free(p, @bytes), the same @bytes.
+ * Free it with hvp_huge_free(p, @bytes), the same @bytes. Thread-safe (mmap, munmap, madvise).
+ * Cost: a huge page is a whole 2 MiB of host memory once touched, whatever @bytes asked.
  */
 void *hvp_huge_alloc(size_t bytes);
 
