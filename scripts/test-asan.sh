@@ -26,7 +26,7 @@ rm -rf "$logs"
 mkdir -p "$logs"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/ubsan"
 export ASAN_OPTIONS="detect_leaks=1:exitcode=86:log_path=$logs/asan"
-# hvprof's code stays in the file's mapping, so that a report's stack names its functions (moved
+# hvprof's code stays in the file's mapping, where a report's addresses are read as before (moved
 # onto a huge page it would be anonymous memory: cli/hugetext.c)
 export HVPROF_HUGE_TEXT=0
 suite_args=()

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Host memory for data read on every sample, on transparent huge pages where the host gives
- * them. Between two exits of a vCPU the guest runs, and the host's TLB no longer holds the
- * ~50 pages of hvprof's own data a sample touches (the sampler, its vCPUs' caches, the
- * recording's rings): each is a page walk before its first line, and with two-dimensional paging
- * (hvprof in a VM) a long one. On 2 MiB pages they are a few TLB entries (README, "Huge pages").
+ * them. Between two exits of a vCPU the guest runs, and the host's TLB may no longer hold the
+ * ~35 pages of hvprof's own data a sample touches (the sampler, its vCPUs' caches, the
+ * recording's rings): each is then a page walk before its first line, and with
+ * two-dimensional paging (hvprof in a VM) a long one. On 2 MiB pages they are a few TLB
+ * entries (README, "Hosts": huge pages).
  */
 #ifndef HVPROF_HUGEMEM_H
 #define HVPROF_HUGEMEM_H
