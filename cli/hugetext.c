@@ -64,10 +64,10 @@ int cli_text_on_huge_page(void)
 	dl_iterate_phdr(find_text, &t);
 	if (!t.found || t.end <= t.start)
 		return -ENOENT;
-	/* the range moved is the text rounded up to 2 MiB: it must start aligned (the link's
-	 * alignment) and hold no other segment; else the file's mapping stays */
-	/* the kernel maps a segment from its page's start (lld without -z separate-code puts
-	 * the text in the middle of its page) */
+	/* the range moved is the text from its page's start (the kernel maps a segment from
+	 * there; lld without -z separate-code puts the text mid-page) rounded up to 2 MiB: it
+	 * must start aligned (the link's alignment) and hold no other segment; else the file's
+	 * mapping stays */
 	t.start &= ~(uintptr_t)4095;
 	len = (t.end - t.start + HVP_HUGE_BYTES - 1) & ~(HVP_HUGE_BYTES - 1);
 	if ((t.start & (HVP_HUGE_BYTES - 1)) || (t.next && t.next < t.start + len))
