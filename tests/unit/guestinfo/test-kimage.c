@@ -34,6 +34,18 @@ static int seed(const char *name, uint8_t **buf, size_t *len)
 	return hvp_read_file(path, 1, 1u << 20, (void **)buf, len);
 }
 
+/* Whether seed @name is missing (the skip line printed), for tests that open it by path. */
+static bool seed_missing(const char *name)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", seeds(), name);
+	if (access(path, R_OK) == 0)
+		return false;
+	printf("# skip: %s/%s missing\n", seeds(), name);
+	return true;
+}
+
 /* gi_kimage_open on @len bytes of @b written to a temporary file. */
 static int open_bytes(const uint8_t *b, size_t len, struct gi_kimage **img)
 {
@@ -140,14 +152,9 @@ static int test_damaged(void)
 {
 	static const uint8_t zero[4], huge[4] = { 0, 0, 0, 0x7f }, junk[4] = { 0x55, 0x55, 0x55, 0x55 };
 	static const uint8_t lzo[4] = { 0x89, 'L', 'Z', 'O' }, token = 0xff;
-	uint8_t *b = NULL;
-	size_t len = 0;
 
-	if (seed("seed-bz-lz4", &b, &len) != 0) {
-		printf("# skip: %s/seed-bz-lz4 missing\n", seeds());
+	if (seed_missing("seed-bz-lz4"))
 		return TEST_SKIP;
-	}
-	free(b);
 	/* lz4: the first block's size past the payload, or 0; its first token asking for more
 	 * literals than the block has; the payload cut in the middle of a block */
 	ASSERT_EQ_INT(damaged("seed-bz-lz4", 1024 + 4, huge, 4), -EBADMSG);
@@ -180,14 +187,9 @@ static void put32(uint8_t *p, uint32_t v)
 static int test_shdr_table(void)
 {
 	static const uint8_t zero16[2] = { 0, 0 }, off8[8] = { 8 };
-	uint8_t *b = NULL;
-	size_t len = 0;
 
-	if (seed("seed-elf", &b, &len) != 0) {
-		printf("# skip: %s/seed-elf missing\n", seeds());
+	if (seed_missing("seed-elf"))
 		return TEST_SKIP;
-	}
-	free(b);
 	ASSERT_EQ_INT(damaged("seed-elf", 0x3a, zero16, 2), -EBADMSG); /* e_shentsize 0 */
 	ASSERT_EQ_INT(damaged("seed-elf", 0x28, off8, 8), -EBADMSG);    /* e_shoff 8 */
 	{

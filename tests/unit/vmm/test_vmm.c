@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -652,6 +654,55 @@ static int test_bp_slots(void)
 	return TEST_OK;
 }
 
+/* The VmFlags line of /proc/self/smaps for the mapping starting at @start (-ENOENT: none). */
+static int vm_flags_at(const void *start, char *out, size_t out_len)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	bool in = false;
+	int err = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		/* a mapping's first line: "lo-hi perms ..."; field lines are "Name: value" */
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && line[strcspn(line, " ") - 1] != ':') {
+			in = lo == (uintptr_t)start;
+			continue;
+		}
+		if (in && !strncmp(line, "VmFlags:", 8)) {
+			snprintf(out, out_len, "%s", line);
+			err = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return err;
+}
+
+/* Guest RAM: one mapping at a 2 MiB-aligned start (KVM maps a guest range huge only where host
+ * and guest addresses agree modulo 2 MiB), marked MADV_HUGEPAGE and MADV_MERGEABLE; its slots
+ * around the 32-bit MMIO hole. */
+static int test_ram_mapping(void)
+{
+	struct vmm_ram ram;
+	char flags[512];
+
+	ASSERT_EQ_INT(ram_create(&ram, 256ull << 20), 0);
+	ASSERT_EQ_U64((uintptr_t)ram.hva & ((2u << 20) - 1), 0);
+	ASSERT_EQ_INT(ram.n_slots, 1);
+	ASSERT_TRUE(ram.slots[0].hva == ram.hva && ram.slots[0].size == 256ull << 20);
+	ASSERT_EQ_INT(vm_flags_at(ram.hva, flags, sizeof(flags)), 0);
+	if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0)
+		ASSERT_TRUE(strstr(flags, " hg") != NULL);
+	ram.hva[(256u << 20) - 1] = 1; /* the whole size is there */
+	ram_destroy(&ram);
+	ASSERT_TRUE(ram.hva == NULL);
+	return TEST_OK;
+}
+
 static const struct test_case tests[] = {
 	{ "serial: transmit and THRE interrupt", test_serial_tx_and_thri },
 	{ "serial: loopback MSR and divisor latch", test_serial_loopback_and_dlab },
@@ -671,6 +722,7 @@ static const struct test_case tests[] = {
 	{ "breakpoints: RF seen to work or not (same place again: RF still set?)",
 	  test_rf_probe },
 	{ "breakpoints: four slots for riders, three on PVM", test_bp_slots },
+	{ "guest RAM: 2 MiB-aligned, MADV_HUGEPAGE", test_ram_mapping },
 };
 
 static void log_stderr(enum hvp_log_level level, const char *msg)
