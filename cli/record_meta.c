@@ -37,6 +37,8 @@ int record_write_meta(struct recfile_writer *w, const struct guest_opts *g,
 	int err = 0;
 
 	err = err ?: recfile_write_meta(w, "hvprof_version", "0.1.0");
+	/* the VMM's own time per sample depends on how it was built (meson.build) */
+	err = err ?: recfile_write_meta(w, "hvprof_build", HVPROF_BUILD);
 	err = err ?: meta_path(w, "kernel", g->vmlinux ? g->vmlinux : g->kernel);
 	if (g->vmlinux && !cli_same_file(g->vmlinux, g->kernel)) /* symbols from another file */
 		err = err ?: meta_path(w, "booted_kernel", g->kernel);
