@@ -7,6 +7,7 @@ static binary (--add), and every check reads that one recording. It is recorded 
 usage: test_record.py HVPROF MYBENCH
 Exit: 0 all checks passed, 1 a check failed, 77 skipped (no /dev/kvm or no default image).
 """
+import json
 import os
 import re
 import subprocess
@@ -176,6 +177,25 @@ ur = raw["user_regs"]
 after = {2: [r for r in ur if r["prev_type"] == 2], 5: [r for r in ur if r["prev_type"] == 5]}
 check("META call_graph is dwarf,8192", raw["meta"].get("call_graph") == "dwarf,8192",
       raw["meta"].get("call_graph"))
+
+
+def build_options(hvprof):
+    """What meson.build puts in HVPROF_BUILD, from the build directory of @hvprof (None: not a
+    meson build directory's binary)."""
+    r = subprocess.run(["meson", "introspect", os.path.dirname(os.path.dirname(hvprof)),
+                        "--buildoptions"], capture_output=True, text=True)
+    if r.returncode:
+        return None
+    o = {x["name"]: x["value"] for x in json.loads(r.stdout)}
+    return f"{o['buildtype']} pgo={o['b_pgo']} lto={str(o['b_lto']).lower()}"
+
+
+want_build = build_options(HVPROF)
+check("META hvprof_build says how this hvprof was built (build type, pgo=, lto=)",
+      re.fullmatch(r"\w+ pgo=(off|generate|use) lto=(true|false)",
+                   raw["meta"].get("hvprof_build", "")) is not None and
+      (want_build is None or raw["meta"]["hvprof_build"] == want_build),
+      f"{raw['meta'].get('hvprof_build')} (build directory: {want_build})")
 checks.check_bp("USER_REGS records follow both SAMPLE and USER_STACK records",
       len(after[2]) >= 100 and len(after[5]) >= 100, f"{len(after[2])} / {len(after[5])}")
 check("every USER_REGS directly follows the record it names (follows, time, pid, cookie)",
