@@ -16,7 +16,7 @@ pgo_mode() {
 		python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "b_pgo"))'
 }
 
-# Profile-guided (README "Building"): the sample path's code laid out for the way it runs.
+# Profile-guided (README, "The build is profile-guided"): the sample path's code laid out for the way it runs.
 # bench-sample is the training: hvprof's real sample path on the unit tests' fake kernel, no
 # /dev/kvm needed; then everything is built again with its profile (meson.build). HVPROF_PGO=0,
 # or a training that fails: a plain build.
@@ -29,12 +29,16 @@ if [ ! -f build/build.ninja ]; then
 fi
 # also a build left instrumented by an interrupted run of this script
 if [ "$(pgo_mode build)" = generate ]; then
-	meson compile -C build bench/bench-sample
-	if pgo_train build/bench/bench-sample; then
-		meson configure build -Db_pgo=use
-	else
-		echo "build: the profile-guided training failed (above): a plain build" >&2
+	if [ "${HVPROF_PGO:-1}" = 0 ]; then
 		meson configure build -Db_pgo=off
+	else
+		meson compile -C build bench/bench-sample
+		if pgo_train build/bench/bench-sample; then
+			meson configure build -Db_pgo=use
+		else
+			echo "build: the profile-guided training failed (above): a plain build" >&2
+			meson configure build -Db_pgo=off
+		fi
 	fi
 fi
 meson compile -C build
