@@ -12,14 +12,14 @@ pgo_train() {
 }
 # The build directory $1's b_pgo (off, generate or use).
 pgo_mode() {
-	meson introspect "$1" --buildoptions |
-		python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "b_pgo"))'
+	meson introspect "$1" --buildoptions | python3 -c 'import json, sys
+print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "b_pgo"))'
 }
 
-# Profile-guided (README, "The build is profile-guided"): the sample path's code laid out for the way it runs.
-# bench-sample is the training: hvprof's real sample path on the unit tests' fake kernel, no
-# /dev/kvm needed; then everything is built again with its profile (meson.build). HVPROF_PGO=0,
-# or a training that fails: a plain build.
+# Profile-guided (README, "The build is profile-guided"): the sample path's code laid out for
+# the way it runs. bench-sample is the training: hvprof's real sample path on the unit tests'
+# fake kernel, no /dev/kvm needed; then everything is built again with its profile
+# (meson.build). HVPROF_PGO=0, or a training that fails: a plain build.
 if [ ! -f build/build.ninja ]; then
 	if [ "${HVPROF_PGO:-1}" != 0 ]; then
 		meson setup build -Dwerror=true -Db_pgo=generate

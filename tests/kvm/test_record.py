@@ -180,8 +180,8 @@ check("META call_graph is dwarf,8192", raw["meta"].get("call_graph") == "dwarf,8
 
 
 def build_options(hvprof):
-    """What meson.build puts in HVPROF_BUILD, from the build directory of @hvprof (None: not a
-    meson build directory's binary)."""
+    """What cli/meson.build puts in HVPROF_BUILD, from the options of @hvprof's build directory
+    (meson introspect; None: not readable)."""
     r = subprocess.run(["meson", "introspect", os.path.dirname(os.path.dirname(hvprof)),
                         "--buildoptions"], capture_output=True, text=True)
     if r.returncode:
@@ -191,10 +191,8 @@ def build_options(hvprof):
 
 
 want_build = build_options(HVPROF)
-check("META hvprof_build says how this hvprof was built (build type, pgo=, lto=)",
-      re.fullmatch(r"\w+ pgo=(off|generate|use) lto=(true|false)",
-                   raw["meta"].get("hvprof_build", "")) is not None and
-      (want_build is None or raw["meta"]["hvprof_build"] == want_build),
+check("META hvprof_build says how this hvprof was built (its build directory's options)",
+      want_build is not None and raw["meta"].get("hvprof_build") == want_build,
       f"{raw['meta'].get('hvprof_build')} (build directory: {want_build})")
 checks.check_bp("USER_REGS records follow both SAMPLE and USER_STACK records",
       len(after[2]) >= 100 and len(after[5]) >= 100, f"{len(after[2])} / {len(after[5])}")

@@ -14,51 +14,8 @@
 #include <hvprof/hugemem.h>
 
 #include "cli.h"
+#include "smaps.h"
 #include "test.h"
-
-/* The smaps entry of the mapping holding @addr: its first line into @head, and whether its
- * VmFlags hold "hg" (MADV_HUGEPAGE) and its AnonHugePages (kB). 0 or -ENOENT. */
-static int smaps_of(const void *addr, char *head, size_t head_len, bool *hg, long *anon_huge_kb)
-{
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char line[512];
-	bool in = false, found = false;
-
-	if (!f)
-		return -errno;
-	*hg = false;
-	*anon_huge_kb = 0;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') &&
-		    line[strcspn(line, " ") - 1] != ':') {
-			if (found)
-				break;
-			in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
-			if (in) {
-				found = true;
-				snprintf(head, head_len, "%s", line);
-			}
-			continue;
-		}
-		if (!in)
-			continue;
-		if (!strncmp(line, "AnonHugePages:", 14))
-			*anon_huge_kb = strtol(line + 14, NULL, 10);
-		if (!strncmp(line, "VmFlags:", 8))
-			*hg = strstr(line, " hg") != NULL;
-	}
-	fclose(f);
-	return found ? 0 : -ENOENT;
-}
-
-/* Whether this kernel has transparent huge pages at all (without them madvise(MADV_HUGEPAGE)
- * fails, which hvp_huge_alloc ignores: 4 KiB pages, no "hg" flag). */
-static bool thp_built(void)
-{
-	return access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0;
-}
 
 /* The test's own text segment: its alignment in the file (the link's) and where it is mapped. */
 static int own_text(struct dl_phdr_info *info, size_t size, void *data)
@@ -91,7 +48,7 @@ static bool thp_never(void)
 static int test_alloc(void)
 {
 	char head[512];
-	bool hg;
+	char flags[512];
 	long kb;
 	uint8_t *p = hvp_huge_alloc(5u << 20), *q;
 
@@ -100,8 +57,8 @@ static int test_alloc(void)
 	for (size_t i = 0; i < (5u << 20); i += 4096)
 		ASSERT_EQ_INT(p[i], 0);
 	p[(5u << 20) - 1] = 7; /* the last byte asked for is there */
-	ASSERT_EQ_INT(smaps_of(p, head, sizeof(head), &hg, &kb), 0);
-	ASSERT_TRUE(hg || !thp_built()); /* marked MADV_HUGEPAGE */
+	ASSERT_EQ_INT(test_smaps_of(p, head, sizeof(head), flags, sizeof(flags), &kb), 0);
+	ASSERT_TRUE(test_vm_flag(flags, "hg") || !test_thp_built()); /* marked MADV_HUGEPAGE */
 	/* its own mapping, rounded to 6 MiB: nothing of the extra huge page mmap took is left */
 	{
 		unsigned long lo, hi;
@@ -111,7 +68,7 @@ static int test_alloc(void)
 		ASSERT_EQ_U64(hi - lo, 6u << 20);
 	}
 	hvp_huge_free(p, 5u << 20);
-	ASSERT_EQ_INT(smaps_of(p, head, sizeof(head), &hg, &kb), -ENOENT);
+	ASSERT_EQ_INT(test_smaps_of(p, head, sizeof(head), flags, sizeof(flags), &kb), -ENOENT);
 	q = hvp_huge_alloc(1);
 	ASSERT_TRUE(q != NULL && ((uintptr_t)q & (HVP_HUGE_BYTES - 1)) == 0);
 	hvp_huge_free(q, 1);
@@ -134,7 +91,7 @@ static __attribute__((noinline)) unsigned int mix(unsigned int x)
 static int test_text(void)
 {
 	char before[512], after[512];
-	bool hg;
+	char flags[512];
 	long kb;
 	unsigned int want = mix(42);
 	const char *env = getenv("HVPROF_HUGE_TEXT"); /* test-asan.sh sets it: put back after */
@@ -153,7 +110,9 @@ static int test_text(void)
 		return TEST_SKIP;
 	}
 
-	ASSERT_EQ_INT(smaps_of((const void *)mix, before, sizeof(before), &hg, &kb), 0);
+	ASSERT_EQ_INT(test_smaps_of((const void *)mix, before, sizeof(before), flags, sizeof(flags),
+				    &kb),
+		      0);
 	ASSERT_TRUE(strstr(before, "test_hugemem") != NULL); /* the file's mapping */
 	setenv("HVPROF_HUGE_TEXT", "0", 1);
 	err = cli_text_on_huge_page();
@@ -162,7 +121,9 @@ static int test_text(void)
 	else
 		unsetenv("HVPROF_HUGE_TEXT");
 	ASSERT_EQ_INT(err, -ECANCELED);
-	ASSERT_EQ_INT(smaps_of((const void *)mix, after, sizeof(after), &hg, &kb), 0);
+	ASSERT_EQ_INT(test_smaps_of((const void *)mix, after, sizeof(after), flags, sizeof(flags),
+				    &kb),
+		      0);
 	ASSERT_EQ_STR(after, before); /* untouched */
 
 	unsetenv("HVPROF_HUGE_TEXT");
@@ -175,7 +136,9 @@ static int test_text(void)
 		return TEST_SKIP;
 	}
 	ASSERT_EQ_INT(err, 0);
-	ASSERT_EQ_INT(smaps_of((const void *)mix, after, sizeof(after), &hg, &kb), 0);
+	ASSERT_EQ_INT(test_smaps_of((const void *)mix, after, sizeof(after), flags, sizeof(flags),
+				    &kb),
+		      0);
 	printf("text before: %safter: %s", before, after);
 	ASSERT_TRUE(strstr(after, "test_hugemem") == NULL); /* anonymous now */
 	ASSERT_TRUE(strstr(after, " r-xp ") != NULL);
@@ -186,7 +149,7 @@ static int test_text(void)
 		ASSERT_EQ_U64(lo & (HVP_HUGE_BYTES - 1), 0);
 		ASSERT_TRUE(hi - lo >= HVP_HUGE_BYTES);
 	}
-	ASSERT_TRUE(hg || !thp_built());
+	ASSERT_TRUE(test_vm_flag(flags, "hg") || !test_thp_built());
 	/* the kernel may have no free huge page: then 4 KiB pages, the same code */
 	if (!thp_never() && kb == 0)
 		printf("note: no huge page was given (AnonHugePages 0 kB)\n");

@@ -5,8 +5,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,6 +12,7 @@
 
 #include <hvprof/log.h>
 
+#include "smaps.h"
 #include "test.h"
 #include "vmm_internal.h"
 
@@ -654,49 +653,24 @@ static int test_bp_slots(void)
 	return TEST_OK;
 }
 
-/* The VmFlags line of /proc/self/smaps for the mapping starting at @start (-ENOENT: none). */
-static int vm_flags_at(const void *start, char *out, size_t out_len)
-{
-	FILE *f = fopen("/proc/self/smaps", "r");
-	char line[512];
-	bool in = false;
-	int err = -ENOENT;
-
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-
-		/* a mapping's first line: "lo-hi perms ..."; field lines are "Name: value" */
-		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && line[strcspn(line, " ") - 1] != ':') {
-			in = lo == (uintptr_t)start;
-			continue;
-		}
-		if (in && !strncmp(line, "VmFlags:", 8)) {
-			snprintf(out, out_len, "%s", line);
-			err = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return err;
-}
-
 /* Guest RAM: one mapping at a 2 MiB-aligned start (KVM maps a guest range huge only where host
- * and guest addresses agree modulo 2 MiB), marked MADV_HUGEPAGE and MADV_MERGEABLE; its slots
- * around the 32-bit MMIO hole. */
+ * and guest addresses agree modulo 2 MiB), marked MADV_HUGEPAGE where the kernel has THP and
+ * MADV_MERGEABLE where it has KSM; below the 32-bit MMIO hole, one slot of the whole size. */
 static int test_ram_mapping(void)
 {
 	struct vmm_ram ram;
-	char flags[512];
+	char head[512], flags[512];
+	long kb;
 
 	ASSERT_EQ_INT(ram_create(&ram, 256ull << 20), 0);
 	ASSERT_EQ_U64((uintptr_t)ram.hva & ((2u << 20) - 1), 0);
 	ASSERT_EQ_INT(ram.n_slots, 1);
 	ASSERT_TRUE(ram.slots[0].hva == ram.hva && ram.slots[0].size == 256ull << 20);
-	ASSERT_EQ_INT(vm_flags_at(ram.hva, flags, sizeof(flags)), 0);
-	if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0)
-		ASSERT_TRUE(strstr(flags, " hg") != NULL);
+	ASSERT_EQ_INT(test_smaps_of(ram.hva, head, sizeof(head), flags, sizeof(flags), &kb), 0);
+	if (test_thp_built())
+		ASSERT_TRUE(test_vm_flag(flags, "hg"));
+	if (access("/sys/kernel/mm/ksm", F_OK) == 0)
+		ASSERT_TRUE(test_vm_flag(flags, "mg"));
 	ram.hva[(256u << 20) - 1] = 1; /* the whole size is there */
 	ram_destroy(&ram);
 	ASSERT_TRUE(ram.hva == NULL);
@@ -722,7 +696,7 @@ static const struct test_case tests[] = {
 	{ "breakpoints: RF seen to work or not (same place again: RF still set?)",
 	  test_rf_probe },
 	{ "breakpoints: four slots for riders, three on PVM", test_bp_slots },
-	{ "guest RAM: 2 MiB-aligned, MADV_HUGEPAGE", test_ram_mapping },
+	{ "guest RAM: 2 MiB-aligned, MADV_HUGEPAGE and MADV_MERGEABLE", test_ram_mapping },
 };
 
 static void log_stderr(enum hvp_log_level level, const char *msg)
