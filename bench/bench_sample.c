@@ -63,15 +63,24 @@ static int __printf(1, 2) VALGRIND_PRINTF(const char *format, ...)
 #define USTACK_COPY 720u /* bytes of the DWARF stack copy, as in the boots of issue 17 */
 
 /* A gmem that counts what passes through it: reads, bytes, distinct lines and pages (open
- * addressing sets of GPAs, emptied per sample by a new epoch). */
+ * addressing sets of GPAs, emptied per sample by a new epoch). Reads in place through the
+ * translation cache's HVAs (gmem's map_page) pass by it: the counted exits and the one that
+ * records its reads for "guest-warm" run without map_page, reading the same guest bytes. */
 #define RECORDED_MAX 256 /* guest reads of one exit remembered for the guest-warm mode */
+
+struct read_list {
+	unsigned int n;
+	struct { uint64_t gpa; size_t len; } r[RECORDED_MAX];
+};
+
+enum exit_kind { EXIT_RETURN, EXIT_SAMPLE };
 
 struct counting_mem {
 	struct gmem inner;
 	bool counting, trace;
-	/* the reads of this exit, for "guest-warm": the next exit finds them in the caches */
-	unsigned int n_recorded;
-	struct { uint64_t gpa; size_t len; } recorded[RECORDED_MAX];
+	/* the reads of one exit of each kind, for "guest-warm": the next exit finds them in the
+	 * caches; recorded into @rec (NULL: none) */
+	struct read_list lists[2], *rec;
 	uint64_t reads, bytes, epoch;
 	unsigned int n_lines, n_pages;
 	struct seen_slot {
@@ -113,8 +122,8 @@ static int counting_read(void *ctx, uint64_t gpa, void *dst, size_t len)
 
 	if (cm->counting)
 		count_read(cm, "read", gpa, len);
-	if (cm->n_recorded < RECORDED_MAX)
-		cm->recorded[cm->n_recorded++] = (typeof(cm->recorded[0])){ gpa, len };
+	if (cm->rec && cm->rec->n < RECORDED_MAX)
+		cm->rec->r[cm->rec->n++] = (typeof(cm->rec->r[0])){ gpa, len };
 	return gmem_read(&cm->inner, gpa, dst, len);
 }
 
@@ -126,9 +135,17 @@ static const void *counting_map(void *ctx, uint64_t gpa, size_t len)
 
 	if (p && cm->counting)
 		count_read(cm, "map", gpa, len);
-	if (p && cm->n_recorded < RECORDED_MAX)
-		cm->recorded[cm->n_recorded++] = (typeof(cm->recorded[0])){ gpa, len };
+	if (p && cm->rec && cm->rec->n < RECORDED_MAX)
+		cm->rec->r[cm->rec->n++] = (typeof(cm->rec->r[0])){ gpa, len };
 	return p;
+}
+
+/* A translation's page kept by the cache: not a read (its reads in place are not counted). */
+static const void *counting_map_page(void *ctx, uint64_t gpa, size_t len)
+{
+	struct counting_mem *cm = ctx;
+
+	return gmem_map(&cm->inner, gpa, len);
 }
 
 static struct recfile_writer *writer;
@@ -175,20 +192,20 @@ static const char *const shape_names[] = { "kernel, new mark", "kernel, same mar
 enum temp { WARM, COLD, GUEST_WARM };
 static const char *const temp_names[] = { "warm", "cold", "gwarm" };
 
-/* "guest-warm": after the flush, the guest's lines of the previous exit are read again, as
- * the guest kernel itself does between two exits (it runs in the task, on its stack and per-CPU
- * data): what stays cold is hvprof's own code and data. */
-static void rewarm_guest(struct counting_mem *cm)
+/* "guest-warm": after the flush, the guest's lines of the previous exit (of kind @prev, as
+ * recorded) are read again, as the guest kernel itself does between two exits (it runs in the
+ * task, on its stack and per-CPU data): what stays cold is hvprof's own code and data. */
+static void rewarm_guest(const struct counting_mem *cm, enum exit_kind prev)
 {
+	const struct read_list *l = &cm->lists[prev];
 	uint64_t sum = 0;
 
-	for (unsigned int i = 0; i < cm->n_recorded; i++) {
-		const uint8_t *p = gmem_map(&cm->inner, cm->recorded[i].gpa, cm->recorded[i].len);
+	for (unsigned int i = 0; i < l->n; i++) {
+		const uint8_t *p = gmem_map(&cm->inner, l->r[i].gpa, l->r[i].len);
 
-		for (size_t o = 0; p && o < cm->recorded[i].len; o += LINE)
+		for (size_t o = 0; p && o < l->r[i].len; o += LINE)
 			sum += p[o];
 	}
-	cm->n_recorded = 0;
 	flush_sink += sum;
 }
 
@@ -350,7 +367,10 @@ static int run(enum shape shape, enum temp t, unsigned int n, const uint8_t *flu
 	f.s->stay_adaptive = false;
 	cm.inner = f.fk.fm.mem;
 	cm.counting = false;
-	f.fk.fm.mem = (struct gmem){ .read = counting_read, .map = counting_map, .ctx = &cm };
+	cm.rec = NULL;
+	cm.lists[EXIT_RETURN].n = cm.lists[EXIT_SAMPLE].n = 0;
+	f.fk.fm.mem = (struct gmem){ .read = counting_read, .map = counting_map,
+				     .map_page = counting_map_page, .ctx = &cm };
 	if (other_marks) { /* pending marks of other threads, as threads blocked in the kernel keep */
 		struct mark_req req = req_of(&f, FK_PID, &f.entry);
 
@@ -384,10 +404,18 @@ static int run(enum shape shape, enum temp t, unsigned int n, const uint8_t *flu
 	}
 	if (getenv("BENCH_SAMPLE_TRACE"))
 		fprintf(stderr, "%s, %s:\n", shape_names[shape], temp_names[t]);
-	for (unsigned int i = 0; i < n + COUNTED; i++) {
-		bool counted = i >= n, trace = i == n && getenv("BENCH_SAMPLE_TRACE");
+	/* guest-warm: first one untimed exit of each kind that records what it reads */
+	const unsigned int prime = t == GUEST_WARM;
+
+	for (unsigned int k = 0; k < prime + n + COUNTED; k++) {
+		bool priming = k < prime;
+		unsigned int i = priming ? 0 : k - prime;
+		bool timed = !priming && i < n, counted = !priming && i >= n;
+		bool trace = counted && i == n && getenv("BENCH_SAMPLE_TRACE");
 		uint64_t t0;
 
+		/* reads in place, but where every read is to be seen (the gmem's map_page) */
+		f.fk.fm.mem.map_page = timed ? counting_map_page : NULL;
 		if (shape == NEW_MARK) {
 			/* the thread returns to user: the exit-work loop's trap resolves its mark */
 			struct gi_paging pg;
@@ -395,50 +423,51 @@ static int run(enum shape shape, enum temp t, unsigned int n, const uint8_t *flu
 
 			if (cold)
 				flush(flushbuf);
-			if (t == GUEST_WARM)
-				rewarm_guest(&cm);
-			cm.n_recorded = 0;
+			if (t == GUEST_WARM && !priming)
+				rewarm_guest(&cm, EXIT_SAMPLE);
+			cm.rec = priming ? &cm.lists[EXIT_RETURN] : NULL;
 			count_start(&cm, counted, trace);
 			t0 = vmm_now_ns();
-			if (census_on && i < n)
+			if (census_on && timed)
 				census_return = 1;
 			pg = sampler_exit_paging(sv, &sregs);
 			trap_loop_resolve(sv, &regs, &sregs, &pg);
-			if (census_on && i < n)
+			if (census_on && timed)
 				census_end = 1;
-			if (i < n)
+			if (timed)
 				ret_ns[i] = vmm_now_ns() - t0;
-			else
+			else if (counted)
 				count_add(&ret_sum, &cm);
-			if (i && sv->c.resolved_at_return != resolved + 1) {
-				fprintf(stderr, "bench-sample: return %u resolved no mark\n", i);
+			if (k && sv->c.resolved_at_return != resolved + 1) {
+				fprintf(stderr, "bench-sample: return %u resolved no mark\n", k);
 				goto out;
 			}
 		}
 		if (cold)
 			flush(flushbuf);
-		if (t == GUEST_WARM)
-			rewarm_guest(&cm);
-		cm.n_recorded = 0;
+		if (t == GUEST_WARM && !priming)
+			rewarm_guest(&cm, shape == NEW_MARK ? EXIT_RETURN : EXIT_SAMPLE);
+		cm.rec = priming ? &cm.lists[EXIT_SAMPLE] : NULL;
 		/* the last COUNTED samples count what they read, untimed (counting costs) */
 		count_start(&cm, counted, trace);
 		t0 = vmm_now_ns();
-		if (census_on && i < n)
+		if (census_on && timed)
 			census_sample = 1;
 		if (sample_from_regs(sv, &regs, &sregs, 1000000, t0, stage_now(&f.s->clock)) != 0)
 			goto out;
-		if (census_on && i < n)
+		if (census_on && timed)
 			census_end = 1;
 		cm.counting = false;
-		if (i < n) {
+		cm.rec = NULL;
+		if (timed) {
 			ns[i] = vmm_now_ns() - t0;
 			if (i == n - 1)
 				c1 = sv->c;
-			continue;
+		} else if (counted) {
+			count_add(&sum, &cm);
 		}
-		count_add(&sum, &cm);
 	}
-	if (sv->c.samples != n + COUNTED + 1 || sv->c.samples_sink_errors) {
+	if (sv->c.samples != prime + n + COUNTED + 1 || sv->c.samples_sink_errors) {
 		fprintf(stderr, "bench-sample: %s: %llu samples, %llu sink errors\n",
 			shape_names[shape], (unsigned long long)sv->c.samples,
 			(unsigned long long)sv->c.samples_sink_errors);

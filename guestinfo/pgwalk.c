@@ -55,6 +55,8 @@ static unsigned int pgwalk_maxphyaddr(const struct gi_paging *pg)
 	return pg->maxphyaddr ? pg->maxphyaddr : 52;
 }
 
+_Static_assert(sizeof(struct pgwalk_cache_slot) == 64, "a translation is one cache line");
+
 /* The set of @c that holds the translations of @gva's page. */
 static struct pgwalk_cache_slot *cache_set(struct pgwalk_cache *c, uint64_t gva)
 {
@@ -74,33 +76,30 @@ static bool slot_kept(const struct pgwalk_cache *c, const struct pgwalk_cache_sl
 	return e->kept && e->gen == c->gen;
 }
 
-/* The translation cache (struct pgwalk_cache). @access: wanted too (then only a translation of
- * this epoch answers: a kept one's permissions may have changed). */
-static bool cache_lookup(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uint64_t gva,
-			 uint64_t *gpa, uint64_t *page_size, uint8_t *access)
+/* The slot of the translation cache (struct pgwalk_cache) that answers @gva under root @cr3
+ * (bits 11:0 clear) and @cr4, counted as a hit, or NULL (a miss). @want_access: the access bits
+ * are wanted too (then only a translation of this epoch answers: a kept one's permissions may
+ * have changed). */
+static inline struct pgwalk_cache_slot *cache_find(struct pgwalk_cache *c, uint64_t cr3,
+						   uint64_t cr4, uint64_t gva, bool want_access)
 {
 	struct pgwalk_cache_slot *set = cache_set(c, gva);
 
 	for (unsigned int w = 0; w < PGWALK_CACHE_WAYS; w++) {
-		const struct pgwalk_cache_slot *e = &set[w];
+		struct pgwalk_cache_slot *e = &set[w];
 		bool now = slot_now(c, e) && e->cr3 == cr3;
 		/* kept: the direct map, the same under every process's root (struct pgwalk_cache) */
-		bool kept = !access && slot_kept(c, e);
+		bool kept = !want_access && slot_kept(c, e);
 
 		if (!(now || kept) || e->cr4 != cr4 || e->gva_page != (gva & ~0xfffull))
 			continue;
 		c->hits++;
 		if (!now)
 			c->kept_hits++;
-		*gpa = e->gpa_page | (gva & 0xfff);
-		if (page_size)
-			*page_size = e->page_size;
-		if (access)
-			*access = e->access;
-		return true;
+		return e;
 	}
 	c->misses++;
-	return false;
+	return NULL;
 }
 
 /* Where a translation of @gva goes in @set: a way that holds @gva's page already (this exit's,
@@ -128,9 +127,28 @@ static struct pgwalk_cache_slot *cache_victim(const struct pgwalk_cache *c,
 	return unkept ? unkept : &set[PGWALK_CACHE_WAYS - 1];
 }
 
-static void cache_fill(const struct pgwalk_cache *c, struct pgwalk_cache_slot *e, uint64_t cr3,
-		       uint64_t cr4, uint64_t gva, uint64_t gpa, uint64_t size, uint8_t access)
+/* The HVA of slot @e's 4 KiB guest page through @mem (which has map_page), kept in @e from its
+ * first read in place on (see struct pgwalk_cache): NULL where the page is not all guest RAM.
+ * A gmem of another ctx than the one the slots' HVAs came from drops those first. */
+static const uint8_t *slot_hva(struct pgwalk_cache *c, struct pgwalk_cache_slot *e,
+			       const struct gmem *mem)
 {
+	if (__builtin_expect(c->hva_ctx != mem->ctx, 0)) {
+		for (unsigned int i = 0; i < PGWALK_CACHE_SETS; i++)
+			for (unsigned int w = 0; w < PGWALK_CACHE_WAYS; w++)
+				c->slot[i][w].hva_page = NULL;
+		c->hva_ctx = mem->ctx;
+	}
+	if (!e->hva_page)
+		e->hva_page = mem->map_page(mem->ctx, e->gpa_page, PAGE_SIZE_4K);
+	return e->hva_page;
+}
+
+static void cache_fill(const struct pgwalk_cache *c, struct pgwalk_cache_slot *e,
+		       uint64_t cr3, uint64_t cr4, uint64_t gva, uint64_t gpa, uint64_t size,
+		       uint8_t access)
+{
+	e->hva_page = NULL; /* taken at its first read in place (slot_hva) */
 	e->epoch = c->epoch;
 	e->gen = c->gen;
 	/* kept only where the caller says the translation is fixed: its linear range, upper half */
@@ -140,7 +158,7 @@ static void cache_fill(const struct pgwalk_cache *c, struct pgwalk_cache_slot *e
 	e->cr4 = cr4;
 	e->gva_page = gva & ~0xfffull;
 	e->gpa_page = gpa & ~0xfffull;
-	e->page_size = size;
+	e->page_size = (uint32_t)size; /* at most 1 GiB */
 	e->access = access;
 }
 
@@ -278,27 +296,24 @@ static bool page_is_ram(const struct gmem *mem, uint64_t gpa_page)
 	return mem->map && gmem_map(mem, gpa_page, PAGE_SIZE_4K) != NULL;
 }
 
-static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
-		uint64_t *page_size, struct pgwalk_trace *trace, uint8_t *access)
+/* The walk of @gva under @pg (walk(), below) where @pg->cache had no translation of it: the
+ * remembered walk, else the tables read level by level. Out of line: its frame is large, and
+ * most translations are hits. */
+static __attribute__((noinline)) int walk_tables(const struct gmem *mem,
+						 const struct gi_paging *pg, uint64_t gva,
+						 uint64_t *gpa, uint64_t *page_size,
+						 struct pgwalk_trace *trace, uint8_t *access)
 {
 	unsigned int levels, maxphy, step;
-	uint64_t pa_limit_mask, table_gpa, entry = 0, cr3;
+	uint64_t pa_limit_mask, table_gpa, entry = 0, cr3 = walk_cr3(pg, gva);
 	uint64_t seen_gpa[PGWALK_MAX_LEVELS], seen[PGWALK_MAX_LEVELS]; /* steps 0..step */
 	struct memo_pre pre; /* its entries 0..n-1 only (memo_find) */
 	uint8_t probe, acc = PGWALK_ACC_USER;
 	int err;
 
 	pre.n = 0;
-	if (!mem || !mem->read || !pg || !gpa)
-		return -EINVAL;
-	cr3 = walk_cr3(pg, gva);
 	if (trace)
 		trace->levels = 0;
-	/* the cache is keyed by the root table (kept entries answer under any: struct
-	 * pgwalk_cache): PCID bits (11:0) do not change a walk */
-	if (pg->cache && !trace && pg->cache->epoch &&
-	    cache_lookup(pg->cache, cr3 & ~0xfffull, pg->cr4, gva, gpa, page_size, access))
-		return 0;
 
 	/* Long mode = CR0.PG and EFER.LMA (which implies CR4.PAE); nothing else is supported. */
 	if (!(pg->cr0 & CR0_PG) || !(pg->efer & EFER_LMA) || !(pg->cr4 & CR4_PAE))
@@ -434,6 +449,35 @@ static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 	return -ELOOP;
 }
 
+/* @pg->cache's slot for @gva (a hit), or NULL: none, or no cache to ask. The cache is keyed by
+ * the root table (kept entries answer under any: struct pgwalk_cache): PCID bits (11:0) do not
+ * change a walk. */
+static inline struct pgwalk_cache_slot *walk_cached(const struct gi_paging *pg, uint64_t gva,
+						    bool want_access)
+{
+	if (!pg->cache || !pg->cache->epoch)
+		return NULL;
+	return cache_find(pg->cache, walk_cr3(pg, gva) & ~0xfffull, pg->cr4, gva, want_access);
+}
+
+static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
+		uint64_t *page_size, struct pgwalk_trace *trace, uint8_t *access)
+{
+	const struct pgwalk_cache_slot *e;
+
+	if (!mem || !mem->read || !pg || !gpa)
+		return -EINVAL;
+	e = trace ? NULL : walk_cached(pg, gva, access != NULL);
+	if (!e)
+		return walk_tables(mem, pg, gva, gpa, page_size, trace, access);
+	*gpa = e->gpa_page | (gva & 0xfff);
+	if (page_size)
+		*page_size = e->page_size;
+	if (access)
+		*access = e->access;
+	return 0;
+}
+
 int gi_gva_to_gpa(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
 		  uint64_t *page_size, struct pgwalk_trace *trace)
 {
@@ -468,19 +512,36 @@ int gi_read_gva(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva
 		return -ERANGE;
 
 	while (len) {
+		struct pgwalk_cache_slot *e = walk_cached(pg, gva, false);
+		const uint8_t *hva = e && mem->map_page ? slot_hva(pg->cache, e, mem) : NULL;
 		uint64_t gpa, page_size, chunk;
 		int err;
 
-		err = gi_gva_to_gpa(mem, pg, gva, &gpa, &page_size, NULL);
-		if (err)
-			return err;
-		/* SAFETY: chunk <= bytes left in this page and <= len, so dst stays in bounds. */
-		chunk = page_size - (gva & (page_size - 1));
-		if (chunk > len)
-			chunk = len;
-		err = gmem_read(mem, gpa, out, chunk);
-		if (err)
-			return err;
+		if (hva) {
+			/* in place (struct pgwalk_cache): the slot's 4 KiB page was checked to be
+			 * guest RAM when its HVA was taken; the copy stays inside it */
+			chunk = 4096 - (gva & 0xfff);
+			if (chunk > len)
+				chunk = len;
+			memcpy(out, hva + (gva & 0xfff), chunk);
+			pg->cache->hva_reads++;
+		} else {
+			if (e) {
+				gpa = e->gpa_page | (gva & 0xfff);
+				page_size = e->page_size;
+			} else {
+				err = walk_tables(mem, pg, gva, &gpa, &page_size, NULL, NULL);
+				if (err)
+					return err;
+			}
+			/* SAFETY: chunk <= bytes left in this page and <= len: dst stays in bounds */
+			chunk = page_size - (gva & (page_size - 1));
+			if (chunk > len)
+				chunk = len;
+			err = gmem_read(mem, gpa, out, chunk);
+			if (err)
+				return err;
+		}
 		out += chunk;
 		len -= chunk;
 		gva += chunk; /* cannot wrap: checked against last above */

@@ -14,7 +14,8 @@
  * changed (a live task's kernel stack: gi_task_stack_seed); @gpa one a walk returned. A user
  * address, GPA 0, or a slot that holds a translation of this sample or a kept one (another
  * page's, which seeding would evict) leaves the cache as it was. Every read through the cache
- * still goes through gmem, which refuses addresses outside guest RAM.
+ * still goes through gmem, which refuses addresses outside guest RAM (or in place through the
+ * HVA its map_page gives for the whole page: struct pgwalk_cache).
  * Return: true when stored.
  */
 bool pgwalk_cache_seed(const struct gi_paging *pg, uint64_t gva, uint64_t gpa, uint8_t access);

@@ -565,6 +565,7 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 	sv->c.tcache_kept_hits = sv->tcache.kept_hits;
 	sv->c.tcache_memo_hits = sv->tcache.memo_hits;
 	sv->c.tcache_memo_stale = sv->tcache.memo_stale;
+	sv->c.tcache_hva_reads = sv->tcache.hva_reads;
 	sv->c.sample_ns_write += stage_ns(&s->clock, k2 - k1);
 	ns = stage_ns(&s->clock, k2 - k0);
 	sv->c.sample_ns_total += ns;

@@ -105,6 +105,7 @@ static void hook_vcpu_stop(void *ctx, struct vmm_vcpu *v)
 	sv->c.tcache_kept_hits = sv->tcache.kept_hits; /* the traps' after the last sample too */
 	sv->c.tcache_memo_hits = sv->tcache.memo_hits;
 	sv->c.tcache_memo_stale = sv->tcache.memo_stale;
+	sv->c.tcache_hva_reads = sv->tcache.hva_reads;
 }
 
 static int hook_overflow(void *ctx, struct vmm_vcpu *v)

@@ -373,7 +373,8 @@ int vmm_create(const struct vmm_config *cfg, struct vmm **out)
 	err = ram_register(vm);
 	if (err)
 		goto err_destroy;
-	vm->gmem = (struct gmem){ .read = ram_read, .ctx = &vm->ram, .map = ram_map };
+	vm->gmem = (struct gmem){ .read = ram_read, .ctx = &vm->ram, .map = ram_map,
+				  .map_page = ram_map };
 	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
 		err = -errno;
 		pr_err("KVM_CREATE_IRQCHIP: %s", hvp_strerror(err));

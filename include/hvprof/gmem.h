@@ -31,6 +31,11 @@ struct gmem {
 	gmem_read_fn read; /* required */
 	void *ctx;         /* passed to read and map */
 	gmem_map_fn map;   /* optional: NULL, no reads in place (gmem_map returns NULL) */
+	/* optional: as @map, called for one whole 4 KiB page (@gpa aligned, @len 4096) whose HVA
+	 * a translation cache keeps and reads through later (struct pgwalk_cache); the call
+	 * itself reads nothing. The HVA must stay valid while @ctx lives. NULL: every read of
+	 * guest memory goes through @read (tests that count reads leave it so). */
+	gmem_map_fn map_page;
 };
 
 /* Read @len bytes at @gpa through @mem; see gmem_read_fn. */

@@ -57,7 +57,10 @@ struct pgwalk_cache_slot {
 	uint64_t cr4;
 	uint64_t gva_page;  /* GVA & ~0xfff */
 	uint64_t gpa_page;  /* GPA & ~0xfff */
-	uint64_t page_size; /* bytes of the page that maps it: 4 KiB, 2 MiB or 1 GiB */
+	/* the HVA of the 4 KiB guest page at @gpa_page, from the map_page of the gmem of
+	 * struct pgwalk_cache's @hva_ctx; NULL: not asked yet, or not all guest RAM */
+	const uint8_t *hva_page;
+	uint32_t page_size; /* bytes of the page that maps it: 4 KiB, 2 MiB or 1 GiB */
 	bool kept;
 	uint8_t access; /* PGWALK_ACC_* of the walk that filled it */
 };
@@ -115,8 +118,14 @@ struct pgwalk_memo {
  * answers under any root table: every process's page tables share the kernel half (Linux copies
  * init_mm's kernel PGD entries into each new PGD: pgd_alloc, and with PTI the kernel half of the
  * pair), so the direct map translates alike whichever process is current; a guest whose tables
- * differ there gets the page the direct map names, never more. A kept entry still goes through
- * the gmem bounds check on every read.
+ * differ there gets the page the direct map names, never more.
+ *
+ * Reads in place: when the gmem gi_read_gva reads through has map_page, a translation that
+ * answers it keeps the HVA of its 4 KiB guest page (map_page's, asked once: NULL unless the
+ * whole page is guest RAM), and this and later hits copy their bytes from there, never past
+ * that page, instead of calling the gmem's read: the bounds check of each such read is the one
+ * made for the page. The HVAs are those of one gmem (@hva_ctx): a read through a gmem of
+ * another ctx drops them all first; a gmem without map_page reads through its read.
  * @hits/@misses: counters; @kept_hits: hits on a translation kept from an earlier epoch;
  * @memo: walks remembered across epochs and checked before use (struct pgwalk_memo).
  */
@@ -131,6 +140,8 @@ struct pgwalk_cache {
 	uint64_t memo_hits;  /* misses (not in this epoch's translations) answered by a
 			      * remembered walk whose entries held (struct pgwalk_memo) */
 	uint64_t memo_stale; /* ... whose entries had changed: walked again */
+	uint64_t hva_reads;  /* gi_read_gva reads served in place through a slot's HVA */
+	const void *hva_ctx; /* the gmem ctx whose map_page gave the slots' HVAs */
 	struct pgwalk_cache_slot slot[PGWALK_CACHE_SETS][PGWALK_CACHE_WAYS];
 	struct pgwalk_memo memo[PGWALK_MEMO_SETS][PGWALK_MEMO_WAYS];
 };

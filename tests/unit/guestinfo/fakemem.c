@@ -41,6 +41,7 @@ int fakemem_init(struct fakemem *fm, int la57)
 	fm->next_table_gpa = FAKE_TABLE_AREA;
 	fm->mem.read = fakemem_read;
 	fm->mem.map = fakemem_hva; /* as the VMM's: reads in place (tests may clear it) */
+	fm->mem.map_page = fakemem_hva; /* and translations' HVAs kept (struct pgwalk_cache) */
 	fm->mem.ctx = fm;
 	fm->la57 = la57;
 	fm->pg.cr0 = (1ull << 31) | 1;          /* PG | PE */
