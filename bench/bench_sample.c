@@ -27,6 +27,9 @@
 // ranges of what it may touch written into the trace itself (VALGRIND_PRINTF, "census ..."),
 // and the process's mappings to stderr at the end, so that the trace can be cut into samples
 // and each line touched given its owner.
+//
+// BENCH_SAMPLE_WARM=1 (scripts/build.sh's profile-guided training): warm only, no flushes, so
+// that the profile's hot code is the sample path's, not the flushes' loops.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -182,7 +185,7 @@ static volatile uint64_t flush_sink;
 /* BENCH_SAMPLE_CENSUS: stored to at the start of a sample, the start of a return and the end of
  * either (the stores, by their address, are what the census looks for in the trace) */
 static volatile uint32_t census_sample, census_return, census_end;
-static bool census;
+static bool census, warm_only;
 extern char __data_start[], end[]; /* the binary's data and bss (crt1.o, the linker) */
 
 enum shape { NEW_MARK, SAME_MARK, USER, EAGER };
@@ -509,6 +512,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	census = getenv("BENCH_SAMPLE_CENSUS") && !strcmp(getenv("BENCH_SAMPLE_CENSUS"), "1");
+	warm_only = census || (getenv("BENCH_SAMPLE_WARM") &&
+			       !strcmp(getenv("BENCH_SAMPLE_WARM"), "1"));
 	if (census && !CENSUS_SUPPORTED) {
 		fprintf(stderr, "bench-sample: BENCH_SAMPLE_CENSUS: built without "
 			"<valgrind/valgrind.h> (install valgrind and rebuild)\n");
@@ -522,15 +527,15 @@ int main(int argc, char **argv)
 	printf("bench-sample: --call-graph %s, %u marks of other threads pending\n",
 	       call_graph == SAMPLER_CALL_GRAPH_FP ? "fp" : "dwarf", other_marks);
 	fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	flushbuf = census ? NULL : malloc(FLUSH_BYTES); /* the census runs warm only */
-	if (fd < 0 || (!census && !flushbuf) || recfile_writer_open(fd, &writer) != 0) {
+	flushbuf = warm_only ? NULL : malloc(FLUSH_BYTES);
+	if (fd < 0 || (!warm_only && !flushbuf) || recfile_writer_open(fd, &writer) != 0) {
 		fprintf(stderr, "bench-sample: set-up failed\n");
 		return 1;
 	}
 	if (flushbuf)
 		memset(flushbuf, 1, FLUSH_BYTES);
 	for (int shape = NEW_MARK; shape <= EAGER && !err; shape++)
-		for (int t = WARM; t <= (census ? WARM : GUEST_WARM) && !err; t++)
+		for (int t = WARM; t <= (warm_only ? WARM : GUEST_WARM) && !err; t++)
 			err = run((enum shape)shape, (enum temp)t, n, flushbuf);
 	if (census) { /* the mappings valgrind shows its client (its own among them) */
 		char line[512];
