@@ -177,8 +177,17 @@ static int w_process(void *ctx, const struct hvp_process *p)
 	return recfile_write_process(writer, p);
 }
 
+static int w_mapping(void *ctx, const struct hvp_mapping *m)
+{
+	(void)ctx;
+	return recfile_write_mapping(writer, m);
+}
+
+/* as `hvprof record`'s: with MAPPING records, each sample of a user thread reads its mm's map
+ * count (note_identity), and user walks keep the pages found executable (struct gi_exec_cache) */
 static const struct sampler_sink w_sink = { .sample = w_sample, .user_stack = w_user_stack,
-					    .thread = w_thread, .process = w_process };
+					    .thread = w_thread, .process = w_process,
+					    .mapping = w_mapping };
 
 static volatile uint64_t flush_sink;
 
@@ -358,6 +367,11 @@ static int run(enum shape shape, enum temp t, unsigned int n, const uint8_t *flu
 	if (write_pt_regs(&f, &f.entry) || fixture_vcpu_regs(&f, cpl, &regs, &sregs))
 		goto out;
 	f.s->cfg.sink = &w_sink;
+	/* as sampler_new allocates it for a sink with MAPPING records (this one is set after the
+	 * fixture made the sampler); sampler_destroy frees it */
+	sv->maps = calloc(SAMPLER_MAPS_MAX, sizeof(*sv->maps));
+	if (!sv->maps)
+		goto out;
 	f.s->marks.timeout_ns = UINT64_MAX / 2; /* a mark lasts as long as its kernel entry here */
 	/* A boot decides its KASLR check in its first seconds (counter kaslr_looks); the fake
 	 * kernel has no MSR_LSTAR to decide it with, and each kernel sample would look again (a

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <hvprof/guestinfo.h>
 #include <hvprof/log.h>
@@ -222,16 +223,44 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 /*
  * A return address must point into a mapped page that may be executed: NX (bit 63, honoured
  * when EFER.NXE) clear at every level (SDM vol. 3A, 4.6). Stack garbage mostly fails this.
+ * @xc: pages found so before in this address space (struct gi_exec_cache), or NULL.
  */
-static bool is_executable(const struct gmem *mem, const struct gi_paging *pg, uint64_t va)
+static bool is_executable(const struct gmem *mem, const struct gi_paging *pg, uint64_t va,
+			  struct gi_exec_cache *xc)
 {
-	uint64_t gpa;
+	uint64_t gpa, page = va & ~0xfffull;
+	/* SAFETY: the slot index is reduced modulo GI_EXEC_CACHE_SLOTS */
+	uint64_t *slot = xc ? &xc->page[(page >> 12) % GI_EXEC_CACHE_SLOTS] : NULL;
 	uint8_t access;
 
+	if (slot && *slot == (page | 1)) {
+		xc->hits++;
+		return true;
+	}
 	/* through the sample's translation cache: return addresses share a few text pages */
 	if (gi_gva_to_gpa_access(mem, pg, va, &gpa, NULL, &access) != 0)
 		return false;
-	return !(access & PGWALK_ACC_NX);
+	if (slot)
+		xc->misses++;
+	if (access & PGWALK_ACC_NX)
+		return false;
+	if (slot)
+		*slot = page | 1;
+	return true;
+}
+
+struct gi_exec_cache *gi_exec_cache_use(struct gi_exec_cache *xc, uint64_t mm, uint64_t root,
+					int32_t map_count)
+{
+	if (!xc || !mm || map_count < 0)
+		return NULL;
+	if (xc->mm != mm || xc->root != root || xc->map_count != map_count) {
+		memset(xc->page, 0, sizeof(xc->page));
+		xc->mm = mm;
+		xc->root = root;
+		xc->map_count = map_count;
+	}
+	return xc;
 }
 
 /* The frame at @fp from the stack @copy holds when all its bytes are there (false: read it
@@ -254,13 +283,21 @@ enum hvp_walk_stop gi_unwind_user(const struct gmem *mem, const struct gi_paging
 				  uint64_t rsp, uint64_t rbp, uint64_t *ips, unsigned int max,
 				  unsigned int *n)
 {
-	return gi_unwind_user_copy(mem, pg, rip, rsp, rbp, NULL, ips, max, n);
+	return gi_unwind_user_cached(mem, pg, rip, rsp, rbp, NULL, NULL, ips, max, n);
 }
 
 enum hvp_walk_stop gi_unwind_user_copy(const struct gmem *mem, const struct gi_paging *pg,
 				       uint64_t rip, uint64_t rsp, uint64_t rbp,
 				       const struct hvp_user_regs *copy, uint64_t *ips,
 				       unsigned int max, unsigned int *n)
+{
+	return gi_unwind_user_cached(mem, pg, rip, rsp, rbp, copy, NULL, ips, max, n);
+}
+
+enum hvp_walk_stop gi_unwind_user_cached(const struct gmem *mem, const struct gi_paging *pg,
+					 uint64_t rip, uint64_t rsp, uint64_t rbp,
+					 const struct hvp_user_regs *copy, struct gi_exec_cache *xc,
+					 uint64_t *ips, unsigned int max, unsigned int *n)
 {
 	uint64_t fp = rbp, prev_fp = 0, stack_hi;
 
@@ -294,7 +331,7 @@ enum hvp_walk_stop gi_unwind_user_copy(const struct gmem *mem, const struct gi_p
 			return HVP_WALK_END;
 		if (*n >= max)
 			return HVP_WALK_DEPTH;
-		if (!gi_is_user_gva(pg, frame[1]) || !is_executable(mem, pg, frame[1]))
+		if (!gi_is_user_gva(pg, frame[1]) || !is_executable(mem, pg, frame[1], xc))
 			return HVP_WALK_BAD_FP;
 		/* SAFETY: *n < max, the caller's capacity of @ips. */
 		ips[(*n)++] = frame[1];

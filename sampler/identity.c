@@ -171,6 +171,8 @@ bool note_identity(struct svcpu *sv, const struct hvp_thread *t, uint64_t mm,
 	if (!t->kthread && mm && sink->mapping && sv->maps &&
 	    gi_mm_map_count(s->gi, s->mem, pg, mm, &count) != 0)
 		count = -1;
+	sv->sample_mm = mm;
+	sv->sample_map_count = count; /* the user walks' executable pages (user_walk) */
 	if (ident_same_as_last(sv, t, mm, count))
 		return false; /* its process is remembered: complete */
 	pthread_mutex_lock(&s->ident_lock);

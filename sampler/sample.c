@@ -276,7 +276,7 @@ void user_part_of_kernel_sample(struct svcpu *sv, struct hvp_sample *smp, uint64
 		return;
 	}
 	sample_regs_take(sv, pg, &ur, task, mm); /* pt_regs (or the caught SYSCALL's) */
-	why = user_walk(sv, pg, &ur, &sv->sample_regs, smp->user_ips, &n);
+	why = user_walk(sv, pg, &ur, &sv->sample_regs, smp->user_ips, &n, true);
 	smp->n_user = (uint16_t)n;
 	smp->user_stop = (uint8_t)why;
 	if (smp->cookie) /* both: the eager walk stays in the sample as a cross-check */
@@ -393,7 +393,7 @@ static void callchains(struct svcpu *sv, struct hvp_sample *smp, const struct kv
 
 		user_regs_from_vcpu(regs, regs->rip, regs->rsp, &ur);
 		sample_regs_take(sv, &gr->pg, &ur, task, mm);
-		why = user_walk(sv, &gr->pg, &ur, &sv->sample_regs, smp->user_ips, &n);
+		why = user_walk(sv, &gr->pg, &ur, &sv->sample_regs, smp->user_ips, &n, true);
 		smp->n_user = (uint16_t)n;
 		smp->user_stop = (uint8_t)why;
 		sv->c.samples_user++;
@@ -517,6 +517,7 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 	sample_init(sv, smp, t0, period, regs, sregs);
 	regs_of(sv, regs, sregs, smp->cpl, &gr);
 
+	sv->sample_map_count = -1; /* note_identity reads it */
 	if (gi_current_thread_cached(s->gi, s->mem, &gr, &sv->tasks, &task, &thr, &st) == 0) {
 		st.cached ? sv->c.ident_cache_hits++ : sv->c.ident_cache_misses++;
 		/* also on a cached identity: a return trap may have filled the task cache first */

@@ -117,6 +117,11 @@ struct svcpu {
 	/* the last mm whose mm->pgd this vCPU read, and that root table's GPA: a sample whose CR3
 	 * is that root needs no read (user_part_of_kernel_sample) */
 	uint64_t root_mm, root_gpa;
+	/* the mm of the sample being built and its map_count as note_identity read it (-1: not
+	 * read this sample); the pages its user walks found executable (gi_exec_cache_use) */
+	uint64_t sample_mm;
+	int32_t sample_map_count;
+	struct gi_exec_cache xcache;
 	/* the vCPU's registers of the kernel sample being built (callchains(); NULL outside it):
 	 * a sample in the entry window finds its user registers from them (gi_entry_user_regs) */
 	const struct kvm_regs *sample_vcpu_regs;
@@ -636,12 +641,14 @@ void sample_regs_take(struct svcpu *sv, const struct gi_paging *pg, const struct
 /*
  * ustack.c: the frame-pointer walk of @ur (gi_unwind_user) into @ips (HVP_MAX_CALLCHAIN), its
  * frames read from the stack @r already holds (user_regs_take of the same @ur, this exit) where
- * they lie in it, the rest from the guest; the stop counted (count_walk_stop). Return: the
- * stop; *@n frames.
+ * they lie in it, the rest from the guest; the stop counted (count_walk_stop). @sample_space:
+ * the walk is in the address space of the sample being built, whose map count this exit read
+ * (sv->sample_mm, sv->sample_map_count): its pages found executable before are not walked
+ * again (sv->xcache). Return: the stop; *@n frames.
  */
 enum hvp_walk_stop user_walk(struct svcpu *sv, const struct gi_paging *pg,
 			     const struct gi_user_regs *ur, const struct hvp_user_regs *r,
-			     uint64_t *ips, unsigned int *n);
+			     uint64_t *ips, unsigned int *n, bool sample_space);
 /* The user registers as the vCPU holds them (@ip, @sp: where user mode resumes). */
 void user_regs_from_vcpu(const struct kvm_regs *regs, uint64_t ip, uint64_t sp,
 			 struct gi_user_regs *ur);

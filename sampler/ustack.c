@@ -119,13 +119,20 @@ void user_regs_take(struct svcpu *sv, struct hvp_user_regs *r, uint8_t *buf,
 
 enum hvp_walk_stop user_walk(struct svcpu *sv, const struct gi_paging *pg,
 			     const struct gi_user_regs *ur, const struct hvp_user_regs *r,
-			     uint64_t *ips, unsigned int *n)
+			     uint64_t *ips, unsigned int *n, bool sample_space)
 {
+	/* the address space by its root too (PCID and PTI bits clear): a new process may get a
+	 * freed mm_struct's address, not its page tables' */
+	uint64_t root = (pg->user_cr3 ? pg->user_cr3 : pg->cr3) & 0x000fffffffffe000ull;
+	struct gi_exec_cache *xc = sample_space ? gi_exec_cache_use(&sv->xcache, sv->sample_mm,
+								    root, sv->sample_map_count)
+						: NULL;
 	enum hvp_walk_stop why;
 
 	/* @r's stack starts at its RSP, ur->sp (user_regs_take) */
-	why = gi_unwind_user_copy(sv->s->mem, pg, ur->ip, ur->sp, ur->bp, r, ips,
-				  HVP_MAX_CALLCHAIN, n);
+	why = gi_unwind_user_cached(sv->s->mem, pg, ur->ip, ur->sp, ur->bp, r, xc, ips,
+				    HVP_MAX_CALLCHAIN, n);
+	sv->c.user_exec_cache_hits = sv->xcache.hits;
 	count_walk_stop(sv, why, true);
 	return why;
 }
@@ -151,7 +158,7 @@ void emit_user_stack(struct svcpu *sv, uint64_t cookie, int32_t pid, const struc
 	u->vcpu = sv->index;
 	user_regs_take(sv, &sv->ustack_regs, sv->ustack_stack, sv->ustack_segs, pg, ur, true,
 		       ustack_end(sv, pg, task, mm));
-	why = user_walk(sv, pg, ur, &sv->ustack_regs, u->user_ips, &n);
+	why = user_walk(sv, pg, ur, &sv->ustack_regs, u->user_ips, &n, false);
 	u->n_user = (uint16_t)n;
 	u->stop = (uint8_t)why;
 	sampler_emit_user_stack(sv, u, &sv->ustack_regs);

@@ -614,6 +614,50 @@ enum hvp_walk_stop gi_unwind_user_copy(const struct gmem *mem, const struct gi_p
 				       unsigned int max, unsigned int *n);
 
 /**
+ * struct gi_exec_cache - user pages a frame-pointer walk found executable (gi_unwind_user's
+ * check of each return address: present, NX clear at every level of the walk), kept across
+ * exits for one address space while its VMA count stays the same. A process's return
+ * addresses fall in a few text pages, and their page-table entries, read again at each exit,
+ * are cold (under shadow paging nothing but hvprof reads them between exits). Only this
+ * plausibility check of a return address uses it, never a read of guest memory. What it
+ * cannot see: a page whose protection changed without a change of the VMA count (mprotect of a
+ * whole VMA, a mapping replaced by one of the same count): a return address there still
+ * passes the check, the frame is kept (read, as every frame, through the page tables), and
+ * the walk goes on. Zero-initialised: empty. Caller-owned, one per thread (vCPU).
+ * @mm: the address space the pages are of (its mm_struct GVA); @root: its page tables' root
+ * (GPA, PCID and PTI bits clear); @map_count: its mm->map_count when the pages were checked;
+ * @page: the pages found executable (GVA | 1; 0: empty), by page number modulo
+ * GI_EXEC_CACHE_SLOTS; @hits/@misses: checks answered / walked.
+ */
+#define GI_EXEC_CACHE_SLOTS 32
+struct gi_exec_cache {
+	uint64_t mm, root;
+	int32_t map_count;
+	uint64_t page[GI_EXEC_CACHE_SLOTS];
+	uint64_t hits, misses;
+};
+
+/**
+ * gi_exec_cache_use - make @xc the cache of the address space at @mm (GVA) with page-table root
+ * @root (GPA) and VMA count @map_count: kept when they are the ones it holds, else emptied.
+ * Return: @xc; NULL (no cache: every check walks) when @mm is 0 or @map_count negative
+ * (unknown).
+ */
+struct gi_exec_cache *gi_exec_cache_use(struct gi_exec_cache *xc, uint64_t mm, uint64_t root,
+					int32_t map_count);
+
+/**
+ * gi_unwind_user_cached - gi_unwind_user_copy, with the check that each return address is in an
+ * executable page answered from @xc where it holds the page (and the page added when a walk
+ * finds it executable). @xc NULL: gi_unwind_user_copy.
+ * Return: as gi_unwind_user_copy.
+ */
+enum hvp_walk_stop gi_unwind_user_cached(const struct gmem *mem, const struct gi_paging *pg,
+					 uint64_t rip, uint64_t rsp, uint64_t rbp,
+					 const struct hvp_user_regs *copy, struct gi_exec_cache *xc,
+					 uint64_t *ips, unsigned int max, unsigned int *n);
+
+/**
  * gi_copy_user_stack - copy up to @size bytes of a thread's user stack, from @rsp upward, into
  * @dst, reading through @pg (the thread's page tables) one page at a time. The copy stops at
  * the first page that is not present, not user-accessible (U/S clear at some level of the

@@ -280,6 +280,8 @@ struct sampler_config {
 	X(tcache_memo_stale)    /* ... whose entries had changed: walked anew */               \
 	X(tcache_hva_reads)     /* guest reads served in place through a translation's kept HVA \
 				 * (struct pgwalk_cache), not through struct gmem's read */      \
+	X(user_exec_cache_hits) /* return addresses of user walks in a page found executable at \
+				 * an earlier exit, same mm and map count (struct gi_exec_cache) */ \
 	X(period_reads)         /* samples whose count was read(2), not in the ring buffer */ \
 	X(kstack_pages_seeded)  /* kernel stack page translations of a known task put back from \
 				 * the task cache (not walked when the sample reads them) */     \
