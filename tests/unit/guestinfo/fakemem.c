@@ -134,3 +134,32 @@ int fakemem_map(struct fakemem *fm, uint64_t gva, uint64_t gpa, uint64_t size, u
 		    (gpa & FAKE_ADDR_MASK) | FPTE_P | FPTE_RW | (leaf > 1 ? FPTE_PS : 0) | flags);
 	return 0;
 }
+
+static int counted_read(void *ctx, uint64_t gpa, void *dst, size_t len)
+{
+	struct counted_gmem *c = ctx;
+
+	c->reads++;
+	return gmem_read(c->inner, gpa, dst, len);
+}
+
+static const void *counted_map(void *ctx, uint64_t gpa, size_t len)
+{
+	struct counted_gmem *c = ctx;
+
+	return gmem_map(c->inner, gpa, len);
+}
+
+static const void *counted_map_page(void *ctx, uint64_t gpa, size_t len)
+{
+	struct counted_gmem *c = ctx;
+
+	c->pages++;
+	return c->no_pages ? NULL : gmem_map(c->inner, gpa, len);
+}
+
+struct gmem counted_gmem_of(struct counted_gmem *c, bool map, bool map_page)
+{
+	return (struct gmem){ .read = counted_read, .map = map ? counted_map : NULL,
+			      .map_page = map_page ? counted_map_page : NULL, .ctx = c };
+}

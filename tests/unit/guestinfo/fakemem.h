@@ -4,6 +4,7 @@
 #define HVPROF_TESTS_FAKEMEM_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <hvprof/gmem.h>
@@ -47,5 +48,20 @@ void fakemem_w64(struct fakemem *fm, uint64_t gpa, uint64_t v);
 uint64_t fakemem_r64(struct fakemem *fm, uint64_t gpa);
 void fakemem_w32(struct fakemem *fm, uint64_t gpa, uint32_t v);
 void fakemem_wbytes(struct fakemem *fm, uint64_t gpa, const void *src, size_t len);
+
+/*
+ * struct counted_gmem - a gmem over @inner that counts what passes through it, for tests of how
+ * many guest reads a path makes: @reads (its read calls), @pages (its map_page calls);
+ * @no_pages: map_page finds no whole page of RAM (returns NULL), as at the end of a region.
+ * counted_gmem_of - that gmem: read always; map (walks remembered, as the VMM's) and map_page
+ * (translations read in place) when asked. Reads in place through map_page are not counted.
+ */
+struct counted_gmem {
+	const struct gmem *inner;
+	unsigned int reads, pages;
+	bool no_pages;
+};
+
+struct gmem counted_gmem_of(struct counted_gmem *c, bool map, bool map_page);
 
 #endif /* HVPROF_TESTS_FAKEMEM_H */

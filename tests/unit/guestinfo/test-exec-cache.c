@@ -14,33 +14,12 @@
 #define SP (FK_USER_STACK + 0x100)
 #define ROOT 0x123000ull
 
-/* A gmem over @inner that counts its reads (a map, so that walks are remembered as the VMM's
- * are; no map_page: every read is seen). */
-struct counted {
-	const struct gmem *inner;
-	unsigned int reads;
-};
-
-static int counted_read(void *ctx, uint64_t gpa, void *dst, size_t len)
-{
-	struct counted *c = ctx;
-
-	c->reads++;
-	return gmem_read(c->inner, gpa, dst, len);
-}
-
-static const void *counted_map(void *ctx, uint64_t gpa, size_t len)
-{
-	struct counted *c = ctx;
-
-	return gmem_map(c->inner, gpa, len);
-}
-
 struct xfixture {
 	struct fakekernel fk;
 	struct pgwalk_cache *tcache;
 	struct gi_paging pg;
-	struct counted cnt;
+	struct counted_gmem cnt; /* a map, so that walks are remembered as the VMM's are; no
+				  * map_page: every read is seen */
 	struct gmem mem;
 	struct gi_exec_cache xc;
 };
@@ -54,7 +33,7 @@ static int setup(struct xfixture *f)
 	f->pg = f->fk.fm.pg;
 	f->pg.cache = f->tcache;
 	f->cnt.inner = &f->fk.fm.mem;
-	f->mem = (struct gmem){ .read = counted_read, .map = counted_map, .ctx = &f->cnt };
+	f->mem = counted_gmem_of(&f->cnt, true, false);
 	return 0;
 }
 

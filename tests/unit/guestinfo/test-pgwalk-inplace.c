@@ -19,43 +19,6 @@
 #define K 0xffff888000400000ull  /* a kernel 2 MiB page at GPA K_GPA */
 #define K_GPA 0x400000ull
 
-/* A gmem over @inner that counts its reads and its map_page calls; @no_pages: map_page finds
- * no whole page of RAM (returns NULL), as at the end of a RAM region. */
-struct counted {
-	const struct gmem *inner;
-	unsigned int reads, pages;
-	bool no_pages;
-};
-
-static int counted_read(void *ctx, uint64_t gpa, void *dst, size_t len)
-{
-	struct counted *c = ctx;
-
-	c->reads++;
-	return gmem_read(c->inner, gpa, dst, len);
-}
-
-static const void *counted_map(void *ctx, uint64_t gpa, size_t len)
-{
-	struct counted *c = ctx;
-
-	return gmem_map(c->inner, gpa, len);
-}
-
-static const void *counted_map_page(void *ctx, uint64_t gpa, size_t len)
-{
-	struct counted *c = ctx;
-
-	c->pages++;
-	return c->no_pages ? NULL : gmem_map(c->inner, gpa, len);
-}
-
-static struct gmem counted_gmem(struct counted *c)
-{
-	return (struct gmem){ .read = counted_read, .map = counted_map,
-			      .map_page = counted_map_page, .ctx = c };
-}
-
 struct inplace {
 	struct fakemem fm;
 	struct pgwalk_cache *cache;
@@ -89,13 +52,13 @@ static void teardown(struct inplace *t)
 static int test_hit_in_place(void)
 {
 	struct inplace t;
-	struct counted c = { 0 };
+	struct counted_gmem c = { 0 };
 	struct gmem mem;
 	uint64_t v = 0;
 
 	ASSERT_EQ_INT(setup(&t), 0);
 	c.inner = &t.fm.mem;
-	mem = counted_gmem(&c);
+	mem = counted_gmem_of(&c, true, true);
 	fakemem_w64(&t.fm, U_GPA + 8, 0x1111);
 	fakemem_w64(&t.fm, U_GPA + 16, 0x2222);
 	/* the first read walks (four entries, the probe) and reads through the gmem */
@@ -133,13 +96,13 @@ static int test_hit_in_place(void)
 static int test_across_slices(void)
 {
 	struct inplace t;
-	struct counted c = { 0 };
+	struct counted_gmem c = { 0 };
 	struct gmem mem;
 	uint8_t want[32], got[32];
 
 	ASSERT_EQ_INT(setup(&t), 0);
 	c.inner = &t.fm.mem;
-	mem = counted_gmem(&c);
+	mem = counted_gmem_of(&c, true, true);
 	for (unsigned int i = 0; i < sizeof(want); i++)
 		want[i] = (uint8_t)(0xa0 + i);
 	memcpy(t.fm.ram + K_GPA + 0x1000 - 16, want, sizeof(want));
@@ -172,14 +135,14 @@ static int test_across_slices(void)
 static int test_not_in_place(void)
 {
 	struct inplace t;
-	struct counted c = { 0 }, other = { 0 };
+	struct counted_gmem c = { 0 }, other = { 0 };
 	struct gmem mem, mem_other, plain;
 	uint64_t v = 0;
 
 	ASSERT_EQ_INT(setup(&t), 0);
 	c.inner = other.inner = &t.fm.mem;
-	mem = counted_gmem(&c);
-	mem_other = counted_gmem(&other);
+	mem = counted_gmem_of(&c, true, true);
+	mem_other = counted_gmem_of(&other, true, true);
 	plain = mem;
 	plain.map_page = NULL;
 	fakemem_w64(&t.fm, U_GPA + 8, 0x5555);
@@ -231,13 +194,13 @@ static int test_not_in_place(void)
 static int test_kept_across_epochs(void)
 {
 	struct inplace t;
-	struct counted c = { 0 };
+	struct counted_gmem c = { 0 };
 	struct gmem mem;
 	uint64_t v = 0;
 
 	ASSERT_EQ_INT(setup(&t), 0);
 	c.inner = &t.fm.mem;
-	mem = counted_gmem(&c);
+	mem = counted_gmem_of(&c, true, true);
 	pgwalk_cache_keep_linear(t.cache, K - K_GPA);
 	fakemem_w64(&t.fm, K_GPA + 0x40, 0x6666);
 	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, K + 0x40, &v, sizeof(v)), 0);
