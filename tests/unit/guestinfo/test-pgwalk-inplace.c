@@ -23,6 +23,8 @@ struct inplace {
 	struct fakemem fm;
 	struct pgwalk_cache *cache;
 	struct gi_paging pg;
+	struct counted_gmem c; /* over fm.mem: map and map_page, as the VMM's */
+	struct gmem mem;
 };
 
 static int setup(struct inplace *t)
@@ -34,6 +36,8 @@ static int setup(struct inplace *t)
 		return -1;
 	t->pg = t->fm.pg;
 	t->pg.cache = t->cache;
+	t->c = (struct counted_gmem){ .inner = &t->fm.mem };
+	t->mem = counted_gmem_of(&t->c, true, true);
 	pgwalk_cache_invalidate(t->cache);
 	return 0;
 }
@@ -52,39 +56,35 @@ static void teardown(struct inplace *t)
 static int test_hit_in_place(void)
 {
 	struct inplace t;
-	struct counted_gmem c = { 0 };
-	struct gmem mem;
 	uint64_t v = 0;
 
 	ASSERT_EQ_INT(setup(&t), 0);
-	c.inner = &t.fm.mem;
-	mem = counted_gmem_of(&c, true, true);
 	fakemem_w64(&t.fm, U_GPA + 8, 0x1111);
 	fakemem_w64(&t.fm, U_GPA + 16, 0x2222);
 	/* the first read walks (four entries, the probe) and reads through the gmem */
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, U + 8, &v, sizeof(v)), 0);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, U + 8, &v, sizeof(v)), 0);
 	ASSERT_EQ_U64(v, 0x1111);
-	ASSERT_EQ_INT(c.reads, 4 + 1 + 1);
-	ASSERT_EQ_INT(c.pages, 0);
+	ASSERT_EQ_INT(t.c.reads, 4 + 1 + 1);
+	ASSERT_EQ_INT(t.c.pages, 0);
 	ASSERT_EQ_U64(t.cache->hva_reads, 0);
 	/* the next, of the same page: in place */
-	c.reads = 0;
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, U + 16, &v, sizeof(v)), 0);
+	t.c.reads = 0;
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, U + 16, &v, sizeof(v)), 0);
 	ASSERT_EQ_U64(v, 0x2222);
-	ASSERT_EQ_INT(c.reads, 0);
-	ASSERT_EQ_INT(c.pages, 1);
+	ASSERT_EQ_INT(t.c.reads, 0);
+	ASSERT_EQ_INT(t.c.pages, 1);
 	ASSERT_EQ_U64(t.cache->hva_reads, 1);
 	/* the guest writes: the read in place sees it */
 	fakemem_w64(&t.fm, U_GPA + 16, 0x3333);
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, U + 16, &v, sizeof(v)), 0);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, U + 16, &v, sizeof(v)), 0);
 	ASSERT_EQ_U64(v, 0x3333);
 	/* the last bytes of the page, in place */
 	fakemem_w64(&t.fm, U_GPA + 0xff8, 0x4444);
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, U + 0xff8, &v, sizeof(v)), 0);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, U + 0xff8, &v, sizeof(v)), 0);
 	ASSERT_EQ_U64(v, 0x4444);
-	ASSERT_EQ_INT(c.reads, 0);
+	ASSERT_EQ_INT(t.c.reads, 0);
 	ASSERT_EQ_U64(t.cache->hva_reads, 3);
-	ASSERT_EQ_INT(c.pages, 1);
+	ASSERT_EQ_INT(t.c.pages, 1);
 	teardown(&t);
 	return TEST_OK;
 }
@@ -96,33 +96,29 @@ static int test_hit_in_place(void)
 static int test_across_slices(void)
 {
 	struct inplace t;
-	struct counted_gmem c = { 0 };
-	struct gmem mem;
 	uint8_t want[32], got[32];
 
 	ASSERT_EQ_INT(setup(&t), 0);
-	c.inner = &t.fm.mem;
-	mem = counted_gmem_of(&c, true, true);
 	for (unsigned int i = 0; i < sizeof(want); i++)
 		want[i] = (uint8_t)(0xa0 + i);
 	memcpy(t.fm.ram + K_GPA + 0x1000 - 16, want, sizeof(want));
 	/* a miss: the walk's chunk spans the 2 MiB page, one read through the gmem */
 	memset(got, 0, sizeof(got));
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, K + 0x1000 - 16, got, sizeof(got)), 0);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, K + 0x1000 - 16, got, sizeof(got)), 0);
 	ASSERT_TRUE(memcmp(got, want, sizeof(want)) == 0);
 	ASSERT_EQ_U64(t.cache->hva_reads, 0);
 	/* the first slice in place (16 bytes, up to its end), the second walked */
 	memset(got, 0, sizeof(got));
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, K + 0x1000 - 16, got, sizeof(got)), 0);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, K + 0x1000 - 16, got, sizeof(got)), 0);
 	ASSERT_TRUE(memcmp(got, want, sizeof(want)) == 0);
 	ASSERT_EQ_U64(t.cache->hva_reads, 1);
 	/* both in place */
-	c.reads = 0;
+	t.c.reads = 0;
 	memset(got, 0, sizeof(got));
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, K + 0x1000 - 16, got, sizeof(got)), 0);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, K + 0x1000 - 16, got, sizeof(got)), 0);
 	ASSERT_TRUE(memcmp(got, want, sizeof(want)) == 0);
 	ASSERT_EQ_U64(t.cache->hva_reads, 3);
-	ASSERT_EQ_INT(c.reads, 0);
+	ASSERT_EQ_INT(t.c.reads, 0);
 	teardown(&t);
 	return TEST_OK;
 }
@@ -135,40 +131,39 @@ static int test_across_slices(void)
 static int test_not_in_place(void)
 {
 	struct inplace t;
-	struct counted_gmem c = { 0 }, other = { 0 };
-	struct gmem mem, mem_other, plain;
+	struct counted_gmem other = { 0 };
+	struct gmem mem_other, plain;
 	uint64_t v = 0;
 
 	ASSERT_EQ_INT(setup(&t), 0);
-	c.inner = other.inner = &t.fm.mem;
-	mem = counted_gmem_of(&c, true, true);
+	other.inner = &t.fm.mem;
 	mem_other = counted_gmem_of(&other, true, true);
-	plain = mem;
+	plain = t.mem;
 	plain.map_page = NULL;
 	fakemem_w64(&t.fm, U_GPA + 8, 0x5555);
 	/* no map_page: the translation is cached, its reads are the gmem's */
 	ASSERT_EQ_INT(gi_read_gva(&plain, &t.pg, U + 8, &v, sizeof(v)), 0);
-	c.reads = 0;
+	t.c.reads = 0;
 	ASSERT_EQ_INT(gi_read_gva(&plain, &t.pg, U + 8, &v, sizeof(v)), 0);
 	ASSERT_EQ_U64(v, 0x5555);
-	ASSERT_EQ_INT(c.reads, 1);
-	ASSERT_EQ_INT(c.pages, 0);
+	ASSERT_EQ_INT(t.c.reads, 1);
+	ASSERT_EQ_INT(t.c.pages, 0);
 	/* map_page finds no whole page: none kept, asked again at the next hit */
-	c.no_pages = true;
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, U + 8, &v, sizeof(v)), 0);
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, U + 8, &v, sizeof(v)), 0);
+	t.c.no_pages = true;
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, U + 8, &v, sizeof(v)), 0);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, U + 8, &v, sizeof(v)), 0);
 	ASSERT_EQ_U64(v, 0x5555);
-	ASSERT_EQ_INT(c.reads, 3);
-	ASSERT_EQ_INT(c.pages, 2);
+	ASSERT_EQ_INT(t.c.reads, 3);
+	ASSERT_EQ_INT(t.c.pages, 2);
 	ASSERT_EQ_U64(t.cache->hva_reads, 0);
-	c.no_pages = false;
+	t.c.no_pages = false;
 	/* now it finds the page: in place */
-	c.reads = 0;
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, U + 8, &v, sizeof(v)), 0);
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, K + 8, &v, sizeof(v)), 0); /* walked */
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, K + 8, &v, sizeof(v)), 0);
+	t.c.reads = 0;
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, U + 8, &v, sizeof(v)), 0);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, K + 8, &v, sizeof(v)), 0); /* walked */
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, K + 8, &v, sizeof(v)), 0);
 	ASSERT_EQ_U64(t.cache->hva_reads, 2);
-	ASSERT_EQ_INT(c.pages, 4);
+	ASSERT_EQ_INT(t.c.pages, 4);
 	/* a gmem of another ctx: the first one's HVAs are dropped, its own taken */
 	fakemem_w64(&t.fm, U_GPA + 8, 0x7777);
 	ASSERT_EQ_INT(gi_read_gva(&mem_other, &t.pg, U + 8, &v, sizeof(v)), 0);
@@ -179,12 +174,12 @@ static int test_not_in_place(void)
 	/* ... all of them: K's page is asked again through it */
 	ASSERT_EQ_INT(gi_read_gva(&mem_other, &t.pg, K + 8, &v, sizeof(v)), 0);
 	ASSERT_EQ_INT(other.pages, 2);
-	ASSERT_EQ_INT(c.pages, 4);
+	ASSERT_EQ_INT(t.c.pages, 4);
 	/* and back: the first one's again */
-	c.reads = 0;
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, U + 8, &v, sizeof(v)), 0);
-	ASSERT_EQ_INT(c.pages, 5);
-	ASSERT_EQ_INT(c.reads, 0);
+	t.c.reads = 0;
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, U + 8, &v, sizeof(v)), 0);
+	ASSERT_EQ_INT(t.c.pages, 5);
+	ASSERT_EQ_INT(t.c.reads, 0);
 	teardown(&t);
 	return TEST_OK;
 }
@@ -194,35 +189,31 @@ static int test_not_in_place(void)
 static int test_kept_across_epochs(void)
 {
 	struct inplace t;
-	struct counted_gmem c = { 0 };
-	struct gmem mem;
 	uint64_t v = 0;
 
 	ASSERT_EQ_INT(setup(&t), 0);
-	c.inner = &t.fm.mem;
-	mem = counted_gmem_of(&c, true, true);
 	pgwalk_cache_keep_linear(t.cache, K - K_GPA);
 	fakemem_w64(&t.fm, K_GPA + 0x40, 0x6666);
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, K + 0x40, &v, sizeof(v)), 0);
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, K + 0x40, &v, sizeof(v)), 0);
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, U, &v, sizeof(v)), 0);
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, U, &v, sizeof(v)), 0);
-	ASSERT_EQ_INT(c.pages, 2);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, K + 0x40, &v, sizeof(v)), 0);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, K + 0x40, &v, sizeof(v)), 0);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, U, &v, sizeof(v)), 0);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, U, &v, sizeof(v)), 0);
+	ASSERT_EQ_INT(t.c.pages, 2);
 	ASSERT_EQ_U64(t.cache->hva_reads, 2);
 	pgwalk_cache_invalidate(t.cache);
-	c.reads = 0;
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, K + 0x40, &v, sizeof(v)), 0);
+	t.c.reads = 0;
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, K + 0x40, &v, sizeof(v)), 0);
 	ASSERT_EQ_U64(v, 0x6666);
-	ASSERT_EQ_INT(c.reads, 0);
+	ASSERT_EQ_INT(t.c.reads, 0);
 	ASSERT_EQ_U64(t.cache->hva_reads, 3);
-	ASSERT_EQ_INT(c.pages, 2);
+	ASSERT_EQ_INT(t.c.pages, 2);
 	/* the user page: walked again (remembered: its four entries read again), read through the
 	 * gmem; the next hit takes a new HVA */
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, U, &v, sizeof(v)), 0);
-	ASSERT_EQ_INT(c.reads, 4 + 1);
-	ASSERT_EQ_INT(c.pages, 2);
-	ASSERT_EQ_INT(gi_read_gva(&mem, &t.pg, U, &v, sizeof(v)), 0);
-	ASSERT_EQ_INT(c.pages, 3);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, U, &v, sizeof(v)), 0);
+	ASSERT_EQ_INT(t.c.reads, 4 + 1);
+	ASSERT_EQ_INT(t.c.pages, 2);
+	ASSERT_EQ_INT(gi_read_gva(&t.mem, &t.pg, U, &v, sizeof(v)), 0);
+	ASSERT_EQ_INT(t.c.pages, 3);
 	teardown(&t);
 	return TEST_OK;
 }

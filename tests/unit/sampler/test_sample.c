@@ -4,6 +4,7 @@
 // and user callchains, the mark and its cookie, USER_REGS, the counters — and what a bad
 // current-task pointer or a vCPU not in long mode gives.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -572,6 +573,55 @@ static int kaslr_looks(struct fixture *f)
 	return TEST_OK;
 }
 
+static int cap_mapping(void *ctx, const struct hvp_mapping *m)
+{
+	(void)ctx;
+	(void)m;
+	return 0;
+}
+
+/*
+ * With MAPPING records (as `hvprof record`), a user-mode sample reads its mm's map count and its
+ * walk keeps the text page it found executable: the next sample of the same count takes it from
+ * there (user_exec_cache_hits), the same chain; a new count empties it (walked again); without
+ * MAPPING records the count is not read and nothing is kept.
+ */
+static int sample_exec_cache(struct fixture *f)
+{
+	static const struct sampler_sink map_sink = {
+		.sample = cap_sample, .user_stack = sink_user_stack, .thread = cap_thread,
+		.process = cap_process, .mapping = cap_mapping
+	};
+	struct svcpu *sv = &f->s->vcpus[0];
+	/* the fake layout's mm_map_count is 0: the count is the mm's first 4 bytes */
+	uint64_t count_gpa = f->fk.mm_kva - FK_DIRECT + f->fk.layout.mm_map_count;
+	uint64_t hits;
+
+	/* user mode finds its task through the per-CPU base a real vCPU asks MSR_KERNEL_GS_BASE
+	 * for, which the fixture has not */
+	sv->percpu_base = f->fk.regs.gs_base;
+	/* no MAPPING sink: no count, no cache */
+	ASSERT_EQ_INT(sample_at(f, 3, 1000000, 0), 0);
+	ASSERT_EQ_INT(sample_at(f, 3, 1000000, 0), 0);
+	ASSERT_EQ_U64(sv->c.user_exec_cache_hits, 0);
+	f->s->cfg.sink = &map_sink;
+	sv->maps = calloc(SAMPLER_MAPS_MAX, sizeof(*sv->maps)); /* as sampler_new gives it */
+	ASSERT_TRUE(sv->maps != NULL);
+	fakemem_w32(&f->fk.fm, count_gpa, 5);
+	ASSERT_EQ_INT(sample_at(f, 3, 1000000, 0), 0);
+	hits = sv->c.user_exec_cache_hits; /* URET(2), URET(3) share URET(1)'s page */
+	ASSERT_EQ_INT(sample_at(f, 3, 1000000, 0), 0);
+	ASSERT_EQ_U64(sv->c.user_exec_cache_hits, hits + 3);
+	ASSERT_EQ_INT(got[n_got - 1].n_user, 4);
+	ASSERT_EQ_U64(got[n_got - 1].user_ips[3], URET(3));
+	/* another VMA count: URET(1)'s page walked again */
+	fakemem_w32(&f->fk.fm, count_gpa, 6);
+	ASSERT_EQ_INT(sample_at(f, 3, 1000000, 0), 0);
+	ASSERT_EQ_U64(sv->c.user_exec_cache_hits, hits + 3 + 2);
+	ASSERT_EQ_INT(got[n_got - 1].n_user, 4);
+	return TEST_OK;
+}
+
 static int with_fixture(enum sampler_callchain_mode mode, int (*body)(struct fixture *f))
 {
 	struct fixture f;
@@ -629,6 +679,11 @@ static int test_sample_entry_window_both(void)
 static int test_sample_bad_states(void)
 {
 	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_bad_states);
+}
+
+static int test_exec_cache(void)
+{
+	return with_fixture(SAMPLER_CALLCHAIN_DEFERRED, sample_exec_cache);
 }
 
 static int test_kaslr_looks(void)
@@ -720,6 +775,8 @@ static const struct test_case tests[] = {
 	{ "sample: CR3 another mm's (inside switch_mm): the user walk through the task's mm->pgd",
 	  test_sample_other_root },
 	{ "sample: a bad current task, a vCPU not in long mode", test_sample_bad_states },
+	{ "sample: user walks keep their executable pages while the map count stays",
+	  test_exec_cache },
 	{ "sample: the workload's VMM time histogram, bounds inclusive", test_workload_buckets },
 	{ "sample: MSR_LSTAR looks while the KASLR check is pending, limited when placed",
 	  test_kaslr_looks },
