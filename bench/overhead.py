@@ -121,6 +121,7 @@ def table_rows(configs, ncpu):
                 if c.get("samples_in_workload"):
                     row["ns_workload"] = c["sample_ns_in_workload"] / c["samples_in_workload"]
                     row["ns_workload_median"] = workload_quantile(c, 0.5)
+                    row.update(workload_by_mode(c))
                 if c.get("traps_hit"):
                     row["trap_us"] = c["trap_ns_total"] / c["traps_hit"] / 1000
                     row["traps_per_mark"] = c["traps_hit"] / max(1, c.get("marks", 1))
@@ -162,6 +163,19 @@ def workload_quantile(c, q):
             return lo + (bound - lo) * (want - seen) / n
         seen, lo = seen + n, bound
     return None
+
+
+def workload_by_mode(c):
+    """The workload's VMM ns per sample of user-mode and of kernel samples apart
+    (samples_in_workload_user and sample_ns_in_workload_user; the kernel samples are the rest),
+    as {"ns_workload_user": .., "ns_workload_kernel": .., "user_share": ..}; {} for a recording
+    without those counters (before them) or without samples of a mode."""
+    n, ns = c.get("samples_in_workload", 0), c.get("sample_ns_in_workload", 0)
+    nu, nsu = c.get("samples_in_workload_user"), c.get("sample_ns_in_workload_user")
+    if nu is None or nsu is None or not n or not 0 < nu < n:
+        return {}
+    return {"ns_workload_user": nsu / nu, "ns_workload_kernel": (ns - nsu) / (n - nu),
+            "user_share": nu / n}
 
 
 def spread(values, fmt):
@@ -207,6 +221,7 @@ def interleaved(hvprof, rounds, work):
                     rr["ns_workload"] = c["sample_ns_in_workload"] / c["samples_in_workload"]
                     rr["ns_workload_median"] = workload_quantile(c, 0.5)
                     rr["ns_workload_p90"] = workload_quantile(c, 0.9)
+                    rr.update(workload_by_mode(c))
                 for part in ("regs", "identity", "kernel_unwind", "user", "write"):
                     rr[f"ns_{part}"] = c.get(f"sample_ns_{part}", 0) / c["samples"]
                 if c.get("traps_hit"):
@@ -319,6 +334,7 @@ def phases(hvprof, rounds, slice_ms, boots, kinds, work, configs):
             if c.get("samples_in_workload"):
                 res["ns_workload"] = c["sample_ns_in_workload"] / c["samples_in_workload"]
                 res["ns_workload_median"] = workload_quantile(c, 0.5)
+                res.update(workload_by_mode(c))
             if c.get("traps_hit"):
                 res["trap_us"] = c["trap_ns_total"] / c["traps_hit"] / 1000
                 res["no_mark_pct"] = 100 * c.get("traps_no_mark", 0) / c["traps_hit"]
@@ -328,7 +344,8 @@ def phases(hvprof, rounds, slice_ms, boots, kinds, work, configs):
           f"slices (off, bare exits, on), {boots} boot(s) per strategy")
     print(f"{'config':8} {'boot':>4} {'kind':8} {'bare x':>7} {'on x':>7} {'bare us':>8} "
           f"{'on us':>8} {'floor':>6} {'floor 90%':>14} {'off cv %':>8} {'VMM ns':>7} "
-          f"{'median':>7} {'trap us':>7} {'no-mark %':>9} {'hits/smp':>8}")
+          f"{'median':>7} {'user':>6} {'kernel':>6} {'trap us':>7} {'no-mark %':>9} "
+          f"{'hits/smp':>8}")
     for res in raw:
         for kind in kinds:
             rs = res["times"].get(kind)
@@ -346,6 +363,7 @@ def phases(hvprof, rounds, slice_ms, boots, kinds, work, configs):
                   f"{f['floor'] if f['floor'] is not None else float('nan'):6.2f} "
                   f"{(f'{ci[0]:.2f}-{ci[1]:.2f}' if ci else '-'):>14} {f['off_cv_pct']:8.1f} "
                   f"{g('ns_workload', '{:.0f}'):>7} {g('ns_workload_median', '{:.0f}'):>7} "
+                  f"{g('ns_workload_user', '{:.0f}'):>6} {g('ns_workload_kernel', '{:.0f}'):>6} "
                   f"{g('trap_us', '{:.1f}'):>7} {g('no_mark_pct', '{:.2f}'):>9} "
                   f"{g('hits_per_sample', '{:.2f}'):>8}")
     if boots > 1:
@@ -364,7 +382,8 @@ def phases(hvprof, rounds, slice_ms, boots, kinds, work, configs):
     print("x = slice time in the phase / with sampling off (sums over the rounds); us = cost per "
           "sample, (T - T_off) / (1000/s x T); floor = on us / bare us, 90% = bootstrap over "
           "rounds; off cv = spread of the off slices; VMM ns = sample_ns_in_workload / "
-          "samples_in_workload (median from the histogram); hits/smp = trap hits per sample "
+          "samples_in_workload (median from the histogram), user / kernel = the same over the "
+          "user-mode and the kernel samples apart; hits/smp = trap hits per sample "
           "(whole boot)")
     return {"rounds": rounds, "slice_ms": slice_ms, "boots": boots, "kinds": kinds, "raw": raw}
 

@@ -175,5 +175,22 @@ r = subprocess.run([sys.executable, script,
 check(r.returncode == 0 and "PASS         syscall: cost per sample <= 1.2 x" in r.stdout and
       "FAIL         VMM time per sample" in r.stdout, "the command prints one line per target")
 
+# overhead.py's split of the workload's VMM time by mode (counters samples_in_workload_user and
+# sample_ns_in_workload_user; the kernel samples are the rest)
+import overhead  # noqa: E402
+
+m = overhead.workload_by_mode({"samples_in_workload": 10, "sample_ns_in_workload": 25000,
+                               "samples_in_workload_user": 4,
+                               "sample_ns_in_workload_user": 4000})
+check(m == {"ns_workload_user": 1000.0, "ns_workload_kernel": 3500.0, "user_share": 0.4},
+      f"user 4 samples / 4000 ns, kernel 6 / 21000: {m}")
+check(overhead.workload_by_mode(load("overhead_phases_inplace.json")["phases"]["raw"][0]
+                                ["counters"]) == {},
+      "a recording from before the counters: no split, not a wrong one")
+check(overhead.workload_by_mode({"samples_in_workload": 5, "sample_ns_in_workload": 9,
+                                 "samples_in_workload_user": 5,
+                                 "sample_ns_in_workload_user": 9}) == {},
+      "only user-mode samples: no kernel figure to give")
+
 print(f"{failures} failed")
 sys.exit(1 if failures else 0)

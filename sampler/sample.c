@@ -456,7 +456,7 @@ _Static_assert(offsetof(struct sampler_counters, workload_sample_over_32000ns) -
 		       sizeof(uint64_t) * (sizeof(workload_bucket_ns) / sizeof(uint64_t)),
 	       "one workload_sample_le_* counter per bound, in order, then the over counter");
 
-void count_in_workload(struct svcpu *sv, uint64_t ns)
+void count_in_workload(struct svcpu *sv, uint64_t ns, bool user)
 {
 	/* the counters as the uint64_t array they are (as sampler_get_counters sums them) */
 	uint64_t *bucket = (uint64_t *)&sv->c +
@@ -466,6 +466,10 @@ void count_in_workload(struct svcpu *sv, uint64_t ns)
 
 	sv->c.samples_in_workload++;
 	sv->c.sample_ns_in_workload += ns;
+	if (user) {
+		sv->c.samples_in_workload_user++;
+		sv->c.sample_ns_in_workload_user += ns;
+	}
 	while (i < sizeof(workload_bucket_ns) / sizeof(workload_bucket_ns[0]) &&
 	       ns > workload_bucket_ns[i])
 		i++;
@@ -571,6 +575,6 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 	ns = stage_ns(&s->clock, k2 - k0);
 	sv->c.sample_ns_total += ns;
 	if (atomic_load_explicit(&s->in_workload, memory_order_relaxed))
-		count_in_workload(sv, ns);
+		count_in_workload(sv, ns, smp->cpl == 3);
 	return s->vm && vmm_stopping(s->vm) ? 1 : 0;
 }

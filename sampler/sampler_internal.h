@@ -731,8 +731,9 @@ void sampler_hook_kick(void *ctx, struct vmm_vcpu *v);
 void sampler_hook_tick(void *ctx, uint64_t time_ns);
 
 /* sample.c: a sample taken while the guest's workload runs (s->in_workload), which took @ns
- * host ns: samples_in_workload, sample_ns_in_workload and its workload_sample_le_* bucket. */
-void count_in_workload(struct svcpu *sv, uint64_t ns);
+ * host ns: samples_in_workload, sample_ns_in_workload and its workload_sample_le_* bucket;
+ * @user (a user-mode sample): samples_in_workload_user and sample_ns_in_workload_user too. */
+void count_in_workload(struct svcpu *sv, uint64_t ns, bool user);
 
 /* kwatch.c: the KASLR slide and PTI. kwatch_setup: before the vCPUs start. kwatch_kernel: from a
  * kernel-mode sample until the slide is decided (when hvprof placed the kernel, a confirmation:

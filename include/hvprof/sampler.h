@@ -292,6 +292,11 @@ struct sampler_config {
 				 * WORKLOAD_START and WORKLOAD_END events) */                    \
 	X(sample_ns_in_workload) /* ... their host ns (as sample_ns_total): the profiled \
 				  * program's cost, boot and shutdown left out */                \
+	X(samples_in_workload_user) /* ... of them, the samples of user mode (CPL3; a \
+				     * SYSCALL caught at CPL3 is a kernel sample) */           \
+	X(sample_ns_in_workload_user) /* ... their host ns: the kernel samples' are the \
+				       * rest (a kernel sample also walks the kernel stack \
+				       * and reads pt_regs: about twice a user one's) */      \
 	/* ... and how many took (previous bound, N] ns (not cumulative: a histogram whose \
 	 * median stands where a preempted vCPU thread's tail moves the mean) */           \
 	X(workload_sample_le_250ns) X(workload_sample_le_500ns) X(workload_sample_le_750ns) \

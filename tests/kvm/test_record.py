@@ -276,6 +276,15 @@ check("samples_in_workload counts the samples in the workload window, with their
       f"{in_win} in the window, counters {cnt.get('samples_in_workload')} samples "
       f"{cnt.get('sample_ns_in_workload')} ns (of {cnt.get('samples')}, "
       f"{cnt.get('sample_ns_total')} ns)")
+# ... and of them the user-mode samples apart (the SAMPLE's cpl: 3)
+in_win_user = sum(1 for s in raw["samples"]
+                  if win and win[1] and win[0] <= s["t"] < win[1] and s["cpl"] == 3)
+check("samples_in_workload_user counts the user-mode samples in the window, with their VMM ns",
+      0 < in_win_user < in_win and cnt.get("samples_in_workload_user") == in_win_user and
+      0 < cnt.get("sample_ns_in_workload_user", 0) < cnt.get("sample_ns_in_workload", 0),
+      f"{in_win_user} of {in_win} in the window, counters "
+      f"{cnt.get('samples_in_workload_user')} samples "
+      f"{cnt.get('sample_ns_in_workload_user')} ns")
 hist = [v for k, v in cnt.items() if k.startswith("workload_sample_")]
 check("the workload's histogram (workload_sample_le_*, 16 buckets) adds up to its samples",
       len(hist) == 16 and sum(hist) == cnt.get("samples_in_workload"),

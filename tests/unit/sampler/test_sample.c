@@ -159,6 +159,17 @@ static int sample_deferred(struct fixture *f)
 	ASSERT_EQ_U64(sv->c.samples_user, 1);
 	ASSERT_EQ_U64(sv->c.samples, 3);
 	ASSERT_EQ_U64(sv->c.samples_in_workload, 1); /* the window closed before it */
+	ASSERT_EQ_U64(sv->c.samples_in_workload_user, 0); /* the one in it was a kernel sample */
+	ASSERT_EQ_U64(sv->c.sample_ns_in_workload_user, 0);
+
+	/* a user-mode sample in a window: counted apart too */
+	atomic_store(&f->s->in_workload, true);
+	ASSERT_EQ_INT(sample_at(f, 3, 1000000, 8000), 0);
+	atomic_store(&f->s->in_workload, false);
+	ASSERT_EQ_U64(sv->c.samples_in_workload, 2);
+	ASSERT_EQ_U64(sv->c.samples_in_workload_user, 1);
+	ASSERT_TRUE(sv->c.sample_ns_in_workload_user > 0 &&
+		    sv->c.sample_ns_in_workload_user < sv->c.sample_ns_in_workload);
 	return TEST_OK;
 }
 
@@ -509,15 +520,18 @@ static int sample_other_root(struct fixture *f)
 	return TEST_OK;
 }
 
-/* The workload histogram: each bound belongs to its own bucket, one more ns to the next. */
+/* The workload histogram: each bound belongs to its own bucket, one more ns to the next; the
+ * user-mode samples summed apart. */
 static int workload_buckets(struct fixture *f)
 {
 	struct svcpu *sv = &f->s->vcpus[0];
 	static const uint64_t ns[] = { 0, 250, 251, 1500, 1501, 32000, 32001, 1000000 };
 
 	for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
-		count_in_workload(sv, ns[i]);
+		count_in_workload(sv, ns[i], i % 2 == 1); /* the odd ones user-mode samples */
 	ASSERT_EQ_U64(sv->c.samples_in_workload, 8);
+	ASSERT_EQ_U64(sv->c.samples_in_workload_user, 4);
+	ASSERT_EQ_U64(sv->c.sample_ns_in_workload_user, 250 + 1500 + 32000 + 1000000);
 	ASSERT_EQ_U64(sv->c.sample_ns_in_workload, 0 + 250 + 251 + 1500 + 1501 + 32000 + 32001 +
 							   1000000);
 	ASSERT_EQ_U64(sv->c.workload_sample_le_250ns, 2);
