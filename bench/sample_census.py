@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""What one sample touches (issue 17): instructions, and the distinct 64-byte lines and 4 KiB
-pages of code and data, by owner, for each shape of bench-sample.
+"""What one sample touches (issue 17): instructions, taken branches, and the distinct 64-byte
+lines and 4 KiB pages of code and data, by owner, for each shape of bench-sample.
 
 Most of a sample's time on a cold core (bench-sample: 0.5-0.8 us warm, 1.7-2.5 us cold, as in
 the boots) goes to the lines and pages it touches that the guest's run has evicted. Those counts
@@ -83,8 +83,8 @@ def window_stats(shape, maps, binary):
     owner = {"code": lambda a: code_owner(a, maps, binary),
              "data": lambda a: owner_of(a, ranges, maps, binary)}
     stats, prev = [], None
-    for kind, (instr, code, data) in shape["windows"]:
-        st = {"kind": kind, "instructions": instr}
+    for kind, (instr, code, data, taken) in shape["windows"]:
+        st = {"kind": kind, "instructions": instr, "taken_branches": taken}
         for part, lines, owners in (("code", code, CODE_OWNERS), ("data", data, DATA_OWNERS)):
             by = {o: {"lines": 0, "pages": 0, "new": 0} for o in owners}
             pages = set()
@@ -111,7 +111,8 @@ def summarize(stats, kind):
     pages where it has lines: a page two owners share counts for both, once in the total)."""
     ws = [w for w in stats if w["kind"] == kind]
     n = len(ws)
-    out = {"windows": n, "instructions": sum(w["instructions"] for w in ws) / n}
+    out = {"windows": n, "instructions": sum(w["instructions"] for w in ws) / n,
+           "taken_branches": sum(w["taken_branches"] for w in ws) / n}
     for part, owners in (("code", CODE_OWNERS), ("data", DATA_OWNERS)):
         # "new" only where there was a window before (not the shape's first)
         after = [w for w in ws if w[part + "_new"] is not None]
@@ -161,13 +162,16 @@ def cell(d):
 
 def scan(trace):
     """The shapes, in order, each with its ranges and its windows: ("sample" or "return",
-    (instructions, code lines, data lines)). The bench's notes (VALGRIND_PRINTF, lines
+    (instructions, code lines, data lines, taken branches)). A taken branch: an instruction that
+    does not follow the one before it in memory (a jump, call or return, a taken conditional);
+    a string instruction's repeats (`rep movs`, one trace line per iteration at the same
+    address) are not counted. The bench's notes (VALGRIND_PRINTF, lines
     "**PID** census ...") come in the trace ahead of the samples they describe; a window runs
     from a store to the sample's or the return's marker to a store to the end marker."""
     shapes = []
     marks = {}
     kind = None
-    instr, code, data = 0, set(), set()
+    instr, code, data, taken, prev, prev_end = 0, set(), set(), 0, None, None
     for line in trace:
         if kind is None:
             if line.startswith(b"**"):
@@ -185,11 +189,11 @@ def scan(trace):
                     shapes[-1]["ranges"][p[1]] = (int(p[2], 16), int(p[3]))
             elif line in marks:
                 kind = marks[line]
-                instr, code, data = 0, set(), set()
+                instr, code, data, taken, prev, prev_end = 0, set(), set(), 0, None, None
             continue
         if line in marks:
             if marks[line] is None:
-                shapes[-1]["windows"].append((kind, (instr, code, data)))
+                shapes[-1]["windows"].append((kind, (instr, code, data, taken)))
                 kind = None
             continue
         c = line[:2]
@@ -199,6 +203,10 @@ def scan(trace):
             continue
         a, _, sz = line[3:].partition(b",")
         a = int(a, 16)
+        if c == b"I ":
+            if prev is not None and a != prev_end and a != prev:
+                taken += 1
+            prev, prev_end = a, a + int(sz)
         lines = code if c == b"I " else data
         lines.add(a // LINE)
         lines.add((a + int(sz) - 1) // LINE)
@@ -264,13 +272,14 @@ def main():
     check_guest_lines(report, out_text)
     print(f"sample_census: means over {args.samples} warm samples (or returns) per shape, "
           f"--call-graph {args.call_graph}; each cell: distinct 64-byte lines / 4 KiB pages")
-    print(f"{'shape':<29} {'instr':>6} | {'code':>7} {'libs':>6} {'new':>4} | "
+    print(f"{'shape':<29} {'instr':>6} {'taken':>5} | {'code':>7} {'libs':>6} {'new':>4} | "
           + " ".join(f"{o:>7}" for o in DATA_OWNERS) + f" | {'data':>7} {'new':>4}")
     for s in report["shapes"]:
         new = ["-" if x is None else f"{x:.0f}" for x in (s["code_new_lines"],
                                                           s["data_new_lines"])]
         total = f"{s['data_lines']:.0f}/{s['data_pages']:.0f}"
-        print(f"{s['shape']:<29} {s['instructions']:>6.0f} | {cell(s['code']['hvprof']):>7} "
+        print(f"{s['shape']:<29} {s['instructions']:>6.0f} {s['taken_branches']:>5.0f} | "
+              f"{cell(s['code']['hvprof']):>7} "
               f"{cell(s['code']['libs']):>6} {new[0]:>4} | "
               + " ".join(f"{cell(s['data'][o]):>7}" for o in DATA_OWNERS)
               + f" | {total:>7} {new[1]:>4}")
@@ -278,7 +287,9 @@ def main():
             print(f"{'':<29} new data lines by owner: " + ", ".join(
                 f"{o} {s['data'][o]['new']:.0f}" for o in DATA_OWNERS
                 if s["data"][o]["new"] >= 0.5))
-    print("code: the bench binary's (hvprof's sample path, and the bench's counting wrapper of "
+    print("taken: taken branches (jumps, calls, returns, taken conditionals), each a stall of "
+          "the front end when the branch predictors are cold, as after the guest ran; code: the "
+          "bench binary's (hvprof's sample path, and the bench's counting wrapper of "
           "guest memory), libs: shared libraries'; data owners: vcpu = the vCPU's sampler state "
           "(struct svcpu: counters, translation cache, task cache, scratch), sampler = struct "
           "sampler (marks), guest = guest RAM, stack = the bench's stack, bench = the binary's "
