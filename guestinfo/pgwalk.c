@@ -40,15 +40,6 @@
 #define PDE_2M_RSVD 0x00000000001fe000ull
 #define PDPTE_1G_RSVD 0x000000003fffe000ull
 
-bool pgwalk_gva_is_canonical(const struct gi_paging *pg, uint64_t gva)
-{
-	unsigned int va_bits = (pg->cr4 & CR4_LA57) ? 57 : 48;
-	/* Bits 63:va_bits-1 must all equal bit va_bits-1. */
-	int64_t sext = (int64_t)(gva << (64 - va_bits)) >> (64 - va_bits);
-
-	return (uint64_t)sext == gva;
-}
-
 /* MAXPHYADDR as used for masks: 0 (unknown) means the architectural maximum, 52. */
 static unsigned int pgwalk_maxphyaddr(const struct gi_paging *pg)
 {

@@ -319,9 +319,17 @@ static inline __must_check int gi_read_gva(const struct gmem *mem, const struct 
 
 /**
  * pgwalk_gva_is_canonical - @gva is canonical for the paging mode of @pg: 48 bits, or 57 with
- * CR4.LA57 (SDM vol. 3A, 4.5).
+ * CR4.LA57 (SDM vol. 3A, 4.5). Inline: every guest address a sample reads is checked with it.
  */
-bool pgwalk_gva_is_canonical(const struct gi_paging *pg, uint64_t gva);
+static inline bool pgwalk_gva_is_canonical(const struct gi_paging *pg, uint64_t gva)
+{
+	/* CR4.LA57 (bit 12): 57-bit linear addresses */
+	unsigned int va_bits = (pg->cr4 & (1ull << 12)) ? 57 : 48;
+	/* Bits 63:va_bits-1 must all equal bit va_bits-1. */
+	int64_t sext = (int64_t)(gva << (64 - va_bits)) >> (64 - va_bits);
+
+	return (uint64_t)sext == gva;
+}
 
 /**
  * gi_is_kernel_gva - @gva is a canonical address of the upper (kernel) half for the paging mode
