@@ -40,6 +40,15 @@
 #define PDE_2M_RSVD 0x00000000001fe000ull
 #define PDPTE_1G_RSVD 0x000000003fffe000ull
 
+bool pgwalk_gva_is_canonical(const struct gi_paging *pg, uint64_t gva)
+{
+	unsigned int va_bits = (pg->cr4 & CR4_LA57) ? 57 : 48;
+	/* Bits 63:va_bits-1 must all equal bit va_bits-1. */
+	int64_t sext = (int64_t)(gva << (64 - va_bits)) >> (64 - va_bits);
+
+	return (uint64_t)sext == gva;
+}
+
 /* MAXPHYADDR as used for masks: 0 (unknown) means the architectural maximum, 52. */
 static unsigned int pgwalk_maxphyaddr(const struct gi_paging *pg)
 {
@@ -47,6 +56,51 @@ static unsigned int pgwalk_maxphyaddr(const struct gi_paging *pg)
 }
 
 _Static_assert(sizeof(struct pgwalk_cache_slot) == 64, "a translation is one cache line");
+
+/* The set of @c that holds the translations of @gva's page. */
+static struct pgwalk_cache_slot *cache_set(struct pgwalk_cache *c, uint64_t gva)
+{
+	/* SAFETY: the set index is reduced modulo PGWALK_CACHE_SETS. */
+	return c->slot[(gva >> 12) % PGWALK_CACHE_SETS];
+}
+
+/* A translation of this epoch (walked since the last invalidation)? */
+static bool slot_now(const struct pgwalk_cache *c, const struct pgwalk_cache_slot *e)
+{
+	return e->epoch == c->epoch;
+}
+
+/* A kept translation still valid (not flushed since)? */
+static bool slot_kept(const struct pgwalk_cache *c, const struct pgwalk_cache_slot *e)
+{
+	return e->kept && e->gen == c->gen;
+}
+
+/* The slot of the translation cache (struct pgwalk_cache) that answers @gva under root @cr3
+ * (bits 11:0 clear) and @cr4, counted as a hit, or NULL (a miss). @want_access: the access bits
+ * are wanted too (then only a translation of this epoch answers: a kept one's permissions may
+ * have changed). */
+static inline struct pgwalk_cache_slot *cache_find(struct pgwalk_cache *c, uint64_t cr3,
+						   uint64_t cr4, uint64_t gva, bool want_access)
+{
+	struct pgwalk_cache_slot *set = cache_set(c, gva);
+
+	for (unsigned int w = 0; w < PGWALK_CACHE_WAYS; w++) {
+		struct pgwalk_cache_slot *e = &set[w];
+		bool now = slot_now(c, e) && e->cr3 == cr3;
+		/* kept: the direct map, the same under every process's root (struct pgwalk_cache) */
+		bool kept = !want_access && slot_kept(c, e);
+
+		if (!(now || kept) || e->cr4 != cr4 || e->gva_page != (gva & ~0xfffull))
+			continue;
+		c->hits++;
+		if (!now)
+			c->kept_hits++;
+		return e;
+	}
+	c->misses++;
+	return NULL;
+}
 
 /* Where a translation of @gva goes in @set: a way that holds @gva's page already (this exit's,
  * perhaps of another root, or a kept one), else a free one (neither of this epoch nor kept), else @seed: NULL (a seed
@@ -59,13 +113,13 @@ static struct pgwalk_cache_slot *cache_victim(const struct pgwalk_cache *c,
 	struct pgwalk_cache_slot *unkept = NULL;
 
 	for (unsigned int w = 0; w < PGWALK_CACHE_WAYS; w++)
-		if (set[w].gva_page == (gva & ~0xfffull) && (pgwalk_slot_now(c, &set[w]) ||
-							       pgwalk_slot_kept(c, &set[w])))
+		if (set[w].gva_page == (gva & ~0xfffull) && (slot_now(c, &set[w]) ||
+							       slot_kept(c, &set[w])))
 			return seed ? NULL : &set[w];
 	for (unsigned int w = 0; w < PGWALK_CACHE_WAYS; w++) {
-		if (!pgwalk_slot_now(c, &set[w]) && !pgwalk_slot_kept(c, &set[w]))
+		if (!slot_now(c, &set[w]) && !slot_kept(c, &set[w]))
 			return &set[w];
-		if (!unkept && !pgwalk_slot_kept(c, &set[w]))
+		if (!unkept && !slot_kept(c, &set[w]))
 			unkept = &set[w];
 	}
 	if (seed)
@@ -111,8 +165,17 @@ static void cache_fill(const struct pgwalk_cache *c, struct pgwalk_cache_slot *e
 static void cache_store(struct pgwalk_cache *c, uint64_t cr3, uint64_t cr4, uint64_t gva,
 			uint64_t gpa, uint64_t size, uint8_t access)
 {
-	cache_fill(c, cache_victim(c, pgwalk_cache_set(c, gva), gva, false), cr3, cr4, gva, gpa, size,
+	cache_fill(c, cache_victim(c, cache_set(c, gva), gva, false), cr3, cr4, gva, gpa, size,
 		   access);
+}
+
+/* The root table a walk of @gva starts from: each half through its own tables when they differ
+ * (PTI, see struct gi_paging). */
+static uint64_t walk_cr3(const struct gi_paging *pg, uint64_t gva)
+{
+	if (gva >> 63)
+		return pg->kernel_cr3 ? pg->kernel_cr3 : pg->cr3;
+	return pg->user_cr3 ? pg->user_cr3 : pg->cr3;
 }
 
 bool pgwalk_cache_seed(const struct gi_paging *pg, uint64_t gva, uint64_t gpa, uint8_t access)
@@ -124,10 +187,10 @@ bool pgwalk_cache_seed(const struct gi_paging *pg, uint64_t gva, uint64_t gpa, u
 		return false;
 	c = pg->cache;
 	/* a set whose ways are all of this exit or kept: not evicted for a seed */
-	e = cache_victim(c, pgwalk_cache_set(c, gva), gva, true);
+	e = cache_victim(c, cache_set(c, gva), gva, true);
 	if (!e)
 		return false;
-	cache_fill(c, e, pgwalk_root(pg, gva) & ~0xfffull, pg->cr4, gva, gpa, 4096,
+	cache_fill(c, e, walk_cr3(pg, gva) & ~0xfffull, pg->cr4, gva, gpa, 4096,
 		   (uint8_t)(access & ~PGWALK_ACC_USER));
 	return true;
 }
@@ -138,11 +201,11 @@ bool pgwalk_cache_peek(const struct gi_paging *pg, uint64_t gva, uint64_t *gpa, 
 
 	if (!pg || !pg->cache || !pg->cache->epoch || !gpa || !access)
 		return false;
-	set = pgwalk_cache_set(pg->cache, gva);
+	set = cache_set(pg->cache, gva);
 	for (unsigned int w = 0; w < PGWALK_CACHE_WAYS; w++) {
 		const struct pgwalk_cache_slot *e = &set[w];
 
-		if (!pgwalk_slot_now(pg->cache, e) || e->cr3 != (pgwalk_root(pg, gva) & ~0xfffull) ||
+		if (!slot_now(pg->cache, e) || e->cr3 != (walk_cr3(pg, gva) & ~0xfffull) ||
 		    e->cr4 != pg->cr4 || e->gva_page != (gva & ~0xfffull))
 			continue;
 		*gpa = e->gpa_page | (gva & 0xfff);
@@ -242,7 +305,7 @@ static __attribute__((noinline)) int walk_tables(const struct gmem *mem,
 						 struct pgwalk_trace *trace, uint8_t *access)
 {
 	unsigned int levels, maxphy, step;
-	uint64_t pa_limit_mask, table_gpa, entry = 0, cr3 = pgwalk_root(pg, gva);
+	uint64_t pa_limit_mask, table_gpa, entry = 0, cr3 = walk_cr3(pg, gva);
 	uint64_t seen_gpa[PGWALK_MAX_LEVELS], seen[PGWALK_MAX_LEVELS]; /* steps 0..step */
 	struct memo_pre pre; /* its entries 0..n-1 only (memo_find) */
 	uint8_t probe, acc = PGWALK_ACC_USER;
@@ -394,7 +457,7 @@ static inline struct pgwalk_cache_slot *walk_cached(const struct gi_paging *pg, 
 {
 	if (!pg->cache || !pg->cache->epoch)
 		return NULL;
-	return pgwalk_cache_find(pg->cache, pgwalk_root(pg, gva) & ~0xfffull, pg->cr4, gva, want_access);
+	return cache_find(pg->cache, walk_cr3(pg, gva) & ~0xfffull, pg->cr4, gva, want_access);
 }
 
 static int walk(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, uint64_t *gpa,
@@ -435,8 +498,8 @@ int gi_gva_to_gpa_access(const struct gmem *mem, const struct gi_paging *pg, uin
 	return err;
 }
 
-int gi_read_gva_pages(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva,
-		      void *dst, size_t len, bool looked, struct pgwalk_cache_slot *first)
+int gi_read_gva(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, void *dst,
+		size_t len)
 {
 	uint8_t *out = dst;
 	uint64_t last;
@@ -449,7 +512,7 @@ int gi_read_gva_pages(const struct gmem *mem, const struct gi_paging *pg, uint64
 		return -ERANGE;
 
 	while (len) {
-		struct pgwalk_cache_slot *e = looked ? first : walk_cached(pg, gva, false);
+		struct pgwalk_cache_slot *e = walk_cached(pg, gva, false);
 		const uint8_t *hva = e && mem->map_page ? slot_hva(pg->cache, e, mem) : NULL;
 		uint64_t gpa, page_size, chunk;
 		int err;
@@ -479,7 +542,6 @@ int gi_read_gva_pages(const struct gmem *mem, const struct gi_paging *pg, uint64
 			if (err)
 				return err;
 		}
-		looked = false;
 		out += chunk;
 		len -= chunk;
 		gva += chunk; /* cannot wrap: checked against last above */

@@ -10,7 +10,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include <hvprof/compiler.h>
 #include <hvprof/gmem.h>
@@ -151,64 +150,6 @@ struct pgwalk_cache {
 #define PGWALK_ACC_USER 0x1 /* U/S set at every level: user-mode accesses allowed */
 #define PGWALK_ACC_NX 0x2   /* XD set at some level (and EFER.NXE): not executable */
 
-/* The set of @c that holds the translations of @gva's page. */
-static inline struct pgwalk_cache_slot *pgwalk_cache_set(struct pgwalk_cache *c, uint64_t gva)
-{
-	/* SAFETY: the set index is reduced modulo PGWALK_CACHE_SETS. */
-	return c->slot[(gva >> 12) % PGWALK_CACHE_SETS];
-}
-
-/* A translation of this epoch (walked since the last invalidation)? */
-static inline bool pgwalk_slot_now(const struct pgwalk_cache *c, const struct pgwalk_cache_slot *e)
-{
-	return e->epoch == c->epoch;
-}
-
-/* A kept translation still valid (not flushed since)? */
-static inline bool pgwalk_slot_kept(const struct pgwalk_cache *c,
-				    const struct pgwalk_cache_slot *e)
-{
-	return e->kept && e->gen == c->gen;
-}
-
-/**
- * pgwalk_cache_find - the slot of @c that answers @gva under root @cr3 (bits 11:0 clear) and
- * @cr4, counted as a hit, or NULL (a miss, counted). @want_access: the access bits are wanted
- * too (then only a translation of this epoch answers: a kept one's permissions may have
- * changed). Inline: gi_read_gva's fast path is in every reader of guest memory.
- */
-static inline struct pgwalk_cache_slot *pgwalk_cache_find(struct pgwalk_cache *c, uint64_t cr3,
-							  uint64_t cr4, uint64_t gva,
-							  bool want_access)
-{
-	struct pgwalk_cache_slot *set = pgwalk_cache_set(c, gva);
-
-	for (unsigned int w = 0; w < PGWALK_CACHE_WAYS; w++) {
-		struct pgwalk_cache_slot *e = &set[w];
-		bool now = pgwalk_slot_now(c, e) && e->cr3 == cr3;
-		/* kept: the direct map, the same under every process's root (struct pgwalk_cache) */
-		bool kept = !want_access && pgwalk_slot_kept(c, e);
-
-		if (!(now || kept) || e->cr4 != cr4 || e->gva_page != (gva & ~0xfffull))
-			continue;
-		c->hits++;
-		if (!now)
-			c->kept_hits++;
-		return e;
-	}
-	c->misses++;
-	return NULL;
-}
-
-/* The root table a walk of @gva starts from (GPA, with CR3's low bits): each half through its
- * own tables when they differ (PTI, see struct gi_paging). */
-static inline uint64_t pgwalk_root(const struct gi_paging *pg, uint64_t gva)
-{
-	if (gva >> 63)
-		return pg->kernel_cr3 ? pg->kernel_cr3 : pg->cr3;
-	return pg->user_cr3 ? pg->user_cr3 : pg->cr3;
-}
-
 /** pgwalk_cache_invalidate - forget every translation of @c but the kept ones (O(1)). */
 static inline void pgwalk_cache_invalidate(struct pgwalk_cache *c)
 {
@@ -275,61 +216,17 @@ int gi_gva_to_gpa_access(const struct gmem *mem, const struct gi_paging *pg, uin
 			 uint64_t *gpa, uint64_t *page_size, uint8_t *access) __must_check;
 
 /**
- * gi_read_gva_pages - gi_read_gva's every read not served at once in place: arguments checked,
- * page by page, walking what the cache lacks. @looked: the first page's slot was asked for
- * already (@first, NULL a miss), so that it is not asked, nor counted, twice. Return: as
- * gi_read_gva.
- */
-int gi_read_gva_pages(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva,
-		      void *dst, size_t len, bool looked,
-		      struct pgwalk_cache_slot *first) __must_check;
-
-/**
  * gi_read_gva - copy @len bytes at @gva (may cross pages) into @dst.
  * Return: 0, or an error of gi_gva_to_gpa / the gmem read for the first page that fails.
- *
- * Inline: the common read of a sample (a task's field, a frame, a per-CPU word), inside one
- * 4 KiB page whose translation an earlier read of the exit took with its HVA (struct
- * pgwalk_cache, "Reads in place"), is a cache lookup and a copy here, with no call: after the
- * guest ran the host's branch predictors are cold, and each taken branch (a call and its
- * return) costs the sample about as much as a cold cache line (README, Overhead). Anything
- * else goes to gi_read_gva_pages.
  */
-static inline __must_check int gi_read_gva(const struct gmem *mem, const struct gi_paging *pg,
-					   uint64_t gva, void *dst, size_t len)
-{
-	struct pgwalk_cache *c = pg ? pg->cache : NULL;
-	struct pgwalk_cache_slot *e = NULL;
-	bool looked = false;
-
-	if (mem && mem->read && mem->map_page && c && c->epoch && dst && c->hva_ctx == mem->ctx &&
-	    len && len <= 4096 - (gva & 0xfff)) {
-		e = pgwalk_cache_find(c, pgwalk_root(pg, gva) & ~0xfffull, pg->cr4, gva, false);
-		looked = true;
-		if (e && e->hva_page) {
-			/* SAFETY: [gva, gva + len) lies in the slot's 4 KiB page (above), all of
-			 * it guest RAM (its HVA was given only then) */
-			memcpy(dst, e->hva_page + (gva & 0xfff), len);
-			c->hva_reads++;
-			return 0;
-		}
-	}
-	return gi_read_gva_pages(mem, pg, gva, dst, len, looked, e);
-}
+int gi_read_gva(const struct gmem *mem, const struct gi_paging *pg, uint64_t gva, void *dst,
+		size_t len) __must_check;
 
 /**
  * pgwalk_gva_is_canonical - @gva is canonical for the paging mode of @pg: 48 bits, or 57 with
- * CR4.LA57 (SDM vol. 3A, 4.5). Inline: every guest address a sample reads is checked with it.
+ * CR4.LA57 (SDM vol. 3A, 4.5).
  */
-static inline bool pgwalk_gva_is_canonical(const struct gi_paging *pg, uint64_t gva)
-{
-	/* CR4.LA57 (bit 12): 57-bit linear addresses */
-	unsigned int va_bits = (pg->cr4 & (1ull << 12)) ? 57 : 48;
-	/* Bits 63:va_bits-1 must all equal bit va_bits-1. */
-	int64_t sext = (int64_t)(gva << (64 - va_bits)) >> (64 - va_bits);
-
-	return (uint64_t)sext == gva;
-}
+bool pgwalk_gva_is_canonical(const struct gi_paging *pg, uint64_t gva);
 
 /**
  * gi_is_kernel_gva - @gva is a canonical address of the upper (kernel) half for the paging mode
