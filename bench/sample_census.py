@@ -84,7 +84,8 @@ def window_stats(shape, maps, binary):
              "data": lambda a: owner_of(a, ranges, maps, binary)}
     stats, prev = [], None
     for kind, (instr, code, data, taken) in shape["windows"]:
-        st = {"kind": kind, "instructions": instr, "taken_branches": taken}
+        st = {"kind": kind, "instructions": instr, "taken_branches": len(taken),
+              "taken_sites": len(set(taken))}
         for part, lines, owners in (("code", code, CODE_OWNERS), ("data", data, DATA_OWNERS)):
             by = {o: {"lines": 0, "pages": 0, "new": 0} for o in owners}
             pages = set()
@@ -112,7 +113,8 @@ def summarize(stats, kind):
     ws = [w for w in stats if w["kind"] == kind]
     n = len(ws)
     out = {"windows": n, "instructions": sum(w["instructions"] for w in ws) / n,
-           "taken_branches": sum(w["taken_branches"] for w in ws) / n}
+           "taken_branches": sum(w["taken_branches"] for w in ws) / n,
+           "taken_sites": sum(w["taken_sites"] for w in ws) / n}
     for part, owners in (("code", CODE_OWNERS), ("data", DATA_OWNERS)):
         # "new" only where there was a window before (not the shape's first)
         after = [w for w in ws if w[part + "_new"] is not None]
@@ -162,7 +164,8 @@ def cell(d):
 
 def scan(trace):
     """The shapes, in order, each with its ranges and its windows: ("sample" or "return",
-    (instructions, code lines, data lines, taken branches)). A taken branch: an instruction that
+    (instructions, code lines, data lines, the taken branches' addresses)). A taken branch: an
+    instruction that
     does not follow the one before it in memory (a jump, call or return, a taken conditional);
     a string instruction's repeats (`rep movs`, one trace line per iteration at the same
     address) are not counted. The bench's notes (VALGRIND_PRINTF, lines
@@ -171,7 +174,7 @@ def scan(trace):
     shapes = []
     marks = {}
     kind = None
-    instr, code, data, taken, prev, prev_end = 0, set(), set(), 0, None, None
+    instr, code, data, taken, prev, prev_end = 0, set(), set(), [], None, None
     for line in trace:
         if kind is None:
             if line.startswith(b"**"):
@@ -189,7 +192,7 @@ def scan(trace):
                     shapes[-1]["ranges"][p[1]] = (int(p[2], 16), int(p[3]))
             elif line in marks:
                 kind = marks[line]
-                instr, code, data, taken, prev, prev_end = 0, set(), set(), 0, None, None
+                instr, code, data, taken, prev, prev_end = 0, set(), set(), [], None, None
             continue
         if line in marks:
             if marks[line] is None:
@@ -205,7 +208,7 @@ def scan(trace):
         a = int(a, 16)
         if c == b"I ":
             if prev is not None and a != prev_end and a != prev:
-                taken += 1
+                taken.append(prev)
             prev, prev_end = a, a + int(sz)
         lines = code if c == b"I " else data
         lines.add(a // LINE)
@@ -272,13 +275,14 @@ def main():
     check_guest_lines(report, out_text)
     print(f"sample_census: means over {args.samples} warm samples (or returns) per shape, "
           f"--call-graph {args.call_graph}; each cell: distinct 64-byte lines / 4 KiB pages")
-    print(f"{'shape':<29} {'instr':>6} {'taken':>5} | {'code':>7} {'libs':>6} {'new':>4} | "
+    print(f"{'shape':<29} {'instr':>6} {'taken':>5} {'sites':>5} | {'code':>7} {'libs':>6} {'new':>4} | "
           + " ".join(f"{o:>7}" for o in DATA_OWNERS) + f" | {'data':>7} {'new':>4}")
     for s in report["shapes"]:
         new = ["-" if x is None else f"{x:.0f}" for x in (s["code_new_lines"],
                                                           s["data_new_lines"])]
         total = f"{s['data_lines']:.0f}/{s['data_pages']:.0f}"
-        print(f"{s['shape']:<29} {s['instructions']:>6.0f} {s['taken_branches']:>5.0f} | "
+        print(f"{s['shape']:<29} {s['instructions']:>6.0f} {s['taken_branches']:>5.0f} "
+              f"{s['taken_sites']:>5.0f} | "
               f"{cell(s['code']['hvprof']):>7} "
               f"{cell(s['code']['libs']):>6} {new[0]:>4} | "
               + " ".join(f"{cell(s['data'][o]):>7}" for o in DATA_OWNERS)
@@ -287,8 +291,9 @@ def main():
             print(f"{'':<29} new data lines by owner: " + ", ".join(
                 f"{o} {s['data'][o]['new']:.0f}" for o in DATA_OWNERS
                 if s["data"][o]["new"] >= 0.5))
-    print("taken: taken branches (jumps, calls, returns, taken conditionals), each a stall of "
-          "the front end when the branch predictors are cold, as after the guest ran; code: the "
+    print("taken: taken branches (jumps, calls, returns, taken conditionals), sites: the "
+          "distinct instructions among them; after the guest ran the branch predictors are cold, "
+          "and each site's first taken branch stalls the front end (README, Overhead); code: the "
           "bench binary's (hvprof's sample path, and the bench's counting wrapper of "
           "guest memory), libs: shared libraries'; data owners: vcpu = the vCPU's sampler state "
           "(struct svcpu: counters, translation cache, task cache, scratch), sampler = struct "
