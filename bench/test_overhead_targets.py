@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """bench/overhead_targets.py on the stored results of earlier runs (bench/results: real boots of
 this project's PVM host) and on counters made to sit on each side of a bound: each target's
-verdict and the figure it was judged by."""
+verdict and the figure it was judged by. Also the arithmetic of bench/overhead.py's split by
+mode and of bench/pair_boots.py (its sign test, its figures of one boot)."""
 import copy
 import io
 import json
@@ -191,6 +192,22 @@ check(overhead.workload_by_mode({"samples_in_workload": 5, "sample_ns_in_workloa
                                  "samples_in_workload_user": 5,
                                  "sample_ns_in_workload_user": 9}) == {},
       "only user-mode samples: no kernel figure to give")
+
+# bench/pair_boots.py: the sign test over pairs and the figures of one boot's counters
+import pair_boots  # noqa: E402
+
+check(abs(pair_boots.sign_test(0, 5) - 0.0625) < 1e-12 and
+      abs(pair_boots.sign_test(5, 5) - 0.0625) < 1e-12,
+      "5 of 5 pairs one way: p = 2/32")
+check(pair_boots.sign_test(2, 4) == 1.0 and pair_boots.sign_test(0, 0) == 1.0,
+      "an even split, or no pairs: p = 1")
+check(abs(pair_boots.sign_test(9, 13) - 0.2668) < 1e-4, "9 of 13: p = 0.267")
+f = pair_boots.figures({"samples_in_workload": 10, "sample_ns_in_workload": 25000,
+                        "samples_in_workload_user": 4, "sample_ns_in_workload_user": 4000})
+check(f == {"ns": 2500.0, "ns_user": 1000.0, "ns_kernel": 3500.0}, f"the figures: {f}")
+check(pair_boots.figures({"samples_in_workload": 0}) is None and
+      pair_boots.figures({"samples_in_workload": 2, "sample_ns_in_workload": 10}) ==
+      {"ns": 5.0}, "no workload samples: none; no split counters: the whole only")
 
 print(f"{failures} failed")
 sys.exit(1 if failures else 0)
