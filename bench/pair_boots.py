@@ -25,8 +25,10 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "kvm"))
 import hvprec  # noqa: E402
+import overhead  # noqa: E402
 
 RUN = "/bin/hvprof-bench syscall 3; /bin/hvprof-bench cpu 3"
 
@@ -41,14 +43,16 @@ def sign_test(lower, n):
 
 
 def figures(counters):
-    """VMM ns per workload sample, and of user-mode and kernel samples apart (None without)."""
-    n, ns = counters.get("samples_in_workload", 0), counters.get("sample_ns_in_workload", 0)
+    """VMM ns per workload sample, and of user-mode and kernel samples apart where the
+    recording has their counters (overhead.workload_by_mode); None without workload samples."""
+    n = counters.get("samples_in_workload", 0)
     if not n:
         return None
-    out = {"ns": ns / n}
-    nu, nsu = counters.get("samples_in_workload_user"), counters.get("sample_ns_in_workload_user")
-    if nu is not None and 0 < nu < n:
-        out["ns_user"], out["ns_kernel"] = nsu / nu, (ns - nsu) / (n - nu)
+    out = {"ns": counters.get("sample_ns_in_workload", 0) / n}
+    by_mode = overhead.workload_by_mode(counters)
+    if by_mode:
+        out["ns_user"], out["ns_kernel"] = by_mode["ns_workload_user"], \
+            by_mode["ns_workload_kernel"]
     return out
 
 

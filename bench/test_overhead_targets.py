@@ -3,7 +3,8 @@
 """bench/overhead_targets.py on the stored results of earlier runs (bench/results: real boots of
 this project's PVM host) and on counters made to sit on each side of a bound: each target's
 verdict and the figure it was judged by. Also the arithmetic of bench/overhead.py's split by
-mode and of bench/pair_boots.py (its sign test, its figures of one boot)."""
+mode, of bench/pair_boots.py (its sign test, its figures of one boot) and of
+bench/sample_census.py's count of taken branches."""
 import copy
 import io
 import json
@@ -208,6 +209,25 @@ check(f == {"ns": 2500.0, "ns_user": 1000.0, "ns_kernel": 3500.0}, f"the figures
 check(pair_boots.figures({"samples_in_workload": 0}) is None and
       pair_boots.figures({"samples_in_workload": 2, "sample_ns_in_workload": 10}) ==
       {"ns": 5.0}, "no workload samples: none; no split counters: the whole only")
+
+# bench/sample_census.py's reading of a lackey trace: a window's taken branches (an instruction
+# that does not follow the one before it) and their sites; a rep instruction's repeats (one
+# trace line per iteration at the same address) are none
+import sample_census  # noqa: E402
+
+trace = [b"**1** census shape 0 synthetic\n", b"**1** census markers a b c\n",
+         b" S 0000000a,4\n",
+         b"I  00001000,3\n", b"I  00001003,2\n",    # straight on
+         b"I  00001010,5\n",                         # taken: 0x1003 -> 0x1010
+         b"I  00001015,2\n", b"I  00001015,2\n", b"I  00001015,2\n",  # rep movs repeats
+         b"I  00001003,2\n",                         # taken: 0x1015 -> 0x1003
+         b"I  00001010,5\n",                         # taken: 0x1003 again, one site
+         b" S 0000000c,4\n"]
+shapes = sample_census.scan(trace)
+w = shapes[0]["windows"] if shapes else []
+taken = w[0][1][3] if len(w) == 1 else None
+check(w and w[0][0] == "sample" and w[0][1][0] == 8 and taken == [0x1003, 0x1015, 0x1003],
+      f"3 taken branches from 2 sites, the repeats none: {taken}")
 
 print(f"{failures} failed")
 sys.exit(1 if failures else 0)
