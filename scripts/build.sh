@@ -14,25 +14,32 @@ pgo_train() {
 		BENCH_SAMPLE_WARM=1 "$1" 2000 fp >/dev/null &&
 		BENCH_SAMPLE_WARM=1 "$1" 500 dwarf 8 >/dev/null
 }
-# The build directory $1's b_pgo (off, generate or use).
-pgo_mode() {
+# The build directory $1's option $2 (b_pgo: off, generate or use; b_lto: true or false).
+build_opt() {
 	meson introspect "$1" --buildoptions | python3 -c 'import json, sys
-print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "b_pgo"))'
+v = next(o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1])
+print(str(v).lower())' "$2"
 }
 
 # Profile-guided (README, "The build is profile-guided"): the sample path's code laid out for
 # the way it runs. bench-sample is the training: hvprof's real sample path on the unit tests'
 # fake kernel, no /dev/kvm needed; then everything is built again with its profile
 # (meson.build). HVPROF_PGO=0, or a training that fails: a plain build.
+# Link-time optimised as well (README Overhead, "Link-time optimisation"): fewer taken branches
+# on the sample path, lower in 19 of 25 pairs of builds booted at once. HVPROF_LTO=0: without.
+lto=true
+[ "${HVPROF_LTO:-1}" != 0 ] || lto=false
 if [ ! -f build/build.ninja ]; then
 	if [ "${HVPROF_PGO:-1}" != 0 ]; then
-		meson setup build -Dwerror=true -Db_pgo=generate
+		meson setup build -Dwerror=true -Db_pgo=generate -Db_lto=$lto
 	else
-		meson setup build -Dwerror=true
+		meson setup build -Dwerror=true -Db_lto=$lto
 	fi
 fi
+# a build directory made before, with the other choice of link-time optimisation
+[ "$(build_opt build b_lto)" = $lto ] || meson configure build -Db_lto=$lto
 # also a build left instrumented by an interrupted run of this script
-if [ "$(pgo_mode build)" = generate ]; then
+if [ "$(build_opt build b_pgo)" = generate ]; then
 	if [ "${HVPROF_PGO:-1}" = 0 ]; then
 		meson configure build -Db_pgo=off
 	else
