@@ -119,12 +119,14 @@ enum hvp_walk_stop gi_unwind_kernel(const struct gi *gi, const struct gmem *mem,
 	if (max > 1 && gi_skipped_caller(gi, mem, pg, regs->rip, regs->rsp, 0, regs->rbp, &ips[1]))
 		*n = 2;
 
-	/* The task's kernel stack: [task->stack, +THREAD_SIZE), when the task can be read. */
+	/* The task's kernel stack: [task->stack, +THREAD_SIZE), when the task can be read (or
+	 * as the caller read it this exit: regs->task_stack, checked as a read one is). */
 	if (task && l->task_stack != UINT32_MAX && gi_is_kernel_gva(pg, task)) {
-		uint64_t stack_gva, stack_kva, end;
+		uint64_t stack_gva, stack_kva = regs->task_stack, end;
 
-		if (!__builtin_add_overflow(task, (uint64_t)l->task_stack, &stack_gva) &&
-		    !gi_read_gva(mem, pg, stack_gva, &stack_kva, sizeof(stack_kva)) &&
+		if ((stack_kva ||
+		     (!__builtin_add_overflow(task, (uint64_t)l->task_stack, &stack_gva) &&
+		      !gi_read_gva(mem, pg, stack_gva, &stack_kva, sizeof(stack_kva)))) &&
 		    gi_is_kernel_gva(pg, stack_kva) &&
 		    !__builtin_add_overflow(stack_kva, (uint64_t)GI_THREAD_SIZE, &end)) {
 			task_stack.lo = stack_kva;

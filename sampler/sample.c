@@ -538,6 +538,7 @@ int sample_from_regs(struct svcpu *sv, const struct kvm_regs *regs,
 				gi_task_stack_seed(s->gi, s->mem, &gr.pg, &sv->tasks, task,
 						   &sv->sample_kstack_kva);
 			sv->sample_kstack_task = task;
+			gr.task_stack = sv->sample_kstack_kva; /* the unwind's, read once */
 		}
 	} else {
 		smp->flags |= HVP_SAMPLE_NO_TASK;

@@ -233,6 +233,9 @@ struct gi_regs {
 	/* optional, for ORC unwinding (gi_unwind_kernel_orc): set @have_scratch with them */
 	uint64_t r10, r13, rdx, rdi;
 	bool have_scratch;
+	/* optional: the sampled task's kernel stack (task->stack, a GVA) as the caller already
+	 * read it this exit; gi_unwind_kernel then does not read it again. 0: not read */
+	uint64_t task_stack;
 };
 
 /**
@@ -280,7 +283,8 @@ int gi_process_info(const struct gi *gi, const struct gmem *mem, const struct gi
 /**
  * gi_unwind_kernel - kernel callchain by frame pointers, from @regs (CPL 0), innermost first
  * (ips[0] = rip). Every frame is checked: RBP aligned, strictly increasing, inside the task's
- * kernel stack [task->stack, +THREAD_SIZE) or the same 16 KiB-aligned region as the first frame
+ * kernel stack [task->stack, +THREAD_SIZE) (task->stack read from @task, or @regs->task_stack
+ * when the caller set it) or the same 16 KiB-aligned region as the first frame
  * (IRQ stacks), return address inside kernel text. A frame pointer with bit 0 set is a pt_regs
  * pointer (ENCODE_FRAME_POINTER of interrupt entries): the walk continues with its ip/bp when
  * it holds kernel-mode registers and ends there otherwise. The only stack switch allowed is
