@@ -86,9 +86,15 @@ def main():
                        "--cpus", "1", "--run", RUN, "--duration", "400"]
                 procs.append((name, core, data, subprocess.Popen(
                     cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+            try:
+                errs = [p.communicate()[1] for _, _, _, p in procs]
+            finally:  # interrupted: no boot left running (and writing into the removed dir)
+                for _, _, _, p in procs:
+                    if p.poll() is None:
+                        p.kill()
+                        p.wait()
             row = {}
-            for name, core, data, p in procs:
-                _, err = p.communicate()
+            for (name, core, data, p), err in zip(procs, errs):
                 if p.returncode != 0:
                     sys.exit(f"pair_boots: {name} failed in round {r + 1} "
                              f"({p.returncode}): {err[-400:]}")

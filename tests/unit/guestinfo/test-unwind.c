@@ -143,17 +143,12 @@ static int k_task_to_irq(struct kfixture *f)
 	       fk_frame(&f->fk, S + 0x3e00, IRQ + 0x3f80, RET(2));
 }
 
-/* The IRQ-to-task chain with task->stack in guest memory pointing elsewhere (an IRQ stack): */
+/* The IRQ-to-task chain with task->stack in guest memory pointing elsewhere (an IRQ stack):
+ * the walk reads it and stops where the chain leaves the first frame's region ... */
 static int k_irq_to_task_stack_moved(struct kfixture *f)
 {
 	return k_irq_to_task(f) ||
 	       fk_w64(&f->fk, f->task + f->fk.layout.task_stack, IRQ + 0x8000);
-}
-
-/* ... the walk reads it and stops where the chain leaves the first frame's region; */
-static int k_task_stack_read(struct kfixture *f)
-{
-	return k_irq_to_task_stack_moved(f);
 }
 
 /* ... or takes the caller's (regs->task_stack, read once per exit by the sampler) instead. */
@@ -219,7 +214,7 @@ static const struct krow krows[] = {
 	{ "rbp 0", 4, k_rbp_zero, HVP_WALK_END, 1 },
 	{ "IRQ stack to task stack", 4, k_irq_to_task, HVP_WALK_END, 4 },
 	{ "task stack back to IRQ stack", 4, k_task_to_irq, HVP_WALK_BAD_FP, 3 },
-	{ "task->stack read from the task", 4, k_task_stack_read, HVP_WALK_END, 3 },
+	{ "task->stack read from the task", 4, k_irq_to_task_stack_moved, HVP_WALK_END, 3 },
 	{ "task->stack as the caller read it", 4, k_task_stack_given, HVP_WALK_END, 4 },
 	{ "no task: first region only", 4, k_no_task, HVP_WALK_END, 4 },
 	{ "encoded pt_regs, kernel mode", 4, k_regs_kernel, HVP_WALK_END, 4 },
