@@ -79,16 +79,21 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for r in range(args.rounds):
             procs = []
-            for i, (name, path) in enumerate(builds):
-                core = (i + r) % 2
-                data = os.path.join(work, f"{i}.data")
-                cmd = ["taskset", "-c", str(core), path, "record", "-o", data, "-F", "1000",
-                       "--cpus", "1", "--run", RUN, "--duration", "400"]
-                procs.append((name, core, data, subprocess.Popen(
-                    cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
             try:
+                for i, (name, path) in enumerate(builds):
+                    core = (i + r) % 2
+                    data = os.path.join(work, f"{i}.data")
+                    cmd = ["taskset", "-c", str(core), path, "record", "-o", data, "-F",
+                           "1000", "--cpus", "1", "--run", RUN, "--duration", "400"]
+                    try:
+                        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.PIPE, text=True)
+                    except OSError as e:
+                        sys.exit(f"pair_boots: {name}: cannot start {path}: {e}")
+                    procs.append((name, core, data, p))
                 errs = [p.communicate()[1] for _, _, _, p in procs]
-            finally:  # interrupted: no boot left running (and writing into the removed dir)
+            finally:  # interrupted or a build not started: no boot left running (and
+                # writing into the removed dir)
                 for _, _, _, p in procs:
                     if p.poll() is None:
                         p.kill()
@@ -98,6 +103,8 @@ def main():
                 if p.returncode != 0:
                     sys.exit(f"pair_boots: {name} failed in round {r + 1} "
                              f"({p.returncode}): {err[-400:]}")
+                if not os.path.exists(data):
+                    sys.exit(f"pair_boots: {name} wrote no recording in round {r + 1}")
                 f = figures(hvprec.read(data)["counters"])
                 if f is None:
                     sys.exit(f"pair_boots: {name}: no samples in the workload window")
