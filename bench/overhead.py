@@ -115,8 +115,7 @@ def table_rows(configs, ncpu):
                     # samples during one timed run: rate x run time (CPU-clock counter)
                     row[f"{kind}_cost_us"] = (t - base[kind]) / (hz * t * ncpu) * 1e6
             if not name.startswith("bare"):
-                for part in ("regs", "identity", "kernel_unwind", "user", "write"):
-                    row[f"ns_{part}"] = c.get(f"sample_ns_{part}", 0) / n_s
+                row.update(stage_ns(c))
                 row["ns_total"] = c.get("sample_ns_total", 0) / n_s
                 if c.get("samples_in_workload"):
                     row["ns_workload"] = c["sample_ns_in_workload"] / c["samples_in_workload"]
@@ -163,6 +162,23 @@ def workload_quantile(c, q):
             return lo + (bound - lo) * (want - seen) / n
         seen, lo = seen + n, bound
     return None
+
+
+STAGES = ("regs", "identity", "kernel_unwind", "user", "write")
+
+
+def stage_ns(c):
+    """The sampler's stages per sample over the whole boot (sample_ns_* / samples: ns_regs,
+    ns_identity, ns_kernel_unwind, ns_user, ns_write), and the kernel unwind per kernel sample,
+    the only samples that have one (ns_kernel_unwind_per_kernel_sample); {} without samples."""
+    n = c.get("samples", 0)
+    if not n:
+        return {}
+    out = {f"ns_{part}": c.get(f"sample_ns_{part}", 0) / n for part in STAGES}
+    if c.get("samples_kernel"):
+        out["ns_kernel_unwind_per_kernel_sample"] = \
+            c.get("sample_ns_kernel_unwind", 0) / c["samples_kernel"]
+    return out
 
 
 def workload_by_mode(c):
@@ -222,8 +238,7 @@ def interleaved(hvprof, rounds, work):
                     rr["ns_workload_median"] = workload_quantile(c, 0.5)
                     rr["ns_workload_p90"] = workload_quantile(c, 0.9)
                     rr.update(workload_by_mode(c))
-                for part in ("regs", "identity", "kernel_unwind", "user", "write"):
-                    rr[f"ns_{part}"] = c.get(f"sample_ns_{part}", 0) / c["samples"]
+                rr.update(stage_ns(c))
                 if c.get("traps_hit"):
                     rr["trap_us"] = c["trap_ns_total"] / c["traps_hit"] / 1000
                     rr["no_mark_pct"] = 100 * c.get("traps_no_mark", 0) / c["traps_hit"]

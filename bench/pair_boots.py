@@ -7,12 +7,13 @@ noise, which moves one build by 2.5x within minutes on a shared PVM host, falls 
 Each boot: `hvprof record -F 1000 --cpus 1` of the default image running `hvprof-bench syscall
 3; hvprof-bench cpu 3`; the figure is the recording's sample_ns_in_workload /
 samples_in_workload (host ns per sample while the workload ran), with the user-mode and kernel
-samples apart where the recording has the counters, and each stage's (sample_ns_*) per sample
-over the whole boot in the JSON, the kernel unwind per kernel sample printed too (a change to
-one stage shows there when the whole is lost in the noise). Per round: B / A. At the end: each build's
-median, the pairs where B was lower, and a two-sided sign test over the pairs (the chance of a
-split at least this uneven if neither build were faster). A change of layout or code size needs
-this: an A/B inside one boot (a change applied to every other sample) runs one binary for both.
+samples apart where the recording has the counters, and in the JSON each stage per sample over
+the whole boot (overhead.stage_ns); the kernel unwind per kernel sample is printed too (a change
+to one stage shows there when the whole is lost in the noise). Per round: B / A. At the end:
+each build's median, the pairs where B was lower, and a two-sided sign test over the pairs (the
+chance of a split at least this uneven if neither build were faster). A change of layout or code
+size needs this: an A/B inside one boot (a change applied to every other sample) runs one binary
+for both.
 
 usage: bench/pair_boots.py A=PATH/TO/hvprof B=PATH/TO/hvprof [--rounds N] [--json FILE]
        (needs /dev/kvm and two host cores; ~1 minute per round here)
@@ -33,6 +34,7 @@ import hvprec  # noqa: E402
 import overhead  # noqa: E402
 
 RUN = "/bin/hvprof-bench syscall 3; /bin/hvprof-bench cpu 3"
+KUNWIND = "ns_kernel_unwind_per_kernel_sample"  # printed for each build (overhead.stage_ns)
 
 
 def sign_test(lower, n):
@@ -55,15 +57,9 @@ def figures(counters):
     if by_mode:
         out["ns_user"], out["ns_kernel"] = by_mode["ns_workload_user"], \
             by_mode["ns_workload_kernel"]
-    # the stages over the whole boot (sample_ns_*): per sample, the kernel unwind per kernel
-    # sample (the only samples that have one)
-    n_all, n_kernel = counters.get("samples", 0), counters.get("samples_kernel", 0)
-    if n_all:
-        out["stages"] = {part: counters.get(f"sample_ns_{part}", 0) / n_all
-                         for part in ("regs", "identity", "user", "write")}
-        if n_kernel:
-            out["stages"]["kernel_unwind_per_kernel_sample"] = \
-                counters.get("sample_ns_kernel_unwind", 0) / n_kernel
+    stages = overhead.stage_ns(counters)
+    if stages:
+        out["stages"] = stages
     return out
 
 
@@ -126,8 +122,8 @@ def main():
                 f"{n}@{row[n]['core']} {row[n]['ns']:.0f} ns" +
                 (f" (user {row[n]['ns_user']:.0f}, kernel {row[n]['ns_kernel']:.0f})"
                  if "ns_user" in row[n] else "") +
-                (f" [kernel unwind {row[n]['stages']['kernel_unwind_per_kernel_sample']:.0f}]"
-                 if "kernel_unwind_per_kernel_sample" in row[n].get("stages", {}) else "")
+                (f" [kernel unwind {row[n]['stages'][KUNWIND]:.0f}]"
+                 if KUNWIND in row[n].get("stages", {}) else "")
                 for n, _ in builds) +
                 f" | {builds[1][0]}/{builds[0][0]} {b['ns'] / a['ns']:.3f}", flush=True)
     (na, _), (nb, _) = builds

@@ -212,8 +212,9 @@ check(pair_boots.figures({"samples_in_workload": 0}) is None and
 f = pair_boots.figures({"samples_in_workload": 2, "sample_ns_in_workload": 10, "samples": 10,
                         "samples_kernel": 4, "sample_ns_kernel_unwind": 2000,
                         "sample_ns_identity": 500, "sample_ns_write": 30})
-check(f["stages"] == {"regs": 0.0, "identity": 50.0, "user": 0.0, "write": 3.0,
-                      "kernel_unwind_per_kernel_sample": 500.0},
+check(f["stages"] == {"ns_regs": 0.0, "ns_identity": 50.0, "ns_kernel_unwind": 200.0,
+                      "ns_user": 0.0, "ns_write": 3.0,
+                      "ns_kernel_unwind_per_kernel_sample": 500.0},
       f"the stages: per sample, the kernel unwind per kernel sample: {f}")
 
 # bench/sample_census.py's reading of a lackey trace: a window's taken branches (an instruction
