@@ -194,6 +194,26 @@ check(overhead.workload_by_mode({"samples_in_workload": 5, "sample_ns_in_workloa
                                  "sample_ns_in_workload_user": 9}) == {},
       "only user-mode samples: no kernel figure to give")
 
+# overhead.py's table rows: the stages per sample (overhead.stage_ns) on a sampling configuration's
+# row, none on a bare-exit one, and the kernel unwind also per kernel sample
+rows = overhead.table_rows({
+    "unprofiled": {"runtimes": {"cpu": 10.0, "syscall": 20.0}},
+    "unprofiled-again": {"runtimes": {"cpu": 11.0, "syscall": 20.0}},
+    "bare@1000": {"runtimes": {"cpu": 10.5, "syscall": 21.0},
+                  "counters": {"samples": 100, "sample_ns_regs": 9000}},
+    "deferred@1000": {"runtimes": {"cpu": 10.5, "syscall": 22.0},
+                      "counters": {"samples": 100, "samples_kernel": 40,
+                                   "sample_ns_regs": 10000, "sample_ns_identity": 30000,
+                                   "sample_ns_kernel_unwind": 20000, "sample_ns_user": 50000,
+                                   "sample_ns_write": 25000, "sample_ns_total": 135000}}}, 1)
+by_name = {r["config"]: r for r in rows}
+check({k: v for k, v in by_name["deferred@1000"].items() if k.startswith("ns_")} ==
+      {"ns_regs": 100.0, "ns_identity": 300.0, "ns_kernel_unwind": 200.0, "ns_user": 500.0,
+       "ns_write": 250.0, "ns_kernel_unwind_per_kernel_sample": 500.0, "ns_total": 1350.0},
+      f"a sampling configuration's stages per sample: {by_name['deferred@1000']}")
+check(not any(k.startswith("ns_") for k in by_name["bare@1000"]),
+      f"bare exits: no stages (hvprof takes no sample there): {by_name['bare@1000']}")
+
 # bench/pair_boots.py: the sign test over pairs and the figures of one boot's counters
 import pair_boots  # noqa: E402
 
